@@ -146,3 +146,16 @@ def write_jsonl(path: str | os.PathLike, examples: Iterable[Example]) -> Path:
 def label_inventory(*datasets: Iterable[Example]) -> list[str]:
     """Sorted union of all labels seen in the given datasets."""
     return sorted({label for ds in datasets for ex in ds for label in ex.labels})
+
+
+def fingerprint(*datasets: Iterable[Example]) -> str:
+    """A content hash of datasets (order-sensitive), recorded with every model."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for ds in datasets:
+        for ex in ds:
+            digest.update(json.dumps(ex.to_dict(), ensure_ascii=False, sort_keys=True).encode("utf-8"))
+            digest.update(b"\n")
+        digest.update(b"\x00")
+    return f"sha256:{digest.hexdigest()}"

@@ -1,0 +1,62 @@
+"""``intentvcs evaluate``: figures of a checkpoint (PyTorch) or a bundle (ONNX engine)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="evaluate a checkpoint or a bundle on a JSONL test file",
+                       description="Micro P/R/F1, exact match, per-label table, prediction co-occurrence and, "
+                                   "when the data has out-of-scope rows, OOS figures. A bundle is evaluated "
+                                   "through the ONNX engine the service uses.")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", help="checkpoint directory (PyTorch path)")
+    source.add_argument("--bundle", help="bundle directory (ONNX engine path, what the service runs)")
+    p.add_argument("--data", required=True, help="JSONL with gold label sets ([] = out of scope)")
+    p.add_argument("--out", required=True, help="result JSON")
+    p.add_argument("--heatmap", help="write the prediction co-occurrence heatmap PNG here")
+    p.add_argument("--quantized", action="store_true", help="bundle: use the int8 graph")
+    p.set_defaults(func=run)
+
+
+def load_predictor(args: argparse.Namespace):
+    """Return ``(infer_fn, decision)`` for a checkpoint or a bundle."""
+    from intentvcs.decision import Decision
+
+    if args.checkpoint:
+        from training.checkpoint import read_checkpoint_meta
+        from training.predict import TorchPredictor
+
+        meta = read_checkpoint_meta(args.checkpoint)
+        predictor = TorchPredictor(args.checkpoint, meta["max_length"])
+        return (lambda texts: predictor.infer(texts, progress=True)), Decision.from_dict(meta["decision"])
+    from service.engine import Engine
+
+    engine = Engine(args.bundle, quantized=args.quantized)
+    return engine.infer, engine.decision
+
+
+def run(args: argparse.Namespace) -> int:
+    from intentvcs import atomic
+    from intentvcs.dataio import read_jsonl
+    from intentvcs.evaluation import evaluate, headline
+
+    examples = read_jsonl(args.data)
+    infer, decision = load_predictor(args)
+    logits, pooled = infer([ex.text for ex in examples])
+    figures = evaluate(decision, logits, pooled, examples)
+    figures["source"] = {"checkpoint": args.checkpoint, "bundle": args.bundle, "data": args.data,
+                         "quantized": bool(args.quantized)}
+    atomic.write_json(args.out, figures)
+    if args.heatmap:
+        from training.plots import cooccurrence_heatmap
+
+        cooccurrence_heatmap(figures["cooccurrence"]["counts"], figures["cooccurrence"]["labels"],
+                             Path(args.heatmap))
+    json.dump(headline(figures), sys.stdout, indent=2)
+    print()
+    return 0

@@ -1,0 +1,62 @@
+"""``intentvcs train``: fit a model, fit its decision layer, write a checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a PU multi-label intent model and write a checkpoint",
+                       description="Fine-tune an encoder on JSONL data, calibrate it on validation data and "
+                                   "write a checkpoint directory (atomically).")
+    p.add_argument("--train", required=True, help="training JSONL (one observed label per row)")
+    p.add_argument("--valid", required=True, help="validation JSONL (rows with labels [] are out-of-scope)")
+    p.add_argument("--test", help="optional test JSONL (gold label sets) to evaluate after training")
+    p.add_argument("--out", required=True, help="checkpoint directory to write")
+    p.add_argument("--method", default="pu", help="pu (default), bce, negative_sampling, ls_focal, mlce, upper_bound")
+    p.add_argument("--backbone", help="local Hugging Face model dir (default: packaged all-MiniLM-L6-v2)")
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--max-length", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--patience", type=int, default=1)
+    p.add_argument("--threads", type=int, help="torch threads (default: all cores)")
+    p.add_argument("--oos-rule", default="threshold", choices=["none", "threshold", "distance", "train"],
+                   help="how out-of-scope is decided (stored in the checkpoint and served as is)")
+    p.add_argument("--relations", help="relations.json of known label relations, applied at inference")
+    p.add_argument("--result", help="also write the training result JSON here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from intentvcs import atomic
+    from intentvcs.dataio import read_jsonl
+    from training.pipeline import train_pipeline
+    from training.trainer import TrainConfig
+
+    config = TrainConfig(
+        backbone=args.backbone, method=args.method, epochs=args.epochs, batch_size=args.batch_size,
+        learning_rate=args.lr, max_length=args.max_length, seed=args.seed, patience=args.patience,
+        threads=args.threads,
+    )
+    result = train_pipeline(
+        config,
+        train=read_jsonl(args.train),
+        valid=read_jsonl(args.valid),
+        test=read_jsonl(args.test) if args.test else None,
+        out=Path(args.out),
+        oos_rule=args.oos_rule,
+        relations_path=args.relations,
+    )
+    if args.result:
+        atomic.write_json(args.result, result)
+    summary = {k: result[k] for k in ("checkpoint", "method", "best_epoch", "train_seconds")}
+    summary.update({f"{split}_{k}": v for split in ("valid", "test") for k, v in
+                    (result["metrics"].get(split) or {}).items() if not isinstance(v, (dict, list))})
+    json.dump(summary, sys.stdout, indent=2)
+    print()
+    return 0

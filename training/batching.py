@@ -1,0 +1,64 @@
+"""Tokenise once, then serve length-bucketed, dynamically padded batches.
+
+Sorting by length inside shuffled pools keeps padding (wasted FLOPs) low
+while the order of batches stays random for training.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Encoded:
+    """Token ids per text (no padding) plus an optional target matrix."""
+
+    input_ids: list[list[int]]
+    targets: np.ndarray | None = None  # [N, L] float32
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def encode(tokenizer, texts: Sequence[str], max_length: int, targets: np.ndarray | None = None) -> Encoded:
+    ids = tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
+    return Encoded(ids, targets)
+
+
+def collate(encoded: Encoded, indices: Sequence[int], pad_id: int) -> dict[str, torch.Tensor]:
+    width = max(len(encoded.input_ids[i]) for i in indices)
+    ids = torch.full((len(indices), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(indices), width), dtype=torch.long)
+    for row, i in enumerate(indices):
+        seq = encoded.input_ids[i]
+        ids[row, : len(seq)] = torch.tensor(seq)
+        mask[row, : len(seq)] = 1
+    batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+    if encoded.targets is not None:
+        batch["targets"] = torch.from_numpy(encoded.targets[list(indices)])
+    return batch
+
+
+def training_batches(n: int, lengths: Sequence[int], batch_size: int, rng: random.Random, pool: int = 50) -> list[list[int]]:
+    """Shuffle, sort by length within pools of ``pool`` batches, shuffle batches."""
+    order = list(range(n))
+    rng.shuffle(order)
+    batches: list[list[int]] = []
+    span = batch_size * pool
+    for start in range(0, n, span):
+        chunk = sorted(order[start : start + span], key=lambda i: lengths[i])
+        batches.extend(chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size))
+    rng.shuffle(batches)
+    return batches
+
+
+def inference_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
+    """Batches of similar length, in sorted order; callers scatter results back."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    for start in range(0, len(order), batch_size):
+        yield order[start : start + batch_size]

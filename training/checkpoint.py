@@ -1,0 +1,49 @@
+"""Checkpoint directories: the contract between training and export.
+
+Layout (docs/ARCHITECTURE.md): ``encoder/`` (HF weights + tokenizer),
+``head.safetensors`` and ``checkpoint.json``. Written into a temporary sibling
+and renamed, so a crashed run never leaves a loadable half-checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from intentvcs import atomic
+
+FORMAT = "intentvcs-checkpoint"
+FORMAT_VERSION = 1
+META_FILE = "checkpoint.json"
+
+
+def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, Any]) -> Path:
+    """Save model, tokenizer and ``meta`` (labels, decision, config, metrics...)."""
+    required = {"labels", "backbone", "max_length", "method", "decision"}
+    missing = required - set(meta)
+    if missing:
+        raise ValueError(f"checkpoint metadata lacks {sorted(missing)}")
+    with atomic.directory(path) as tmp:
+        model.save(tmp, tokenizer)
+        body = {"format": FORMAT, "format_version": FORMAT_VERSION, **meta}
+        (tmp / META_FILE).write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return Path(path)
+
+
+def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """Load and check ``checkpoint.json``; errors name the file and the problem."""
+    meta_path = Path(path) / META_FILE
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{meta_path}: not a checkpoint (missing {META_FILE})")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{meta_path}: invalid JSON: {exc.msg}") from None
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{meta_path}: format is {meta.get('format')!r}, expected {FORMAT!r}")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{meta_path}: format_version {meta.get('format_version')!r} is not supported "
+                         f"(expected {FORMAT_VERSION})")
+    return meta

@@ -1,0 +1,39 @@
+"""Pictures of evaluation results (matplotlib; training side only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+
+def cooccurrence_heatmap(counts: Sequence[Sequence[int]], labels: Sequence[str], path: Path,
+                         title: str = "Label co-occurrence of predictions") -> Path:
+    """Row-normalised co-occurrence (P(column predicted | row predicted)) as a PNG.
+
+    Entangled labels (versions, splits, composites) show up as bright
+    off-diagonal blocks. Written to a temporary file and renamed.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    counts = np.asarray(counts, dtype=float)
+    diag = np.diag(counts)
+    conditional = np.divide(counts, diag[:, None], out=np.zeros_like(counts), where=diag[:, None] > 0)
+    size = max(6.0, 0.28 * len(labels) + 2)
+    fig, ax = plt.subplots(figsize=(size, size))
+    image = ax.imshow(conditional, cmap="viridis", vmin=0, vmax=1)
+    ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="P(column | row)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+    return path

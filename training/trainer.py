@@ -1,0 +1,184 @@
+"""Fine-tune an encoder with a multi-label head, pick the best epoch on
+validation, and keep what the decision layer needs to be fitted afterwards.
+
+Read top to bottom: ``TrainConfig`` holds every knob; ``Trainer.fit`` encodes
+the data once, trains with length-bucketed batches, evaluates the validation
+loss after every epoch, keeps the best weights and stops early.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import get_linear_schedule_with_warmup
+
+from intentvcs.dataio import Example
+from training.batching import Encoded, collate, encode, training_batches
+from training.losses import METHODS, negative_sampling_loss
+from training.model import IntentModel, default_backbone, load_tokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    backbone: str | None = None  # None: the packaged all-MiniLM-L6-v2
+    method: str = "pu"
+    epochs: int = 4
+    batch_size: int = 32
+    learning_rate: float = 1e-4
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_length: int = 64
+    dropout: float = 0.1
+    seed: int = 0
+    patience: int = 1  # epochs without validation improvement before stopping
+    # The 30k x 384 word-embedding matrix is half the model; freezing it costs
+    # no accuracy on intent data and saves a third of each step on CPU.
+    freeze_embeddings: bool = True
+    negative_theta: float = 0.1  # negative_sampling: theta * L negatives per row
+    focal_beta: float = 0.2  # ls_focal: label-smoothing beta
+    threads: int | None = None  # torch intra-op threads; None: all cores
+    labels: list[str] | None = field(default=None)  # fixed label order; None: sorted from data
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; choose from {sorted(METHODS)}")
+        for name in ("epochs", "batch_size", "max_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+
+    def resolved_backbone(self) -> str:
+        return self.backbone or default_backbone()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class TrainResult:
+    model: IntentModel
+    tokenizer: object
+    labels: list[str]
+    best_epoch: int
+    history: list[dict]
+    seconds: float
+
+
+def targets_matrix(examples: Sequence[Example], labels: Sequence[str]) -> np.ndarray:
+    """[N, L] float32 0/1 matrix; labels outside ``labels`` are ignored."""
+    index = {label: i for i, label in enumerate(labels)}
+    out = np.zeros((len(examples), len(labels)), dtype=np.float32)
+    for row, ex in enumerate(examples):
+        for label in ex.labels:
+            if label in index:
+                out[row, index[label]] = 1.0
+    return out
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig):
+        self.config = config
+        self.method = METHODS[config.method]
+
+    def _loss(self, logits: torch.Tensor, targets: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        cfg = self.config
+        if cfg.method == "negative_sampling":
+            return negative_sampling_loss(logits, targets, theta=cfg.negative_theta, generator=generator)
+        if cfg.method == "ls_focal":
+            return self.method.loss(logits, targets, beta=cfg.focal_beta)
+        return self.method.loss(logits, targets)
+
+    def fit(self, train: Sequence[Example], valid: Sequence[Example]) -> TrainResult:
+        cfg = self.config
+        start = time.time()
+        torch.manual_seed(cfg.seed)
+        rng = random.Random(cfg.seed)
+        generator = torch.Generator().manual_seed(cfg.seed)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+
+        # Out-of-scope rows (no label) carry no positive to learn from.
+        train = [ex for ex in train if ex.labels]
+        valid = [ex for ex in valid if ex.labels]
+        if not train:
+            raise ValueError("training data has no labelled rows")
+        labels = list(cfg.labels) if cfg.labels else sorted({l for ex in train for l in ex.labels})
+        unseen = sorted({l for ex in train for l in ex.labels} - set(labels))
+        if unseen:
+            raise ValueError(f"training labels missing from the fixed label list: {unseen[:10]}")
+
+        backbone = cfg.resolved_backbone()
+        tokenizer = load_tokenizer(backbone)
+        model = IntentModel.from_backbone(backbone, len(labels), dropout=cfg.dropout)
+        if cfg.freeze_embeddings:
+            model.encoder.get_input_embeddings().weight.requires_grad_(False)
+
+        train_enc = encode(tokenizer, [ex.text for ex in train], cfg.max_length, targets_matrix(train, labels))
+        valid_enc = encode(tokenizer, [ex.text for ex in valid], cfg.max_length, targets_matrix(valid, labels))
+        lengths = [len(x) for x in train_enc.input_ids]
+
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+        steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
+        total_steps = steps_per_epoch * cfg.epochs
+        scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total_steps), total_steps)
+
+        best_loss, best_state, best_epoch, history, stale = math.inf, None, 0, [], 0
+        for epoch in range(1, cfg.epochs + 1):
+            model.train()
+            epoch_start, running = time.time(), 0.0
+            batches = training_batches(len(train), lengths, cfg.batch_size, rng)
+            bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", unit="batch", leave=False)
+            for step, idx in enumerate(bar, start=1):
+                batch = collate(train_enc, idx, tokenizer.pad_token_id)
+                logits, _ = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+                loss = self._loss(logits, batch["targets"], generator)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                running += loss.item()
+                if step % 20 == 0:
+                    bar.set_postfix(loss=f"{running / step:.4f}")
+            valid_loss = self._evaluate_loss(model, valid_enc, tokenizer.pad_token_id, generator) if valid else math.nan
+            record = {"epoch": epoch, "train_loss": running / max(len(batches), 1), "valid_loss": valid_loss,
+                      "seconds": round(time.time() - epoch_start, 1)}
+            history.append(record)
+            log.info("epoch %d: train loss %.4f, valid loss %.4f, %.0f s", epoch, record["train_loss"], valid_loss,
+                     record["seconds"])
+            if not valid or valid_loss < best_loss:
+                best_loss, best_epoch, stale = valid_loss, epoch, 0
+                best_state = copy.deepcopy(model.state_dict())
+            else:
+                stale += 1
+                if stale > cfg.patience:
+                    log.info("early stop: no validation improvement for %d epoch(s)", stale)
+                    break
+        model.load_state_dict(best_state)
+        model.eval()
+        return TrainResult(model, tokenizer, labels, best_epoch, history, time.time() - start)
+
+    @torch.inference_mode()
+    def _evaluate_loss(self, model: IntentModel, encoded: Encoded, pad_id: int, generator) -> float:
+        model.eval()
+        total, count = 0.0, 0
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded.input_ids[i]))
+        for start in range(0, len(order), 128):
+            idx = order[start : start + 128]
+            batch = collate(encoded, idx, pad_id)
+            logits, _ = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            total += self._loss(logits, batch["targets"], generator).item() * len(idx)
+            count += len(idx)
+        return total / max(count, 1)
+
