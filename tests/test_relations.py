@@ -1,0 +1,115 @@
+"""Label relations: parsing, validation, queries and closure (intentvcs.relations)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from intentvcs.relations import Closure, LabelRelations, RelationsError
+
+
+def _file(relations, labels=("a", "b", "c", "d", "e"), **extra):
+    return {"format": "intentvcs-relations", "format_version": 1, "labels": list(labels),
+            "relations": relations, **extra}
+
+
+RELATIONS = [
+    {"type": "duplicate", "a": "a", "b": "b"},
+    {"type": "subset", "child": "b", "parent": "c"},
+    {"type": "composite", "composite": "e", "parts": ["a", "d"]},
+]
+
+
+def _implied(rel, labels=None):
+    """Per label, the set of labels it implies (readable form of the matrix)."""
+    order = list(labels or rel.labels)
+    matrix = rel.implication_matrix(order)
+    return {order[i]: {order[j] for j in np.flatnonzero(matrix[i])} for i in range(len(order))}
+
+
+def test_implication_matrix_is_the_transitive_closure():
+    rel = LabelRelations.from_dict(_file(RELATIONS))
+    assert _implied(rel) == {
+        "a": {"a", "b", "c"},            # duplicate, then b's parent
+        "b": {"a", "b", "c"},
+        "c": {"c"},                      # a parent implies nothing below it
+        "d": {"d"},
+        "e": {"e", "a", "d", "b", "c"},  # parts, and everything a implies
+    }
+
+
+def test_closure_passes_through_labels_not_requested():
+    rel = LabelRelations.from_dict(_file([{"type": "subset", "child": "a", "parent": "b"},
+                                          {"type": "subset", "child": "b", "parent": "c"}]))
+    # b is not a column, yet a still implies c; "oos" is unknown and implies itself only.
+    assert _implied(rel, ["c", "a", "oos"]) == {"c": {"c"}, "a": {"a", "c"}, "oos": {"oos"}}
+
+
+def test_close_on_rows():
+    rel = LabelRelations.from_dict(_file(RELATIONS))
+    accepted = np.array([[0, 0, 0, 0, 1], [0, 0, 1, 0, 0], [0, 0, 0, 0, 0]], dtype=bool)
+    closed = rel.close(accepted)
+    assert closed.tolist() == [[True] * 5, [False, False, True, False, False], [False] * 5]
+    with pytest.raises(ValueError):
+        rel.close(accepted[:, :3])
+
+
+def test_closure_matches_a_boolean_matrix_product():
+    rng = np.random.default_rng(0)
+    implication = (rng.random((12, 12)) < 0.15) | np.eye(12, dtype=bool)
+    accepted = rng.random((20, 12)) < 0.2
+    expected = (accepted.astype(int) @ implication.astype(int)) > 0
+    assert np.array_equal(Closure(implication)(accepted), expected)
+    assert np.array_equal(Closure(np.eye(12, dtype=bool))(accepted), accepted)
+
+
+def test_round_trip_through_json_and_file(tmp_path):
+    obj = _file(RELATIONS, families={"A": ["a", "b"]}, details={"source": "test"})
+    rel = LabelRelations.from_dict(json.loads(json.dumps(obj)))
+    assert rel.to_dict() == obj
+    rel.save(tmp_path / "relations.json")
+    assert LabelRelations.load(tmp_path / "relations.json").to_dict() == obj
+
+
+def test_queries():
+    rel = LabelRelations.from_dict(_file(RELATIONS + [{"type": "duplicate", "a": "d", "b": "c"}],
+                                         families={"A": ["a", "b", "c"], "E": ["e"]}))
+    assert rel.pairs("duplicate") == {("a", "b"), ("c", "d")}  # symmetric pairs in sorted order
+    assert rel.pairs("subset") == {("b", "c")}
+    assert rel.pairs("composite") == {("e", "a"), ("e", "d")}
+    assert ("subset", "b", "c") in rel.typed_pairs() and len(rel.typed_pairs()) == 5
+    assert [r.to_dict()["type"] for r in rel.of_type("subset")] == ["subset"]
+    assert rel.family_of("b") == "A" and rel.family_of("d") is None
+    assert rel.components() == [["a", "b", "c", "d", "e"]]
+
+
+def test_components_join_siblings():
+    rel = LabelRelations.from_dict(_file([{"type": "subset", "child": "a", "parent": "c"},
+                                          {"type": "subset", "child": "b", "parent": "c"}]))
+    assert rel.components() == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("obj, message", [
+    (_file([{"type": "subset", "child": "x", "parent": "a"}]), "unknown label"),
+    (_file([{"type": "duplicate", "a": "a", "b": 3}]), "non-empty string"),
+    (_file([{"type": "twin", "a": "a", "b": "b"}]), "unknown relation type"),
+    (_file([{"type": "duplicate", "a": "a", "parent": "b"}]), "has keys"),
+    (_file([{"type": "duplicate", "a": "a", "b": "a"}]), "repeats a label"),
+    (_file([{"type": "composite", "composite": "e", "parts": ["a"]}]), "at least 2 parts"),
+    (_file([{"type": "composite", "composite": "e", "parts": "a"}]), "list of strings"),
+    (_file([], labels=["a", "a"]), "listed twice"),
+    (_file([], families={"A": ["zzz"]}), "unknown label"),
+    (_file({}), "expected a list"),
+    ({**_file([]), "format_version": 2}, "format_version"),
+    ({**_file([]), "format": "other"}, "format"),
+])
+def test_validation_errors(obj, message):
+    with pytest.raises(RelationsError, match=message):
+        LabelRelations.from_dict(obj)
+
+
+def test_load_names_the_file(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_file([{"type": "subset", "child": "x", "parent": "a"}])))
+    with pytest.raises(RelationsError, match="bad.json"):
+        LabelRelations.load(path)

@@ -1,0 +1,59 @@
+"""Read a ConvLab-2 data file: a zip archive holding one JSON object
+``dialogue id -> dialogue``. Shared by the MultiWOZ and CrossWOZ loaders."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from intentvcs.dataio import DataError
+
+# Our split names → the archive names ConvLab-2 uses.
+SPLIT_FILES = {"valid": "val.json.zip", "test": "test.json.zip"}
+
+
+def split_path(root: str | os.PathLike, split: str) -> Path:
+    """``root/val.json.zip`` for ``valid``, ``root/test.json.zip`` for ``test``."""
+    if split not in SPLIT_FILES:
+        raise ValueError(f"no split {split!r}; choose from {', '.join(SPLIT_FILES)}")
+    return Path(root) / SPLIT_FILES[split]
+
+
+def read_dialogues(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """Return the archive's ``{dialogue id: dialogue object}``.
+
+    Raises ``DataError`` when the file is missing, not a zip, holds other than
+    exactly one ``.json`` member, is not valid JSON (with the line), or is not
+    an object of objects (with the dialogue id).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, None, "file not found")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = [name for name in archive.namelist() if name.endswith(".json")]
+            if len(members) != 1:
+                raise DataError(path, None, f"expected one .json member in the zip, found {members}")
+            raw = archive.read(members[0])
+    except zipfile.BadZipFile as exc:
+        raise DataError(path, None, f"not a zip archive: {exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}!{members[0]}", None, f"not UTF-8: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}!{members[0]}", exc.lineno, f"invalid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise DataError(path, None, f"expected an object of dialogues, got {type(data).__name__}")
+    for dialogue_id, dialogue in data.items():
+        if not isinstance(dialogue, dict):
+            raise DataError(path, None, f"dialogue {dialogue_id}: expected an object")
+    return data
+
+
+def composite(intents: set[str]) -> str:
+    """The composite label of several intents: sorted parts joined by ``&``."""
+    return "&".join(sorted(intents))

@@ -1,0 +1,108 @@
+"""SNIPS / ATIS folder format (as in the SlotGated-SLU copies) → canonical examples.
+
+A data set folder has one sub-folder per split (``train``, ``valid``,
+``test``), each holding three line-aligned files:
+
+``seq.in``   one utterance a line, whitespace-separated tokens;
+``seq.out``  one BIO slot tag per token (``O``, ``B-<slot>``, ``I-<slot>``);
+``label``    the intent; multi-intent rows join intents with ``#``
+             (ATIS ``atis_flight#atis_airfare``) and become several labels.
+
+The example text is the tokens joined by single spaces (the files carry
+trailing blanks), and the tags become character ``spans`` on that text. A stray
+``I-x`` that does not continue an ``x`` span starts a new one (the CoNLL
+``conlleval`` convention), because the tag still says which slot the token is.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from intentvcs.dataio import DataError, Example, Span
+
+SPLITS = ("train", "valid", "test")
+FILES = ("seq.in", "seq.out", "label")
+MULTI_INTENT_SEPARATOR = "#"
+
+
+def load_split(root: str | os.PathLike, split: str) -> list[Example]:
+    """Load ``root/split`` (``split`` in train, valid, test); ids are ``"<split>:<line>"``."""
+    if split not in SPLITS:
+        raise ValueError(f"no split {split!r}; choose from {', '.join(SPLITS)}")
+    return load_folder(Path(root) / split, id_prefix=split)
+
+
+def load_folder(folder: str | os.PathLike, id_prefix: str = "") -> list[Example]:
+    """Load one split folder holding ``seq.in``, ``seq.out`` and ``label``."""
+    folder = Path(folder)
+    texts, tags, labels = (_read_lines(folder / name) for name in FILES)
+    counts = {name: len(lines) for name, lines in zip(FILES, (texts, tags, labels))}
+    if len(set(counts.values())) != 1:
+        # Point at the first line of the longest file that has no counterpart.
+        longest = max(counts, key=counts.get)
+        raise DataError(
+            folder / longest, min(counts.values()) + 1, f"no matching line in the other files; line counts {counts}"
+        )
+    examples = []
+    for number, (text_line, tag_line, label_line) in enumerate(zip(texts, tags, labels), start=1):
+        tokens, bio = text_line.split(), tag_line.split()
+        if not tokens:
+            raise DataError(folder / "seq.in", number, "empty utterance")
+        if len(tokens) != len(bio):
+            raise DataError(
+                folder / "seq.out", number, f"{len(bio)} tags for {len(tokens)} tokens in seq.in"
+            )
+        intents = tuple(label_line.strip().split(MULTI_INTENT_SEPARATOR))
+        if not all(intents) or len(set(intents)) != len(intents):
+            raise DataError(folder / "label", number, f"bad intent field {label_line.strip()!r}")
+        try:
+            spans = bio_to_spans(tokens, bio)
+        except ValueError as exc:
+            raise DataError(folder / "seq.out", number, str(exc)) from None
+        examples.append(
+            Example(text=" ".join(tokens), labels=intents, id=f"{id_prefix}:{number}", spans=spans)
+        )
+    return examples
+
+
+def bio_to_spans(tokens: list[str], tags: list[str]) -> tuple[Span, ...]:
+    """Turn one BIO tag per token into character spans on ``" ".join(tokens)``.
+
+    Raises ``ValueError`` on a tag that is not ``O``, ``B-<slot>`` or ``I-<slot>``.
+    """
+    spans: list[Span] = []
+    open_label: str | None = None  # slot of the span the previous token belongs to
+    start = end = 0
+    offset = 0
+    for index, (token, tag) in enumerate(zip(tokens, tags)):
+        if tag == "O":
+            label, begins = None, False
+        elif tag[:2] in ("B-", "I-") and len(tag) > 2:
+            label = tag[2:]
+            begins = tag[0] == "B" or label != open_label
+        else:
+            raise ValueError(f"token {index + 1} ({token!r}) has tag {tag!r}; expected O, B-<slot> or I-<slot>")
+        if open_label is not None and (begins or label is None):
+            spans.append(Span(start, end, open_label))
+            open_label = None
+        if begins:
+            open_label, start = label, offset
+        end = offset + len(token)
+        offset = end + 1  # the single space that joins tokens
+    if open_label is not None:
+        spans.append(Span(start, end, open_label))
+    return tuple(spans)
+
+
+def _read_lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise DataError(path, None, "file not found")
+    with path.open(encoding="utf-8", newline="") as handle:
+        # Split on newlines only: str.splitlines would also break on U+2028
+        # and friends inside an utterance and misalign the three files.
+        lines = [line.rstrip("\r") for line in handle.read().split("\n")]
+    # A final empty line is a trailing newline artefact, not a row.
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
