@@ -13,19 +13,15 @@ from typing import Sequence
 
 from intentvcs.dataio import Example, fingerprint
 from intentvcs.evaluation import evaluate, headline
-from intentvcs.oos import OOS_LABEL
 from intentvcs.relations import LabelRelations
 from training.checkpoint import write_checkpoint
 from training.decision_fit import fit_decision
 from training.losses import METHODS
+from training.oos_class import oos_as_class
 from training.predict import infer
 from training.trainer import TrainConfig, Trainer
 
 log = logging.getLogger(__name__)
-
-
-def _oos_as_class(examples: Sequence[Example]) -> list[Example]:
-    return [ex if ex.labels else ex.with_labels([OOS_LABEL]) for ex in examples]
 
 
 def train_pipeline(
@@ -40,7 +36,7 @@ def train_pipeline(
     """Run the whole training job; return a JSON-safe result (also stored in the checkpoint)."""
     if oos_rule == "train":
         # "oos-train": out-of-scope rows become an ordinary class.
-        train, valid = _oos_as_class(train), _oos_as_class(valid)
+        train, valid = oos_as_class(train), oos_as_class(valid)
     relations = LabelRelations.load(relations_path) if relations_path else None
 
     trained = Trainer(config).fit(train, valid)
@@ -61,7 +57,7 @@ def train_pipeline(
     metrics = {"valid": headline(evaluate(decision, valid_logits, valid_pooled, valid, include_tables=False))}
     if test is not None:
         if oos_rule == "train":
-            test = _oos_as_class(test)
+            test = oos_as_class(test)
         test_logits, test_pooled = infer(model, tokenizer, [ex.text for ex in test], config.max_length)
         metrics["test"] = headline(evaluate(decision, test_logits, test_pooled, test, include_tables=False))
 

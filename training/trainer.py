@@ -48,6 +48,11 @@ class TrainConfig:
     negative_theta: float = 0.1  # negative_sampling: theta * L negatives per row
     focal_beta: float = 0.2  # ls_focal: label-smoothing beta
     threads: int | None = None  # torch intra-op threads; None: all cores
+    # Robust training: add round(augment_ratio * N) perturbed copies of the
+    # training rows (intentvcs.perturb); augment_mix weights operators or
+    # families ("nature", "laug", "raddle"); None is uniform over all operators.
+    augment_ratio: float = 0.0
+    augment_mix: dict[str, float] | None = None
     labels: list[str] | None = field(default=None)  # fixed label order; None: sorted from data
 
     def __post_init__(self) -> None:
@@ -112,6 +117,12 @@ class Trainer:
         valid = [ex for ex in valid if ex.labels]
         if not train:
             raise ValueError("training data has no labelled rows")
+        if cfg.augment_ratio > 0:
+            from intentvcs.perturb import augment
+
+            before = len(train)
+            train = augment(train, cfg.augment_ratio, cfg.augment_mix, seed=cfg.seed)
+            log.info("augmented training data: %d -> %d rows", before, len(train))
         labels = list(cfg.labels) if cfg.labels else sorted({l for ex in train for l in ex.labels})
         unseen = sorted({l for ex in train for l in ex.labels} - set(labels))
         if unseen:

@@ -37,7 +37,7 @@ def load_predictor(args: argparse.Namespace):
     from service.engine import Engine
 
     engine = Engine(args.bundle, quantized=args.quantized)
-    return engine.infer, engine.decision
+    return engine.infer, engine.bundle.decision
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,6 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, help="torch threads (default: all cores)")
     p.add_argument("--oos-rule", default="threshold", choices=["none", "threshold", "distance", "train"],
                    help="how out-of-scope is decided (stored in the checkpoint and served as is)")
+    p.add_argument("--augment", type=float, default=0.0, metavar="RATIO",
+                   help="robust training: add RATIO x N perturbed copies of the training rows")
+    p.add_argument("--augment-mix", metavar="JSON",
+                   help='operator or family weights, e.g. \'{"nature": 2, "raddle": 1}\' (default: uniform)')
     p.add_argument("--relations", help="relations.json of known label relations, applied at inference")
     p.add_argument("--result", help="also write the training result JSON here")
     p.set_defaults(func=run)
@@ -41,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     config = TrainConfig(
         backbone=args.backbone, method=args.method, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.lr, max_length=args.max_length, seed=args.seed, patience=args.patience,
-        threads=args.threads,
+        threads=args.threads, augment_ratio=args.augment,
+        augment_mix=json.loads(args.augment_mix) if args.augment_mix else None,
     )
     result = train_pipeline(
         config,

@@ -1,0 +1,59 @@
+"""Shared plumbing for benchmark scripts: machine facts and result files.
+
+Every script writes ``benchmarks/results/<name>.json`` as
+``{"command", "machine", "date", "records": [...]}`` (docs: DESIGN.md,
+"Benchmarks and their results") and a Markdown table next to it, which
+``benchmarks/render_readme.py`` copies into the README.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from intentvcs import atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+SHARED_DATA = Path(os.environ.get("INTENTVCS_DATA", ROOT.parent / "shared" / "data"))
+
+
+def machine() -> dict:
+    """Cores, CPU model and GPU (if ``nvidia-smi`` answers) of this machine."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = None
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"cores": os.cpu_count(), "cpu": cpu, "gpu": gpu, "python": platform.python_version()}
+
+
+def command_line() -> str:
+    return "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
+
+
+def write_results(name: str, records: list[dict], markdown: str, extra: dict | None = None) -> Path:
+    """Write ``results/<name>.json`` and ``results/<name>.md`` atomically."""
+    body = {"command": command_line(), "machine": machine(),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"), **(extra or {}), "records": records}
+    path = atomic.write_json(RESULTS / f"{name}.json", body)
+    atomic.write_text(RESULTS / f"{name}.md", markdown)
+    return path
+
+
+def pct(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{100 * value:.{digits}f}"

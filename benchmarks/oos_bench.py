@@ -1,0 +1,119 @@
+"""CLINC150 out-of-scope benchmark (MISSION.md section 2, issue "Calibrated
+confidences and out-of-scope detection").
+
+Per variant (Full, Small, Imbalanced, OOS+) one model is trained on in-scope
+training rows only (no OOS data for training), then each OOS rule is fitted on
+the validation split (in-scope + oos_val) and scored on test + oos_test:
+``threshold`` (calibrated confidence, threshold chosen on validation with oos as
+its own class) and ``distance`` (Mahalanobis on the fine-tuned pooled
+embedding; needs no OOS data). ``train`` (oos as a 151st class) is trained
+separately on Full and OOS+ for comparison.
+
+    python benchmarks/oos_bench.py
+    python benchmarks/oos_bench.py --variants full --epochs 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import ROOT, SHARED_DATA, write_results  # noqa: E402
+
+VARIANTS = {"full": "data_full.json", "small": "data_small.json", "imbalanced": "data_imbalanced.json",
+            "oos_plus": "data_oos_plus.json"}
+# Larson et al. (2019), BERT, Full: in-scope accuracy / OOS recall.
+PAPER = {("full", "threshold"): (96.2, 52.3), ("full", "train"): (96.9, 40.3)}
+
+
+def in_scope(rows):
+    return [r for r in rows if r.labels]
+
+
+def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, seed: int) -> list[dict]:
+    from intentvcs import calibration
+    from intentvcs.evaluation import evaluate, headline
+    from training.decision_fit import fit_decision, first_label_index, observed_matrix
+    from training.loaders.clinc150 import load_split
+    from training.oos_class import oos_as_class
+    from training.predict import infer
+    from training.trainer import TrainConfig, Trainer
+
+    path = SHARED_DATA / "clinc150" / VARIANTS[variant]
+    train, valid, test = (load_split(path, s) for s in ("train", "valid", "test"))
+    records = []
+    base = {"dataset": f"clinc150-{variant}", "backbone": "all-MiniLM-L6-v2", "seeds": 1, "epochs": epochs}
+
+    def score(decision, rule, trained, train_rows, valid_rows, test_rows):
+        logits, pooled = infer(trained.model, trained.tokenizer, [r.text for r in test_rows], 64)
+        fig = headline(evaluate(decision, logits, pooled, test_rows, include_tables=False))
+        obs = observed_matrix(test_rows, decision.labels)
+        keep = obs.any(axis=1)
+        targets = first_label_index(obs[keep])
+        before = calibration.calibration_figures(logits[keep], targets, decision.activation, 1.0)
+        after = calibration.calibration_figures(logits[keep], targets, decision.activation, decision.temperature)
+        paper = PAPER.get((variant, rule), (None, None))
+        return {**base, "oos_rule": rule, "in_scope_acc": round(100 * fig["in_scope_accuracy"], 2),
+                "oos_recall": round(100 * fig["oos_recall"], 2), "oos_precision": round(100 * fig["oos_precision"], 2),
+                "oos_f1": round(100 * fig["oos_f1"], 2), "auroc": round(fig["auroc"], 4),
+                "fpr95": round(100 * fig["fpr95"], 2), "ece_before": round(100 * before["ece"], 2),
+                "ece": round(100 * after["ece"], 2), "temperature": round(decision.temperature, 4),
+                "oos_threshold": decision.oos.threshold, "train_seconds": round(trained.seconds, 1),
+                "paper_in_scope_acc": paper[0], "paper_oos_recall": paper[1]}
+
+    config = TrainConfig(method="pu", epochs=epochs, seed=seed)
+    trained = Trainer(config).fit(in_scope(train), in_scope(valid))
+    train_in = in_scope(train)
+    train_logits, train_pooled = infer(trained.model, trained.tokenizer, [r.text for r in train_in], 64, progress=True)
+    valid_logits, valid_pooled = infer(trained.model, trained.tokenizer, [r.text for r in valid], 64)
+    for rule in rules:
+        decision, _ = fit_decision(trained.labels, "softmax", valid, valid_logits, valid_pooled, train_in,
+                                   train_logits, train_pooled, oos_rule=rule)
+        records.append(score(decision, rule, trained, train_in, valid, test))
+        logging.info("%s", records[-1])
+    if train_rule:
+        train_c, valid_c, test_c = oos_as_class(train), oos_as_class(valid), oos_as_class(test)
+        trained_c = Trainer(config).fit(train_c, valid_c)
+        valid_logits, valid_pooled = infer(trained_c.model, trained_c.tokenizer, [r.text for r in valid_c], 64)
+        decision, _ = fit_decision(trained_c.labels, "softmax", valid_c, valid_logits, valid_pooled, train_c,
+                                   None, None, oos_rule="train")
+        record = score(decision, "train", trained_c, train_c, valid_c, test_c)
+        records.append(record)
+        logging.info("%s", record)
+    return records
+
+
+def render(records: list[dict]) -> str:
+    lines = ["| variant | OOS rule | in-scope acc | OOS recall | OOS F1 | AUROC | FPR@95 | ECE before → after "
+             "| paper BERT (acc / recall) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        paper = "–" if r["paper_in_scope_acc"] is None else f"{r['paper_in_scope_acc']} / {r['paper_oos_recall']}"
+        lines.append(f"| {r['dataset']} | {r['oos_rule']} | {r['in_scope_acc']:.2f} | {r['oos_recall']:.2f} | "
+                     f"{r['oos_f1']:.2f} | {r['auroc']:.4f} | {r['fpr95']:.2f} | {r['ece_before']:.2f} → "
+                     f"{r['ece']:.2f} | {paper} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--rules", nargs="+", default=["threshold", "distance"])
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-rule-on", nargs="*", default=["full", "oos_plus"],
+                        help="variants on which the oos-as-a-class model is trained too")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    records: list[dict] = []
+    for variant in args.variants:
+        records += run_variant(variant, args.epochs, args.rules, variant in args.train_rule_on, args.seed)
+        write_results("oos", records, render(records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

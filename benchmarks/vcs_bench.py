@@ -1,0 +1,164 @@
+"""Reproduce the DialogVCS table (MISSION.md section 1) on SNIPS-VCS and ATIS-VCS.
+
+Every method is trained on the same benchmark files with the default backbone
+and scored on the test gold sets (micro F1 and exact match, threshold 0.5 on
+the method's confidences). The PU method and the upper bound use several seeds
+(median reported); the weaker baselines one, to fit a 2-core CPU budget.
+
+    python benchmarks/vcs_bench.py                       # full run (hours on 2 cores)
+    python benchmarks/vcs_bench.py --datasets atis --methods pu --seeds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import ROOT, SHARED_DATA, write_results  # noqa: E402
+
+# Published BERT-base figures (median of 5 seeds), F1 / EM, from MISSION.md.
+PAPER = {
+    "snips": {"bce": (10.00, 14.29), "negative_sampling": (93.73, 85.14), "ls_focal": (95.90, 92.86),
+              "mlce": (87.04, 65.14), "upper_bound": (96.57, 95.86)},
+    "atis": {"bce": (0.15, 0.00), "negative_sampling": (87.14, 76.37), "ls_focal": (86.43, 77.05),
+             "mlce": (88.65, 79.91), "upper_bound": (92.09, 83.22)},
+}
+METHOD_NAMES = {"bce": "basic classifier (BCE)", "negative_sampling": "negative sampling",
+                "ls_focal": "LS focal loss", "mlce": "multi-label CE", "pu": "**PU: softmax + Elkan–Noto (ours)**",
+                "upper_bound": "upper bound (gold labels)"}
+MULTI_SEED = {"pu", "upper_bound"}
+
+
+def build_sets(datasets: list[str], out_root: Path, seed: int) -> dict[str, Path]:
+    from training.vcs import build
+
+    paths = {}
+    for name in datasets:
+        path = out_root / f"{name}-vcs-seed{seed}"
+        if not (path / "info.json").exists():
+            build(name, SHARED_DATA, path, seed=seed)
+        paths[name] = path
+    return paths
+
+
+def run_one(data: Path, method: str, seed: int, epochs: int, out: Path) -> dict:
+    """Train one model (or reuse a finished checkpoint of the same run) and score it.
+
+    Besides the plain figures, the test set is also scored with the builder's
+    ground-truth relations applied as label closure at inference (what
+    ``--relations`` does in production), to measure the EM gain of closure.
+    """
+    from dataclasses import replace
+
+    from intentvcs.dataio import read_jsonl
+    from intentvcs.decision import Decision
+    from intentvcs.evaluation import evaluate, headline
+    from intentvcs.relations import LabelRelations
+    from training.checkpoint import read_checkpoint_meta
+    from training.pipeline import train_pipeline
+    from training.predict import TorchPredictor
+    from training.trainer import TrainConfig
+
+    gold = method == "upper_bound"
+    config = TrainConfig(method=method, epochs=epochs, seed=seed)
+    test = read_jsonl(data / "test.jsonl")
+    meta = None
+    if (out / "checkpoint.json").exists():
+        meta = read_checkpoint_meta(out)
+        # Thread count changes speed, not the run; everything else must match.
+        same = {**meta["train_config"], "threads": None} == {**config.to_dict(), "threads": None}
+        meta = meta if same else None
+    if meta is None:
+        train_pipeline(
+            config,
+            train=read_jsonl(data / ("train_gold.jsonl" if gold else "train.jsonl")),
+            valid=read_jsonl(data / ("valid_gold.jsonl" if gold else "valid.jsonl")),
+            test=test, out=out, oos_rule="none",
+        )
+        meta = read_checkpoint_meta(out)
+    else:
+        logging.info("reusing finished run %s", out)
+    decision = Decision.from_dict(meta["decision"])
+    logits, pooled = TorchPredictor(out, meta["max_length"]).infer([ex.text for ex in test])
+    closed = replace(decision, relations=LabelRelations.load(data / "relations.json"))
+    return {
+        "test": headline(evaluate(decision, logits, pooled, test, include_tables=False)),
+        "test_closure": headline(evaluate(closed, logits, pooled, test, include_tables=False)),
+        "epoch_seconds": [h["seconds"] for h in meta["history"]],
+        "best_epoch": meta["best_epoch"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=["snips", "atis"])
+    parser.add_argument("--methods", nargs="+", default=list(METHOD_NAMES))
+    parser.add_argument("--seeds", type=int, default=3, help="seeds for the PU method and the upper bound")
+    parser.add_argument("--baseline-seeds", type=int, default=1)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--work", default=str(ROOT / "runs" / "bench" / "vcs"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    work = Path(args.work)
+    sets = build_sets(args.datasets, work / "data", seed=0)
+    records = []
+    for dataset, data in sets.items():
+        for method in args.methods:
+            n_seeds = args.seeds if method in MULTI_SEED else args.baseline_seeds
+            runs = []
+            for seed in range(n_seeds):
+                logging.info("== %s / %s / seed %d", dataset, method, seed)
+                result = run_one(data, method, seed, args.epochs, work / "ckpt" / dataset / f"{method}-s{seed}")
+                runs.append(result)
+            tests = [r["test"] for r in runs]
+            closed = [r["test_closure"] for r in runs]
+            epoch_s = [s for r in runs for s in r["epoch_seconds"]]
+            records.append({
+                "dataset": f"{dataset}-vcs", "method": method, "backbone": "all-MiniLM-L6-v2",
+                "seeds": n_seeds, "epochs": args.epochs,
+                "F1": round(100 * statistics.median(t["f1"] for t in tests), 2),
+                "EM": round(100 * statistics.median(t["exact_match"] for t in tests), 2),
+                "precision": round(100 * statistics.median(t["precision"] for t in tests), 2),
+                "recall": round(100 * statistics.median(t["recall"] for t in tests), 2),
+                "F1_closure": round(100 * statistics.median(t["f1"] for t in closed), 2),
+                "EM_closure": round(100 * statistics.median(t["exact_match"] for t in closed), 2),
+                "F1_per_seed": [round(100 * t["f1"], 2) for t in tests],
+                "EM_per_seed": [round(100 * t["exact_match"], 2) for t in tests],
+                "epoch_seconds_median": round(statistics.median(epoch_s), 1),
+                "best_epochs": [r["best_epoch"] for r in runs],
+                "paper_F1": PAPER.get(dataset, {}).get(method, (None, None))[0],
+                "paper_EM": PAPER.get(dataset, {}).get(method, (None, None))[1],
+            })
+            write_results("vcs", records, render(records))
+    return 0
+
+
+def render(records: list[dict]) -> str:
+    """Ours beside the paper; "+ closure" applies the ground-truth relations at inference."""
+    datasets = list(dict.fromkeys(r["dataset"] for r in records))
+    head = ["method"]
+    for d in datasets:
+        head += [f"{d} F1 / EM", f"{d} + closure F1 / EM", f"{d} paper (BERT-base)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for method in dict.fromkeys(r["method"] for r in records):
+        cells = [METHOD_NAMES.get(method, method)]
+        for d in datasets:
+            r = next((x for x in records if x["dataset"] == d and x["method"] == method), None)
+            if r is None:
+                cells += ["–", "–", "–"]
+                continue
+            seeds = f" ({r['seeds']} seeds, median)" if r["seeds"] > 1 else ""
+            cells.append(f"{r['F1']:.2f} / {r['EM']:.2f}{seeds}")
+            cells.append(f"{r['F1_closure']:.2f} / {r['EM_closure']:.2f}")
+            cells.append("–" if r["paper_F1"] is None else f"{r['paper_F1']:.2f} / {r['paper_EM']:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+if __name__ == "__main__":
+    sys.exit(main())
