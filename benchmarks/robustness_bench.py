@@ -1,0 +1,211 @@
+"""Robust training benchmark (MISSION.md section 3, issue "Robustness suite").
+
+Per data set, two PU models on the same backbone and seed: a **baseline** and
+an **augmented** one (``TrainConfig.augment_ratio`` / ``augment_mix``: perturbed
+copies of the training rows from ``intentvcs.perturb``). Each is exported to a
+bundle and run through the robustness suite (``intentvcs.robustness``) on the
+data set's original test split, with the ONNX engine the service runs. The
+score is single-label intent accuracy (the top label is a gold label; ATIS
+multi-intent rows count as right when the top label is one of theirs), per
+operator, on the Random set (mean of ``--draws`` draws) and on the Hard set
+(each utterance's worst operator for *that* model). CLINC150 Full runs on its
+in-scope rows only. Both models see the same perturbed texts.
+
+Targets, for the augmented model: Random mean drop <= 1.5 points, casing and
+punctuation drops <= 0.5 points each, clean accuracy at most 0.3 points below
+the baseline's. The baseline's per-operator drops are the reference.
+
+    python benchmarks/robustness_bench.py                                  # SNIPS + ATIS, ~1-2 h on 2 cores
+    python benchmarks/robustness_bench.py --datasets snips atis clinc150   # + CLINC150 Full, ~1-2 h more
+    python benchmarks/robustness_bench.py --datasets snips --limit-train 300 --limit-test 100 \\
+        --epochs 1 --backbone DIR --results-name robustness-smoke          # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import ROOT, SHARED_DATA, write_results  # noqa: E402
+
+# name -> (loader format, path under SHARED_DATA)
+DATASETS = {"snips": ("snips", "snips"), "atis": ("atis", "atis"),
+            "clinc150": ("clinc150", "clinc150/data_full.json")}
+MODELS = ("baseline", "augmented")
+# Equal weight per family rather than per operator: uniform over the 25
+# operators would give RADDLE's five (typos, casing, punctuation...) a fifth
+# of the copies; per family each of NATURE, LAUG and RADDLE gets a third.
+DEFAULT_MIX = {"nature": 1.0, "laug": 1.0, "raddle": 1.0}
+TARGETS = (  # (name, limit in points)
+    ("random mean drop", 1.5),
+    ("casing drop", 0.5),
+    ("punctuation drop", 0.5),
+    ("clean accuracy loss vs baseline", 0.3),
+)
+
+
+def subsample(rows: list, limit: int | None, seed: int) -> list:
+    """A seeded random subset of ``limit`` rows in their original order (all rows when ``limit`` is None).
+
+    Random, not the first rows: the source files are grouped by intent.
+    """
+    if limit is None or limit >= len(rows):
+        return list(rows)
+    keep = sorted(random.Random(f"{seed}\x1fsubsample").sample(range(len(rows)), limit))
+    return [rows[i] for i in keep]
+
+
+def load_splits(name: str, limit_train: int | None, limit_test: int | None, seed: int) -> tuple[list, list, list]:
+    """``(train, valid, test)`` of a data set, in-scope rows only; ``limit_test`` caps valid and test."""
+    from training.loaders import load
+
+    fmt, relative = DATASETS[name]
+    train, valid, test = (load(fmt, SHARED_DATA / relative, split, include_oos=False)
+                          for split in ("train", "valid", "test"))
+    return (subsample(train, limit_train, seed), subsample(valid, limit_test, seed),
+            subsample(test, limit_test, seed))
+
+
+def train_bundle(config, train: list, valid: list, directory: Path) -> tuple[Path, dict]:
+    """Train (PU pipeline, no OOS rule: the sets are in-scope only), export; return the bundle and the result."""
+    from export.bundle import export_bundle
+    from training.pipeline import train_pipeline
+
+    result = train_pipeline(config, train, valid, directory / "checkpoint", oos_rule="none")
+    return Path(export_bundle(directory / "checkpoint", directory / "bundle")["bundle"]), result
+
+
+def robustness_report(bundle: Path, test: list, draws: int, seed: int) -> dict:
+    """The robustness suite on ``bundle`` through the CPU ONNX engine, scored by accuracy."""
+    from intentvcs.robustness import run_suite
+    from service.engine import Engine
+
+    engine = Engine(bundle, provider="cpu")
+    return run_suite(test, engine.infer, engine.bundle.decision, None, draws, seed, metric="accuracy")
+
+
+def _points(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def model_records(dataset: str, model: str, report: dict, result: dict) -> list[dict]:
+    """One record per set: clean (the whole test set), each operator, Random and Hard."""
+    base = {"dataset": dataset, "model": model}
+    acc = report["clean"]["accuracy"]
+    records = [{**base, "set": "clean", "family": None, "n": report["n"], "clean_acc": _points(acc),
+                "perturbed_acc": None, "drop": None, "train_seconds": result["train_seconds"],
+                "best_epoch": result["best_epoch"]}]
+    for name, entry in report["operators"].items():
+        a = entry["accuracy"]
+        records.append({**base, "set": name, "family": entry["family"], "n": entry["n"],
+                        "clean_acc": _points(a["clean"]), "perturbed_acc": _points(a["perturbed"]),
+                        "drop": _points(a["drop"])})
+    r = report["random"]["accuracy"]
+    records.append({**base, "set": "random", "family": None, "n": report["random"]["n"],
+                    "clean_acc": _points(r["clean"]), "perturbed_acc": _points(r["perturbed_mean"]),
+                    "drop": _points(r["drop_mean"]), "drop_std": _points(r["drop_std"]), "draws": report["draws"]})
+    h = report["hard"]
+    records.append({**base, "set": "hard", "family": None, "n": h["n"], "clean_acc": _points(h["accuracy"]["clean"]),
+                    "perturbed_acc": _points(h["accuracy"]["perturbed"]), "drop": _points(h["accuracy"]["drop"]),
+                    "worst_operator": h["worst_operator"]})
+    return records
+
+
+def target_checks(records: list[dict]) -> list[dict]:
+    """The targets of the augmented model, per data set that has both models."""
+    find = {(r["dataset"], r["model"], r["set"]): r for r in records}
+    checks = []
+    for dataset in dict.fromkeys(r["dataset"] for r in records):
+        if (dataset, "augmented", "clean") not in find or (dataset, "baseline", "clean") not in find:
+            continue
+        aug = {s: find.get((dataset, "augmented", s)) for s in ("random", "casing", "punctuation", "clean")}
+        loss = find[(dataset, "baseline", "clean")]["clean_acc"] - aug["clean"]["clean_acc"]
+        values = (aug["random"]["drop"], aug["casing"]["drop"], aug["punctuation"]["drop"], round(loss, 2))
+        for (name, limit), value in zip(TARGETS, values):
+            checks.append({"dataset": dataset, "target": name, "limit": limit, "value": value,
+                           "met": value is not None and value <= limit})
+    return checks
+
+
+def _cell(record: dict | None, key: str) -> str:
+    value = None if record is None else record.get(key)
+    return "–" if value is None else f"{value:.2f}"
+
+
+def render(records: list[dict], checks: list[dict], settings: dict) -> str:
+    """Per data set one table (sets x models), then the targets."""
+    find = {(r["dataset"], r["model"], r["set"]): r for r in records}
+    lines = [f"Intent accuracy (%) on each set and drop (points) against the same rows clean. "
+             f"{settings['epochs']} epoch(s), augmentation ratio {settings['augment_ratio']} with mix "
+             f"`{json.dumps(settings['augment_mix'])}`; Random: mean over {settings['draws']} draws.", ""]
+    for dataset in dict.fromkeys(r["dataset"] for r in records):
+        lines += [f"**{dataset}**", "",
+                  "| set | family | n | baseline clean | baseline perturbed | baseline drop "
+                  "| augmented clean | augmented perturbed | augmented drop |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for name in dict.fromkeys(r["set"] for r in records if r["dataset"] == dataset):
+            pair = [find.get((dataset, m, name)) for m in MODELS]
+            first = next(r for r in pair if r is not None)
+            cells = [_cell(r, k) for r in pair for k in ("clean_acc", "perturbed_acc", "drop")]
+            lines.append(f"| {name} | {first['family'] or '–'} | {first['n']} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if checks:
+        lines += ["| data set | target (augmented model) | value | limit | met |", "|---|---|---|---|---|"]
+        lines += [f"| {c['dataset']} | {c['target']} | {_cell(c, 'value')} | {c['limit']} | "
+                  f"{'yes' if c['met'] else 'no'} |" for c in checks]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=["snips", "atis"], choices=list(DATASETS))
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--backbone", help="local Hugging Face model dir (default: packaged all-MiniLM-L6-v2)")
+    parser.add_argument("--augment", type=float, default=1.0, help="augmented model: perturbed copies per row")
+    parser.add_argument("--augment-mix", type=json.loads, default=DEFAULT_MIX, metavar="JSON",
+                        help="operator or family weights (default: equal per family)")
+    parser.add_argument("--draws", type=int, default=10, help="Random-set draws (NATURE averages 10)")
+    parser.add_argument("--seed", type=int, default=0, help="training, subsampling and perturbation seed")
+    parser.add_argument("--limit-train", type=int, help="train on a random subset of this many rows")
+    parser.add_argument("--limit-test", type=int, help="validate and test on random subsets of this many rows")
+    parser.add_argument("--work", default=str(ROOT / "runs" / "bench" / "robustness"),
+                        help="checkpoints, bundles and full reports go here")
+    parser.add_argument("--results-name", default="robustness", help="writes benchmarks/results/NAME.{json,md}")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from intentvcs import atomic
+    from training.trainer import TrainConfig
+
+    settings = {"epochs": args.epochs, "backbone": args.backbone or "all-MiniLM-L6-v2", "method": "pu",
+                "augment_ratio": args.augment, "augment_mix": args.augment_mix, "draws": args.draws,
+                "seed": args.seed, "limit_train": args.limit_train, "limit_test": args.limit_test}
+    records: list[dict] = []
+    for dataset in args.datasets:
+        train, valid, test = load_splits(dataset, args.limit_train, args.limit_test, args.seed)
+        for model in MODELS:
+            logging.info("== %s / %s: %d train, %d valid, %d test rows", dataset, model, len(train), len(valid),
+                         len(test))
+            augmented = model == "augmented"
+            config = TrainConfig(backbone=args.backbone, method="pu", epochs=args.epochs, seed=args.seed,
+                                 augment_ratio=args.augment if augmented else 0.0,
+                                 augment_mix=args.augment_mix if augmented else None)
+            directory = Path(args.work) / dataset / model
+            bundle, result = train_bundle(config, train, valid, directory)
+            report = robustness_report(bundle, test, args.draws, args.seed)
+            atomic.write_json(directory / "robustness.json", report)
+            records += model_records(dataset, model, report, result)
+            checks = target_checks(records)
+            write_results(args.results_name, records, render(records, checks, settings),
+                          extra={"settings": settings, "targets": checks})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""The robustness suite: per-operator, Random and Hard sets scored from a fake
+model with known failures, then the CLI on a tiny bundle and checkpoint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from intentvcs.cli import main
+from intentvcs.dataio import Example, Span, write_jsonl
+from intentvcs.decision import Decision
+from intentvcs.oos import ThresholdRule
+from intentvcs.perturb import FAMILIES, OPERATORS, perturb, random_set
+from intentvcs.robustness import (
+    build_sets,
+    expand_operators,
+    outcomes,
+    render_markdown,
+    run_suite,
+    tracked_metrics,
+    worst_candidates,
+)
+from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
+
+LABELS = ("music", "weather")
+KEYWORD = {"music": "play", "weather": "rain"}
+
+
+def row(text: str, *labels: str, spans: tuple[Span, ...] = ()) -> Example:
+    return Example(text, tuple(labels), spans=spans)
+
+
+# All lowercase. The last row has no keyword: the fake model gets it wrong clean.
+EXAMPLES = [
+    row("play some jazz in the kitchen", "music"),
+    row("can you play the new album by daft punk", "music"),
+    row("play music by the beatles", "music", spans=(Span(14, 25, "artist"),)),
+    row("will it rain tomorrow in paris", "weather"),
+    row("is rain expected this weekend", "weather"),
+    row("put on something relaxing please", "music"),
+]
+
+
+def fake_top(text: str) -> int:
+    """The fake model's answer: the keyword's label, flipped when the text has any capital letter."""
+    top = int(KEYWORD["music"] not in text.lower())
+    return 1 - top if any(c.isupper() for c in text) else top
+
+
+class FakeModel:
+    """``infer`` with logits 4 for ``fake_top`` and 0 otherwise; records every text it is given."""
+
+    def __init__(self):
+        self.seen: list[str] = []
+
+    def infer(self, texts):
+        self.seen += texts
+        logits = np.zeros((len(texts), len(LABELS)), dtype=np.float32)
+        logits[np.arange(len(texts)), [fake_top(t) for t in texts]] = 4.0
+        return logits, np.zeros((len(texts), 3), dtype=np.float32)
+
+
+def right(text: str, example: Example) -> bool:
+    return LABELS[fake_top(text)] in example.labels
+
+
+def accuracy(pairs) -> float:
+    """Percent of (text, example) pairs the fake model gets right."""
+    return 100.0 * np.mean([right(t, ex) for t, ex in pairs])
+
+
+DECISION = Decision(LABELS, activation="softmax")
+
+
+@pytest.fixture(scope="module")
+def report():
+    return run_suite(EXAMPLES, FakeModel().infer, DECISION, None, draws=3, seed=0, progress=False)
+
+
+def test_casing_flips_every_row_and_punctuation_none(report):
+    # Casing always leaves a capital, so each of the 5 clean-right rows breaks
+    # and the clean-wrong row is fixed: 5/6 -> 1/6.
+    casing = report["operators"]["casing"]
+    assert casing["n"] == 6
+    assert casing["accuracy"] == pytest.approx({"clean": 500 / 6, "perturbed": 100 / 6, "drop": 400 / 6})
+    punctuation = report["operators"]["punctuation"]["accuracy"]
+    assert punctuation["drop"] == 0.0 and punctuation["perturbed"] == punctuation["clean"]
+
+
+def test_every_operator_is_scored_on_the_rows_it_applies_to(report):
+    assert list(report["operators"]) == list(OPERATORS)
+    for name, entry in report["operators"].items():
+        pairs = [(out.text, ex) for ex in EXAMPLES if (out := perturb(ex, name, 0)) is not None]
+        assert entry["n"] == len(pairs), name
+        if not pairs:
+            assert entry["accuracy"] == {"clean": None, "perturbed": None, "drop": None}
+            continue
+        clean = accuracy([(ex.text, ex) for _, ex in pairs])
+        assert entry["accuracy"]["clean"] == pytest.approx(clean), name
+        assert entry["accuracy"]["perturbed"] == pytest.approx(accuracy(pairs)), name
+        assert entry["accuracy"]["drop"] == pytest.approx(clean - accuracy(pairs)), name
+
+
+def test_random_set_mean_and_std_over_draws(report):
+    scores = [accuracy([(ex.text, src) for ex, src in zip(random_set(EXAMPLES, seed), EXAMPLES)])
+              for seed in range(3)]
+    random = report["random"]
+    assert [d["seed"] for d in random["draws"]] == [0, 1, 2]
+    assert [d["accuracy"]["perturbed"] for d in random["draws"]] == pytest.approx(scores)
+    assert random["accuracy"]["clean"] == pytest.approx(500 / 6)
+    assert random["accuracy"]["perturbed_mean"] == pytest.approx(np.mean(scores))
+    assert random["accuracy"]["perturbed_std"] == pytest.approx(np.std(scores, ddof=1))
+    assert random["accuracy"]["drop_mean"] == pytest.approx(500 / 6 - np.mean(scores))
+
+
+def test_hard_set_is_wrong_wherever_any_operator_breaks_the_row(report):
+    hard = report["hard"]
+    # Casing applies to every row, so each row has a variant; the clean-wrong
+    # row stays wrong only if some variant keeps it wrong (one without capitals).
+    variants = [[out.text for name in OPERATORS if (out := perturb(ex, name, 0)) is not None] for ex in EXAMPLES]
+    expected = 100.0 * np.mean([all(right(v, ex) for v in vs) for vs, ex in zip(variants, EXAMPLES)])
+    assert hard["n"] == 6
+    assert hard["accuracy"]["perturbed"] == pytest.approx(expected)
+    assert hard["accuracy"]["perturbed"] == 0.0
+    assert hard["accuracy"]["drop"] == pytest.approx(500 / 6)
+    assert sum(hard["worst_operator"].values()) == 6
+
+
+def test_each_distinct_text_is_inferred_once():
+    model = FakeModel()
+    report = run_suite(EXAMPLES, model.infer, DECISION, ["raddle"], draws=2, seed=0, progress=False)
+    assert len(model.seen) == len(set(model.seen)) == report["distinct_texts"]
+    assert {ex.text for ex in EXAMPLES} <= set(model.seen)
+
+
+def test_same_seed_same_report_other_seed_other_texts():
+    first = run_suite(EXAMPLES, FakeModel().infer, DECISION, None, draws=2, seed=5, progress=False)
+    again = run_suite(EXAMPLES, FakeModel().infer, DECISION, None, draws=2, seed=5, progress=False)
+    assert json.dumps(first) == json.dumps(again)
+    seed5 = build_sets(EXAMPLES, list(OPERATORS), 2, 5, progress=False)
+    seed6 = build_sets(EXAMPLES, list(OPERATORS), 2, 6, progress=False)
+    assert seed5.texts() == build_sets(EXAMPLES, list(OPERATORS), 2, 5, progress=False).texts()
+    assert seed5.texts() != seed6.texts()
+    # Draw d of seed s is seed s + d: draw 1 of seed 5 is draw 0 of seed 6.
+    assert seed5.random[1] == seed6.random[0]
+
+
+def test_sets_keep_protected_spans():
+    sets = build_sets(EXAMPLES, list(OPERATORS), 2, 0, progress=False)
+    for rows, texts in sets.operators.values():
+        for r, text in zip(rows, texts):
+            if r == 2:
+                assert "the beatles" in text
+    assert all("the beatles" in draw[2] for draw in sets.random)
+
+
+def test_multi_label_data_is_scored_by_f1_and_exact_match():
+    labels = ("music", "weather", "alarm")
+    words = {"music": "play", "weather": "rain", "alarm": "wake"}
+
+    def infer(texts):
+        # Sigmoid: +4 for each keyword present in an all-lowercase text, else -4.
+        logits = np.array([[4.0 if words[l] in t and t == t.lower() else -4.0 for l in labels] for t in texts])
+        return logits, np.zeros((len(texts), 2))
+
+    data = [row("play jazz and wake me at seven", "music", "alarm"), row("will it rain", "weather"),
+            row("play the radio", "music")]
+    report = run_suite(data, infer, Decision(labels, activation="sigmoid"), ["casing", "punctuation"], draws=1,
+                       progress=False)
+    assert report["metric"] == "f1" and report["metrics"] == ["f1", "exact_match"]
+    assert report["clean"] == {"f1": 100.0, "exact_match": 100.0}
+    casing = report["operators"]["casing"]
+    # Capitals silence every label: nothing predicted, F1 0, no row exact.
+    assert casing["f1"] == {"clean": 100.0, "perturbed": 0.0, "drop": 100.0}
+    assert casing["exact_match"] == {"clean": 100.0, "perturbed": 0.0, "drop": 100.0}
+    assert report["hard"]["exact_match"]["perturbed"] == 0.0
+    assert report["operators"]["punctuation"]["f1"]["drop"] == 0.0
+
+
+def test_tracked_metrics_auto_detects_and_can_be_forced():
+    single = [row("a", "x"), row("b", "y")]
+    multi = single + [row("c", "x", "y")]
+    with_oos = single + [row("d")]
+    assert tracked_metrics(single) == ["accuracy"]
+    assert tracked_metrics(multi) == ["f1", "exact_match"]
+    assert tracked_metrics(multi, "accuracy") == ["accuracy"]
+    assert tracked_metrics(with_oos) == ["accuracy", "oos_recall"]
+    with pytest.raises(ValueError, match="unknown metric"):
+        tracked_metrics(single, "precision")
+
+
+def test_expand_operators_accepts_families_and_keeps_registry_order():
+    assert expand_operators(None) == list(OPERATORS)
+    assert expand_operators(["casing", "nature"]) == [*FAMILIES["nature"], "casing"]
+    with pytest.raises(ValueError, match="unknown operator or family 'casng'"):
+        expand_operators(["casng"])
+
+
+def test_worst_candidate_prefers_wrong_then_least_firm_then_first():
+    rows = np.array([0, 0, 0, 1, 1, 2, 2])
+    right = np.array([True, False, False, True, True, True, True])
+    firmness = np.array([0.1, 0.9, 0.5, 0.7, 0.3, 0.4, 0.4])
+    assert worst_candidates(rows, right, firmness).tolist() == [2, 4, 5]
+
+
+def test_outcomes_of_out_of_scope_and_unknown_gold_rows():
+    decision = Decision(LABELS, activation="softmax", oos=ThresholdRule(0.3))
+    logits = np.array([[4.0, 0.0], [0.0, 0.0], [0.0, 4.0]])
+    # Row 0: music, right. Row 1: OOS gold, judged OOS (top confidence 0.5 < 0.7).
+    # Row 2: a gold label the model does not know (extra column): wrong, firmness 0.
+    gold = np.array([[True, False, False], [False, False, False], [False, False, True]])
+    right, firmness = outcomes(decision, logits, None, gold, "accuracy")
+    assert right.tolist() == [True, True, False]
+    assert firmness[0] == pytest.approx(decision.confidences(logits)[0, 0])
+    assert firmness[1] == pytest.approx(0.5)  # the OOS score: 1 - top confidence
+    assert firmness[2] == 0.0
+
+
+def test_markdown_has_a_row_per_set(report):
+    lines = render_markdown(report).splitlines()
+    table = [l for l in lines if l.startswith("| ")]
+    assert len(table) == 1 + len(OPERATORS) + 2
+    assert table[0].startswith("| set | family | n | accuracy clean | accuracy perturbed | accuracy drop |")
+    casing = next(l for l in table if l.startswith("| casing |"))
+    assert casing == "| casing | raddle | 6 | 83.33 | 16.67 | 66.67 |"
+    assert any(l.startswith("| **Random** | – | 6 | 83.33 | ") and " ± " in l for l in table)
+
+
+def test_empty_data_and_bad_draws_are_refused():
+    with pytest.raises(ValueError, match="no examples"):
+        run_suite([], FakeModel().infer, DECISION, None, draws=1)
+    with pytest.raises(ValueError, match="draws must be >= 1"):
+        run_suite(EXAMPLES, FakeModel().infer, DECISION, None, draws=0)
+
+
+# -- the CLI on a tiny bundle ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("robustness")
+    bundle = make_tiny_bundle(root)
+    data = root / "test.jsonl"
+    write_jsonl(data, [
+        row("play the new album by daft punk", DEFAULT_LABELS[0], spans=(Span(22, 31, "artist"),)),
+        row("book a table for two people tonight", DEFAULT_LABELS[1]),
+        row("will it rain tomorrow", DEFAULT_LABELS[2]),
+        row("rate this book five stars", DEFAULT_LABELS[3]),
+        row("hi there how are you"),
+    ])
+    return root, bundle, data
+
+
+def test_cli_on_a_bundle_writes_report_and_markdown(tiny, capsys):
+    root, bundle, data = tiny
+    out, md = root / "report.json", root / "report.md"
+    args = ["robustness", "--bundle", str(bundle), "--data", str(data), "--out", str(out), "--md", str(md),
+            "--operators", "raddle", "filler_end", "--draws", "2", "--seed", "3"]
+    assert main(args) == 0
+    report = json.loads(out.read_text())
+    assert list(report["operators"]) == ["filler_end", *FAMILIES["raddle"]]
+    assert report["metrics"] == ["accuracy", "oos_recall"]
+    assert (report["n"], report["n_out_of_scope"], report["seed"], report["draws"]) == (5, 1, 3, 2)
+    assert [d["seed"] for d in report["random"]["draws"]] == [3, 4]
+    assert report["source"]["bundle"] == str(bundle)
+    for entry in [*report["operators"].values(), report["hard"]]:
+        assert set(entry["accuracy"]) == {"clean", "perturbed", "drop"}
+    assert md.read_text() == capsys.readouterr().out
+
+    # The clean score is the evaluate command's accuracy on the same bundle.
+    assert main(["evaluate", "--bundle", str(bundle), "--data", str(data), "--out", str(root / "eval.json")]) == 0
+    figures = json.loads((root / "eval.json").read_text())
+    assert report["clean"]["accuracy"] == pytest.approx(100 * figures["accuracy"])
+    assert report["clean"]["oos_recall"] == pytest.approx(100 * figures["oos_recall"])
+
+    # Same arguments, same report.
+    again = root / "again.json"
+    assert main([*args[:6], str(again), *args[7:]]) == 0
+    assert json.loads(again.read_text()) == report
+
+
+def test_cli_on_the_checkpoint_matches_the_bundle_shape(tiny):
+    root, _, data = tiny
+    out = root / "ckpt-report.json"
+    assert main(["robustness", "--checkpoint", str(root / "checkpoint"), "--data", str(data), "--out", str(out),
+                 "--operators", "casing", "--draws", "1"]) == 0
+    report = json.loads(out.read_text())
+    assert list(report["operators"]) == ["casing"] and report["operators"]["casing"]["n"] == 5
+
+
+def test_cli_unknown_operator_fails_cleanly(tiny, capsys):
+    root, bundle, data = tiny
+    code = main(["robustness", "--bundle", str(bundle), "--data", str(data), "--out", str(root / "x.json"),
+                 "--operators", "casng"])
+    assert code == 2
+    assert "unknown operator or family 'casng'" in capsys.readouterr().err
+    assert not (root / "x.json").exists()
+
+
+def test_core_imports_no_torch():
+    code = "import sys, intentvcs.robustness; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert proc.stdout.strip() == "[]"
