@@ -1,0 +1,209 @@
+"""Loopback load test of the HTTP service: idle latency, throughput under concurrency, errors.
+
+    python benchmarks/load_test.py --bundle runs/default/bundle            # starts and stops a server
+    python benchmarks/load_test.py --url http://127.0.0.1:3000 --duration 10
+
+Measures, in this order:
+1. ``idle``: single-utterance requests sent one at a time (p50/p95/p99);
+2. ``load``: N closed-loop clients, each sending single-utterance requests
+   back to back for ``--duration`` seconds, then stopping by themselves;
+3. ``engine``: the same bundle's ``Engine.predict`` on batches of 32 in this
+   process (with ``--bundle`` only; 1 thread and one per core), the ceiling
+   the service's throughput is compared with (``vs_engine_batch32``).
+Writes ``benchmarks/results/service.json`` (``command``, ``machine``, ``date``,
+``records``). Client and server share the machine's cores, as they would on
+one host; the client is aiohttp (asyncio) to keep its own share small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import platform
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+
+from intentvcs import atomic
+from intentvcs.commands.serve import running
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "service.json"
+# Assistant-style utterances of varied length; a few are out of scope on purpose.
+UTTERANCES = [
+    "play some jazz music",
+    "add this song to my workout playlist",
+    "book a table for two people tonight at the italian restaurant",
+    "will it rain in paris tomorrow",
+    "what's the weather forecast for the weekend",
+    "rate this book five out of five stars",
+    "find the movie schedule at the cinema near me",
+    "set an alarm for 7 am",
+    "wake me up at six thirty tomorrow morning please",
+    "turn off the lights in the living room",
+    "transfer 50 dollars from checking to savings",
+    "what is my account balance",
+    "order a large pepperoni pizza",
+    "call mom",
+    "send a text message to alex saying i'm running late",
+    "i need a cheap hotel in the city centre and a taxi from the station",
+    "how do i reset my password",
+    "um so like can you play the new album by that artist",
+    "what is the meaning of life",
+    "tell me a joke about penguins",
+    "hi",
+    "thanks",
+    "¿qué tiempo hará mañana en madrid?",
+    "book a flight from london to tokyo next friday 🛫",
+]
+
+
+def percentiles(latencies_s: list[float]) -> dict[str, float]:
+    """p50/p95/p99 in milliseconds."""
+    p50, p95, p99 = np.percentile(np.asarray(latencies_s) * 1000.0, [50, 95, 99])
+    return {"p50_ms": round(float(p50), 2), "p95_ms": round(float(p95), 2), "p99_ms": round(float(p99), 2)}
+
+
+async def _post(session: aiohttp.ClientSession, url: str, text: str) -> tuple[float, bool]:
+    start = time.perf_counter()
+    try:
+        async with session.post(f"{url}/predict", json={"text": text}) as response:
+            await response.read()
+            ok = response.status == 200
+    except aiohttp.ClientError:
+        ok = False
+    return time.perf_counter() - start, ok
+
+
+async def idle(url: str, requests: int, warmup: int = 20) -> dict:
+    """One request at a time: the latency a lone user sees."""
+    rng = random.Random(0)
+    async with aiohttp.ClientSession() as session:
+        for _ in range(warmup):
+            await _post(session, url, rng.choice(UTTERANCES))
+        results = [await _post(session, url, rng.choice(UTTERANCES)) for _ in range(requests)]
+    latencies = [latency for latency, _ in results]
+    return {"mode": "idle", "concurrency": 1, "requests": requests,
+            "errors": sum(not ok for _, ok in results), **percentiles(latencies)}
+
+
+async def load(url: str, concurrency: int, duration_s: float) -> dict:
+    """``concurrency`` closed-loop clients for ``duration_s`` seconds, one utterance per request."""
+    deadline = time.perf_counter() + duration_s
+    latencies: list[float] = []
+    errors = 0
+
+    async def client(seed: int, session: aiohttp.ClientSession) -> None:
+        nonlocal errors
+        rng = random.Random(seed)
+        while time.perf_counter() < deadline:
+            latency, ok = await _post(session, url, rng.choice(UTTERANCES))
+            latencies.append(latency)
+            errors += not ok
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        start = time.perf_counter()
+        # The clients stop at the deadline; the outer timeout only guards a hung server.
+        await asyncio.wait_for(asyncio.gather(*(client(i, session) for i in range(concurrency))),
+                               timeout=duration_s + 90)
+        elapsed = time.perf_counter() - start
+    return {"mode": "load", "concurrency": concurrency, "duration_s": round(elapsed, 1),
+            "requests": len(latencies), "errors": errors,
+            "utt_per_s": round(len(latencies) / elapsed, 1), **percentiles(latencies)}
+
+
+def engine_throughput(bundle: str, batch_size: int = 32, seconds: float = 10.0, threads: int | None = None) -> dict:
+    """Utterances per second of ``Engine.predict`` on full batches, no HTTP."""
+    from service.engine import Engine
+
+    engine = Engine(bundle, provider="cpu", threads=threads)
+    rng = random.Random(0)
+    batch = [rng.choice(UTTERANCES) for _ in range(batch_size)]
+    engine.predict(batch)  # warm-up
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        engine.predict(batch, top_k=10)
+        done += batch_size
+    elapsed = time.perf_counter() - start
+    return {"mode": "engine", "batch_size": batch_size, "threads": engine.info["threads"],
+            "duration_s": round(elapsed, 1), "utt_per_s": round(done / elapsed, 1)}
+
+
+def machine() -> dict:
+    cpu = platform.processor() or "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    gpu = None
+    if shutil.which("nvidia-smi"):
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                                 check=False, capture_output=True, text=True, timeout=10).stdout.strip() or None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    # Other work on the host skews every figure; the load average before the run says how much there was.
+    return {"cores": cores, "cpu": cpu, "gpu": gpu, "loadavg_1m_before": round(os.getloadavg()[0], 2)}
+
+
+async def measure(url: str, args: argparse.Namespace) -> list[dict]:
+    records = [await idle(url, args.idle_requests)]
+    print(f"idle: {records[-1]}", file=sys.stderr)
+    for concurrency in args.concurrency:
+        records.append(await load(url, concurrency, args.duration))
+        print(f"load: {records[-1]}", file=sys.stderr)
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--bundle", help="start a server on this bundle (loopback, free port) and stop it after")
+    target.add_argument("--url", help="an already running service, e.g. http://127.0.0.1:3000")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[32])
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds per concurrency level")
+    parser.add_argument("--idle-requests", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    host = machine()
+    if args.url:
+        records = asyncio.run(measure(args.url.rstrip("/"), args))
+    else:
+        with running(args.bundle, workers=args.workers, threads=args.threads) as url:
+            records = asyncio.run(measure(url, args))
+        # The ceiling is the engine at its best thread count on this host, whatever the service uses.
+        engine = [engine_throughput(args.bundle, threads=n) for n in sorted({1, host["cores"]})]
+        print(f"engine: {engine}", file=sys.stderr)
+        best = max(record["utt_per_s"] for record in engine)
+        for record in records:
+            if record["mode"] == "load":
+                record["vs_engine_batch32"] = round(record["utt_per_s"] / best, 3)
+        records += engine
+    result = {
+        "command": "python " + shlex.join([os.path.relpath(__file__, ROOT), *(argv or sys.argv[1:])]),
+        "machine": host,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "bundle": args.bundle or args.url,
+        "records": records,
+    }
+    atomic.write_json(args.out, result)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 1 if any(record.get("errors") for record in records) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""``intentvcs serve``: the HTTP service (``bentoml serve service.app:IntentService``) on a bundle.
+
+The service reads its settings from ``INTENTVCS_*`` variables (see
+``service.config``); this command only sets them from its options and hands
+over to BentoML. ``running()`` starts the same server in the background for
+tests and benchmarks and always stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import NoReturn
+
+SERVICE = "service.app:IntentService"
+DEFAULT_BUNDLE = "runs/default/bundle"
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="serve a bundle over HTTP (BentoML): /predict, /audit, /metrics",
+        description="Run the BentoML service on a bundle. Limits and batching are set with INTENTVCS_* "
+        "environment variables (e.g. INTENTVCS_MAX_TEXTS=256, INTENTVCS_MAX_TEXT_CHARS=1000).",
+    )
+    parser.add_argument("--bundle", default=os.environ.get("INTENTVCS_BUNDLE", DEFAULT_BUNDLE),
+                        help=f"bundle directory (default: $INTENTVCS_BUNDLE or {DEFAULT_BUNDLE})")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; 0.0.0.0 for all)")
+    parser.add_argument("--port", type=int, default=3000)
+    parser.add_argument("--workers", type=int, default=1, help="worker processes, each with its own engine")
+    parser.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker "
+                        "(default: cores / workers)")
+    parser.set_defaults(func=run)
+
+
+def service_env(bundle: str | os.PathLike, workers: int = 1, provider: str = "auto",
+                threads: int | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment the service reads: the current one plus the ``INTENTVCS_*`` settings."""
+    bundle = Path(bundle).resolve()
+    if not (bundle / "manifest.json").is_file():
+        raise FileNotFoundError(f"{bundle} is not a bundle (no manifest.json); run `intentvcs export` first")
+    if workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    env = dict(os.environ)
+    env.setdefault("BENTOML_DO_NOT_TRACK", "True")  # no usage reports from a model server
+    env.update({"INTENTVCS_BUNDLE": str(bundle), "INTENTVCS_WORKERS": str(workers), "INTENTVCS_PROVIDER": provider})
+    if threads is not None:
+        env["INTENTVCS_THREADS"] = str(threads)
+    env.update(extra or {})
+    return env
+
+
+def server_command(port: int, host: str = "127.0.0.1") -> list[str]:
+    """``bentoml serve`` for this project's service, run by the current interpreter."""
+    return [sys.executable, "-m", "bentoml", "serve", SERVICE, "--host", host, "--port", str(port)]
+
+
+def run(args) -> NoReturn:
+    env = service_env(args.bundle, args.workers, args.provider, args.threads)
+    print(f"serving {env['INTENTVCS_BUNDLE']} on http://{args.host}:{args.port} "
+          f"({args.workers} worker(s)); docs at /, OpenAPI at /docs.json", file=sys.stderr)
+    # exec: signals (Ctrl-C, SIGTERM from an orchestrator) reach BentoML directly.
+    command = server_command(args.port, args.host)
+    os.execve(command[0], command, env)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago on ``host``."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running(bundle: str | os.PathLike, port: int | None = None, workers: int = 1,
+            extra_env: Mapping[str, str] | None = None, timeout_s: float = 120.0,
+            threads: int | None = None, provider: str = "cpu") -> Iterator[str]:
+    """Serve ``bundle`` on loopback in the background; yield its base URL once ``/readyz`` is 200.
+
+    The server runs in its own process group, so leaving the block (normally,
+    by an exception or by Ctrl-C) stops BentoML and every worker it started.
+    Raises ``RuntimeError`` with the server's log tail if it exits or does not
+    become ready within ``timeout_s``.
+    """
+    port = port or free_port()
+    env = service_env(bundle, workers, provider, threads, extra_env)
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen(server_command(port), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        try:
+            _wait_ready(url, process, log, timeout_s)
+            yield url
+        finally:
+            _stop_group(process)
+
+
+def _wait_ready(url: str, process: subprocess.Popen, log, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the service exited with code {process.returncode}:\n{_tail(log)}")
+        # Refused, reset, or 503 while loading: all OSErrors (HTTPError included).
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
+            if response.status == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"the service was not ready after {timeout_s:.0f} s:\n{_tail(log)}")
+
+
+def _tail(log, chars: int = 4000) -> str:
+    log.flush()
+    log.seek(0)
+    return log.read()[-chars:]
+
+
+def _stop_group(process: subprocess.Popen, grace_s: float = 15.0) -> None:
+    # SIGTERM lets BentoML shut its workers down cleanly; SIGKILL then removes
+    # whatever is left of the group (a stuck arbiter, an orphaned worker).
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(grace_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

@@ -1,0 +1,105 @@
+"""Service settings, read once from the environment.
+
+Every knob of the HTTP service is an ``INTENTVCS_*`` environment variable so
+that the same bento runs unchanged in a container, under ``bentoml serve`` and
+under ``intentvcs serve`` (which only sets these variables). Values are read
+when ``service.app`` is imported, because BentoML needs the worker count and
+the request schema (whose limits appear in the OpenAPI spec) at that moment.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+ENV_PREFIX = "INTENTVCS_"
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(ENV_PREFIX + name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw not in ("1", "true", "yes", "0", "false", "no"):
+        raise ValueError(f"{ENV_PREFIX}{name}={raw!r} is not a boolean (1/0, true/false, yes/no)")
+    return raw in ("1", "true", "yes")
+
+
+def _env_int(name: str, default: int, minimum: int = 1) -> int:
+    raw = os.environ.get(ENV_PREFIX + name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_PREFIX}{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise ValueError(f"{ENV_PREFIX}{name}={value} is below its minimum {minimum}")
+    return value
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request limits; each is also published in the OpenAPI schema."""
+
+    max_text_chars: int = 1000  # per utterance, in Unicode code points
+    max_texts: int = 256  # utterances per /predict request
+    max_top_k: int = 100  # top_k above the label count returns every label
+    default_top_k: int = 10  # ranked intents per utterance when a request gives no top_k
+    max_audit_rows: int = 2000  # rows per /audit request
+    max_labels_per_row: int = 32  # labels of one audit row
+    max_label_chars: int = 200  # characters of one label name
+
+    def __post_init__(self) -> None:
+        if self.default_top_k > self.max_top_k:
+            raise ValueError(f"{ENV_PREFIX}DEFAULT_TOP_K={self.default_top_k} exceeds "
+                             f"{ENV_PREFIX}MAX_TOP_K={self.max_top_k}")
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        """``INTENTVCS_MAX_TEXT_CHARS``, ``INTENTVCS_MAX_TEXTS``, ... override the defaults."""
+        values = {f.name: _env_int(f.name.upper(), f.default) for f in fields(cls)}
+        if not os.environ.get(ENV_PREFIX + "DEFAULT_TOP_K", "").strip():
+            # Lowering the maximum alone lowers the default with it.
+            values["default_top_k"] = min(values["default_top_k"], values["max_top_k"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the bundle is and how to run it."""
+
+    bundle: str = "runs/default/bundle"  # relative to the working directory
+    provider: str = "auto"
+    threads: int | None = None  # onnxruntime intra-op threads; None: the engine decides
+    workers: int = 1  # BentoML worker processes, each with its own engine
+    max_batch_size: int = 64  # utterances per adaptive batch
+    max_latency_ms: int = 10_000  # past this a queued request is refused with 503
+    access_log: bool = True  # one log line per request (~0.15 ms of CPU each on 2 cores)
+    # BentoML's OpenTelemetry middleware costs ~0.4 ms of CPU per request even
+    # when no trace is sampled (its default); turn it on when traces are exported.
+    trace_requests: bool = False
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        threads = os.environ.get(ENV_PREFIX + "THREADS", "").strip()
+        return cls(
+            bundle=os.environ.get(ENV_PREFIX + "BUNDLE", cls.bundle),
+            provider=os.environ.get(ENV_PREFIX + "PROVIDER", cls.provider),
+            threads=_env_int("THREADS", 0) if threads else None,
+            workers=_env_int("WORKERS", cls.workers),
+            max_batch_size=_env_int("MAX_BATCH_SIZE", cls.max_batch_size, minimum=2),
+            max_latency_ms=_env_int("MAX_LATENCY_MS", cls.max_latency_ms),
+            access_log=_env_bool("ACCESS_LOG", cls.access_log),
+            trace_requests=_env_bool("TRACE_REQUESTS", cls.trace_requests),
+        )
+
+    def service_config(self, api_routes: list[str]) -> dict:
+        """Keyword arguments of ``@bentoml.service`` (BentoML's service config schema)."""
+        config = {
+            "workers": self.workers,
+            "traffic": {"timeout": 60},
+            "logging": {"access": {"enabled": self.access_log}},
+        }
+        if not self.trace_requests:
+            config["tracing"] = {"excluded_urls": api_routes}
+        return config

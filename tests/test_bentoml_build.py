@@ -1,0 +1,69 @@
+"""``bentoml build`` accepts bentofile.yaml, ships the bundle, and stays torch-free.
+
+The build runs on a copy of the sources plus a tiny bundle at the default
+path, into a temporary BENTOML_HOME, so it touches neither the user's bento
+store nor the real runs/ directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers.bundle import make_tiny_bundle
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVING_PACKAGES = {"numpy", "onnxruntime", "tokenizers", "bentoml", "prometheus-client", "uvloop", "httptools"}
+TRAINING_PACKAGES = {"torch", "transformers", "optimum", "optimum-onnx", "safetensors", "sentence-transformers"}
+
+
+@pytest.fixture(scope="module")
+def bento(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("bento")
+    context = tmp / "context"
+    for name in ("service", "intentvcs"):
+        shutil.copytree(ROOT / name, context / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "bentofile.yaml", context)
+    bundle = make_tiny_bundle(tmp / "tiny")
+    shutil.copytree(bundle, context / "runs" / "default" / "bundle")
+    env = {**os.environ, "BENTOML_HOME": str(tmp / "home"), "BENTOML_DO_NOT_TRACK": "True"}
+    # bentoml build refuses a build context outside the working directory.
+    result = subprocess.run([sys.executable, "-m", "bentoml", "build", "."], cwd=context, env=env, check=False,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    tag = re.search(r'Bento\(tag="([^"]+)"\)', result.stdout).group(1)
+    name, version = tag.split(":")
+    return tmp / "home" / "bentos" / name / version
+
+
+def requirement_names(path: Path) -> set[str]:
+    names = set()
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            names.add(re.split(r"[<>=!~\[ ;]", line, maxsplit=1)[0].lower().replace("_", "-"))
+    return names
+
+
+def test_bento_ships_service_and_bundle(bento):
+    meta = yaml.safe_load((bento / "bento.yaml").read_text())
+    assert meta["service"] == "service.app:IntentService"
+    assert {route["route"] for route in meta["schema"]["routes"]} == {"/predict", "/audit"}
+    for name in ("manifest.json", "model.onnx", "tokenizer.json"):
+        assert (bento / "src" / "runs" / "default" / "bundle" / name).is_file()
+    assert (bento / "src" / "service" / "app.py").is_file()
+    assert (bento / "src" / "service" / "audit" / "report.schema.json").is_file()
+    assert not list((bento / "src").rglob("__pycache__"))
+
+
+def test_bento_dependencies_are_torch_free(bento):
+    names = requirement_names(bento / "env" / "python" / "requirements.txt")
+    assert SERVING_PACKAGES <= names
+    assert not names & TRAINING_PACKAGES

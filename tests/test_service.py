@@ -1,0 +1,204 @@
+"""The HTTP service end to end: a real ``bentoml serve`` on a tiny bundle, on loopback.
+
+Two servers per module: one with the default settings, one with tightened
+limits and two workers (limits from the environment, metrics merged across
+worker processes). Both are always stopped (``intentvcs.commands.serve.running``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from intentvcs.commands.serve import running
+from service.config import Limits
+from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
+
+LIMITS = Limits()
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    return make_tiny_bundle(tmp_path_factory.mktemp("service"))
+
+
+@pytest.fixture(scope="module")
+def url(bundle):
+    with running(bundle) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def tight_url(bundle):
+    env = {"INTENTVCS_MAX_TEXTS": "3", "INTENTVCS_MAX_TEXT_CHARS": "20", "INTENTVCS_MAX_TOP_K": "4"}
+    with running(bundle, workers=2, threads=1, extra_env=env) as base:
+        yield base
+
+
+def post(base: str, path: str, body) -> httpx.Response:
+    kwargs = {"content": body} if isinstance(body, (str, bytes)) else {"json": body}
+    return httpx.post(f"{base}{path}", headers={"content-type": "application/json"}, timeout=30, **kwargs)
+
+
+def scrape(base: str) -> dict[str, list]:
+    """``/metrics`` as {sample name: [(labels, value), ...]}."""
+    samples: dict[str, list] = {}
+    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=10).text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
+
+
+def total(samples: dict[str, list], name: str, **labels) -> float:
+    return sum(value for found, value in samples.get(name, []) if labels.items() <= found.items())
+
+
+def test_probes(url):
+    assert httpx.get(f"{url}/healthz").status_code == 200
+    assert httpx.get(f"{url}/readyz").status_code == 200
+
+
+def test_predict_matches_the_engine(url, bundle):
+    from service.engine import Engine
+
+    texts = ["play some music", "book a table for two tonight", "will it rain tomorrow"]
+    response = post(url, "/predict", {"texts": texts, "top_k": 3})
+    assert response.status_code == 200, response.text
+    served = response.json()["predictions"]
+    expected = Engine(bundle, provider="cpu").predict(texts, top_k=3)
+    assert [p["text"] for p in served] == texts
+    for got, want in zip(served, expected):
+        assert [i["intent"] for i in got["intents"]] == [i["intent"] for i in want["intents"]]
+        assert [i["confidence"] for i in got["intents"]] == pytest.approx([i["confidence"] for i in want["intents"]])
+        assert got["accepted"] == want["accepted"]
+        assert got["out_of_scope"] == want["out_of_scope"]
+        assert got["oos"]["rule"] == want["oos"]["rule"] == "threshold"
+
+
+def test_single_text_and_default_top_k(url):
+    one = post(url, "/predict", {"text": "play some music"}).json()["predictions"]
+    many = post(url, "/predict", {"texts": ["play some music"]}).json()["predictions"]
+    assert one == many
+    assert len(one[0]["intents"]) == min(LIMITS.default_top_k, len(DEFAULT_LABELS))
+    ranked = [i["confidence"] for i in one[0]["intents"]]
+    assert ranked == sorted(ranked, reverse=True)
+
+
+@pytest.mark.parametrize("text", [
+    "play music 🎵🎶", "ok 👍🏽 family 👨‍👩‍👧", "清除我的闹钟", "مرحبا play اغنية", "Ünïcödé ñ café", "a\u0000b", "x",
+])
+def test_unicode_emoji_and_mixed_scripts(url, text):
+    response = post(url, "/predict", {"text": text})
+    assert response.status_code == 200, response.text
+    assert response.json()["predictions"][0]["text"] == text
+
+
+TOO_LONG = "a" * (LIMITS.max_text_chars + 1)
+
+
+@pytest.mark.parametrize("body, field, limit", [
+    ({"text": ""}, "text", "at least 1 character"),
+    ({"text": "   \n\t"}, "text", "non-whitespace"),
+    ({"texts": ["ok", ""]}, "texts", "at least 1 character"),
+    ({"text": TOO_LONG}, "text", f"at most {LIMITS.max_text_chars} characters"),
+    ({"texts": ["ok", TOO_LONG]}, "texts", f"at most {LIMITS.max_text_chars} characters"),
+    ({"texts": ["hi"] * (LIMITS.max_texts + 1)}, "texts", f"at most {LIMITS.max_texts} items"),
+    ({"texts": []}, "texts", "at least 1 item"),
+    ({"text": 5}, "text", "valid string"),
+    ({"texts": "play music"}, "texts", "valid array"),
+    ({"texts": [1, 2]}, "texts", "valid string"),
+    ({"text": "hi", "top_k": "3"}, "top_k", "valid integer"),
+    ({"text": "hi", "top_k": True}, "top_k", "valid integer"),
+    ({"text": "hi", "top_k": 2.5}, "top_k", "valid integer"),
+    ({"text": "hi", "top_k": 0}, "top_k", "greater than or equal to 1"),
+    ({"text": "hi", "top_k": LIMITS.max_top_k + 1}, "top_k", f"less than or equal to {LIMITS.max_top_k}"),
+    ({"text": "hi", "texts": ["hi"]}, "", "exactly one of 'text'"),
+    ({}, "", "exactly one of 'text'"),
+    ({"txt": "hi"}, "txt", "Extra inputs"),
+    ("{not json", "", "Invalid JSON"),
+    ("[1, 2]", "", "should be an object"),
+])
+def test_bad_requests_get_a_4xx_naming_field_and_limit(url, body, field, limit):
+    response = post(url, "/predict", body)
+    assert response.status_code == 400, response.text
+    detail = response.json()["detail"][0]
+    assert (detail["loc"][0] if detail["loc"] else "") == field
+    assert limit in detail["msg"]
+
+
+def test_audit(url):
+    rows = [{"text": "play some jazz", "labels": ["PlayJazz"]}, {"text": "play jazz music", "labels": ["PlayJazz"]},
+            {"text": "book a table", "labels": ["BookRestaurant"], "meta": {"source": "test"}}]
+    response = post(url, "/audit", {"rows": rows})
+    assert response.status_code == 200, response.text
+    report = response.json()
+    assert report["format"] == "intentvcs-audit"
+    assert report["summary"]["new_intents"] == ["PlayJazz"]
+    refused = post(url, "/audit", {"rows": [{"text": "hi", "labels": ["a", "a"]}]})
+    assert refused.status_code == 400 and "rows[0]" in refused.json()["error"]
+    assert post(url, "/audit", {"rows": []}).status_code == 400
+
+
+def test_metrics(url):
+    before = scrape(url)
+    texts = ["play some music", "book a table", "rate this book"]
+    assert post(url, "/predict", {"texts": texts}).status_code == 200
+    assert post(url, "/predict", {"text": ""}).status_code == 400
+    after = scrape(url)
+
+    def delta(name, **labels):
+        return total(after, name, **labels) - total(before, name, **labels)
+
+    assert delta("intentvcs_input_length_characters_count") == len(texts)
+    assert delta("intentvcs_confidence_count") == len(texts)
+    assert delta("intentvcs_batch_size_sum") == len(texts)
+    assert delta("intentvcs_request_errors_total", reason="empty_text") == 1
+    intents = {labels["intent"] for labels, _ in after["intentvcs_predictions_total"]}
+    assert intents == {*DEFAULT_LABELS, "out_of_scope"}  # bounded: only the bundle's labels
+    # Every utterance is either out of scope or accepts at least one intent.
+    assert delta("intentvcs_predictions_total") >= len(texts)
+    [(info, value)] = after["intentvcs_model_info"]
+    assert value == 1 and info["backbone"] == "tiny-random-bert" and info["provider"] == "CPUExecutionProvider"
+    assert delta("bentoml_service_request_duration_seconds_count", endpoint="/predict") == 2
+
+
+def test_limits_from_env_and_metrics_across_workers(tight_url):
+    assert post(tight_url, "/predict", {"texts": ["a", "b", "c"]}).status_code == 200
+    too_many = post(tight_url, "/predict", {"texts": ["a", "b", "c", "d"]})
+    assert too_many.status_code == 400 and "at most 3 items" in too_many.json()["detail"][0]["msg"]
+    assert "at most 20 characters" in post(tight_url, "/predict", {"text": "x" * 21}).json()["detail"][0]["msg"]
+    assert post(tight_url, "/predict", {"text": "hi", "top_k": 5}).status_code == 400
+    schema = httpx.get(f"{tight_url}/docs.json").json()["components"]["schemas"]["PredictRequest"]
+    assert schema["properties"]["texts"]["anyOf"][0]["maxItems"] == 3
+
+    before = scrape(tight_url)
+    requests = 40
+    with ThreadPoolExecutor(8) as pool:  # a new connection per request, so both workers get traffic
+        codes = list(pool.map(lambda i: post(tight_url, "/predict", {"text": f"play song {i}"}).status_code,
+                              range(requests)))
+    assert codes == [200] * requests
+    after = scrape(tight_url)
+    served = total(after, "intentvcs_confidence_count") - total(before, "intentvcs_confidence_count")
+    assert served == requests  # counters from both worker processes are merged, none lost or doubled
+    assert len(after["intentvcs_model_info"]) == 1  # one series, not one per worker
+    workers = {labels["pid"] for labels, _ in after["bentoml_service_last_request_timestamp_seconds"]}
+    assert len(workers) == 2, "expected both workers to have served requests"
+
+
+def test_service_imports_no_torch():
+    # The serving path must stay importable with torch, transformers and optimum absent.
+    code = ("import sys; [sys.modules.__setitem__(m, None) for m in ('torch', 'transformers', 'optimum')]; "
+            "import service.app")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_serve_command_refuses_a_missing_bundle(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "intentvcs.cli", "serve", "--bundle", str(tmp_path / "nope")],
+                            check=False, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "is not a bundle" in result.stderr
