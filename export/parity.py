@@ -1,0 +1,147 @@
+"""Parity between PyTorch and the exported graph: the gate every bundle passes.
+
+The export runs the checkpoint in PyTorch (``training.predict.infer``) and the
+new graph through the serving runner (``service.runner.OnnxRunner``: the
+bundle's tokenizer.json, per-chunk padding, ORT session settings) on held-out
+utterances, then requires
+
+- fp32 logits within ``PARITY_ATOL`` (max abs) of PyTorch's, and
+- identical accepted label sets and identical OOS verdicts after
+  ``Decision.apply``: a logit gap below the tolerance can still cross a
+  threshold, and what users see is the decision, not the logits.
+
+Optimum's own validation is not relied on: it only warns on tolerance
+failures, and it feeds random ids rather than real tokenised text.
+Pure numpy here; the caller runs the models.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from intentvcs.dataio import read_jsonl
+from intentvcs.decision import Decision
+
+PARITY_ATOL = 1e-4
+MAX_REPORTED_MISMATCHES = 5
+
+# Built-in held-out utterances when no --parity-data is given: assistant
+# requests across domains, chit-chat and out-of-scope lines, fillers, case and
+# punctuation, non-ASCII text, an empty string and one text longer than any
+# max_length, so truncation in tokenizer.json is exercised too.
+SAMPLE_UTTERANCES = (
+    "play the new album by daft punk",
+    "add this song to my workout playlist",
+    "put on some relaxing jazz in the living room",
+    "book a table for two at an italian place tonight",
+    "reserve a restaurant near the station for 8 people on friday",
+    "will it rain tomorrow in paris",
+    "what's the weather like this weekend?",
+    "is it going to snow in Denver on Christmas Day",
+    "rate this book four out of five stars",
+    "give the current novel a 2",
+    "find the movie schedule for the nearest cinema",
+    "when is Dune showing at the IMAX",
+    "search for the creative work called the lord of the rings",
+    "set an alarm for 7 am",
+    "wake me up at 6:45 tomorrow",
+    "cancel my timer",
+    "how do I transfer money to my savings account",
+    "what's my account balance",
+    "pay the electricity bill",
+    "order a large pepperoni pizza",
+    "i need a taxi to the airport and a hotel downtown",
+    "find a cheap train from london to manchester",
+    "turn off the lights in the kitchen please",
+    "call mom",
+    "text Sam that I'm running late",
+    "hi there",
+    "thanks, that's all",
+    "um so like i was wondering if you could maybe play some jazz or something",
+    "uh, actually, basically just book the flight, sorry, I mean the hotel",
+    "WHAT IS THE CAPITAL OF AUSTRALIA",
+    "tell me a joke about penguins",
+    "how many calories are in an avocado",
+    "Réserve une table pour deux ce soir, s'il vous plaît",
+    "spiel bitte musik von Beyoncé",
+    "東京の天気はどうですか",
+    "play 🎵 something upbeat 🎉",
+    "???",
+    "",
+    "ok",
+    " ".join(["please play the song that goes like na na na and then the chorus"] * 12),
+)
+
+
+class ParityError(RuntimeError):
+    """The exported graph does not reproduce PyTorch; ``report`` has the figures."""
+
+    def __init__(self, report: dict[str, Any]):
+        self.report = report
+        super().__init__(
+            f"parity failed on {report['utterances']} utterances ({report['source']}): "
+            f"max |logit diff| {report['max_abs_logit_diff']:.3g} (limit {report['atol']:g}), "
+            f"label sets differ on {report['label_set_mismatches']}, "
+            f"OOS verdicts differ on {report['oos_mismatches']}")
+
+
+def parity_texts(path: str | os.PathLike | None) -> tuple[list[str], str]:
+    """``(texts, source)`` from a canonical JSONL file, or the built-in sample."""
+    if path is None:
+        return list(SAMPLE_UTTERANCES), "built-in sample"
+    texts = [example.text for example in read_jsonl(path)]
+    if not texts:
+        raise ValueError(f"{path}: no utterances for the parity check")
+    return texts, str(path)
+
+
+def compare(reference: tuple[np.ndarray, np.ndarray], candidate: tuple[np.ndarray, np.ndarray],
+            decision: Decision, texts: Sequence[str]) -> dict[str, Any]:
+    """Agreement of ``candidate`` ``(logits, pooled)`` with ``reference`` on (non-empty) ``texts``.
+
+    Raw gaps (max abs logit, pooled and calibrated-confidence differences) and
+    decision agreement (rows with the same accepted label set, the same OOS
+    verdict, the same top label), with a few mismatching texts for diagnosis.
+    """
+    ref, cand = decision.apply(*reference), decision.apply(*candidate)
+    same_sets = np.all(ref.accepted == cand.accepted, axis=1)
+    same_oos = ref.out_of_scope == cand.out_of_scope
+    labels = decision.labels
+    mismatched = [
+        {"text": texts[i],
+         "reference": {"accepted": [labels[j] for j in np.flatnonzero(ref.accepted[i])],
+                       "out_of_scope": bool(ref.out_of_scope[i])},
+         "candidate": {"accepted": [labels[j] for j in np.flatnonzero(cand.accepted[i])],
+                       "out_of_scope": bool(cand.out_of_scope[i])}}
+        for i in np.flatnonzero(~(same_sets & same_oos))[:MAX_REPORTED_MISMATCHES]
+    ]
+
+    def gap(a: np.ndarray, b: np.ndarray) -> float:
+        return float(np.abs(a.astype(np.float64) - b).max(initial=0.0))
+
+    return {
+        "utterances": len(texts),
+        "max_abs_logit_diff": gap(reference[0], candidate[0]),
+        "max_abs_pooled_diff": gap(reference[1], candidate[1]),
+        "max_confidence_diff": gap(ref.confidences, cand.confidences),
+        "label_set_agreement": float(same_sets.mean()),
+        "oos_agreement": float(same_oos.mean()),
+        "top1_agreement": float(np.mean(ref.confidences.argmax(1) == cand.confidences.argmax(1))),
+        "label_set_mismatches": int((~same_sets).sum()),
+        "oos_mismatches": int((~same_oos).sum()),
+        "mismatched": mismatched,
+    }
+
+
+def check_parity(reference: tuple[np.ndarray, np.ndarray], onnx: tuple[np.ndarray, np.ndarray],
+                 decision: Decision, texts: Sequence[str], source: str, atol: float = PARITY_ATOL) -> dict[str, Any]:
+    """The parity report of ONNX outputs against PyTorch's; raises ``ParityError`` unless it passes."""
+    report = {"source": source, "atol": atol, **compare(reference, onnx, decision, texts)}
+    report["passed"] = (report["max_abs_logit_diff"] <= atol
+                        and report["label_set_mismatches"] == 0 and report["oos_mismatches"] == 0)
+    if not report["passed"]:
+        raise ParityError(report)
+    return report

@@ -1,0 +1,117 @@
+"""The serving engine: a bundle run with ONNX Runtime, no torch anywhere.
+
+Imports only onnxruntime, tokenizers, numpy and the torch-free ``intentvcs``
+core (the test suite proves it with torch, transformers and optimum made
+unimportable). The decision layer is the same ``intentvcs.decision.Decision``
+that evaluation applies after PyTorch, so served answers match the figures.
+Session settings and batching are ``service.runner``'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from intentvcs.manifest import BundleError
+from service.bundle import check_graph, open_bundle
+from service.runner import DEFAULT_MAX_BATCH, EngineError, OnnxRunner, default_threads
+
+__all__ = ["BundleError", "Engine", "EngineError", "default_threads"]
+
+log = logging.getLogger(__name__)
+
+
+class Engine:
+    """Serve one bundle: ``infer`` gives raw arrays, ``predict`` the decided answers.
+
+    ``bundle_dir``  a bundle written by ``intentvcs export``.
+    ``provider``    ``"auto"`` (CUDA, else CPU), ``"cpu"`` or ``"cuda"``.
+    ``threads``     intra-op threads; default ``default_threads()``.
+    ``quantized``   load ``model.int8.onnx`` instead of ``model.onnx``.
+    ``max_batch``   texts per graph run; a request is split into chunks of this size.
+    Raises ``BundleError`` for a missing, corrupt or incompatible bundle and
+    ``EngineError`` when the requested provider cannot be used.
+    """
+
+    def __init__(self, bundle_dir: str | os.PathLike, provider: str = "auto", threads: int | None = None,
+                 quantized: bool = False, max_batch: int = DEFAULT_MAX_BATCH):
+        self.bundle = open_bundle(bundle_dir, quantized=quantized)
+        self.runner = OnnxRunner(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch)
+        check_graph(self.bundle, self.runner.output_widths)
+        self.quantized = quantized
+        log.info("engine: serving %s with %d labels on %s", self.bundle.directory, len(self.labels),
+                 self.runner.provider)
+
+    @property
+    def labels(self) -> list[str]:
+        return self.bundle.labels
+
+    @property
+    def provider(self) -> str:
+        """The active ONNX Runtime execution provider."""
+        return self.runner.provider
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What is being served, for health endpoints and logs."""
+        manifest = self.bundle.manifest
+        return {
+            "bundle": str(self.bundle.directory),
+            "bundle_version": manifest["format_version"],
+            "created_at": manifest["created_at"],
+            "backbone": manifest["backbone"],
+            "data_fingerprint": manifest["data_fingerprint"],
+            "model_file": self.bundle.model_path.name,
+            "quantized": self.quantized,
+            "provider": self.runner.provider,
+            "threads": self.runner.threads,
+            "max_batch": self.runner.max_batch,
+            "max_length": manifest["max_length"],
+            "labels": len(self.labels),
+            "hidden_size": self.runner.output_widths["pooled"],
+            "oos_rule": self.bundle.decision.oos.name,
+        }
+
+    def infer(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Raw ``logits [N, L]`` and ``pooled [N, H]`` (float32), rows in input order."""
+        return self.runner.infer(_check_texts(texts))
+
+    def predict(self, texts: Sequence[str], top_k: int | None = None) -> list[dict[str, Any]]:
+        """Decided answers, one dict per text (schema in docs/ARCHITECTURE.md).
+
+        ``intents`` ranks every label by calibrated confidence (the best
+        ``top_k`` when given); ``accepted`` lists the accepted labels after
+        relation closure, most confident first; ``oos`` gives the rule, this
+        text's score and the rule's threshold (OOS when score > threshold).
+        """
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        texts = _check_texts(texts)
+        result = self.bundle.decision.apply(*self.runner.infer(texts))
+        # Stable sort on negated confidences: ties keep label order.
+        ranking = np.argsort(-result.confidences, axis=1, kind="stable")
+        labels = self.labels
+        threshold = self.bundle.decision.oos.threshold
+        answers = []
+        for i, text in enumerate(texts):
+            order = ranking[i]
+            answers.append({
+                "text": text,
+                "intents": [{"intent": labels[j], "confidence": float(result.confidences[i, j])}
+                            for j in order[:top_k]],
+                "accepted": [labels[j] for j in order if result.accepted[i, j]],
+                "out_of_scope": bool(result.out_of_scope[i]),
+                "oos": {"rule": result.oos_rule, "score": float(result.oos_score[i]), "threshold": threshold},
+            })
+        return answers
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    # A bare string is a sequence too; serving it character by character would
+    # be a silent, expensive mistake.
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise TypeError("texts must be a sequence of strings")
+    return list(texts)

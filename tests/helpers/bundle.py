@@ -1,0 +1,71 @@
+"""Checkpoints and bundles from the tiny random backbone, for tests.
+
+``make_tiny_checkpoint`` trains nothing: it writes a valid checkpoint
+(``training.checkpoint.write_checkpoint``) around the tiny BERT with a random
+head and a simple decision; ``make_tiny_bundle`` exports one with the real
+export code. Both take about a second.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+DEFAULT_LABELS = ("PlayMusic", "BookRestaurant", "GetWeather", "RateBook", "SearchCreativeWork")
+MAX_LENGTH = 24
+# A random head on the random encoder gives nearly uniform confidences;
+# scaled by 4, top confidences on the built-in parity sample span ~0.47-0.85,
+# so the default decision both accepts and rejects (OOS) some texts.
+HEAD_SCALE = 4.0
+
+
+def make_tiny_checkpoint(directory: str | Path, labels: Sequence[str] = DEFAULT_LABELS, seed: int = 0,
+                         max_length: int = MAX_LENGTH, oos_threshold: float = 0.4,
+                         relations: dict | None = None) -> Path:
+    """Write a checkpoint with a random head and a softmax/threshold decision to ``directory``.
+
+    The decision accepts labels with confidence >= 0.3 and calls a text out of
+    scope when its top confidence is below ``1 - oos_threshold``; ``relations``
+    (a relations file object) is applied as closure when given.
+    """
+    import torch
+
+    from intentvcs.decision import Decision
+    from intentvcs.oos import ThresholdRule
+    from intentvcs.relations import LabelRelations
+    from tests.helpers.tiny import make_tiny_backbone
+    from training.checkpoint import write_checkpoint
+    from training.model import IntentModel, load_tokenizer
+
+    with tempfile.TemporaryDirectory() as scratch:
+        backbone = make_tiny_backbone(Path(scratch) / "backbone", seed=seed)
+        torch.manual_seed(seed)
+        model = IntentModel.from_backbone(backbone, len(labels)).eval()
+        with torch.no_grad():
+            model.head.weight.mul_(HEAD_SCALE)
+        decision = Decision(
+            tuple(labels), activation="softmax", thresholds=[0.3] * len(labels),
+            oos=ThresholdRule(oos_threshold),
+            relations=None if relations is None else LabelRelations.from_dict(relations),
+        )
+        return write_checkpoint(directory, model, load_tokenizer(backbone), {
+            "labels": list(labels),
+            "backbone": "tiny-random-bert",
+            "max_length": max_length,
+            "method": "pu",
+            "train_config": {"note": "untrained test checkpoint"},
+            "decision": decision.to_dict(),
+            "relations": relations,
+            "data_fingerprint": "sha256:" + "0" * 64,
+            "metrics": {"valid": {"note": "untrained"}},
+        })
+
+
+def make_tiny_bundle(directory: str | Path, quantize: bool = False, **checkpoint_options) -> Path:
+    """Write ``directory/checkpoint`` (``make_tiny_checkpoint``) and export it to ``directory/bundle``."""
+    from export.bundle import export_bundle
+
+    directory = Path(directory)
+    checkpoint = make_tiny_checkpoint(directory / "checkpoint", **checkpoint_options)
+    return Path(export_bundle(checkpoint, directory / "bundle", quantize=quantize)["bundle"])

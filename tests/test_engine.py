@@ -1,0 +1,159 @@
+"""The ONNX engine: bucketing, answers, decision (OOS, relations), providers."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from export.parity import SAMPLE_UTTERANCES
+from service.engine import Engine, EngineError, default_threads
+from service.tokenization import length_buckets, pad_chunk
+from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
+
+TEXTS = [
+    "play the new album by daft punk on spotify in the living room please right now",
+    "hi",
+    "will it rain tomorrow",
+    "book a table for two people tonight at the italian restaurant near the station",
+    "rate this book",
+    "",
+    "find the movie schedule",
+]
+HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    return make_tiny_bundle(tmp_path_factory.mktemp("engine"), quantize=True)
+
+
+@pytest.fixture(scope="module")
+def engine(bundle):
+    return Engine(bundle, provider="cpu")
+
+
+def test_length_buckets_sort_by_length_and_keep_ties_in_order():
+    chunks = [c.tolist() for c in length_buckets([5, 2, 9, 2, 5, 1], max_batch=4)]
+    assert chunks == [[5, 1, 3, 0], [4, 2]]
+    assert list(length_buckets([], max_batch=4)) == []
+
+
+def test_pad_chunk_pads_to_the_longest_in_the_chunk(engine):
+    encodings = engine.bundle.tokenizer.encode(["hi", "play the new album"])
+    feed = pad_chunk(encodings, engine.runner.input_names, engine.bundle.tokenizer.pad_id)
+    assert list(feed) == engine.runner.input_names
+    lengths = [len(e.ids) for e in encodings]
+    assert feed["input_ids"].shape == (2, max(lengths)) and feed["input_ids"].dtype == np.int64
+    assert feed["attention_mask"].sum(axis=1).tolist() == lengths
+    assert (feed["input_ids"][0, lengths[0]:] == engine.bundle.tokenizer.pad_id).all()
+
+
+def test_bucketed_results_come_back_in_input_order(bundle, engine):
+    one_by_one = np.concatenate([engine.infer([t])[0] for t in TEXTS])
+    # Chunks of 3 after sorting by length: every chunk mixes positions.
+    logits, pooled = Engine(bundle, provider="cpu", max_batch=3).infer(TEXTS)
+    np.testing.assert_allclose(logits, one_by_one, atol=1e-5)
+    assert pooled.shape == (len(TEXTS), engine.info["hidden_size"])
+
+
+def test_truncation_at_max_length(engine):
+    long_text = " ".join(["play music"] * 200)
+    assert len(engine.bundle.tokenizer.encode([long_text])[0].ids) == engine.info["max_length"]
+
+
+def test_empty_input(engine):
+    logits, pooled = engine.infer([])
+    assert logits.shape == (0, len(DEFAULT_LABELS)) and pooled.shape == (0, engine.info["hidden_size"])
+    assert engine.predict([]) == []
+
+
+def test_top_k(engine):
+    ranked = engine.predict(TEXTS[:2], top_k=2)
+    for answer in ranked:
+        confidences = [i["confidence"] for i in answer["intents"]]
+        assert len(confidences) == 2 and confidences == sorted(confidences, reverse=True)
+    full = engine.predict(TEXTS[:2])
+    assert all(len(a["intents"]) == len(DEFAULT_LABELS) for a in full)
+    assert [a["intents"][:2] for a in full] == [a["intents"] for a in ranked]
+    assert len(engine.predict(["hi"], top_k=99)[0]["intents"]) == len(DEFAULT_LABELS)
+    with pytest.raises(ValueError):
+        engine.predict(["hi"], top_k=0)
+
+
+def test_answers_and_oos_verdicts(engine):
+    answers = engine.predict(list(SAMPLE_UTTERANCES))
+    for text, answer in zip(SAMPLE_UTTERANCES, answers):
+        assert set(answer) == {"text", "intents", "accepted", "out_of_scope", "oos"}
+        assert answer["text"] == text
+        assert isinstance(answer["out_of_scope"], bool)
+        oos = answer["oos"]
+        assert set(oos) == {"rule", "score", "threshold"} and oos["rule"] == "threshold"
+        assert answer["out_of_scope"] == (oos["score"] > oos["threshold"])
+        assert not (answer["out_of_scope"] and answer["accepted"])
+        confidence = {i["intent"]: i["confidence"] for i in answer["intents"]}
+        assert all(confidence[label] >= 0.3 for label in answer["accepted"])
+    # The test checkpoint's decision is built to produce both verdicts here.
+    verdicts = {a["out_of_scope"] for a in answers}
+    assert verdicts == {True, False}
+
+
+def test_relation_closure_is_applied(tmp_path, engine):
+    relations = {
+        "format": "intentvcs-relations", "format_version": 1, "labels": list(DEFAULT_LABELS),
+        "relations": [{"type": "subset", "child": "SearchCreativeWork", "parent": "PlayMusic"}],
+        "families": {}, "details": {},
+    }
+    closed = Engine(make_tiny_bundle(tmp_path, relations=relations), provider="cpu")
+    texts = list(SAMPLE_UTTERANCES)
+    plain = engine.predict(texts)  # same seed: same weights, no relations
+    child_accepted = 0
+    for before, after in zip(plain, closed.predict(texts)):
+        expected = set(before["accepted"])
+        if "SearchCreativeWork" in expected:
+            expected.add("PlayMusic")
+            child_accepted += 1
+        assert set(after["accepted"]) == expected
+    assert child_accepted > 0
+
+
+def test_bare_string_is_rejected(engine):
+    with pytest.raises(TypeError):
+        engine.predict("play music")
+
+
+def test_info(engine, bundle):
+    info = engine.info
+    assert info["bundle_version"] == 1 and info["labels"] == len(DEFAULT_LABELS)
+    assert info["provider"] == "CPUExecutionProvider" and info["backbone"] == "tiny-random-bert"
+    assert Engine(bundle, provider="cpu", quantized=True).info["model_file"] == "model.int8.onnx"
+
+
+def test_threads(bundle, monkeypatch):
+    monkeypatch.setenv("INTENTVCS_WORKERS", "2")
+    assert default_threads() == max(1, (os.cpu_count() or 1) // 2)
+    assert Engine(bundle, provider="cpu", threads=1).info["threads"] == 1
+    monkeypatch.setenv("INTENTVCS_WORKERS", "zero")
+    with pytest.raises(EngineError, match="INTENTVCS_WORKERS"):
+        default_threads()
+
+
+def test_provider_choices(bundle):
+    with pytest.raises(ValueError, match="provider"):
+        Engine(bundle, provider="tpu")
+    if not HAS_CUDA:
+        with pytest.raises(EngineError, match="cuda"):
+            Engine(bundle, provider="cuda")
+        assert Engine(bundle, provider="auto").provider == "CPUExecutionProvider"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="onnxruntime reports no CUDAExecutionProvider")
+def test_cuda_matches_cpu(bundle, engine):
+    gpu = Engine(bundle, provider="cuda")
+    assert gpu.provider == "CUDAExecutionProvider"
+    texts = list(SAMPLE_UTTERANCES)
+    np.testing.assert_allclose(gpu.infer(texts)[0], engine.infer(texts)[0], atol=1e-3)
+    assert [a["accepted"] for a in gpu.predict(texts)] == [a["accepted"] for a in engine.predict(texts)]

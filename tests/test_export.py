@@ -1,0 +1,263 @@
+"""Checkpoint -> bundle: the graph, parity gate, manifest, int8 report, CLI, corrupt bundles."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from tokenizers import Tokenizer
+
+from export.parity import PARITY_ATOL, SAMPLE_UTTERANCES, ParityError, check_parity
+from intentvcs import manifest
+from intentvcs.cli import main
+from intentvcs.decision import Decision
+from intentvcs.manifest import BundleError
+from service.engine import Engine
+from tests.helpers.bundle import DEFAULT_LABELS, MAX_LENGTH, make_tiny_checkpoint
+
+BUNDLE_FILES = {"model.onnx", "model.int8.onnx", "tokenizer.json", "manifest.json"}
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        code = main(list(args))
+    return code, stdout.getvalue()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    checkpoint = make_tiny_checkpoint(root / "checkpoint")
+    bundle = root / "bundle"
+    code, stdout = run_cli("export", "--checkpoint", str(checkpoint), "--out", str(bundle), "--quantize",
+                           "--result", str(root / "result.json"))
+    return SimpleNamespace(code=code, stdout=stdout, root=root, checkpoint=checkpoint, bundle=bundle,
+                           manifest=json.loads((bundle / "manifest.json").read_text()))
+
+
+def test_cli_succeeds_and_writes_the_result(exported):
+    assert exported.code == 0
+    result = json.loads(exported.stdout)
+    assert result["ok"] and result["bundle"] == str(exported.bundle)
+    assert json.loads((exported.root / "result.json").read_text()) == result
+
+
+def test_bundle_holds_only_safe_files_and_no_leftovers(exported):
+    assert {p.name for p in exported.bundle.iterdir()} == BUNDLE_FILES
+    assert not [p for p in exported.root.iterdir() if p.name.startswith(".")]
+
+
+def test_one_graph_with_dynamic_batch_and_sequence(exported):
+    graph = onnx.load(str(exported.bundle / "model.onnx"))
+    onnx.checker.check_model(graph)
+
+    def dims(value):
+        return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+
+    assert {i.name: dims(i) for i in graph.graph.input} == {
+        name: ["batch_size", "sequence_length"] for name in ("input_ids", "attention_mask", "token_type_ids")}
+    assert {o.name: dims(o) for o in graph.graph.output} == {
+        "logits": ["batch_size", len(DEFAULT_LABELS)], "pooled": ["batch_size", 32]}
+    session = ort.InferenceSession(str(exported.bundle / "model.onnx"), providers=["CPUExecutionProvider"])
+    for batch, length in ((1, 3), (4, 17)):
+        ids = np.full((batch, length), 7, dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        logits, pooled = session.run(["logits", "pooled"], feed)
+        assert logits.shape == (batch, len(DEFAULT_LABELS)) and pooled.shape == (batch, 32)
+
+
+def test_parity_report_and_independent_check(exported):
+    parity = exported.manifest["parity"]
+    assert parity["passed"] and parity["atol"] == PARITY_ATOL
+    assert parity["utterances"] == len(SAMPLE_UTTERANCES)
+    assert parity["max_abs_logit_diff"] <= PARITY_ATOL
+    assert parity["label_set_mismatches"] == parity["oos_mismatches"] == 0
+    # Independently: the published bundle, served, reproduces PyTorch.
+    from training.predict import TorchPredictor
+
+    texts = list(SAMPLE_UTTERANCES)
+    torch_logits, _ = TorchPredictor(exported.checkpoint, MAX_LENGTH).infer(texts)
+    onnx_logits, _ = Engine(exported.bundle, provider="cpu").infer(texts)
+    assert np.abs(torch_logits - onnx_logits).max() <= PARITY_ATOL
+
+
+def test_manifest_round_trip(exported, tmp_path):
+    loaded = manifest.read(exported.bundle / "manifest.json")
+    manifest.write(tmp_path / "manifest.json", loaded)
+    assert manifest.read(tmp_path / "manifest.json") == loaded
+    checkpoint = json.loads((exported.checkpoint / "checkpoint.json").read_text())
+    assert loaded["format"] == "intentvcs-bundle" and loaded["format_version"] == manifest.FORMAT_VERSION
+    assert loaded["labels"] == checkpoint["labels"] and loaded["max_length"] == MAX_LENGTH
+    assert Decision.from_dict(loaded["decision"]).to_dict() == checkpoint["decision"]
+    assert loaded["data_fingerprint"] == checkpoint["data_fingerprint"]
+    assert loaded["evaluation"] == checkpoint["metrics"]
+    assert loaded["model"]["outputs"] == ["logits", "pooled"] and loaded["model"]["hidden_size"] == 32
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda m: m.pop("labels"), "labels"),
+    (lambda m: m.update(extra=1), "extra"),
+    (lambda m: m.update(format="something-else"), "format"),
+    (lambda m: m.update(max_length=0), "max_length"),
+    (lambda m: m["decision"].update(temperature=-1), "decision"),
+    (lambda m: m["decision"].update(labels=list(reversed(m["labels"]))), "decision.labels"),
+    (lambda m: m["files"].pop("tokenizer.json"), "files"),
+    (lambda m: m.update(quantization=None), "quantization"),
+])
+def test_manifest_validation_names_the_field(exported, mutate, field):
+    broken = json.loads(json.dumps(exported.manifest))
+    mutate(broken)
+    with pytest.raises(BundleError, match=rf"manifest\.json: {field}\b") as info:
+        manifest.validate(broken, "bundle/manifest.json")
+    assert info.value.field == field
+
+
+def test_tokenizer_json_truncates_and_knows_its_pad_token(exported):
+    tokenizer = Tokenizer.from_file(str(exported.bundle / "tokenizer.json"))
+    assert tokenizer.truncation["max_length"] == MAX_LENGTH
+    assert tokenizer.padding["pad_token"] == "[PAD]"
+    assert len(tokenizer.encode(" ".join(["play music"] * 100)).ids) == MAX_LENGTH
+
+
+def test_quantization_report(exported):
+    report = exported.manifest["quantization"]
+    assert report["weight_type"] == "int8" and report["per_channel"] and report["op_types"] == ["MatMul"]
+    agreement = report["agreement"]
+    assert agreement["utterances"] == len(SAMPLE_UTTERANCES)
+    assert 0.0 <= agreement["label_set_agreement"] <= 1.0 and 0.0 <= agreement["oos_agreement"] <= 1.0
+    assert agreement["max_confidence_diff"] < 0.5
+    assert report["timing"]["speedup"] > 0
+
+
+def test_parity_failure_exits_nonzero_and_writes_nothing(exported, tmp_path, monkeypatch):
+    import export.bundle
+
+    real_infer = export.bundle.torch_infer
+
+    def drifted(*args, **kwargs):  # PyTorch reference 1e-3 away from the graph
+        logits, pooled = real_infer(*args, **kwargs)
+        return logits + 1e-3, pooled
+
+    monkeypatch.setattr(export.bundle, "torch_infer", drifted)
+    data = tmp_path / "held_out.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "labels": []}) + "\n" for t in ("hi", "play music", "rain")))
+
+    fresh = tmp_path / "fresh"
+    code, stdout = run_cli("export", "--checkpoint", str(exported.checkpoint), "--out", str(fresh),
+                           "--parity-data", str(data))
+    assert code == 1 and not fresh.exists()
+    assert {p.name for p in tmp_path.iterdir()} == {"held_out.jsonl"}  # no temporary leftovers
+    result = json.loads(stdout)
+    assert not result["ok"] and result["bundle"] is None
+    assert result["parity"]["source"] == str(data) and result["parity"]["utterances"] == 3
+    assert not result["parity"]["passed"] and result["parity"]["max_abs_logit_diff"] > PARITY_ATOL
+
+    existing = tmp_path / "existing"
+    shutil.copytree(exported.bundle, existing)
+    before = {p.name: p.read_bytes() for p in existing.iterdir()}
+    code, _ = run_cli("export", "--checkpoint", str(exported.checkpoint), "--out", str(existing))
+    assert code == 1 and {p.name: p.read_bytes() for p in existing.iterdir()} == before
+
+
+def test_parity_also_requires_identical_decisions():
+    """A gap far below the tolerance still fails when it flips an accepted label."""
+    decision = Decision(("a", "b"), activation="sigmoid", thresholds=[0.5, 0.5])
+    logits = np.array([[0.0, -3.0]], dtype=np.float32)  # confidence of "a" exactly 0.5: accepted
+    pooled = np.zeros((1, 4), dtype=np.float32)
+    check_parity((logits, pooled), (logits.copy(), pooled), decision, ["x"], "test")
+    with pytest.raises(ParityError, match="label sets differ on 1") as info:
+        check_parity((logits, pooled), (logits - 1e-6, pooled), decision, ["x"], "test")
+    assert info.value.report["max_abs_logit_diff"] < PARITY_ATOL
+    assert info.value.report["mismatched"][0]["reference"]["accepted"] == ["a"]
+
+
+def test_not_a_checkpoint_is_a_usage_error(tmp_path, capsys):
+    code, _ = run_cli("export", "--checkpoint", str(tmp_path), "--out", str(tmp_path / "bundle"))
+    assert code == 2 and "checkpoint.json" in capsys.readouterr().err
+    assert not (tmp_path / "bundle").exists()
+
+
+# ------------------------------------------------------------ corrupt bundles
+
+def _rewrite_manifest(bundle: Path, edit) -> None:
+    """Hand-edit manifest.json, bypassing validation (as a person or a bad tool would)."""
+    path = bundle / "manifest.json"
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def truncate_model(bundle):
+    data = (bundle / "model.onnx").read_bytes()
+    (bundle / "model.onnx").write_bytes(data[: len(data) // 2])
+
+
+def unreadable_model_with_matching_digest(bundle):
+    (bundle / "model.onnx").write_bytes(b"this is not an onnx graph")
+    _rewrite_manifest(bundle, lambda m: m["files"].update({"model.onnx": manifest.file_entry(bundle / "model.onnx")}))
+
+
+def broken_manifest_json(bundle):
+    path = bundle / "manifest.json"
+    path.write_text(path.read_text()[:-20])
+
+
+def newer_format_version(bundle):
+    _rewrite_manifest(bundle, lambda m: m.update(format_version=2))
+
+
+def missing_tokenizer(bundle):
+    (bundle / "tokenizer.json").unlink()
+
+
+def fewer_labels_than_the_graph(bundle):
+    def edit(m):
+        m["labels"] = m["labels"][:-1]
+        m["decision"] = Decision(tuple(m["labels"])).to_dict()
+
+    _rewrite_manifest(bundle, edit)
+
+
+def tokenizer_truncation_disagrees(bundle):
+    tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+    tokenizer.enable_truncation(MAX_LENGTH * 2)
+    tokenizer.save(str(bundle / "tokenizer.json"))
+    _rewrite_manifest(bundle, lambda m: m["files"].update(
+        {"tokenizer.json": manifest.file_entry(bundle / "tokenizer.json")}))
+
+
+@pytest.mark.parametrize("corrupt, file, message", [
+    (truncate_model, "model.onnx", "truncated"),
+    (unreadable_model_with_matching_digest, "model.onnx", "ONNX Runtime cannot load"),
+    (broken_manifest_json, "manifest.json", "not valid JSON"),
+    (newer_format_version, "manifest.json", "format_version"),
+    (missing_tokenizer, "tokenizer.json", "missing"),
+    (fewer_labels_than_the_graph, "model.onnx", "labels"),
+    (tokenizer_truncation_disagrees, "tokenizer.json", "max_length"),
+])
+def test_corrupt_bundle_fails_at_load_naming_the_file(exported, tmp_path, corrupt, file, message):
+    bundle = tmp_path / "bundle"
+    shutil.copytree(exported.bundle, bundle)
+    corrupt(bundle)
+    with pytest.raises(BundleError, match=message) as info:
+        Engine(bundle, provider="cpu")
+    assert info.value.path == str(bundle / file)
+
+
+def test_missing_int8_graph_and_missing_directory(exported, tmp_path):
+    bundle = tmp_path / "bundle"
+    shutil.copytree(exported.bundle, bundle)
+    (bundle / "model.int8.onnx").unlink()
+    with pytest.raises(BundleError, match="model.int8.onnx"):
+        Engine(bundle, provider="cpu", quantized=True)
+    with pytest.raises(BundleError, match="not a directory"):
+        Engine(tmp_path / "nowhere", provider="cpu")
