@@ -34,7 +34,8 @@ def in_scope(rows):
     return [r for r in rows if r.labels]
 
 
-def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, seed: int) -> list[dict]:
+def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, seed: int,
+                threads: int | None = None) -> list[dict]:
     from intentvcs import calibration
     from intentvcs.evaluation import evaluate, headline
     from training.decision_fit import fit_decision, first_label_index, observed_matrix
@@ -65,7 +66,7 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
                 "oos_threshold": decision.oos.threshold, "train_seconds": round(trained.seconds, 1),
                 "paper_in_scope_acc": paper[0], "paper_oos_recall": paper[1]}
 
-    config = TrainConfig(method="pu", epochs=epochs, seed=seed)
+    config = TrainConfig(method="pu", epochs=epochs, seed=seed, threads=threads)
     trained = Trainer(config).fit(in_scope(train), in_scope(valid))
     train_in = in_scope(train)
     train_logits, train_pooled = infer(trained.model, trained.tokenizer, [r.text for r in train_in], 64, progress=True)
@@ -102,6 +103,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--rules", nargs="+", default=["threshold", "distance"])
+    parser.add_argument("--threads", type=int, help="torch threads (1 when another job shares the cores)")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train-rule-on", nargs="*", default=["full", "oos_plus"],
@@ -110,7 +112,7 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     records: list[dict] = []
     for variant in args.variants:
-        records += run_variant(variant, args.epochs, args.rules, variant in args.train_rule_on, args.seed)
+        records += run_variant(variant, args.epochs, args.rules, variant in args.train_rule_on, args.seed, args.threads)
         write_results("oos", records, render(records))
     return 0
 

@@ -46,7 +46,7 @@ def build_sets(datasets: list[str], out_root: Path, seed: int) -> dict[str, Path
     return paths
 
 
-def run_one(data: Path, method: str, seed: int, epochs: int, out: Path) -> dict:
+def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads: int | None = None) -> dict:
     """Train one model (or reuse a finished checkpoint of the same run) and score it.
 
     Besides the plain figures, the test set is also scored with the builder's
@@ -65,7 +65,7 @@ def run_one(data: Path, method: str, seed: int, epochs: int, out: Path) -> dict:
     from training.trainer import TrainConfig
 
     gold = method == "upper_bound"
-    config = TrainConfig(method=method, epochs=epochs, seed=seed)
+    config = TrainConfig(method=method, epochs=epochs, seed=seed, threads=threads)
     test = read_jsonl(data / "test.jsonl")
     meta = None
     if (out / "checkpoint.json").exists():
@@ -100,6 +100,7 @@ def main() -> int:
     parser.add_argument("--methods", nargs="+", default=list(METHOD_NAMES))
     parser.add_argument("--seeds", type=int, default=3, help="seeds for the PU method and the upper bound")
     parser.add_argument("--baseline-seeds", type=int, default=1)
+    parser.add_argument("--threads", type=int, help="torch threads (1 when another job shares the cores)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--work", default=str(ROOT / "runs" / "bench" / "vcs"))
     args = parser.parse_args()
@@ -114,7 +115,8 @@ def main() -> int:
             runs = []
             for seed in range(n_seeds):
                 logging.info("== %s / %s / seed %d", dataset, method, seed)
-                result = run_one(data, method, seed, args.epochs, work / "ckpt" / dataset / f"{method}-s{seed}")
+                out = work / "ckpt" / dataset / f"{method}-s{seed}"
+                result = run_one(data, method, seed, args.epochs, out, args.threads)
                 runs.append(result)
             tests = [r["test"] for r in runs]
             closed = [r["test_closure"] for r in runs]

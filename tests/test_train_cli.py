@@ -1,0 +1,61 @@
+"""End to end through the CLI: train a tiny random BERT, evaluate, plot."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from intentvcs.cli import main
+from tests.helpers.tiny import make_tiny_backbone
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "training" / "default_data" / "assistant"
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory):
+    return make_tiny_backbone(tmp_path_factory.mktemp("backbone"))
+
+
+@pytest.mark.parametrize("method,oos_rule", [("pu", "threshold"), ("ls_focal", "none"), ("pu", "distance")])
+def test_train_then_evaluate_through_cli(tmp_path, backbone, method, oos_rule, capsys):
+    ckpt = tmp_path / "ckpt"
+    code = main([
+        "train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
+        "--test", str(DEFAULT_DATA / "test.jsonl"), "--out", str(ckpt), "--backbone", str(backbone),
+        "--method", method, "--epochs", "1", "--batch-size", "64", "--oos-rule", oos_rule,
+        "--result", str(tmp_path / "result.json"),
+    ])
+    assert code == 0
+    assert {p.name for p in ckpt.iterdir()} == {"encoder", "head.safetensors", "checkpoint.json"}
+    meta = json.loads((ckpt / "checkpoint.json").read_text())
+    assert meta["method"] == method and len(meta["labels"]) == 18
+    assert meta["decision"]["oos"]["rule"] == oos_rule
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert 0.0 <= result["metrics"]["test"]["f1"] <= 1.0
+
+    out = tmp_path / "eval.json"
+    assert main(["evaluate", "--checkpoint", str(ckpt), "--data", str(DEFAULT_DATA / "test.jsonl"),
+                 "--out", str(out), "--heatmap", str(tmp_path / "cooc.png")]) == 0
+    figures = json.loads(out.read_text())
+    # The checkpoint's own evaluation and the evaluate command agree.
+    assert figures["f1"] == pytest.approx(result["metrics"]["test"]["f1"])
+    assert len(figures["cooccurrence"]["counts"]) == 18
+    assert figures["n_oos"] == 40 and "auroc" in figures
+    assert (tmp_path / "cooc.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bad_training_row_names_file_and_line(tmp_path, backbone, capsys):
+    bad = tmp_path / "train.jsonl"
+    bad.write_text('{"text": "hello", "labels": ["greet"]}\n{"text": "", "labels": ["greet"]}\n')
+    code = main(["train", "--train", str(bad), "--valid", str(bad), "--out", str(tmp_path / "ckpt"),
+                 "--backbone", str(backbone)])
+    assert code == 2
+    assert f"{bad}:2: 'text' is empty" in capsys.readouterr().err
+    assert not (tmp_path / "ckpt").exists()
+
+
+def test_unknown_method_is_a_clear_error(tmp_path, backbone, capsys):
+    code = main(["train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
+                 "--out", str(tmp_path / "ckpt"), "--backbone", str(backbone), "--method", "magic"])
+    assert code == 2
+    assert "unknown method 'magic'" in capsys.readouterr().err
