@@ -1,0 +1,157 @@
+"""``intentvcs bench``: the FLOP count, the statistics helpers, target checks and the CLI on a tiny bundle."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from intentvcs import cli
+from intentvcs.commands import bench
+from intentvcs.commands.bench import Run
+
+TEXTS = ["play some jazz", "book a table for two tonight", "will it rain in paris tomorrow",
+         "rate this book five stars", "find the movie schedule near me", "set an alarm for seven"]
+
+
+def test_encoder_flops_by_hand():
+    config = {"num_hidden_layers": 2, "hidden_size": 4, "intermediate_size": 8}
+    # Per layer and token 8·H² + 4·H·I = 128 + 128 = 256; attention 4·n²·H; head 2·H·3 = 24.
+    # n = 2: 2·(2·256 + 4·4·4) + 24 = 1176; n = 4: 2·(4·256 + 4·16·4) + 24 = 2584.
+    assert bench.encoder_flops(config, [2, 4], labels=3) == pytest.approx((1176 + 2584) / 2)
+
+
+def test_encoder_flops_minilm_per_token():
+    minilm = {"num_hidden_layers": 6, "hidden_size": 384, "intermediate_size": 1536}
+    # The linear layers of all-MiniLM-L6-v2: 6 · (8·384² + 4·384·1536) = 21,233,664 FLOP per token.
+    per_token = bench.encoder_flops(minilm, [1], labels=0) - 6 * 4 * 384  # less attention at n = 1
+    assert per_token == 21_233_664
+
+
+def test_percentile_summary_and_paired_speedup():
+    assert bench.percentile_ms([0.001, 0.002, 0.003, 0.004], 50) == pytest.approx(2.5)
+    assert bench.percentile_ms([0.001, 0.002, 0.003, 0.004], 100) == pytest.approx(4.0)
+    runs = [Run(10, 1.0, [0.001, 0.003]), Run(10, 0.5, [0.004]), Run(10, 2.0, [0.010, 0.020, 0.030])]
+    # Rates 10, 20 and 5 utt/s; per-run p50s 2, 4 and 20 ms.
+    assert bench.summarize(runs) == {"utt_per_s": 10.0, "p50_ms": 4.0, "spread_pct": 150.0, "runs": 3}
+    reference = [Run(5, 1.0, [1.0])] * 3
+    assert bench.paired_speedup(runs, reference) == 2.0  # ratios 2, 4, 1
+
+
+def test_batches_are_full_and_wrap_round_the_data():
+    assert bench.batches(list("abcde"), 2, min_batches=4) == [["a", "b"], ["c", "d"], ["e", "a"], ["b", "c"]]
+    assert len(bench.batches(list("abcde"), 1, min_batches=2)) == 5
+
+
+def test_avx2_peak_from_cpuinfo():
+    intel = "model name\t: Intel(R) Xeon(R) CPU @ 2.50GHz\ncpu MHz\t\t: 3100.000\nflags\t\t: sse avx avx2 fma\n"
+    assert bench.avx2_peak(intel, cores=4) == {"avx2_peak_gflops": 320.0, "cpu_ghz": 2.5,
+                                               "cpu_ghz_source": "model name", "avx512": False}
+    amd = "model name\t: AMD EPYC\ncpu MHz\t\t: 2596.098\nflags\t\t: avx2 fma avx512f\n"
+    assert bench.avx2_peak(amd, cores=2) == {"avx2_peak_gflops": pytest.approx(166.2), "cpu_ghz": 2.596,
+                                             "cpu_ghz_source": "cpu MHz", "avx512": True}
+    assert bench.avx2_peak(intel.replace(" fma", ""), cores=4) == {}
+
+
+def test_targets_are_checked_in_the_right_direction():
+    records = [
+        {"component": "engine", "backend": "onnx-fp32", "batch_size": 1, "speedup_vs_torch": 3.0},
+        {"component": "engine", "backend": "onnx-fp32", "batch_size": 32, "utt_per_s": 400.0},
+        {"component": "engine", "backend": "onnx-int8", "batch_size": 32, "speedup_vs_fp32": 1.5},  # on the bound
+        {"component": "service", "mode": "idle", "concurrency": 1, "p50_ms": 9.0},
+    ]
+    met = {t["target"]: t["met"] for t in bench.target_records(records)}
+    assert met == {
+        "engine fp32 vs PyTorch, batch 1": True,
+        "engine fp32 throughput, batch 32": False,
+        "engine int8 vs fp32, batch 32": True,
+        "service at concurrency 32 vs engine batch 32": None,
+        "service idle single-request p50": False,
+        "GPU (H100) ONNX, batch 256": None,
+    }
+
+
+def test_gpu_skips_without_the_cuda_provider(monkeypatch):
+    import onnxruntime
+
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    (record,) = bench.gpu_records("unused", None, TEXTS, repeats=1, threads=1)
+    assert record["component"] == "gpu" and "CUDAExecutionProvider" in record["skipped"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from tests.helpers.bundle import make_tiny_bundle
+
+    root = tmp_path_factory.mktemp("bench")
+    bundle = make_tiny_bundle(root, quantize=True)
+    data = root / "texts.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "labels": []}) + "\n" for t in TEXTS), encoding="utf-8")
+    return {"bundle": bundle, "checkpoint": root / "checkpoint", "data": data, "root": root}
+
+
+def test_cli_end_to_end_without_service(tiny):
+    out = tiny["root"] / "perf.json"
+    assert cli.main(["bench", "--bundle", str(tiny["bundle"]), "--checkpoint", str(tiny["checkpoint"]),
+                     "--data", str(tiny["data"]), "--batch-sizes", "1", "4", "--repeats", "1",
+                     "--threads", "1", "--max-batch", "2", "--skip-service", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert (result["utterances"], result["threads"], result["max_batch"]) == (len(TEXTS), 1, 2)
+    records = result["records"]
+    engine = {(r["backend"], r["batch_size"]): r for r in records if r["component"] == "engine"}
+    assert set(engine) == {(b, n) for b in ("onnx-fp32", "onnx-int8", "torch") for n in (1, 4)}
+    for (backend, size), record in engine.items():
+        assert record["utt_per_s"] > 0 and record["p50_ms"] > 0 and (record["runs"], record["max_batch"]) == (1, 2)
+        torch_rate = engine["torch", size]["utt_per_s"]
+        if backend != "torch":  # one repeat: the speed-up is the ratio of the two rates
+            assert record["speedup_vs_torch"] == pytest.approx(record["utt_per_s"] / torch_rate, rel=0.01)
+    assert "speedup_vs_fp32" in engine["onnx-int8", 4] and "speedup_vs_fp32" not in engine["onnx-fp32", 4]
+
+    (limit,) = [r for r in records if r["component"] == "limit"]
+    from service.bundle import open_bundle
+
+    config = json.loads((tiny["checkpoint"] / "encoder" / "config.json").read_text())
+    opened = open_bundle(tiny["bundle"])
+    lengths = [len(e.ids) for e in opened.tokenizer.encode(TEXTS)]
+    assert limit["mflop_per_utt"] == pytest.approx(bench.encoder_flops(config, lengths, len(opened.labels)) / 1e6,
+                                                   abs=1e-3)
+    assert limit["matmul_gflops"] > 0 and limit["best_fp32_utt_per_s"] == max(
+        engine["onnx-fp32", n]["utt_per_s"] for n in (1, 4))
+
+    (gpu, *_) = [r for r in records if r["component"] == "gpu"]
+    assert "skipped" in gpu or gpu["utt_per_s"] > 0
+    assert not [r for r in records if r["component"] == "service"]
+    assert len([r for r in records if r["component"] == "target"]) == len(bench.TARGETS)
+    assert "| onnx-int8 | cpu | 4 |" in out.with_suffix(".md").read_text()
+
+
+def test_cli_refuses_a_checkpoint_of_another_model(tiny, capsys):
+    from tests.helpers.bundle import make_tiny_checkpoint
+
+    other = make_tiny_checkpoint(tiny["root"] / "other", labels=("A", "B"))
+    assert cli.main(["bench", "--bundle", str(tiny["bundle"]), "--checkpoint", str(other),
+                     "--data", str(tiny["data"]), "--skip-service", "--repeats", "1",
+                     "--out", str(tiny["root"] / "other.json")]) == 2
+    assert "labels differs" in capsys.readouterr().err
+
+
+def test_cli_needs_a_workload(tiny, capsys):
+    assert cli.main(["bench", "--bundle", str(tiny["bundle"]), "--skip-service",
+                     "--out", str(tiny["root"] / "none.json")]) == 2
+    assert "--data FILE.jsonl or --snips DIR" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_service_figures_on_the_workload(tiny):
+    load_test = bench.load_generator()
+    before = list(load_test.UTTERANCES)
+    engine = [{"component": "engine", "backend": "onnx-fp32", "batch_size": 32, "utt_per_s": 1000.0}]
+    records = bench.service_records(load_test, str(tiny["bundle"]), TEXTS, concurrency=[2], seconds=0.5,
+                                    workers=1, threads=1, records=engine)
+    idle, load, startup, rss = records
+    assert (idle["mode"], idle["requests"], idle["errors"]) == ("idle", bench.IDLE_REQUESTS, 0)
+    assert (load["mode"], load["concurrency"], load["errors"]) == ("load", 2, 0) and load["requests"] > 0
+    assert load["vs_engine_batch32"] == pytest.approx(load["utt_per_s"] / 1000.0, abs=1e-3)
+    assert startup["metric"] == "startup_s" and startup["value"] > 0
+    assert rss["metric"] == "rss_mb_per_worker" and rss["workers"] == 1 and rss["value"] > 10
+    assert load_test.UTTERANCES == before  # the workload swap is undone
