@@ -50,7 +50,9 @@ def evaluate(decision, logits: np.ndarray, pooled: np.ndarray | None, examples: 
 
     figures: dict = {"n": len(examples), "n_in_scope": int(in_scope.sum())}
     if in_scope.any():
-        figures.update(metrics.multilabel_metrics(pred[in_scope], gold[in_scope]))
+        scores = metrics.multilabel_metrics(pred[in_scope], gold[in_scope])
+        scores.pop("n", None)  # the in-scope count is n_in_scope; n stays all rows
+        figures.update(scores)
         top = result.confidences.argmax(axis=1)
         figures["accuracy"] = float(gold[in_scope, top[in_scope]].mean())
     if is_oos.any():

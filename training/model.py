@@ -14,6 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 HEAD_FILE = "head.safetensors"
 ENCODER_DIR = "encoder"
@@ -84,8 +85,16 @@ def load_tokenizer(path: str | os.PathLike):
 
 
 def _load_encoder(backbone: str | os.PathLike) -> nn.Module:
-    """Load the encoder without BERT's CLS pooler (unused: we mean-pool)."""
+    """Load the encoder without BERT's CLS pooler (unused: we mean-pool).
+
+    transformers' "weights not used: pooler.*" notice is expected here and
+    only alarms users, so it is silenced for this call.
+    """
+    previous = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
     try:
         return AutoModel.from_pretrained(str(backbone), add_pooling_layer=False)
     except TypeError:  # encoders without a pooler do not take the argument
         return AutoModel.from_pretrained(str(backbone))
+    finally:
+        hf_logging.set_verbosity(previous)
