@@ -9,6 +9,7 @@ Every script writes ``benchmarks/results/<name>.json`` as
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import shlex
@@ -46,9 +47,26 @@ def command_line() -> str:
     return "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
 
 
-def write_results(name: str, records: list[dict], markdown: str, extra: dict | None = None) -> Path:
+def keep_previous(name: str, records: list[dict], redone) -> tuple[list[dict], str]:
+    """Merge this run's ``records`` with an earlier run's that this run does not redo.
+
+    ``redone(record)`` says whether an earlier record is covered by this run
+    (e.g. same dataset). Lets one benchmark be run in parts (one data set per
+    process); the command of a merged file lists every part, joined by ``&&``.
+    """
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        return records, command_line()
+    previous = json.loads(path.read_text(encoding="utf-8"))
+    kept = [r for r in previous["records"] if not redone(r)]
+    commands = [c for c in previous["command"].split(" && ") if c != command_line()] if kept else []
+    return kept + records, " && ".join(dict.fromkeys(commands + [command_line()]))
+
+
+def write_results(name: str, records: list[dict], markdown: str, extra: dict | None = None,
+                  command: str | None = None) -> Path:
     """Write ``results/<name>.json`` and ``results/<name>.md`` atomically."""
-    body = {"command": command_line(), "machine": machine(),
+    body = {"command": command or command_line(), "machine": machine(),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"), **(extra or {}), "records": records}
     path = atomic.write_json(RESULTS / f"{name}.json", body)
     atomic.write_text(RESULTS / f"{name}.md", markdown)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, SHARED_DATA, write_results  # noqa: E402
+from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results  # noqa: E402
 
 # Published BERT-base figures (median of 5 seeds), F1 / EM, from MISSION.md.
 PAPER = {
@@ -137,7 +137,9 @@ def main() -> int:
                 "paper_F1": PAPER.get(dataset, {}).get(method, (None, None))[0],
                 "paper_EM": PAPER.get(dataset, {}).get(method, (None, None))[1],
             })
-            write_results("vcs", records, render(records))
+            done = {r["dataset"] for r in records}
+            merged, command = keep_previous("vcs", records, lambda r: r["dataset"] in done)
+            write_results("vcs", merged, render(merged), command=command)
     return 0
 
 

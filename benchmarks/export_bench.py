@@ -1,0 +1,101 @@
+"""Export benchmark (issue "ONNX export ... torch-free inference engine").
+
+Exports a trained SNIPS-VCS checkpoint (fp32 + dynamic int8), then measures on
+the SNIPS-VCS test set, all in one run:
+- parity of the ONNX graph with PyTorch (max |logit| gap, label-set agreement);
+- the evaluation figures through the PyTorch path, the ONNX engine (fp32) and
+  the int8 engine — "evaluate what you serve": fp32 must equal PyTorch;
+- engine throughput at batch 1 and 32 on CPU against the PyTorch path.
+
+    python benchmarks/export_bench.py --checkpoint runs/bench/vcs/ckpt/snips/pu-s0 \\
+        --data runs/bench/vcs/data/snips-vcs-seed0/test.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import ROOT, write_results  # noqa: E402
+
+FIGURES = ("f1", "exact_match", "precision", "recall")
+
+
+def accuracy_records(checkpoint: str, bundle: Path, data: str) -> list[dict]:
+    from intentvcs.dataio import read_jsonl
+    from intentvcs.evaluation import evaluate, headline
+    from service.engine import Engine
+    from training.checkpoint import read_checkpoint_meta
+    from training.predict import TorchPredictor
+
+    examples = read_jsonl(data)
+    texts = [ex.text for ex in examples]
+    meta = read_checkpoint_meta(checkpoint)
+    torch_arrays = TorchPredictor(checkpoint, meta["max_length"]).infer(texts)
+    fp32 = Engine(bundle, provider="cpu")
+    backends = {"torch": (fp32.bundle.decision, torch_arrays), "onnx-fp32": (fp32.bundle.decision, fp32.infer(texts))}
+    int8 = Engine(bundle, provider="cpu", quantized=True)
+    backends["onnx-int8"] = (int8.bundle.decision, int8.infer(texts))
+    figures = {name: headline(evaluate(decision, *arrays, examples, include_tables=False))
+               for name, (decision, arrays) in backends.items()}
+    records = []
+    for name, fig in figures.items():
+        record = {"component": "accuracy", "backend": name, "dataset": Path(data).parent.name,
+                  **{k.replace("exact_match", "EM").replace("f1", "F1"): round(100 * fig[k], 2) for k in FIGURES}}
+        if name != "torch":
+            record["F1_change_vs_torch"] = round(100 * (fig["f1"] - figures["torch"]["f1"]), 2)
+            record["EM_change_vs_torch"] = round(100 * (fig["exact_match"] - figures["torch"]["exact_match"]), 2)
+        records.append(record)
+    return records
+
+
+def render(records: list[dict]) -> str:
+    parity = next(r for r in records if r["component"] == "parity")
+    lines = [f"Parity on {parity['utterances']} test utterances: max |logit diff| "
+             f"{parity['max_abs_logit_diff']:.1e} (gate 1e-4), label sets identical "
+             f"{100 * parity['label_set_agreement']:.1f}%, OOS verdicts identical {100 * parity['oos_agreement']:.1f}%.",
+             "", "| backend | F1 | EM | change vs PyTorch (F1 / EM) |", "|---|---|---|---|"]
+    for r in records:
+        if r["component"] == "accuracy":
+            change = "–" if r["backend"] == "torch" else f"{r['F1_change_vs_torch']:+.2f} / {r['EM_change_vs_torch']:+.2f}"
+            lines.append(f"| {r['backend']} | {r['F1']:.2f} | {r['EM']:.2f} | {change} |")
+    lines += ["", "| backend | batch | utt/s | p50 ms per call | speed-up vs PyTorch |", "|---|---|---|---|---|"]
+    for r in records:
+        if r["component"] == "engine":
+            speedup = r.get("speedup_vs_torch")
+            lines.append(f"| {r['backend']} | {r['batch_size']} | {r['utt_per_s']:.1f} | {r['p50_ms']:.2f} | "
+                         f"{'–' if speedup is None else f'{speedup:.2f}x'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", default=str(ROOT / "runs/bench/vcs/ckpt/snips/pu-s0"))
+    parser.add_argument("--data", default=str(ROOT / "runs/bench/vcs/data/snips-vcs-seed0/test.jsonl"))
+    parser.add_argument("--bundle", default=str(ROOT / "runs/bench/export/snips-vcs-pu"))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from export.bundle import export_bundle
+    from intentvcs.commands.bench import engine_records
+    from intentvcs.dataio import read_jsonl
+
+    result = export_bundle(args.checkpoint, args.bundle, quantize=True, parity_data=args.data)
+    parity = {k: v for k, v in result["parity"].items() if not isinstance(v, (list, dict))}
+    quant = {f"int8_{k}": v for k, v in (result["quantization"] or {}).items() if not isinstance(v, (list, dict))}
+    records = [{"component": "parity", "export_seconds": result["seconds"], **parity, **quant}]
+    records += accuracy_records(args.checkpoint, Path(args.bundle), args.data)
+    texts = [ex.text for ex in read_jsonl(args.data)]
+    records += engine_records(args.bundle, args.checkpoint, texts, [1, 32], args.repeats, args.threads, 32)
+    write_results("export", records, render(records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

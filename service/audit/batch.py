@@ -1,0 +1,289 @@
+"""``audit_batch``: validate an upgrade batch, run the engine, decide, report.
+
+Acceptance: the audit applies the bundle's decision layer (calibration, PU
+scaling, thresholds, relation closure) with its out-of-scope rule set aside,
+and reports the served OOS verdict separately (``Finding.out_of_scope``). The
+OOS rule answers "should the service answer at all" and is fitted to reject
+uncertain traffic; the audit asks which existing intents the classifier puts
+an utterance in, and a tight OOS rule would hide exactly the overlaps it looks
+for (a duplicate's rows accepted at 0.9 confidence, rejected as OOS).
+
+Cost is linear in the batch: the engine scores the batch's rows of new intents
+once (chunked, with a tqdm bar), then a capped sample of reference rows (at
+most ``reference_cap`` per candidate existing intent); every containment
+estimate works on capped samples (``service.audit.containment``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from intentvcs.dataio import Example, parse_row
+from intentvcs.decision import Decision
+from intentvcs.oos import NoRule
+from service.audit.config import AuditConfig
+from service.audit.containment import (
+    acceptance_counts,
+    existing_in_new,
+    independent_accepted,
+    normalise,
+    sample_rows,
+    top_two,
+    wilson,
+)
+from service.audit.evidence import Reference, Scored, examples, relabel_list
+from service.audit.report import AuditReport, Cooccurrence, Finding, PairContainment
+from service.audit.rules import Evidence, decide
+
+
+class AuditInputError(ValueError):
+    """A batch or training row is invalid; the message names the row (``rows[3]: ...``)."""
+
+
+def validate_rows(rows: Iterable[Any], name: str = "rows") -> list[Example]:
+    """Rows as ``Example``s; dicts are checked by ``intentvcs.dataio.parse_row``.
+
+    Raises ``AuditInputError`` naming the first bad row by its index in
+    ``name``, or when there are no rows at all.
+    """
+    if isinstance(rows, (str, bytes, Mapping)):
+        raise AuditInputError(f"{name}: expected a list of rows, got {type(rows).__name__}")
+    out = []
+    for i, row in enumerate(rows):
+        if isinstance(row, Example):
+            out.append(row)
+            continue
+        try:
+            out.append(parse_row(row))
+        except ValueError as exc:
+            raise AuditInputError(f"{name}[{i}]: {exc}") from None
+    if not out:
+        raise AuditInputError(f"{name}: no rows")
+    return out
+
+
+def _progress(config: AuditConfig, total: int, desc: str) -> tqdm:
+    # tqdm's disable=None turns the bar off when stderr is not a terminal.
+    disable = None if config.progress is None else not config.progress
+    return tqdm(total=total, desc=desc, unit="utt", disable=disable, leave=False)
+
+
+def _infer(engine: Any, texts: Sequence[str], config: AuditConfig, desc: str) -> tuple[np.ndarray, np.ndarray]:
+    """``engine.infer`` over ``texts`` in chunks of ``infer_chunk``, with a progress bar."""
+    logits, pooled = [], []
+    with _progress(config, len(texts), desc) as bar:
+        for start in range(0, len(texts), config.infer_chunk):
+            chunk = list(texts[start:start + config.infer_chunk])
+            chunk_logits, chunk_pooled = engine.infer(chunk)
+            logits.append(np.asarray(chunk_logits))
+            pooled.append(np.asarray(chunk_pooled))
+            bar.update(len(chunk))
+    return np.concatenate(logits), np.concatenate(pooled)
+
+
+def _references(names: Iterable[str], batch: list[Example], training: list[Example] | None,
+                new_intents: set[str], config: AuditConfig, rng: np.random.Generator) -> dict[str, Reference]:
+    """A seeded sample of at most ``reference_cap`` rows per existing intent.
+
+    Training rows when the training sample has any of the intent, else the
+    batch's rows of it that carry no new intent (those are the new intents'
+    own evidence, not the existing intent's).
+    """
+    def by_label(rows: Iterable[Example]) -> dict[str, list[Example]]:
+        groups: dict[str, list[Example]] = {}
+        for ex in rows:
+            for label in ex.labels:
+                groups.setdefault(label, []).append(ex)
+        return groups
+
+    old = by_label(training or [])
+    own = by_label(ex for ex in batch if not new_intents.intersection(ex.labels))
+    out = {}
+    for name in names:
+        source, pool = ("training", old[name]) if name in old else ("batch", own.get(name, []))
+        chosen = sample_rows(len(pool), config.reference_cap, rng)
+        out[name] = Reference([pool[i] for i in chosen], source)
+    return out
+
+
+def audit_batch(engine: Any, rows: Iterable[Any], training_rows: Iterable[Any] | None = None,
+                config: AuditConfig = AuditConfig()) -> AuditReport:
+    """Audit an upgrade batch against the current model.
+
+    Args:
+        engine: a ``service.engine.Engine`` or any object with ``labels``
+            (the model's label names), ``infer(texts) -> (logits [N, L],
+            pooled [N, H])`` and ``bundle.decision`` (an
+            ``intentvcs.decision.Decision``, whose ``relations`` are the
+            bundle's known relations); ``info`` (a JSON object) is copied into
+            the report when present.
+        rows: the batch, canonical rows (dicts or ``Example``s). Labels that
+            the model does not know are the new intents under audit.
+        training_rows: optional sample of the old data, the preferred source
+            of existing intents' utterances for contain(E->N).
+        config: thresholds and caps (``AuditConfig``).
+    Returns:
+        An ``AuditReport``; one finding per new intent, in order of first
+        appearance in the batch.
+    Raises:
+        AuditInputError: a row is malformed (the message names it).
+    """
+    started = time.perf_counter()
+    batch = validate_rows(rows, "rows")
+    training = None if training_rows is None else validate_rows(training_rows, "training_rows")
+    labels = list(engine.labels)
+    served = engine.bundle.decision
+    decision = dataclasses.replace(served, oos=NoRule())
+    known = decision.relations
+    label_set = set(labels)
+    new_intents = list(dict.fromkeys(x for ex in batch for x in ex.labels if x not in label_set))
+    audited = [ex for ex in batch if not label_set.issuperset(ex.labels)]
+    findings, per_intent, timing, missing = [], {}, {}, []
+    if audited:
+        logits, pooled = _infer(engine, [ex.text for ex in audited], config, "audit: new intents")
+        timing["inference"] = time.perf_counter() - started
+        result = decision.apply(logits, pooled)
+        audit = _Audit(
+            config=config, labels=labels, decision=decision, examples=audited, confidences=result.confidences,
+            accepted=result.accepted, ranked=top_two(result.confidences), vectors=normalise(pooled),
+            out_of_scope=served.oos.judge(result.confidences, pooled)[0],
+            implication=(known.implication_matrix(labels) if known is not None
+                         else np.eye(len(labels), dtype=bool)),
+            rng=np.random.default_rng(config.seed))
+        per_intent = {name: audit.candidates(name) for name in new_intents}
+        needed = list(dict.fromkeys(labels[j] for _, _, keep in per_intent.values() for j in keep))
+        references = _references(needed, batch, training, set(new_intents), config, audit.rng)
+        missing = [name for name, ref in references.items() if not ref.examples]
+        embedding = time.perf_counter()
+        audit.add_references(engine, references)
+        timing["inference"] += time.perf_counter() - embedding
+        findings = [audit.finding(name, *per_intent[name]) for name in new_intents]
+    timing["total"] = time.perf_counter() - started
+    return AuditReport(
+        findings=findings,
+        cooccurrence=_cooccurrence(per_intent, labels),
+        config=config,
+        known_relations=known,
+        labels=labels,
+        batch_rows=len(batch),
+        audited_rows=len(audited),
+        missing_references=missing,
+        engine=dict(getattr(engine, "info", {}) or {}),
+        timing_s=timing,
+    )
+
+
+@dataclass
+class _Audit:
+    """Scored rows of the new intents (``examples``, aligned arrays) and the reference rows."""
+
+    config: AuditConfig
+    labels: list[str]
+    decision: Decision       # the bundle's, with the OOS rule set aside
+    examples: list[Example]
+    confidences: np.ndarray  # [n, L]
+    accepted: np.ndarray     # bool [n, L]
+    ranked: np.ndarray       # bool [n, L], the row's two most confident labels
+    out_of_scope: np.ndarray # bool [n], the served decision's OOS verdict
+    vectors: np.ndarray      # unit-norm pooled [n, H]
+    implication: np.ndarray  # bool [L, L], known relations
+    rng: np.random.Generator
+    references: dict[str, Reference] = field(default_factory=dict)
+    reference_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    reference_ranked: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def candidates(self, name: str) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """``(rows of name, contain(N->E) numerators [L], candidate columns)``.
+
+        Candidates: existing intents accepted on, or among the two most
+        confident intents of, at least ``part_min`` of the new intent's rows;
+        the ``max_candidates`` most often accepted (then most often ranked).
+        """
+        rows = np.array([i for i, ex in enumerate(self.examples) if name in ex.labels])
+        counts = acceptance_counts(self.accepted[rows])
+        ranked = self.ranked[rows].sum(axis=0)
+        floor = max(1.0, self.config.part_min * len(rows))
+        order = np.lexsort((-ranked, -counts))  # by counts, then ranked, both descending
+        keep = [int(j) for j in order if counts[j] >= floor or ranked[j] >= floor]
+        return rows, counts, keep[:self.config.max_candidates]
+
+    def add_references(self, engine: Any, references: dict[str, Reference]) -> None:
+        """Score the reference rows (one engine pass over all of them)."""
+        texts = [ex.text for ref in references.values() for ex in ref.examples]
+        if not texts:
+            return
+        logits, pooled = _infer(engine, texts, self.config, "audit: references")
+        pooled = normalise(pooled)
+        ranked = top_two(self.decision.apply(logits, pooled).confidences)
+        offset = 0
+        for name, ref in references.items():
+            self.reference_vectors[name] = pooled[offset:offset + len(ref.examples)]
+            self.reference_ranked[name] = ranked[offset:offset + len(ref.examples)]
+            offset += len(ref.examples)
+        self.references.update(references)
+
+    def pair_baseline(self, keep: list[int]) -> np.ndarray:
+        """float ``[C, C]``: share of the reference rows of a and b ranking {a, b} first and second.
+
+        How often two intents are co-ranked on their own utterances (siblings
+        such as music and podcasts always are); 0 where neither has reference rows.
+        """
+        out = np.zeros((len(keep), len(keep)))
+        for (x, a), (y, b) in itertools.combinations(enumerate(keep), 2):
+            names = [self.labels[a], self.labels[b]]
+            rows = [self.reference_ranked[n] for n in names if n in self.reference_ranked]
+            rows = np.concatenate(rows) if rows else np.zeros((0, len(self.labels)), dtype=bool)
+            out[x, y] = out[y, x] = float((rows[:, a] & rows[:, b]).mean()) if len(rows) else 0.0
+        return out
+
+    def finding(self, name: str, rows: np.ndarray, counts: np.ndarray, keep: list[int]) -> Finding:
+        """Estimate both directions for each candidate, decide, gather evidence."""
+        config, n = self.config, len(rows)
+        accepted = self.accepted[rows]
+        independent = independent_accepted(accepted, self.implication)
+        multi = wilson(int((independent.sum(axis=1) >= 2).sum()), n, config.confidence)
+        candidates = [self.labels[j] for j in keep]
+        memberships = {}
+        for j, existing in zip(keep, candidates):
+            membership = existing_in_new(
+                self.vectors[rows][accepted[:, j]], self.reference_vectors.get(existing, np.zeros((0, 1))),
+                k=config.knn_k, min_rows=config.min_rows, reference_cap=config.reference_cap,
+                level=config.confidence, rng=self.rng)
+            if membership is not None:
+                memberships[existing] = membership
+        to_existing = tuple(wilson(int(counts[j]), n, config.confidence) for j in keep)
+        to_new = tuple(memberships[c].count if c in memberships else None for c in candidates)
+        verdict = decide(Evidence(
+            intent=name, candidates=tuple(candidates), to_existing=to_existing, to_new=to_new,
+            accepted=accepted[:, keep], independent=independent[:, keep],
+            ranked=self.ranked[np.ix_(rows, keep)], pair_baseline=self.pair_baseline(keep),
+            implication=self.implication[np.ix_(keep, keep)], multi=multi), config)
+        scored = Scored([self.examples[i] for i in rows], self.confidences[rows], accepted)
+        good, counter = examples(verdict, scored, self.labels, config.examples_cap)
+        pairs = tuple(PairContainment(c, fwd, back, self.references[c].source if back is not None else None)
+                      for c, fwd, back in zip(candidates, to_existing, to_new))
+        out_of_scope = wilson(int(self.out_of_scope[rows].sum()), n, config.confidence)
+        return Finding(verdict=verdict, rows=n, containment=pairs, multi_intent=multi, out_of_scope=out_of_scope,
+                       examples=good, counter_examples=counter,
+                       relabel=relabel_list(memberships, self.references, config.relabel_cap))
+
+
+def _cooccurrence(per_intent: dict[str, tuple[np.ndarray, np.ndarray, list[int]]],
+                  labels: list[str]) -> Cooccurrence:
+    """The contain(N->E) count matrix over the existing intents accepted at least once."""
+    names = list(per_intent)
+    matrix = np.array([per_intent[x][1] for x in names], dtype=int).reshape(len(names), len(labels))
+    sizes = np.array([len(per_intent[x][0]) for x in names], dtype=int)
+    rates = matrix / np.maximum(sizes, 1)[:, None]
+    columns = [j for j in np.argsort(-rates.max(axis=0, initial=0.0), kind="stable") if matrix[:, j].any()]
+    return Cooccurrence(new=names, existing=[labels[j] for j in columns],
+                        counts=[[int(matrix[i, j]) for j in columns] for i in range(len(names))],
+                        rows=[int(s) for s in sizes])

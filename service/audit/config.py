@@ -1,0 +1,118 @@
+"""Every threshold and cost cap of the audit, in one frozen dataclass.
+
+The decision rules (``service.audit.rules``) and the estimators
+(``service.audit.containment``) read their parameters from here only, so a
+report that records ``AuditConfig.to_dict()`` says exactly how it was decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+RELATIONS = ("duplicate", "subset", "superset", "composite", "novel")
+SEVERITIES = ("info", "warning", "blocking")  # ascending
+
+# Two names for one meaning is never wanted: merge before training. The other
+# entanglements are legitimate once the relation is recorded (closure handles
+# them at inference), so they warn.
+DEFAULT_SEVERITY = {
+    "duplicate": "blocking",
+    "subset": "warning",
+    "superset": "warning",
+    "composite": "warning",
+    "novel": "info",
+}
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """Parameters of ``audit_batch``. Rates are fractions in [0, 1].
+
+    Decision thresholds (see ``service.audit.rules`` for the rules):
+      high:          contain(N->E) at or above which N "maps to" E.
+      back_high:     contain(E->N) at or above which E lies inside N.
+      sub_min:       contain(E->N) below which N and E are disjoint in the data,
+                     so a high contain(N->E) is the model's extrapolation, not
+                     containment (no subset is claimed).
+      part_min:      share of N's rows on which E must be accepted (or ranked
+                     among the two most confident) to be a candidate, scored
+                     in both directions; also the least contain(N->E) of a
+                     co-ranked composite's parts.
+      cover_min:     share of N's rows on which some superset part is accepted.
+      composite_min: share of N's rows with >= 2 independent existing intents
+                     accepted at once.
+      corank_min:    for single-label models: how much more often (in share
+                     of rows) two intents are ranked first and second on N's
+                     rows than on their own rows.
+      part_share:    share of those multi-intent rows that must carry E for E
+                     to be a part of the composite.
+    Estimation:
+      confidence:    level of the Wilson intervals (0.95).
+      knn_k:         neighbours of the kNN membership test for contain(E->N).
+      min_rows:      fewest rows on each side for contain(E->N) to be estimated.
+      reference_cap: most rows per intent used by the kNN test (random, seeded),
+                     which bounds its cost whatever the batch size.
+      max_candidates: most existing intents scored per new intent.
+      seed:          seed of the reference subsampling.
+    Evidence and output:
+      examples_cap, relabel_cap: lengths of the example and relabel lists.
+      heatmap_cap:   most existing-intent columns in the heatmap.
+      infer_chunk:   texts per engine call (progress granularity).
+      progress:      tqdm bar: True, False, or None (on when stderr is a TTY).
+      severity:      relation -> severity before borderline downgrades.
+    """
+
+    high: float = 0.7
+    back_high: float = 0.5
+    sub_min: float = 0.15
+    part_min: float = 0.1
+    cover_min: float = 0.7
+    composite_min: float = 0.5
+    corank_min: float = 0.3
+    part_share: float = 0.5
+    confidence: float = 0.95
+    knn_k: int = 10
+    min_rows: int = 3
+    reference_cap: int = 200
+    max_candidates: int = 5
+    seed: int = 0
+    examples_cap: int = 5
+    relabel_cap: int = 20
+    heatmap_cap: int = 30
+    infer_chunk: int = 256
+    progress: bool | None = None
+    severity: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SEVERITY))
+
+    def __post_init__(self) -> None:
+        for name in ("high", "back_high", "sub_min", "part_min", "cover_min", "composite_min", "corank_min",
+                     "part_share"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"AuditConfig.{name} must be in [0, 1], got {value}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"AuditConfig.confidence must be in (0, 1), got {self.confidence}")
+        for name in ("knn_k", "min_rows", "reference_cap", "max_candidates", "infer_chunk"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"AuditConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.min_rows < 2:
+            # The kNN test leaves each row out of its own neighbourhood.
+            raise ValueError(f"AuditConfig.min_rows must be >= 2, got {self.min_rows}")
+        severity = {**DEFAULT_SEVERITY, **dict(self.severity)}
+        bad = {k: v for k, v in severity.items() if k not in RELATIONS or v not in SEVERITIES}
+        if bad:
+            raise ValueError(f"AuditConfig.severity: unknown relation or severity in {bad}")
+        object.__setattr__(self, "severity", severity)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["severity"] = dict(self.severity)
+        return out
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> "AuditConfig":
+        """Build from a (partial) mapping; unknown keys are an error naming them."""
+        unknown = sorted(set(obj) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown audit config key(s) {unknown}")
+        return cls(**dict(obj))

@@ -1,0 +1,102 @@
+"""Evidence for a finding: example utterances and the PU relabel list.
+
+Examples come from the new intent's own rows. Each verdict marks the rows that
+back it (``Verdict.support``); rows are ranked by the model's mean confidence
+in the verdict's existing intents (for a novel intent, by the highest
+confidence in any existing intent, i.e. its nearest confusions). The best
+supporting rows are the examples; the best non-supporting rows are the
+counter-examples: the utterances that come closest to contradicting the
+verdict, which is what a reviewer should read.
+
+The relabel list holds old utterances of existing intents (training sample,
+or the batch's own rows of them) that probably also belong to the new intent:
+those whose PU membership probability (``containment.Membership``) is at least
+one half, ranked by Elkan & Noto's odds, then by closeness to the new
+intent's nearest rows, highest first, capped. Under the PU
+view an old row is "unlabelled" for the new intent, not negative, so these
+rows should gain the new label (multi-label), not lose their old one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from intentvcs.dataio import Example
+from service.audit.containment import INSIDE_ODDS, Membership
+from service.audit.rules import Verdict
+
+TOP_INTENTS = 3
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Model outputs for a set of rows, aligned with ``examples``."""
+
+    examples: Sequence[Example]
+    confidences: np.ndarray  # float [n, L]
+    accepted: np.ndarray     # bool [n, L]
+
+
+def _identity(example: Example) -> dict[str, Any]:
+    """``{"text", "id"?}``: how the report names an utterance."""
+    return {"text": example.text} if example.id is None else {"text": example.text, "id": example.id}
+
+
+def _row(example: Example, confidences: np.ndarray, accepted: np.ndarray,
+         labels: Sequence[str]) -> dict[str, Any]:
+    top = np.argsort(-confidences, kind="stable")[:TOP_INTENTS]
+    out = _identity(example)
+    out["accepted"] = [labels[j] for j in np.flatnonzero(accepted)]
+    out["top"] = [{"intent": labels[j], "confidence": round(float(confidences[j]), 4)} for j in top]
+    return out
+
+
+def examples(verdict: Verdict, scored: Scored, labels: Sequence[str],
+             cap: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(examples, counter_examples)`` for one verdict, each at most ``cap`` rows.
+
+    ``scored`` holds the new intent's rows, in the order of ``verdict.support``.
+    """
+    columns = [labels.index(name) for name in verdict.existing]
+    if columns:
+        score = scored.confidences[:, columns].mean(axis=1)
+    else:
+        score = scored.confidences.max(axis=1, initial=0.0)
+    order = np.argsort(-score, kind="stable")
+
+    def pick(mask: np.ndarray) -> list[dict[str, Any]]:
+        chosen = [i for i in order if mask[i]][:cap]
+        return [_row(scored.examples[i], scored.confidences[i], scored.accepted[i], labels) for i in chosen]
+
+    return pick(verdict.support), pick(~verdict.support)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """An existing intent's reference rows and where they came from (``training`` or ``batch``)."""
+
+    examples: Sequence[Example]
+    source: str
+
+
+def relabel_list(memberships: dict[str, Membership], references: dict[str, Reference],
+                 cap: int) -> list[dict[str, Any]]:
+    """Old utterances that probably belong to the new intent, best first, at most ``cap``.
+
+    ``memberships`` maps an existing intent to its contain(E->N) estimate;
+    ``references`` maps it to the rows that estimate indexed.
+    """
+    pool = []
+    for name, m in memberships.items():
+        ref = references[name]
+        for row, odds, probability, closeness in zip(m.rows, m.odds, m.probability, m.closeness):
+            if odds >= INSIDE_ODDS:
+                pool.append((float(odds), float(closeness), {
+                    **_identity(ref.examples[row]), "labels": list(ref.examples[row].labels), "existing": name,
+                    "probability": round(float(probability), 4), "odds": round(float(odds), 4),
+                    "source": ref.source}))
+    pool.sort(key=lambda item: (-item[0], -item[1]))
+    return [entry for _, _, entry in pool[:cap]]

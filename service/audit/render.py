@@ -1,0 +1,151 @@
+"""A self-contained HTML page for an audit report (stdlib only).
+
+The page reads the report *dict* (``AuditReport.to_dict()`` or a saved
+report.json), so a stored report can be re-rendered. No external assets: the
+co-occurrence heatmap is inline SVG drawn here (matplotlib is not a serving
+dependency), styles are inline, and every string from the data is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any, Mapping
+
+CELL = 30          # heatmap cell size, px
+CHAR_W = 7.0       # approximate width of one 12px character, px
+SEVERITY_COLOURS = {"blocking": "#c0392b", "warning": "#d68910", "info": "#2e86c1"}
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;
+vertical-align:top;font-size:13px}th{background:#f4f4f4}.badge{color:#fff;padding:1px 8px;border-radius:8px;
+font-size:12px}.finding{border-top:2px solid #eee;margin-top:1.5em}code,pre{font-size:12px;background:#f8f8f8}
+pre{padding:.5em;overflow-x:auto}.muted{color:#777}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _badge(severity: str) -> str:
+    return f'<span class="badge" style="background:{SEVERITY_COLOURS[severity]}">{_e(severity)}</span>'
+
+
+def _colour(rate: float) -> str:
+    """White (0) to dark blue (1), linear in each RGB channel."""
+    low, high = (255, 255, 255), (8, 48, 107)
+    return "#" + "".join(f"{round(a + (b - a) * rate):02x}" for a, b in zip(low, high))
+
+
+def heatmap_svg(cooccurrence: Mapping[str, Any], max_columns: int) -> str:
+    """Inline SVG of contain(N->E): rows new intents, columns existing intents (at most ``max_columns``)."""
+    new, existing = cooccurrence["new"], cooccurrence["existing"][:max_columns]
+    if not new or not existing:
+        return '<p class="muted">No existing intent is accepted on the new intents\' rows.</p>'
+    rates = [row[:len(existing)] for row in cooccurrence["rate"]]
+    left = 10 + CHAR_W * max(len(x) for x in new)
+    slant = CHAR_W * max(len(x) for x in existing) * 0.72  # column labels at -45 degrees: up and right
+    top = 10 + slant
+    width, height = left + CELL * len(existing) + slant + 10, top + CELL * len(new) + 10
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+             f'font-family="sans-serif" font-size="12" role="img" aria-label="co-occurrence heatmap">']
+    for j, name in enumerate(existing):
+        x = left + CELL * j + CELL / 2
+        parts.append(f'<text x="{x:.1f}" y="{top - 6:.1f}" transform="rotate(-45 {x:.1f} {top - 6:.1f})">'
+                     f'{_e(name)}</text>')
+    for i, name in enumerate(new):
+        y = top + CELL * i
+        parts.append(f'<text x="{left - 6:.1f}" y="{y + CELL / 2 + 4:.1f}" text-anchor="end">{_e(name)}</text>')
+        for j, rate in enumerate(rates[i]):
+            x = left + CELL * j
+            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{CELL}" height="{CELL}" fill="{_colour(rate)}" '
+                         f'stroke="#fff"><title>{_e(name)} -&gt; {_e(existing[j])}: {rate:.0%}</title></rect>')
+            if rate >= 0.05:
+                ink = "#fff" if rate > 0.5 else "#222"
+                parts.append(f'<text x="{x + CELL / 2:.1f}" y="{y + CELL / 2 + 4:.1f}" text-anchor="middle" '
+                             f'font-size="10" fill="{ink}">{round(rate * 100)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _count(count: Mapping[str, Any] | None) -> str:
+    if count is None:
+        return '<span class="muted">n/a</span>'
+    return (f'{count["rate"]:.0%} <span class="muted">({count["k"]}/{count["n"]}, '
+            f'CI {count["ci_low"]:.0%}&ndash;{count["ci_high"]:.0%})</span>')
+
+
+def _top(top: list[Mapping[str, Any]]) -> str:
+    return ", ".join("%s %.2f" % (t["intent"], t["confidence"]) for t in top)
+
+
+def _rows_table(rows: list[Mapping[str, Any]], title: str) -> str:
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr><td>{_e(r["text"])}</td><td>{_e(", ".join(r["accepted"]) or "-")}</td>'
+        f'<td>{_e(_top(r["top"]))}</td></tr>' for r in rows)
+    return (f"<h4>{_e(title)}</h4><table><tr><th>utterance</th><th>accepted</th><th>top confidences</th></tr>"
+            f"{body}</table>")
+
+
+def _relabel_table(rows: list[Mapping[str, Any]]) -> str:
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr><td>{_e(r["text"])}</td><td>{_e(", ".join(r["labels"]))}</td><td>{r["probability"]:.2f}</td>'
+        f'<td>{_e(r["source"])}</td></tr>' for r in rows)
+    return ("<h4>Old utterances that probably also belong to this intent (add the label)</h4>"
+            f"<table><tr><th>utterance</th><th>labels now</th><th>P(in new intent)</th><th>from</th></tr>"
+            f"{body}</table>")
+
+
+def _finding(f: Mapping[str, Any]) -> str:
+    pairs = "".join(
+        f'<tr><td>{_e(c["existing"])}</td><td>{_count(c["new_in_existing"])}</td>'
+        f'<td>{_count(c["existing_in_new"])}</td><td>{_e(c["reference"] or "-")}</td></tr>'
+        for c in f["containment"])
+    intent = _e(f["intent"])
+    table = (f'<table><tr><th>existing E</th><th>contain({intent}&rarr;E)</th><th>contain(E&rarr;{intent})</th>'
+             f'<th>E rows from</th></tr>{pairs}</table>') if pairs else ""
+    borderline = ' <span class="muted">(borderline)</span>' if f["borderline"] else ""
+    return (f'<div class="finding" id="f-{intent}"><h3>{intent}: {_e(f["relation"])} '
+            f'{_e(", ".join(f["existing"]))} {_badge(f["severity"])}{borderline}</h3>'
+            f'<p>{_e(f["rationale"])}. {f["rows"]} rows; multi-intent rows {_count(f["multi_intent"])}; '
+            f'answered out of scope by the service {_count(f["out_of_scope"])}.</p>'
+            f'{table}{_rows_table(f["examples"], "Examples")}'
+            f'{_rows_table(f["counter_examples"], "Counter-examples")}{_relabel_table(f["relabel"])}'
+            f'<h4>Proposed fix: {_e(f["fix"]["action"])}</h4><pre>{_e(json.dumps(f["fix"], indent=1))}</pre></div>')
+
+
+def render_html(report: Mapping[str, Any]) -> str:
+    """The report as one self-contained HTML document."""
+    summary = report["summary"]
+    overview = "".join(
+        f'<tr><td><a href="#f-{_e(f["intent"])}">{_e(f["intent"])}</a></td><td>{_e(f["relation"])}</td>'
+        f'<td>{_e(", ".join(f["existing"]))}</td><td>{_badge(f["severity"])}</td>'
+        f'<td>{f["rows"]}</td></tr>' for f in report["findings"])
+    counts = ", ".join(f"{k} {v}" for k, v in summary["relations"].items())
+    missing = ""
+    if summary["missing_references"]:
+        missing = (f"<p>No rows of {_e(', '.join(summary['missing_references']))} to estimate how much of them "
+                   "lies in the new intents: duplicates of them show as subsets. Audit with a sample of the old "
+                   "data.</p>")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>intentvcs upgrade audit</title><style>{_STYLE}</style></head><body>"
+        f"<h1>Upgrade audit {_badge(summary['severity'])}</h1>"
+        f"<p>{summary['batch_rows']} batch rows, {summary['audited_rows']} with new intents; "
+        f"{len(summary['new_intents'])} new intents against {summary['existing_intents']} existing "
+        f"({_e(counts)}).</p>{missing}"
+        "<h2>Co-occurrence: share of each new intent's rows on which the classifier accepts an existing intent</h2>"
+        f"{heatmap_svg(report['cooccurrence'], report['config']['heatmap_cap'])}"
+        "<h2>Findings</h2><table><tr><th>new intent</th><th>relation</th><th>existing</th><th>severity</th>"
+        f"<th>rows</th></tr>{overview}</table>"
+        f"{''.join(_finding(f) for f in report['findings'])}"
+        "<h2>Proposed relations file</h2>"
+        f"<details><summary>relations.json</summary><pre>{_e(json.dumps(report['fix'], indent=1))}</pre></details>"
+        "</body></html>\n"
+    )

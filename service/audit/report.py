@@ -1,0 +1,206 @@
+"""The audit report: findings, the co-occurrence matrix and the proposed fix.
+
+``AuditReport.to_dict()`` is the JSON document described by
+``report.schema.json`` (next to this module; JSON Schema draft 2020-12). The
+proposed fix is data:
+
+* duplicate N of E: ``label_map`` ``{N: E}`` (merge N's rows into E before
+  training), and the relation ``duplicate(N, E)`` for teams that keep both
+  names (closure then accepts them together);
+* subset N of E: ``subset(child=N, parent=E)``;
+* superset N of E1..Ek: ``subset(child=Ei, parent=N)`` for each part;
+* composite N of parts: ``composite(N, parts)``, keeping both as multi-label;
+* novel: nothing.
+``fix.relations`` is a complete relations file (``intentvcs.relations``): the
+bundle's known relations plus the proposed ones over the bundle's labels and
+the new intents. Written next to a bundle and stored in its manifest, it is
+what the decision layer closes over at inference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from intentvcs.relations import Composite, Duplicate, LabelRelations, Relation, Subset
+from service.audit.config import RELATIONS, SEVERITIES, AuditConfig
+from service.audit.containment import Count
+from service.audit.rules import Verdict
+
+FORMAT = "intentvcs-audit"
+FORMAT_VERSION = 1
+SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
+
+_ACTIONS = {"duplicate": "merge", "subset": "link", "superset": "link", "composite": "multi_label",
+            "novel": "none"}
+
+
+def proposed_relations(verdict: Verdict) -> list[Relation]:
+    """The relations that record ``verdict`` (see the module docstring)."""
+    new, existing = verdict.intent, verdict.existing
+    if verdict.relation == "duplicate":
+        return [Duplicate(new, existing[0])]
+    if verdict.relation == "subset":
+        return [Subset(child=new, parent=existing[0])]
+    if verdict.relation == "superset":
+        return [Subset(child=name, parent=new) for name in existing]
+    if verdict.relation == "composite":
+        return [Composite(new, tuple(existing))]
+    return []
+
+
+@dataclass(frozen=True)
+class PairContainment:
+    """Both directions between a new intent and one candidate existing intent."""
+
+    existing: str
+    new_in_existing: Count
+    existing_in_new: Count | None
+    reference: str | None  # where E's rows came from: "training", "batch" or None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"existing": self.existing, "new_in_existing": self.new_in_existing.to_dict(),
+                "existing_in_new": None if self.existing_in_new is None else self.existing_in_new.to_dict(),
+                "reference": self.reference}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One new intent's verdict with its figures and evidence.
+
+    ``out_of_scope`` counts N's rows that the served decision would answer as
+    out of scope (containment itself sets the OOS verdict aside).
+    """
+
+    verdict: Verdict
+    rows: int
+    containment: tuple[PairContainment, ...]
+    multi_intent: Count
+    out_of_scope: Count
+    examples: list[dict[str, Any]]
+    counter_examples: list[dict[str, Any]]
+    relabel: list[dict[str, Any]]
+
+    def fix(self) -> dict[str, Any]:
+        v = self.verdict
+        return {
+            "action": _ACTIONS[v.relation],
+            "label_map": {v.intent: v.existing[0]} if v.relation == "duplicate" else {},
+            "relations": [r.to_dict() for r in proposed_relations(v)],
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        v = self.verdict
+        return {
+            "intent": v.intent,
+            "relation": v.relation,
+            "existing": list(v.existing),
+            "severity": v.severity,
+            "borderline": v.borderline,
+            "rationale": v.rationale,
+            "rows": self.rows,
+            "statistic": None if v.statistic is None else v.statistic.to_dict(),
+            "multi_intent": self.multi_intent.to_dict(),
+            "out_of_scope": self.out_of_scope.to_dict(),
+            "containment": [c.to_dict() for c in self.containment],
+            "examples": self.examples,
+            "counter_examples": self.counter_examples,
+            "relabel": self.relabel,
+            "fix": self.fix(),
+        }
+
+
+@dataclass(frozen=True)
+class Cooccurrence:
+    """contain(N->E) counts: rows ``new`` intents, columns ``existing`` intents.
+
+    Columns are the existing intents accepted on at least one new intent's
+    row, ordered by their highest rate; ``counts[i][j]`` of ``rows[i]``.
+    """
+
+    new: list[str]
+    existing: list[str]
+    counts: list[list[int]]
+    rows: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        rates = [[round(k / n, 4) if n else 0.0 for k in line] for line, n in zip(self.counts, self.rows)]
+        return {"new": self.new, "existing": self.existing, "rows": self.rows, "counts": self.counts,
+                "rate": rates}
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The result of ``audit_batch``; ``to_dict()`` is the JSON report.
+
+    ``missing_references`` lists the candidate existing intents with no rows in
+    the training sample or the batch, whose contain(E->N) is therefore unknown.
+    """
+
+    findings: list[Finding]
+    cooccurrence: Cooccurrence
+    config: AuditConfig
+    known_relations: LabelRelations | None
+    labels: Sequence[str]
+    batch_rows: int
+    audited_rows: int
+    missing_references: list[str] = field(default_factory=list)
+    engine: dict[str, Any] = field(default_factory=dict)
+    timing_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def severity(self) -> str:
+        """The most severe finding's severity (``info`` without findings)."""
+        levels = [SEVERITIES.index(f.verdict.severity) for f in self.findings]
+        return SEVERITIES[max(levels, default=0)]
+
+    def fails(self, level: str) -> bool:
+        """True when the overall severity is at least ``level`` (for ``--fail-on``)."""
+        return SEVERITIES.index(self.severity) >= SEVERITIES.index(level)
+
+    def fix_relations(self) -> LabelRelations:
+        """Known relations plus every proposed one, over bundle labels and new intents."""
+        known = self.known_relations
+        names = list(known.labels) if known is not None else []
+        names += [x for x in self.labels if x not in names]
+        names += [f.verdict.intent for f in self.findings if f.verdict.intent not in names]
+        relations = list(known.relations) if known is not None else []
+        for finding in self.findings:
+            relations += [r for r in proposed_relations(finding.verdict) if r not in relations]
+        return LabelRelations(
+            labels=tuple(names),
+            relations=tuple(relations),
+            families=dict(known.families) if known is not None else {},
+            details={**(dict(known.details) if known is not None else {}),
+                     "audit": {"proposed_by": FORMAT,
+                               "findings": {f.verdict.intent: f.verdict.relation for f in self.findings}}},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = dict.fromkeys(RELATIONS, 0)
+        for finding in self.findings:
+            counts[finding.verdict.relation] += 1
+        label_map = {}
+        for finding in self.findings:
+            label_map.update(finding.fix()["label_map"])
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "engine": self.engine,
+            "config": self.config.to_dict(),
+            "summary": {
+                "severity": self.severity,
+                "batch_rows": self.batch_rows,
+                "audited_rows": self.audited_rows,
+                "missing_references": self.missing_references,
+                "existing_intents": len(self.labels),
+                "new_intents": [f.verdict.intent for f in self.findings],
+                "relations": counts,
+                "blocking": [f.verdict.intent for f in self.findings if f.verdict.severity == "blocking"],
+                "timing_s": {k: round(v, 3) for k, v in self.timing_s.items()},
+            },
+            "findings": [f.to_dict() for f in self.findings],
+            "cooccurrence": self.cooccurrence.to_dict(),
+            "fix": {"label_map": label_map, "relations": self.fix_relations().to_dict()},
+        }

@@ -1,0 +1,250 @@
+"""Typed verdicts from containment evidence: the audit's decision rules.
+
+For a new intent N, with candidates E (existing intents accepted on, or
+ranked among the two most confident intents of, at least ``part_min`` of N's
+rows; at most ``max_candidates``, most accepted first), the rules are tried in
+this order; the first that holds decides. Thresholds are ``AuditConfig``
+fields.
+
+1. composite, co-accepted: the share of N's rows on which >= 2 *independent*
+   existing intents are accepted at once (accepted sets reduced modulo known
+   relations) is >= ``composite_min``, and >= 2 candidates each appear on
+   >= ``part_share`` of those rows. Parts = those candidates. Checked first
+   because a composite also looks "contained" in each of its parts.
+2. duplicate / subset: targets = candidates with contain(N->E) >= ``high``
+   whose contain(E->N) is unknown or >= ``sub_min``, keeping the most specific
+   (a target implied by another target, e.g. the parent of an accepted child,
+   is dropped). For the best target E: contain(E->N) >= ``back_high`` ->
+   duplicate (same meaning both ways); otherwise -> subset (N is too
+   specific, N within E). When contain(E->N) cannot be estimated (no rows of
+   E in the training sample or the batch) the verdict is subset, the weaker
+   claim the evidence supports, and the rationale says a duplicate is not
+   excluded. A candidate with contain(E->N) < ``sub_min`` is no target: no
+   utterance of E resembles N's, so the model accepting E on N's rows is its
+   forced choice on unfamiliar input (a softmax must put its mass somewhere),
+   not containment.
+3. superset: parts = candidates with contain(E->N) >= ``back_high`` (E lies
+   inside N), keeping the most general (a part that implies another part is
+   dropped). If the rows of N accepting some part cover >= ``cover_min`` of
+   N, N is a superset of the parts (too generic). One part suffices.
+4. composite, co-ranked: a single-label model (softmax) never accepts two
+   intents at once; on a composite's rows it ranks the two parts first and
+   second and accepts one or the other. So: two unrelated candidates, each
+   accepted on >= ``part_min`` of N's rows, that are the row's two most
+   confident intents on a share of N's rows exceeding their share on the
+   parts' own reference rows (the baseline) by >= ``corank_min``. The
+   baseline removes siblings that a model always ranks together (music and
+   podcasts; lights on and off); requiring both parts to be accepted
+   removes an intent the model forces onto one E with a habitual runner-up.
+   Checked after superset, because the sub-intents of a generic intent are
+   co-ranked too; what separates them is that those lie inside N (rule 3)
+   and a composite's parts do not. Composites of three or more parts need rule 1.
+5. novel: anything else, including overlap without containment (an
+   embedding close to E, a minority of rows accepted as E, or the model's
+   forced choice of rule 2).
+
+Borderline: when a Wilson interval that decided the verdict holds its
+threshold, more rows could flip the verdict to the one across that threshold
+(the "alternative": novel when contain(N->E), the coverage or a composite
+share is in doubt; subset <-> duplicate when contain(E->N) is).
+The verdict stands with ``borderline`` set, and its severity is lowered one
+step (blocking -> warning -> info) when some alternative is milder, so that a
+CI gate fails only on what the evidence establishes. A subset that might be a
+duplicate keeps its severity.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from service.audit.config import SEVERITIES, AuditConfig
+from service.audit.containment import Count, wilson
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the rules read about one new intent.
+
+    ``candidates`` are existing intents by decreasing contain(N->E);
+    ``accepted`` / ``independent`` are bool ``[n, C]`` over N's rows and those
+    candidates (raw acceptance, and acceptance reduced modulo relations);
+    ``implication`` is bool ``[C, C]`` (known relations among candidates);
+    ``to_new`` holds contain(E->N) or ``None`` where it could not be estimated;
+    ``ranked`` is bool ``[n, C]``: the candidate is one of the row's two most
+    confident intents; ``pair_baseline`` is float ``[C, C]``: how often two
+    candidates are ranked first and second on their own reference rows;
+    ``multi`` counts N's rows with >= 2 independent existing intents accepted
+    (over all existing intents).
+    """
+
+    intent: str
+    candidates: tuple[str, ...]
+    to_existing: tuple[Count, ...]
+    to_new: tuple[Count | None, ...]
+    accepted: np.ndarray
+    independent: np.ndarray
+    ranked: np.ndarray
+    pair_baseline: np.ndarray
+    implication: np.ndarray
+    multi: Count
+
+    @property
+    def n(self) -> int:
+        return self.multi.n
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A typed finding: ``relation`` of ``intent`` to ``existing`` intents.
+
+    ``support`` marks N's rows that back the verdict (they accept the target,
+    a part, or >= 2 parts); ``statistic`` is the deciding figure (coverage for
+    supersets, the multi-intent share for composites) when it is not one of
+    the per-pair containments.
+    """
+
+    intent: str
+    relation: str
+    existing: tuple[str, ...]
+    severity: str
+    borderline: bool
+    rationale: str
+    support: np.ndarray
+    statistic: Count | None = field(default=None)
+
+
+def decide(evidence: Evidence, config: AuditConfig) -> Verdict:
+    """Apply the rules of this module's docstring to one new intent."""
+    for rule in (_co_accepted, _single_target, _superset, _co_ranked):
+        verdict = rule(evidence, config)
+        if verdict is not None:
+            return verdict
+    return _novel(evidence, config)
+
+
+def _verdict(evidence: Evidence, config: AuditConfig, relation: str, existing: list[str],
+             alternatives: list[str], rationale: str, support: np.ndarray,
+             statistic: Count | None = None) -> Verdict:
+    """``alternatives``: the relations that the borderline intervals allow instead (may be empty)."""
+    rank = {name: SEVERITIES.index(level) for name, level in config.severity.items()}
+    level = rank[relation]
+    if any(rank[alt] < level for alt in alternatives):
+        level -= 1
+    return Verdict(evidence.intent, relation, tuple(existing), SEVERITIES[level], bool(alternatives),
+                   rationale, support, statistic)
+
+
+def _most_specific(indices: list[int], implication: np.ndarray) -> list[int]:
+    """Drop each index strictly implied by another (keep children, drop parents)."""
+    return [j for j in indices
+            if not any(implication[i, j] and not implication[j, i] for i in indices if i != j)]
+
+
+def _most_general(indices: list[int], implication: np.ndarray) -> list[int]:
+    """Drop each index that strictly implies another (keep parents, drop children)."""
+    return [i for i in indices
+            if not any(implication[i, j] and not implication[j, i] for j in indices if j != i)]
+
+
+def _co_accepted(ev: Evidence, config: AuditConfig) -> Verdict | None:
+    if ev.multi.rate < config.composite_min or not ev.candidates:
+        return None
+    multi_rows = ev.independent.sum(axis=1) >= 2
+    if not multi_rows.any():
+        return None
+    shares = ev.independent[multi_rows].mean(axis=0)
+    parts = [j for j in range(len(ev.candidates)) if shares[j] >= config.part_share]
+    if len(parts) < 2:
+        return None
+    names = [ev.candidates[j] for j in parts]
+    support = ev.independent[:, parts].sum(axis=1) >= 2
+    rationale = (f"{ev.multi.rate:.0%} of {ev.intent}'s rows carry >= 2 existing intents at once "
+                 f"(threshold {config.composite_min:.0%}); parts {', '.join(names)}")
+    alternatives = ["novel"] if ev.multi.straddles(config.composite_min) else []
+    return _verdict(ev, config, "composite", names, alternatives, rationale, support, ev.multi)
+
+
+def _single_target(ev: Evidence, config: AuditConfig) -> Verdict | None:
+    targets = [j for j, c in enumerate(ev.to_existing)
+               if c.rate >= config.high and (ev.to_new[j] is None or ev.to_new[j].rate >= config.sub_min)]
+    targets = _most_specific(targets, ev.implication)
+    if not targets:
+        return None
+    j = targets[0]
+    name, forward, backward = ev.candidates[j], ev.to_existing[j], ev.to_new[j]
+    support = ev.accepted[:, j]
+    alternatives = ["novel"] if forward.straddles(config.high) else []
+    head = f"the model accepts {name} on {forward.rate:.0%} of {ev.intent}'s rows"
+    if backward is None:
+        rationale = (f"{head}; contain({name}->{ev.intent}) could not be estimated (too few rows "
+                     f"of {name}), so a duplicate is not excluded")
+        return _verdict(ev, config, "subset", [name], alternatives, rationale, support)
+    if backward.rate >= config.back_high:
+        relation = "duplicate"
+        tail = f"and {backward.rate:.0%} of {name} lies in {ev.intent}: same meaning"
+    else:
+        relation = "subset"
+        tail = f"but only {backward.rate:.0%} of {name} lies in {ev.intent}: too specific"
+    if backward.straddles(config.back_high):
+        alternatives.append("subset" if relation == "duplicate" else "duplicate")
+    return _verdict(ev, config, relation, [name], alternatives, f"{head} {tail}", support)
+
+
+def _superset(ev: Evidence, config: AuditConfig) -> Verdict | None:
+    inside = [j for j, c in enumerate(ev.to_new) if c is not None and c.rate >= config.back_high]
+    parts = _most_general(inside, ev.implication)
+    if not parts:
+        return None
+    support = ev.accepted[:, parts].any(axis=1)
+    coverage = wilson(int(support.sum()), ev.n, config.confidence)
+    if coverage.rate < config.cover_min:
+        return None
+    names = [ev.candidates[j] for j in parts]
+    doubtful = coverage.straddles(config.cover_min) or any(
+        ev.to_new[j].straddles(config.back_high) for j in parts)
+    rationale = (f"{', '.join(names)} lie(s) inside {ev.intent} and together cover "
+                 f"{coverage.rate:.0%} of its rows: too generic")
+    return _verdict(ev, config, "superset", names, ["novel"] if doubtful else [], rationale, support, coverage)
+
+
+def _co_ranked(ev: Evidence, config: AuditConfig) -> Verdict | None:
+    best = None
+    for a, b in itertools.combinations(range(len(ev.candidates)), 2):
+        related = ev.implication[a, b] or ev.implication[b, a]
+        accepted = min(ev.to_existing[a].rate, ev.to_existing[b].rate) >= config.part_min
+        if related or not accepted:
+            continue
+        together = int((ev.ranked[:, a] & ev.ranked[:, b]).sum())
+        excess = together / ev.n - ev.pair_baseline[a, b]
+        if best is None or excess > best[0]:
+            best = (excess, a, b, together)
+    if best is None or best[0] < config.corank_min:
+        return None
+    excess, a, b, together = best
+    share, baseline = wilson(together, ev.n, config.confidence), ev.pair_baseline[a, b]
+    names = [ev.candidates[a], ev.candidates[b]]
+    rationale = (f"{names[0]} and {names[1]} are the model's two most confident intents on {share.rate:.0%} of "
+                 f"{ev.intent}'s rows but on only {baseline:.0%} of their own (excess {excess:.0%}, threshold "
+                 f"{config.corank_min:.0%}); accepted one at a time ({ev.to_existing[a].rate:.0%} and "
+                 f"{ev.to_existing[b].rate:.0%}), and neither lies inside {ev.intent}")
+    alternatives = ["novel"] if share.straddles(config.corank_min + baseline) else []
+    return _verdict(ev, config, "composite", names, alternatives, rationale,
+                    ev.ranked[:, a] & ev.ranked[:, b], share)
+
+
+def _novel(ev: Evidence, config: AuditConfig) -> Verdict:
+    if ev.candidates:
+        best, back = ev.candidates[0], ev.to_new[0]
+        rationale = (f"closest existing intent {best} is accepted on {ev.to_existing[0].rate:.0%} of "
+                     f"{ev.intent}'s rows; no containment rule holds")
+        if ev.to_existing[0].rate >= config.high and back is not None and back.rate < config.sub_min:
+            rationale += (f" (only {back.rate:.0%} of {best} resembles {ev.intent}: the model's forced "
+                          f"choice, not containment)")
+        support = ~ev.accepted.any(axis=1)
+    else:
+        rationale = f"no existing intent is accepted on {config.part_min:.0%} or more of {ev.intent}'s rows"
+        support = np.ones(ev.n, dtype=bool)
+    return _verdict(ev, config, "novel", [], [], rationale, support)

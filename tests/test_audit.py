@@ -1,0 +1,464 @@
+"""The upgrade audit (service.audit) on synthetic batches with known relations.
+
+A fake engine returns controlled logits and pooled vectors per text, and the
+real ``intentvcs.decision.Decision`` (sigmoid, threshold 0.5) decides, so each
+case pins down what the model "accepts" and where utterances lie.
+
+Geometry: every existing intent has a centroid in R^24; intent A has two
+sub-regions, ``a1`` (60 % of A) and the pivot region ``a2`` (40 %), so that a
+new intent drawn from ``a2`` is a genuine subset of A. P and K carry a known
+relation (K is a child of P) that the decision layer closes over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from intentvcs.decision import Decision
+from intentvcs.oos import ThresholdRule
+from intentvcs.relations import LabelRelations, Subset
+from service.audit import SCHEMA_PATH, AuditConfig, AuditInputError, audit_batch, render_html
+from service.audit.containment import existing_in_new, independent_accepted, normalise, wilson
+
+H = 24
+EXISTING = ("A", "B", "C", "D", "P", "K")
+A_MIX = ("a1", "a1", "a1", "a2", "a2")  # A's rows: 60 % a1, 40 % a2
+KNOWN = LabelRelations(labels=EXISTING, relations=(Subset(child="K", parent="P"),))
+
+
+class FakeEngine:
+    """``labels``, ``infer`` and ``bundle.decision`` like ``service.engine.Engine``."""
+
+    def __init__(self, table: dict[str, tuple[np.ndarray, np.ndarray]], relations=KNOWN):
+        self.labels = list(EXISTING)
+        self.bundle = SimpleNamespace(decision=Decision(self.labels, activation="sigmoid", relations=relations))
+        self.table = table
+        self.info = {"bundle": "fake"}
+        self.calls = 0
+
+    def infer(self, texts):
+        self.calls += 1
+        logits = np.stack([self.table[t][0] for t in texts])
+        pooled = np.stack([self.table[t][1] for t in texts])
+        return logits, pooled
+
+
+class World:
+    """Generates utterances: a text, its logits (accepted labels) and its pooled vector."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+        basis = np.linalg.qr(self.rng.normal(size=(H, H)))[0]
+        self.centres = {name: basis[i] * 3.0 for i, name in enumerate(EXISTING + ("X", "Y"))}
+        # A's pivot region: A's centre moved along an unused axis.
+        self.centres["a1"] = self.centres["A"]
+        self.centres["a2"] = self.centres["A"] + basis[10] * 1.5
+        self.centres["BD"] = (self.centres["B"] + self.centres["D"]) / 2
+        self.table: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def utterance(self, tag: str, region: str, accept: tuple[str, ...], second: tuple[str, ...] = ()) -> str:
+        """A new text; ``accept`` get confident logits, ``second`` a runner-up logit below the threshold."""
+        text = f"{tag} {region} #{len(self.table)}"
+        logits = np.full(len(EXISTING), -6.0) + self.rng.normal(0, 0.5, len(EXISTING))
+        for name in second:
+            logits[EXISTING.index(name)] = -1.0
+        for name in accept:
+            logits[EXISTING.index(name)] = 6.0
+        pooled = self.centres[region] + self.rng.normal(0, 0.35, H)
+        self.table[text] = (logits.astype(np.float32), pooled.astype(np.float32))
+        return text
+
+    def rows(self, label: str, n: int, region: str | tuple[str, ...], accept=(), accept_rate=1.0,
+             second=()) -> list[dict]:
+        """``n`` rows labelled ``label``; regions cycle; ``accept`` on the first ``accept_rate`` share.
+
+        ``accept`` may be a function of the region; ``second`` (same forms) ranks
+        second without being accepted.
+        """
+        regions = (region,) if isinstance(region, str) else region
+        out = []
+        for i in range(n):
+            reg = regions[i % len(regions)]
+            accepted = accept if i < round(accept_rate * n) else ()
+            accepted = (accepted(reg) if callable(accepted) else accepted) or ()
+            runner_up = (second(reg) if callable(second) else second) or ()
+            out.append({"text": self.utterance(label, reg, accepted, runner_up), "labels": [label]})
+        return out
+
+    def training(self, per_label: int = 60) -> list[dict]:
+        rows = []
+        for name in EXISTING:
+            region = A_MIX if name == "A" else name
+            accept = ("K", "P") if name == "K" else (name,)
+            # B and C are siblings: each is the other's habitual runner-up.
+            second = {"B": ("C",), "C": ("B",)}.get(name, ())
+            rows += self.rows(name, per_label, region, accept, second=second)
+        return rows
+
+
+def _batch(world: World) -> list[dict]:
+    """One new intent per relation type, plus borderline cases that must come out novel."""
+    per_region = {"B": ("B",), "C": ("C",)}
+    return (
+        world.rows("dupA", 40, A_MIX, ("A",), 0.95)
+        + world.rows("subA", 40, "a2", ("A",), 0.95)
+        + world.rows("superBC", 40, ("B", "C"), per_region.get, 1.0)
+        + world.rows("compBD", 40, "BD", ("B", "D"), 0.9)
+        + world.rows("novelX", 40, "X")
+        # Embedded right inside A, but the model accepts A on only 20 %: overlap without containment.
+        + world.rows("nearA", 40, A_MIX, ("A",), 0.2)
+        # Half of it is accepted as B, the other half lies elsewhere and is accepted as nothing.
+        + world.rows("halfB", 40, ("B", "Y"), per_region.get, 1.0)
+        + world.rows("dupK", 40, "K", ("K", "P"), 0.95)
+    )
+
+
+@pytest.fixture(scope="module")
+def world() -> World:
+    return World()
+
+
+@pytest.fixture(scope="module")
+def audited(world):
+    batch = _batch(world)
+    training = world.training()
+    engine = FakeEngine(world.table)
+    report = audit_batch(engine, batch, training, AuditConfig(progress=False))
+    return report, {f.verdict.intent: f for f in report.findings}
+
+
+EXPECTED = {
+    "dupA": ("duplicate", ("A",), "blocking"),
+    "subA": ("subset", ("A",), "warning"),
+    "superBC": ("superset", ("B", "C"), "warning"),
+    "compBD": ("composite", ("B", "D"), "warning"),
+    "novelX": ("novel", (), "info"),
+    "nearA": ("novel", (), "info"),
+    "halfB": ("novel", (), "info"),
+    # K's parent P is accepted by closure on every row: still one intent, K, not a composite.
+    "dupK": ("duplicate", ("K",), "blocking"),
+}
+
+
+@pytest.mark.parametrize("intent", sorted(EXPECTED))
+def test_each_relation_type(audited, intent):
+    _, findings = audited
+    v = findings[intent].verdict
+    relation, existing, severity = EXPECTED[intent]
+    assert (v.relation, tuple(sorted(v.existing)), v.severity) == (relation, existing, severity), v.rationale
+
+
+def test_summary_fix_and_cooccurrence(audited):
+    report, findings = audited
+    d = report.to_dict()
+    assert d["summary"]["severity"] == "blocking" and report.fails("blocking")
+    assert sorted(d["summary"]["blocking"]) == ["dupA", "dupK"]
+    assert d["summary"]["new_intents"] == list(EXPECTED)  # order of first appearance
+    assert d["fix"]["label_map"] == {"dupA": "A", "dupK": "K"}
+    relations = LabelRelations.from_dict(d["fix"]["relations"])
+    assert {("subset", "K", "P"), ("subset", "subA", "A"), ("subset", "B", "superBC"),
+            ("subset", "C", "superBC"), ("composite", "compBD", "B"), ("composite", "compBD", "D"),
+            ("duplicate", "A", "dupA"), ("duplicate", "K", "dupK")} == relations.typed_pairs()
+    co = d["cooccurrence"]
+    row = co["rate"][co["new"].index("dupA")]
+    assert row[co["existing"].index("A")] == pytest.approx(0.95)
+    assert findings["compBD"].multi_intent.rate == pytest.approx(0.9)
+    assert findings["dupK"].multi_intent.k == 0
+
+
+def test_directional_containment(audited):
+    _, findings = audited
+    pair = {c.existing: c for c in findings["subA"].containment}["A"]
+    assert pair.new_in_existing.rate >= 0.9
+    assert pair.existing_in_new.rate < 0.6 and pair.reference == "training"
+    dup = {c.existing: c for c in findings["dupA"].containment}["A"]
+    assert dup.existing_in_new.rate >= 0.6
+    assert dup.new_in_existing.low < dup.new_in_existing.rate < dup.new_in_existing.high
+
+
+def test_relabel_list_finds_the_pivot_rows(audited):
+    _, findings = audited
+    relabel = findings["subA"].relabel
+    assert 0 < len(relabel) <= AuditConfig().relabel_cap
+    assert all(r["existing"] == "A" and r["source"] == "training" for r in relabel)
+    # The old A rows that belong to the subset are those from A's pivot region.
+    assert sum(" a2 " in r["text"] for r in relabel) >= 0.9 * len(relabel)
+    odds = [r["odds"] for r in relabel]
+    assert odds == sorted(odds, reverse=True)
+
+
+def test_examples_and_counter_examples(audited):
+    _, findings = audited
+    f = findings["dupA"]
+    assert f.examples and all("A" in e["accepted"] for e in f.examples)
+    assert f.counter_examples and all("A" not in e["accepted"] for e in f.counter_examples)
+    assert len(f.examples) <= AuditConfig().examples_cap
+
+
+def test_batch_rows_are_the_fallback_reference(world):
+    batch = world.rows("dupB", 40, "B", ("B",)) + world.rows("B", 60, "B", ("B",))
+    report = audit_batch(FakeEngine(world.table), batch, config=AuditConfig(progress=False))
+    finding = report.findings[0]
+    assert finding.verdict.relation == "duplicate"
+    assert finding.containment[0].reference == "batch"
+
+
+def test_without_rows_of_the_existing_intent_the_claim_is_subset(world):
+    report = audit_batch(FakeEngine(world.table), world.rows("dupC", 30, "C", ("C",)),
+                         config=AuditConfig(progress=False))
+    v = report.findings[0].verdict
+    assert (v.relation, v.existing) == ("subset", ("C",))
+    assert "not excluded" in v.rationale
+    assert report.findings[0].containment[0].existing_in_new is None
+    assert "C" in report.to_dict()["summary"]["missing_references"]
+
+
+def test_borderline_lowers_severity(world):
+    # 15 rows with 11 accepted: 73 % >= high (70 %), but the interval holds 70 %.
+    batch = world.rows("fewA", 15, A_MIX, ("A",), 11 / 15)
+    report = audit_batch(FakeEngine(world.table), batch, world.training(20), AuditConfig(progress=False))
+    v = report.findings[0].verdict
+    assert v.relation == "duplicate" and v.borderline and v.severity == "warning"
+
+
+def test_no_new_intents(world):
+    report = audit_batch(FakeEngine(world.table), world.rows("A", 5, "a1", ("A",)),
+                         config=AuditConfig(progress=False))
+    d = report.to_dict()
+    assert d["findings"] == [] and d["summary"]["severity"] == "info" and not report.fails("warning")
+    _validate(d, _schema())
+
+
+def test_single_label_composite_is_found_by_co_ranking(world):
+    """A softmax-like model accepts one part per row and ranks the other second."""
+    batch = world.rows("compBD1", 20, "BD", ("B",), second=("D",))
+    batch += world.rows("compBD1", 20, "BD", ("D",), second=("B",))
+    report = audit_batch(FakeEngine(world.table), batch, world.training(), AuditConfig(progress=False))
+    f = report.findings[0]
+    assert (f.verdict.relation, sorted(f.verdict.existing)) == ("composite", ["B", "D"]), f.verdict.rationale
+    assert f.multi_intent.k == 0 and f.verdict.statistic.rate == 1.0
+
+
+def test_habitual_runner_ups_are_no_composite(world):
+    """B and C rank each other second on their own rows too: co-ranking on N's rows is no evidence."""
+    other = {"B": ("C",), "C": ("B",)}
+    batch = world.rows("siblingsBC", 40, ("X", "Y"), lambda r: {"X": ("B",), "Y": ("C",)}[r],
+                       second=lambda r: other[{"X": "B", "Y": "C"}[r]])
+    report = audit_batch(FakeEngine(world.table), batch, world.training(), AuditConfig(progress=False))
+    assert report.findings[0].verdict.relation == "novel", report.findings[0].verdict.rationale
+
+
+def test_forced_choice_is_novel(world):
+    """Accepted as A on 90 % of rows, but nothing of A resembles them: the model's forced choice."""
+    report = audit_batch(FakeEngine(world.table), world.rows("farA", 40, "X", ("A",), 0.9), world.training(),
+                         AuditConfig(progress=False))
+    v = report.findings[0].verdict
+    assert v.relation == "novel" and "forced choice" in v.rationale
+    pair = report.findings[0].containment[0]
+    assert pair.new_in_existing.rate == pytest.approx(0.9) and pair.existing_in_new.rate < 0.15
+
+
+def test_out_of_scope_verdict_is_set_aside_and_reported(world):
+    engine = FakeEngine(world.table)
+    # Out of scope unless the top confidence is ~1: every row of this world is rejected.
+    engine.bundle.decision = dataclasses.replace(engine.bundle.decision, oos=ThresholdRule(1e-6))
+    report = audit_batch(engine, world.rows("dupA", 40, A_MIX, ("A",)), world.training(),
+                         AuditConfig(progress=False))
+    finding = report.findings[0]
+    assert finding.verdict.relation == "duplicate"
+    assert finding.out_of_scope.rate == 1.0
+
+
+# ----------------------------------------------------------------- estimators
+def test_wilson_interval():
+    c = wilson(0, 10)
+    assert c.low == 0.0 and c.high == pytest.approx(0.2775, abs=1e-4)
+    c = wilson(5, 10)
+    assert c.low == pytest.approx(0.2366, abs=1e-4) and c.high == pytest.approx(0.7634, abs=1e-4)
+    assert wilson(0, 0).to_dict()["rate"] == 0.0
+
+
+def test_pu_knn_membership_separates_duplicate_from_subset():
+    rng = np.random.default_rng(1)
+    a1, a2 = rng.normal(size=H) * 3, rng.normal(size=H) * 3
+
+    def cloud(centre, n):
+        return normalise(centre + rng.normal(0, 0.6, (n, H)))
+
+    existing = np.concatenate([cloud(a1, 120), cloud(a2, 80)])  # 40 % in a2
+    kwargs = dict(k=10, min_rows=3, reference_cap=200, level=0.95, rng=rng)
+    dup = existing_in_new(np.concatenate([cloud(a1, 30), cloud(a2, 20)]), existing, **kwargs)
+    sub = existing_in_new(cloud(a2, 50), existing, **kwargs)
+    assert dup.count.rate > 0.7
+    assert 0.25 < sub.count.rate < 0.55
+    assert (sub.probability[120:] > 0.5).mean() > 0.8 and (sub.probability[:120] > 0.5).mean() < 0.1
+    assert existing_in_new(cloud(a1, 2), existing, **kwargs) is None
+
+
+def test_independent_acceptance_modulo_relations():
+    labels = ("x", "x2", "child", "parent", "y")
+    rel = LabelRelations(labels=labels, relations=(Subset("child", "parent"),)).to_dict()
+    rel["relations"].append({"type": "duplicate", "a": "x", "b": "x2"})
+    implication = LabelRelations.from_dict(rel).implication_matrix()
+    accepted = np.array([[1, 1, 0, 0, 0], [0, 0, 1, 1, 0], [1, 0, 0, 1, 1], [0, 1, 0, 0, 0]], dtype=bool)
+    independent = independent_accepted(accepted, implication)
+    assert independent.sum(axis=1).tolist() == [1, 1, 3, 1]
+    assert independent[1].tolist() == [False, False, True, False, False]  # the child, not its parent
+    assert independent[3].tolist() == [True, False, False, False, False]  # x2 counts as x
+
+
+# ---------------------------------------------------------------- validation
+@pytest.mark.parametrize("row, reason", [
+    ({"labels": ["A"]}, "'text' must be a string"),
+    ({"text": "  ", "labels": ["A"]}, "'text' is empty"),
+    ({"text": "hi"}, "'labels' is missing"),
+    ({"text": "hi", "label": ["A"]}, "unknown key"),
+    ("hi", "expected a JSON object"),
+])
+def test_row_validation_names_the_row(world, row, reason):
+    good = world.rows("dupA", 2, "a1", ("A",))
+    with pytest.raises(AuditInputError, match=rf"^rows\[2\]: .*{reason}"):
+        audit_batch(FakeEngine(world.table), good + [row])
+    with pytest.raises(AuditInputError, match=rf"^training_rows\[0\]: .*{reason}"):
+        audit_batch(FakeEngine(world.table), good, [row])
+
+
+def test_empty_or_non_list_batch_is_rejected(world):
+    with pytest.raises(AuditInputError, match=r"^rows: no rows"):
+        audit_batch(FakeEngine(world.table), [])
+    with pytest.raises(AuditInputError, match=r"^rows: expected a list"):
+        audit_batch(FakeEngine(world.table), {"text": "x", "labels": []})
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="high"):
+        AuditConfig(high=1.5)
+    with pytest.raises(ValueError, match="unknown audit config"):
+        AuditConfig.from_dict({"hgih": 0.5})
+    with pytest.raises(ValueError, match="severity"):
+        AuditConfig(severity={"novel": "fatal"})
+
+
+# -------------------------------------------------------------------- schema
+def _schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None),
+          "integer": int, "number": (int, float)}
+
+
+def _validate(value, schema, root=None, path="$"):
+    """The JSON Schema subset report.schema.json uses: $ref, anyOf, type, enum,
+    required, properties, additionalProperties, items, minItems, minimum, maximum."""
+    root = root or schema
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[1]]
+    if "anyOf" in schema:
+        errors = []
+        for option in schema["anyOf"]:
+            try:
+                return _validate(value, option, root, path)
+            except AssertionError as exc:
+                errors.append(str(exc))
+        raise AssertionError(f"{path}: no anyOf option matches: {errors}")
+    if "type" in schema:
+        kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        ok = any(isinstance(value, _TYPES[k]) and not (k in ("integer", "number") and isinstance(value, bool))
+                 for k in kinds)
+        assert ok, f"{path}: expected {kinds}, got {type(value).__name__}"
+    if "enum" in schema:
+        assert value in schema["enum"], f"{path}: {value!r} not in {schema['enum']}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        assert value >= schema.get("minimum", -np.inf) and value <= schema.get("maximum", np.inf), path
+    if isinstance(value, dict):
+        for key in schema.get("required", []):
+            assert key in value, f"{path}: missing {key!r}"
+        props, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
+        for key, item in value.items():
+            if key in props:
+                _validate(item, props[key], root, f"{path}.{key}")
+            elif extra is False:
+                raise AssertionError(f"{path}: unexpected key {key!r}")
+            elif isinstance(extra, dict):
+                _validate(item, extra, root, f"{path}.{key}")
+    if isinstance(value, list):
+        assert len(value) >= schema.get("minItems", 0), path
+        for i, item in enumerate(value):
+            if "items" in schema:
+                _validate(item, schema["items"], root, f"{path}[{i}]")
+
+
+def test_report_matches_schema(audited):
+    report, _ = audited
+    document = json.loads(json.dumps(report.to_dict()))  # JSON-safe: no numpy scalars
+    _validate(document, _schema())
+    jsonschema = pytest.importorskip("jsonschema", reason="the small validator above already ran")
+    jsonschema.Draft202012Validator(_schema()).validate(document)
+
+
+def test_small_validator_catches_violations(audited):
+    report, _ = audited
+    document = json.loads(json.dumps(report.to_dict()))
+    document["findings"][0]["relation"] = "twin"
+    with pytest.raises(AssertionError, match="twin"):
+        _validate(document, _schema())
+
+
+# -------------------------------------------------------------------- render
+def test_html_is_self_contained_and_escaped(world):
+    batch = world.rows("dupA", 10, "a1", ("A",))
+    batch[0]["text"] = "<script>alert(1)</script>"
+    world.table[batch[0]["text"]] = world.table[world.utterance("dupA", "a1", ("A",))]
+    page = render_html(audit_batch(FakeEngine(world.table), batch, config=AuditConfig(progress=False)).to_dict())
+    assert "<svg" in page and "<script>" not in page and "&lt;script&gt;" in page
+    assert "src=" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+# ----------------------------------------------------------------------- CLI
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return str(path)
+
+
+def test_cli_exit_codes_and_outputs(world, tmp_path, monkeypatch):
+    from intentvcs.cli import main
+    from intentvcs.commands import audit as audit_command
+
+    monkeypatch.setattr(audit_command, "load_engine", lambda bundle, provider: FakeEngine(world.table))
+    blocking = _write_jsonl(tmp_path / "blocking.jsonl", world.rows("dupA", 30, A_MIX, ("A",)))
+    subset = _write_jsonl(tmp_path / "subset.jsonl", world.rows("subA", 30, "a2", ("A",)))
+    train = _write_jsonl(tmp_path / "train.jsonl", world.training(40))
+    out, page, rel = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "relations.json"
+    common = ["audit", "--bundle", "unused", "--train", train, "--out", str(out)]
+    assert main(common + ["--batch", blocking, "--html", str(page), "--relations-out", str(rel)]) == 1
+    assert json.loads(out.read_text())["summary"]["blocking"] == ["dupA"]
+    assert "<svg" in page.read_text()
+    assert ("duplicate", "A", "dupA") in LabelRelations.load(rel).typed_pairs()
+    assert main(common + ["--batch", blocking, "--fail-on", "never"]) == 0
+    assert main(common + ["--batch", subset]) == 0
+    assert main(common + ["--batch", subset, "--fail-on", "warning"]) == 1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "hi", "labels": ["A"]}\n{"text": "", "labels": []}\n', encoding="utf-8")
+    assert main(common + ["--batch", str(bad)]) == 2
+
+
+# ---------------------------------------------------------------------- cost
+def test_cost_is_linear_and_capped(world):
+    """20,000 rows of one new intent: the analysis stays well under a second or two."""
+    engine = FakeEngine(world.table)
+    base = world.rows("bigA", 50, ("a1", "a2"), ("A",))
+    vectors = {r["text"]: world.table[r["text"]] for r in base}
+    batch = [{"text": f"{r['text']} v{i}", "labels": ["bigA"]} for i in range(400) for r in base]
+    for row in batch:
+        engine.table[row["text"]] = vectors[row["text"].rsplit(" v", 1)[0]]
+    started = time.perf_counter()
+    report = audit_batch(engine, batch, world.training(20), AuditConfig(progress=False))
+    assert time.perf_counter() - started < 5.0
+    assert report.findings[0].rows == 20_000
