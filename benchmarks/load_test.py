@@ -19,23 +19,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import datetime as dt
 import os
-import platform
 import random
 import shlex
-import shutil
-import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import aiohttp
 import numpy as np
 
-from intentvcs import atomic
-from intentvcs.commands.serve import running
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import machine as common_machine  # noqa: E402
+from intentvcs import atomic  # noqa: E402
+from intentvcs.commands.serve import running  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "service.json"
@@ -85,20 +85,20 @@ async def _post(session: aiohttp.ClientSession, url: str, text: str) -> tuple[fl
     return time.perf_counter() - start, ok
 
 
-async def idle(url: str, requests: int, warmup: int = 20) -> dict:
-    """One request at a time: the latency a lone user sees."""
+async def idle(url: str, requests: int, warmup: int = 20, texts: Sequence[str] = UTTERANCES) -> dict:
+    """One request at a time: the latency a lone user sees. Texts are drawn from ``texts``."""
     rng = random.Random(0)
     async with aiohttp.ClientSession() as session:
         for _ in range(warmup):
-            await _post(session, url, rng.choice(UTTERANCES))
-        results = [await _post(session, url, rng.choice(UTTERANCES)) for _ in range(requests)]
+            await _post(session, url, rng.choice(texts))
+        results = [await _post(session, url, rng.choice(texts)) for _ in range(requests)]
     latencies = [latency for latency, _ in results]
     return {"mode": "idle", "concurrency": 1, "requests": requests,
             "errors": sum(not ok for _, ok in results), **percentiles(latencies)}
 
 
-async def load(url: str, concurrency: int, duration_s: float) -> dict:
-    """``concurrency`` closed-loop clients for ``duration_s`` seconds, one utterance per request."""
+async def load(url: str, concurrency: int, duration_s: float, texts: Sequence[str] = UTTERANCES) -> dict:
+    """``concurrency`` closed-loop clients for ``duration_s`` seconds, one utterance (from ``texts``) per request."""
     deadline = time.perf_counter() + duration_s
     latencies: list[float] = []
     errors = 0
@@ -107,7 +107,7 @@ async def load(url: str, concurrency: int, duration_s: float) -> dict:
         nonlocal errors
         rng = random.Random(seed)
         while time.perf_counter() < deadline:
-            latency, ok = await _post(session, url, rng.choice(UTTERANCES))
+            latency, ok = await _post(session, url, rng.choice(texts))
             latencies.append(latency)
             errors += not ok
 
@@ -142,20 +142,8 @@ def engine_throughput(bundle: str, batch_size: int = 32, seconds: float = 10.0, 
 
 
 def machine() -> dict:
-    cpu = platform.processor() or "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    gpu = None
-    if shutil.which("nvidia-smi"):
-        with contextlib.suppress(subprocess.SubprocessError, OSError):
-            gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                                 check=False, capture_output=True, text=True, timeout=10).stdout.strip() or None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     # Other work on the host skews every figure; the load average before the run says how much there was.
-    return {"cores": cores, "cpu": cpu, "gpu": gpu, "loadavg_1m_before": round(os.getloadavg()[0], 2)}
+    return {**common_machine(), "loadavg_1m_before": round(os.getloadavg()[0], 2)}
 
 
 async def measure(url: str, args: argparse.Namespace) -> list[dict]:

@@ -166,6 +166,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=["snips", "atis"], choices=list(DATASETS))
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--threads", type=int, help="torch threads (1 when another job shares the cores)")
     parser.add_argument("--backbone", help="local Hugging Face model dir (default: packaged all-MiniLM-L6-v2)")
     parser.add_argument("--augment", type=float, default=1.0, help="augmented model: perturbed copies per row")
     parser.add_argument("--augment-mix", type=json.loads, default=DEFAULT_MIX, metavar="JSON",
@@ -194,6 +195,7 @@ def main() -> int:
                          len(test))
             augmented = model == "augmented"
             config = TrainConfig(backbone=args.backbone, method="pu", epochs=args.epochs, seed=args.seed,
+                                 threads=args.threads,
                                  augment_ratio=args.augment if augmented else 0.0,
                                  augment_mix=args.augment_mix if augmented else None)
             directory = Path(args.work) / dataset / model

@@ -43,7 +43,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
-from unittest import mock
 
 import numpy as np
 
@@ -475,12 +474,10 @@ def service_records(load_test, bundle: str, texts: Sequence[str], concurrency: S
 
     port = free_port()
     started = time.perf_counter()
-    # load_test draws its request texts from its module-level UTTERANCES; the
-    # workload here must be the one the engine was measured on.
-    with running(bundle, port=port, workers=workers, threads=threads) as url, \
-            mock.patch.object(load_test, "UTTERANCES", list(texts)):
+    with running(bundle, port=port, workers=workers, threads=threads) as url:
         startup = time.perf_counter() - started
-        measured = asyncio.run(_drive(load_test, url, concurrency, seconds))
+        # The same workload the engine was measured on.
+        measured = asyncio.run(_drive(load_test, url, concurrency, seconds, list(texts)))
         rss = worker_rss_mb(port)
     engine = next((r["utt_per_s"] for r in records
                    if r.get("backend") == "onnx-fp32" and r.get("batch_size") == 32), None)
@@ -494,10 +491,10 @@ def service_records(load_test, bundle: str, texts: Sequence[str], concurrency: S
     ]
 
 
-async def _drive(load_test, url: str, concurrency: Sequence[int], seconds: float) -> list[dict]:
-    records = [await load_test.idle(url, IDLE_REQUESTS)]
+async def _drive(load_test, url: str, concurrency: Sequence[int], seconds: float, texts: list[str]) -> list[dict]:
+    records = [await load_test.idle(url, IDLE_REQUESTS, texts=texts)]
     for clients in concurrency:
-        records.append(await load_test.load(url, clients, seconds))
+        records.append(await load_test.load(url, clients, seconds, texts=texts))
     return records
 
 
