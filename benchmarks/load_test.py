@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import os
 import random
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -34,11 +32,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine as common_machine  # noqa: E402
-from intentvcs import atomic  # noqa: E402
+from benchmarks.common import write_results  # noqa: E402
 from intentvcs.commands.serve import running  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "service.json"
 # Assistant-style utterances of varied length; a few are out of scope on purpose.
 UTTERANCES = [
     "play some jazz music",
@@ -165,7 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-requests", type=int, default=300)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker")
-    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     host = machine()
     if args.url:
@@ -181,16 +176,28 @@ def main(argv: list[str] | None = None) -> int:
             if record["mode"] == "load":
                 record["vs_engine_batch32"] = round(record["utt_per_s"] / best, 3)
         records += engine
-    result = {
-        "command": "python " + shlex.join([os.path.relpath(__file__, ROOT), *(argv or sys.argv[1:])]),
-        "machine": host,
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "bundle": args.bundle or args.url,
-        "records": records,
-    }
-    atomic.write_json(args.out, result)
-    print(f"wrote {args.out}", file=sys.stderr)
+    path = write_results("service", records, render(records), extra={"bundle": args.bundle or args.url,
+                                                                      "loadavg_1m_before": host["loadavg_1m_before"]})
+    print(f"wrote {path}", file=sys.stderr)
     return 1 if any(record.get("errors") for record in records) else 0
+
+
+def render(records: list[dict]) -> str:
+    """Markdown table: idle latency, loaded throughput vs the engine's batch-32 ceiling."""
+    lines = ["| mode | concurrency | requests | errors | utt/s | p50 ms | p95 ms | p99 ms | vs engine batch 32 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        if r["mode"] == "engine":
+            continue
+        ratio = r.get("vs_engine_batch32")
+        lines.append(f"| {r['mode']} | {r['concurrency']} | {r['requests']} | {r['errors']} | "
+                     f"{r.get('utt_per_s', '–')} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | "
+                     f"{'–' if ratio is None else f'{100 * ratio:.0f}%'} |")
+    engines = ", ".join(f"{r['utt_per_s']:.0f} utt/s with {r['threads']} thread(s)" for r in records
+                        if r["mode"] == "engine")
+    if engines:
+        lines += ["", f"Engine alone (`Engine.predict`, batches of 32): {engines}; the best is the ceiling."]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
