@@ -106,6 +106,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, help="torch threads (1 when another job shares the cores)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--work", default=str(ROOT / "runs" / "bench" / "vcs"))
+    parser.add_argument("--results-name", default="vcs", help="writes benchmarks/results/NAME.{json,md}")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -141,8 +142,8 @@ def main() -> int:
                 "paper_EM": PAPER.get(dataset, {}).get(method, (None, None))[1],
             })
             done = {r["dataset"] for r in records}
-            merged, command = keep_previous("vcs", records, lambda r: r["dataset"] in done)
-            write_results("vcs", merged, render(merged), command=command)
+            merged, command = keep_previous(args.results_name, records, lambda r: r["dataset"] in done)
+            write_results(args.results_name, merged, render(merged), command=command)
     return 0
 
 

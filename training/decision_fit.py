@@ -43,7 +43,7 @@ def fit_decision(
     train_examples: Sequence[Example],
     train_logits: np.ndarray | None,
     train_pooled: np.ndarray | None,
-    oos_rule: str = "threshold",
+    oos_rule: str = "distance",
     relations: LabelRelations | None = None,
 ) -> tuple[Decision, dict]:
     """Return the fitted ``Decision`` and a JSON-safe report of what was fitted.

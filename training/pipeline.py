@@ -30,7 +30,7 @@ def train_pipeline(
     valid: Sequence[Example],
     out: Path,
     test: Sequence[Example] | None = None,
-    oos_rule: str = "threshold",
+    oos_rule: str = "distance",
     relations_path: str | None = None,
 ) -> dict:
     """Run the whole training job; return a JSON-safe result (also stored in the checkpoint)."""
