@@ -46,7 +46,8 @@ def build_sets(datasets: list[str], out_root: Path, seed: int) -> dict[str, Path
     return paths
 
 
-def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads: int | None = None) -> dict:
+def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads: int | None = None,
+            reuse_only: bool = False) -> dict | None:
     """Train one model (or reuse a finished checkpoint of the same run) and score it.
 
     Besides the plain figures, the test set is also scored with the builder's
@@ -76,6 +77,8 @@ def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads:
         stored = TrainConfig(**{k: v for k, v in meta["train_config"].items() if k in known})
         same = {**stored.to_dict(), "threads": None} == {**config.to_dict(), "threads": None}
         meta = meta if same else None
+    if meta is None and reuse_only:
+        return None
     if meta is None:
         train_pipeline(
             config,
@@ -107,6 +110,9 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--work", default=str(ROOT / "runs" / "bench" / "vcs"))
     parser.add_argument("--results-name", default="vcs", help="writes benchmarks/results/NAME.{json,md}")
+    parser.add_argument("--reuse-only", action="store_true",
+                        help="train nothing: score the finished runs found under --work (e.g. to assemble the "
+                             "results of several partial runs into one file)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -120,8 +126,12 @@ def main() -> int:
             for seed in range(n_seeds):
                 logging.info("== %s / %s / seed %d", dataset, method, seed)
                 out = work / "ckpt" / dataset / f"{method}-s{seed}"
-                result = run_one(data, method, seed, args.epochs, out, args.threads)
-                runs.append(result)
+                result = run_one(data, method, seed, args.epochs, out, args.threads, args.reuse_only)
+                if result is not None:
+                    runs.append(result)
+            if not runs:
+                continue
+            n_seeds = len(runs)
             tests = [r["test"] for r in runs]
             closed = [r["test_closure"] for r in runs]
             epoch_s = [s for r in runs for s in r["epoch_seconds"]]
@@ -143,7 +153,10 @@ def main() -> int:
             })
             done = {r["dataset"] for r in records}
             merged, command = keep_previous(args.results_name, records, lambda r: r["dataset"] in done)
-            write_results(args.results_name, merged, render(merged), command=command)
+            if args.reuse_only:  # the runs were trained by the same command without the flag
+                command = command.replace(" --reuse-only", "")
+            write_results(args.results_name, merged, render(merged), command=command,
+                          extra={"assembled_from_finished_runs": args.reuse_only})
     return 0
 
 
