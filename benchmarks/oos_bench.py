@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, SHARED_DATA, write_results  # noqa: E402
+from benchmarks.common import SHARED_DATA, write_results  # noqa: E402
 
 VARIANTS = {"full": "data_full.json", "small": "data_small.json", "imbalanced": "data_imbalanced.json",
             "oos_plus": "data_oos_plus.json"}
