@@ -13,6 +13,10 @@ the SNIPS-VCS test set, all in one run:
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see intentvcs/cli.py
+
 import argparse
 import logging
 import sys

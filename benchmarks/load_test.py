@@ -17,6 +17,10 @@ one host; the client is aiohttp (asyncio) to keep its own share small.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see intentvcs/cli.py
+
 import argparse
 import asyncio
 import os

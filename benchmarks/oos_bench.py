@@ -77,12 +77,14 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
         records.append(score(decision, rule, trained, train_in, valid, test))
         logging.info("%s", records[-1])
     if train_rule:
-        train_c, valid_c, test_c = oos_as_class(train), oos_as_class(valid), oos_as_class(test)
+        train_c, valid_c = oos_as_class(train), oos_as_class(valid)
         trained_c = Trainer(config).fit(train_c, valid_c)
         valid_logits, valid_pooled = infer(trained_c.model, trained_c.tokenizer, [r.text for r in valid_c], 64)
         decision, _ = fit_decision(trained_c.labels, "softmax", valid_c, valid_logits, valid_pooled, train_c,
                                    None, None, oos_rule="train")
-        record = score(decision, "train", trained_c, train_c, valid_c, test_c)
+        # Scored on the original test rows: OOS rows have no gold label, and the
+        # train rule's "oos" column is a verdict, never an accepted intent.
+        record = score(decision, "train", trained_c, train_c, valid_c, test)
         records.append(record)
         logging.info("%s", record)
     return records

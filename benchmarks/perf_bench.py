@@ -12,6 +12,10 @@ Run it on a quiet machine: other work on the cores skews every figure.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see intentvcs/cli.py
+
 import argparse
 import logging
 import sys

@@ -52,6 +52,8 @@ def service_env(bundle: str | os.PathLike, workers: int = 1, provider: str = "au
         raise ValueError(f"--workers must be >= 1, got {workers}")
     env = dict(os.environ)
     env.setdefault("BENTOML_DO_NOT_TRACK", "True")  # no usage reports from a model server
+    # One OpenBLAS thread: see intentvcs/cli.py (ONNX Runtime owns the cores).
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env.update({"INTENTVCS_BUNDLE": str(bundle), "INTENTVCS_WORKERS": str(workers), "INTENTVCS_PROVIDER": provider})
     if threads is not None:
         env["INTENTVCS_THREADS"] = str(threads)
