@@ -13,14 +13,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Micro P/R/F1, exact match, per-label table, prediction co-occurrence and, "
                                    "when the data has out-of-scope rows, OOS figures. A bundle is evaluated "
                                    "through the ONNX engine the service uses.")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", help="checkpoint directory (PyTorch path)")
-    source.add_argument("--bundle", help="bundle directory (ONNX engine path, what the service runs)")
+    add_model_arguments(p)
     p.add_argument("--data", required=True, help="JSONL with gold label sets ([] = out of scope)")
     p.add_argument("--out", required=True, help="result JSON")
     p.add_argument("--heatmap", help="write the prediction co-occurrence heatmap PNG here")
-    p.add_argument("--quantized", action="store_true", help="bundle: use the int8 graph")
     p.set_defaults(func=run)
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """``--checkpoint`` | ``--bundle`` [``--quantized``]: what ``load_predictor`` loads."""
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", help="checkpoint directory (PyTorch path)")
+    source.add_argument("--bundle", help="bundle directory (ONNX engine path, what the service runs)")
+    p.add_argument("--quantized", action="store_true", help="bundle: use the int8 graph")
 
 
 def load_predictor(args: argparse.Namespace):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from intentvcs.commands.evaluate import add_model_arguments
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -13,9 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "draws) and Hard set (each utterance's worst operator for this model), run every distinct "
                     "text once through the model and report the score on each set against the same rows "
                     "clean. Definitions: intentvcs/robustness.py.")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", help="checkpoint directory (PyTorch path)")
-    source.add_argument("--bundle", help="bundle directory (ONNX engine path, what the service runs)")
+    add_model_arguments(p)
     p.add_argument("--data", required=True, help="JSONL test file with gold label sets ([] = out of scope)")
     p.add_argument("--out", required=True, help="report JSON")
     p.add_argument("--md", help="also write the report as a Markdown table here")
@@ -26,7 +26,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="perturbation seed (default 0)")
     p.add_argument("--metric", default="auto", choices=["auto", "accuracy", "f1"],
                    help="primary score; auto: f1 if any gold row has several labels, else accuracy")
-    p.add_argument("--quantized", action="store_true", help="bundle: use the int8 graph")
     p.set_defaults(func=run)
 
 
