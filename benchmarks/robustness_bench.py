@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, SHARED_DATA, write_results  # noqa: E402
+from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results  # noqa: E402
 
 # name -> (loader format, path under SHARED_DATA)
 DATASETS = {"snips": ("snips", "snips"), "atis": ("atis", "atis"),
@@ -203,9 +203,12 @@ def main() -> int:
             report = robustness_report(bundle, test, args.draws, args.seed)
             atomic.write_json(directory / "robustness.json", report)
             records += model_records(dataset, model, report, result)
-            checks = target_checks(records)
-            write_results(args.results_name, records, render(records, checks, settings),
-                          extra={"settings": settings, "targets": checks})
+            # Data sets measured by an earlier run and not redone here are kept.
+            merged, command = keep_previous(args.results_name, records,
+                                            lambda r: r["dataset"] in set(args.datasets))
+            checks = target_checks(merged)
+            write_results(args.results_name, merged, render(merged, checks, settings),
+                          extra={"settings": settings, "targets": checks}, command=command)
     return 0
 
 
