@@ -49,7 +49,7 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
     records = []
     base = {"dataset": f"clinc150-{variant}", "backbone": "all-MiniLM-L6-v2", "seeds": 1, "epochs": epochs}
 
-    def score(decision, rule, trained, train_rows, valid_rows, test_rows):
+    def score(decision, rule, trained, test_rows):
         logits, pooled = infer(trained.model, trained.tokenizer, [r.text for r in test_rows], 64)
         fig = headline(evaluate(decision, logits, pooled, test_rows, include_tables=False))
         obs = observed_matrix(test_rows, decision.labels)
@@ -74,7 +74,7 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
     for rule in rules:
         decision, _ = fit_decision(trained.labels, "softmax", valid, valid_logits, valid_pooled, train_in,
                                    train_logits, train_pooled, oos_rule=rule)
-        records.append(score(decision, rule, trained, train_in, valid, test))
+        records.append(score(decision, rule, trained, test))
         logging.info("%s", records[-1])
     if train_rule:
         train_c, valid_c = oos_as_class(train), oos_as_class(valid)
@@ -84,7 +84,7 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
                                    None, None, oos_rule="train")
         # Scored on the original test rows: OOS rows have no gold label, and the
         # train rule's "oos" column is a verdict, never an accepted intent.
-        record = score(decision, "train", trained_c, train_c, valid_c, test)
+        record = score(decision, "train", trained_c, test)
         records.append(record)
         logging.info("%s", record)
     return records
