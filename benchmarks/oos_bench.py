@@ -19,6 +19,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -34,12 +35,26 @@ def in_scope(rows):
     return [r for r in rows if r.labels]
 
 
+def load_trained(path: Path) -> SimpleNamespace:
+    """A model saved by an earlier run of this script, shaped like ``Trainer.fit``'s result."""
+    from training.checkpoint import read_checkpoint_meta
+    from training.model import IntentModel, load_tokenizer
+
+    meta = read_checkpoint_meta(path)
+    logging.info("reusing the model trained by an earlier run: %s", path)
+    return SimpleNamespace(model=IntentModel.from_checkpoint(path), tokenizer=load_tokenizer(path / "encoder"),
+                           labels=meta["labels"], seconds=meta["train_seconds"])
+
+
 def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, seed: int,
-                threads: int | None = None) -> list[dict]:
+                threads: int | None = None, ckpt_dir: str | None = None) -> list[dict]:
     from intentvcs import calibration
+    from intentvcs.dataio import fingerprint
+    from intentvcs.decision import Decision
     from intentvcs.evaluation import evaluate, headline
     from training.decision_fit import fit_decision, first_label_index, observed_matrix
     from training.loaders.clinc150 import load_split
+    from training.checkpoint import write_checkpoint
     from training.oos_class import oos_as_class
     from training.predict import infer
     from training.trainer import TrainConfig, Trainer
@@ -67,7 +82,28 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
                 "paper_in_scope_acc": paper[0], "paper_oos_recall": paper[1]}
 
     config = TrainConfig(method="pu", epochs=epochs, seed=seed, threads=threads)
-    trained = Trainer(config).fit(in_scope(train), in_scope(valid))
+
+    def trained_on(train_rows, valid_rows):
+        """A model trained on these rows: reused from ``ckpt_dir`` when an earlier run saved one.
+
+        Saved under a hash of the data, so OOS+, whose in-scope rows are
+        Full's, reuses Full's in-scope model.
+        """
+        data_id = fingerprint(train_rows, valid_rows).split(":")[-1][:12]
+        saved = None if ckpt_dir is None else Path(ckpt_dir) / f"{data_id}-e{epochs}-s{seed}"
+        if saved is not None and (saved / "checkpoint.json").is_file():
+            return load_trained(saved)
+        trained = Trainer(config).fit(train_rows, valid_rows)
+        if saved is not None:
+            # The decision is fitted by the caller; the checkpoint keeps a placeholder.
+            placeholder = Decision(labels=trained.labels, activation="softmax")
+            write_checkpoint(saved, trained.model, trained.tokenizer, {
+                "labels": trained.labels, "backbone": config.resolved_backbone(), "max_length": config.max_length,
+                "method": config.method, "decision": placeholder.to_dict(), "train_config": config.to_dict(),
+                "train_seconds": round(trained.seconds, 1)})
+        return trained
+
+    trained = trained_on(in_scope(train), in_scope(valid))
     train_in = in_scope(train)
     train_logits, train_pooled = infer(trained.model, trained.tokenizer, [r.text for r in train_in], 64, progress=True)
     valid_logits, valid_pooled = infer(trained.model, trained.tokenizer, [r.text for r in valid], 64)
@@ -78,7 +114,7 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
         logging.info("%s", records[-1])
     if train_rule:
         train_c, valid_c = oos_as_class(train), oos_as_class(valid)
-        trained_c = Trainer(config).fit(train_c, valid_c)
+        trained_c = trained_on(train_c, valid_c)
         valid_logits, valid_pooled = infer(trained_c.model, trained_c.tokenizer, [r.text for r in valid_c], 64)
         decision, _ = fit_decision(trained_c.labels, "softmax", valid_c, valid_logits, valid_pooled, train_c,
                                    None, None, oos_rule="train")
@@ -108,13 +144,17 @@ def main() -> int:
     parser.add_argument("--threads", type=int, help="torch threads (1 when another job shares the cores)")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ckpt-dir", default="runs/bench/oos/ckpt",
+                        help="where each variant's in-scope model is saved, and reused from on later runs "
+                             "('' to neither save nor reuse)")
     parser.add_argument("--train-rule-on", nargs="*", default=["full", "oos_plus"],
                         help="variants on which the oos-as-a-class model is trained too")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     records: list[dict] = []
     for variant in args.variants:
-        records += run_variant(variant, args.epochs, args.rules, variant in args.train_rule_on, args.seed, args.threads)
+        records += run_variant(variant, args.epochs, args.rules, variant in args.train_rule_on, args.seed, args.threads,
+                               args.ckpt_dir or None)
         write_results("oos", records, render(records))
     return 0
 

@@ -24,7 +24,14 @@ from intentvcs.decision import Decision
 from intentvcs.oos import ThresholdRule
 from intentvcs.relations import LabelRelations, Subset
 from service.audit import SCHEMA_PATH, AuditConfig, AuditInputError, audit_batch, render_html
-from service.audit.containment import existing_in_new, independent_accepted, normalise, wilson
+from service.audit.segments import splits as segment_splits
+from service.audit.containment import (
+    existing_in_new,
+    independent_accepted,
+    normalise,
+    two_sample_test,
+    wilson,
+)
 
 H = 24
 EXISTING = ("A", "B", "C", "D", "P", "K")
@@ -245,6 +252,28 @@ def test_single_label_composite_is_found_by_co_ranking(world):
     assert f.multi_intent.k == 0 and f.verdict.statistic.rate == 1.0
 
 
+def test_single_label_composite_is_found_by_splitting_at_conjunctions(world):
+    """The model accepts only the first request of "X and Y"; each half alone is accepted as its part."""
+    batch = []
+    for _ in range(30):
+        left, right = world.utterance("ask", "B", ("B",)), world.utterance("ask", "D", ("D",))
+        joined = f"{left} and {right}"
+        world.table[joined] = (world.table[left][0], (world.table[left][1] + world.table[right][1]) / 2)
+        batch.append({"text": joined, "labels": ["askBD"]})
+    report = audit_batch(FakeEngine(world.table), batch, world.training(), AuditConfig(progress=False))
+    v = report.findings[0].verdict
+    assert (v.relation, sorted(v.existing)) == ("composite", ["B", "D"]), v.rationale
+    assert "conjunction" in v.rationale and v.statistic.rate == 1.0
+
+
+def test_conjunction_splits():
+    cuts = segment_splits(["play some jazz and set an alarm", "call mom, then text dad now", "rock and roll",
+                           "find flights; also book a hotel"])
+    assert [(c.row, c.left, c.right) for c in cuts] == [
+        (0, "play some jazz", "set an alarm"), (1, "call mom", "text dad now"),
+        (3, "find flights", "book a hotel")]
+
+
 def test_habitual_runner_ups_are_no_composite(world):
     """B and C rank each other second on their own rows too: co-ranking on N's rows is no evidence."""
     other = {"B": ("C",), "C": ("B",)}
@@ -262,6 +291,54 @@ def test_forced_choice_is_novel(world):
     assert v.relation == "novel" and "forced choice" in v.rationale
     pair = report.findings[0].containment[0]
     assert pair.new_in_existing.rate == pytest.approx(0.9) and pair.existing_in_new.rate < 0.15
+
+
+def _with_city(rows: list[dict], every: int = 1) -> list[dict]:
+    """Mark every ``every``-th row's first word as a ``city`` entity."""
+    return [{**row, "spans": [{"start": 0, "end": 3, "label": "city"}]} if i % every == 0 else row
+            for i, row in enumerate(rows)]
+
+
+def test_a_subset_by_entity_is_told_apart_from_a_duplicate(world):
+    """N's utterances lie all over A (the embedding cannot tell them apart), but every one
+    carries a city where only half of A's do: N is A restricted to utterances with a city."""
+    training = world.training()
+    training = [row for row in training if row["labels"] != ["A"]] + _with_city(
+        [row for row in training if row["labels"] == ["A"]], every=2)
+    batch = _with_city(world.rows("cityA", 60, A_MIX, ("A",), 0.95))
+    report = audit_batch(FakeEngine(world.table), batch, training, AuditConfig(progress=False))
+    finding = report.findings[0]
+    assert (finding.verdict.relation, finding.verdict.existing) == ("subset", ("A",)), finding.verdict.rationale
+    pivot = finding.containment[0].entity_pivot
+    assert (pivot.entity, pivot.direction, pivot.new_share) == ("city", "with", 1.0)
+    assert pivot.existing_share == pytest.approx(0.5) and pivot.p_value < AuditConfig().same_alpha
+    assert "city" in finding.verdict.rationale
+    # The same rows without annotations: nothing tells them apart, a duplicate.
+    plain = audit_batch(FakeEngine(world.table), [{k: v for k, v in row.items() if k != "spans"} for row in batch],
+                        world.training(), AuditConfig(progress=False))
+    assert plain.findings[0].verdict.relation == "duplicate"
+
+
+def test_new_intents_that_duplicate_each_other(world):
+    """Two versions of one new intent, and two of one subset of A, are found as pairs; a
+    different novel intent is not paired with them."""
+    batch = (world.rows("newX1", 40, "X") + world.rows("newX2", 40, "X") + world.rows("newY", 40, "Y")
+             + _with_city(world.rows("pivotA1", 40, "a2", ("A",), 0.95))
+             + _with_city(world.rows("pivotA2", 40, "a2", ("A",), 0.95)))
+    training = world.training()
+    training = [row for row in training if row["labels"] != ["A"]] + _with_city(
+        [row for row in training if row["labels"] == ["A"]], every=2)
+    report = audit_batch(FakeEngine(world.table), batch, training, AuditConfig(progress=False))
+    verdicts = {f.verdict.intent: f.verdict.relation for f in report.findings}
+    assert verdicts == {"newX1": "novel", "newX2": "novel", "newY": "novel", "pivotA1": "subset",
+                        "pivotA2": "subset"}
+    assert {(p.first, p.second) for p in report.new_pairs} == {("newX1", "newX2"), ("pivotA1", "pivotA2")}
+    d = report.to_dict()
+    assert d["summary"]["new_duplicates"] == 2 and d["summary"]["severity"] == "blocking"
+    assert d["fix"]["label_map"] == {"newX2": "newX1", "pivotA2": "pivotA1"}
+    assert ("duplicate", "newX1", "newX2") in report.fix_relations().typed_pairs()
+    _validate(d, _schema())
+    assert "New intents that duplicate each other" in render_html(d)
 
 
 def test_out_of_scope_verdict_is_set_aside_and_reported(world):
@@ -299,6 +376,23 @@ def test_pu_knn_membership_separates_duplicate_from_subset():
     assert 0.25 < sub.count.rate < 0.55
     assert (sub.probability[120:] > 0.5).mean() > 0.8 and (sub.probability[:120] > 0.5).mean() < 0.1
     assert existing_in_new(cloud(a1, 2), existing, **kwargs) is None
+
+
+def test_two_sample_test_separates_one_distribution_from_two():
+    rng = np.random.default_rng(2)
+    a1, a2 = rng.normal(size=H) * 3, rng.normal(size=H) * 3
+
+    def cloud(centre, n):
+        return normalise(centre + rng.normal(0, 0.6, (n, H)))
+
+    kwargs = dict(k=10, min_rows=3, cap=200, permutations=200, rng=rng)
+    mixed = np.concatenate([cloud(a1, 120), cloud(a2, 80)])
+    same = two_sample_test(np.concatenate([cloud(a1, 60), cloud(a2, 40)]), mixed, **kwargs)
+    part = two_sample_test(cloud(a1, 100), mixed, **kwargs)
+    assert same.p_value > 0.05 and abs(same.statistic - same.null_mean) < 0.05
+    assert part.p_value < 0.01 and part.statistic > part.null_mean + 0.1
+    assert part.rows == (100, 100)  # balanced: the larger side is subsampled
+    assert two_sample_test(cloud(a1, 2), mixed, **kwargs) is None
 
 
 def test_independent_acceptance_modulo_relations():

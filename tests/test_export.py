@@ -170,14 +170,24 @@ def test_parity_failure_exits_nonzero_and_writes_nothing(exported, tmp_path, mon
 
 def test_parity_also_requires_identical_decisions():
     """A gap far below the tolerance still fails when it flips an accepted label."""
-    decision = Decision(("a", "b"), activation="sigmoid", thresholds=[0.5, 0.5])
-    logits = np.array([[0.0, -3.0]], dtype=np.float32)  # confidence of "a" exactly 0.5: accepted
+    # Temperature 0.01 turns a logit gap of 2e-6 into a confidence gap of 5e-5.
+    decision = Decision(("a", "b"), activation="sigmoid", temperature=0.01, thresholds=[0.5, 0.5])
+    logits = np.array([[1e-6, -3.0]], dtype=np.float32)  # confidence of "a" 0.5 + 2.5e-5: accepted
     pooled = np.zeros((1, 4), dtype=np.float32)
     check_parity((logits, pooled), (logits.copy(), pooled), decision, ["x"], "test")
     with pytest.raises(ParityError, match="label sets differ on 1") as info:
-        check_parity((logits, pooled), (logits - 1e-6, pooled), decision, ["x"], "test")
+        check_parity((logits, pooled), (logits - 2e-6, pooled), decision, ["x"], "test")
     assert info.value.report["max_abs_logit_diff"] < PARITY_ATOL
     assert info.value.report["mismatched"][0]["reference"]["accepted"] == ["a"]
+
+
+def test_parity_tolerates_a_tie_at_a_threshold():
+    """A confidence exactly on the cut may fall either side: reported as a tie, not a failure."""
+    decision = Decision(("a", "b"), activation="sigmoid", thresholds=[0.5, 0.5])
+    logits = np.array([[0.0, -3.0]], dtype=np.float32)  # confidence of "a" exactly 0.5: accepted
+    pooled = np.zeros((1, 4), dtype=np.float32)
+    report = check_parity((logits, pooled), (logits - 1e-6, pooled), decision, ["x"], "test")
+    assert report["passed"] and report["ties_at_threshold"] == 1 and report["label_set_mismatches"] == 0
 
 
 def test_not_a_checkpoint_is_a_usage_error(tmp_path, capsys):

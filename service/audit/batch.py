@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -37,11 +38,15 @@ from service.audit.containment import (
     normalise,
     sample_rows,
     top_two,
+    two_sample_test,
     wilson,
 )
 from service.audit.evidence import Reference, Scored, examples, relabel_list
-from service.audit.report import AuditReport, Cooccurrence, Finding, PairContainment
+from service.audit.report import AuditReport, Cooccurrence, Finding, NewPair, PairContainment
 from service.audit.rules import Evidence, decide
+from service.audit.segments import best_pairs
+from service.audit.segments import splits as segment_splits
+from service.audit.slots import entity_pivot
 
 
 class AuditInputError(ValueError):
@@ -146,7 +151,7 @@ def audit_batch(engine: Any, rows: Iterable[Any], training_rows: Iterable[Any] |
     label_set = set(labels)
     new_intents = list(dict.fromkeys(x for ex in batch for x in ex.labels if x not in label_set))
     audited = [ex for ex in batch if not label_set.issuperset(ex.labels)]
-    findings, per_intent, timing, missing = [], {}, {}, []
+    findings, new_pairs, per_intent, timing, missing = [], [], {}, {}, []
     if audited:
         logits, pooled = _infer(engine, [ex.text for ex in audited], config, "audit: new intents")
         timing["inference"] = time.perf_counter() - started
@@ -154,21 +159,24 @@ def audit_batch(engine: Any, rows: Iterable[Any], training_rows: Iterable[Any] |
         audit = _Audit(
             config=config, labels=labels, decision=decision, examples=audited, confidences=result.confidences,
             accepted=result.accepted, ranked=top_two(result.confidences), vectors=normalise(pooled),
-            out_of_scope=served.oos.judge(result.confidences, pooled)[0],
+            out_of_scope=served.oos.judge(result.confidences, pooled)[0], oos_rule=served.oos,
             implication=(known.implication_matrix(labels) if known is not None
                          else np.eye(len(labels), dtype=bool)),
             rng=np.random.default_rng(config.seed))
         per_intent = {name: audit.candidates(name) for name in new_intents}
+        segmented = audit.segment_pairs(engine, new_intents)
         needed = list(dict.fromkeys(labels[j] for _, _, keep in per_intent.values() for j in keep))
         references = _references(needed, batch, training, set(new_intents), config, audit.rng)
         missing = [name for name, ref in references.items() if not ref.examples]
         embedding = time.perf_counter()
         audit.add_references(engine, references)
         timing["inference"] += time.perf_counter() - embedding
-        findings = [audit.finding(name, *per_intent[name]) for name in new_intents]
+        findings = [audit.finding(name, *per_intent[name], segmented.get(name)) for name in new_intents]
+        new_pairs = audit.new_pairs(findings)
     timing["total"] = time.perf_counter() - started
     return AuditReport(
         findings=findings,
+        new_pairs=new_pairs,
         cooccurrence=_cooccurrence(per_intent, labels),
         config=config,
         known_relations=known,
@@ -193,6 +201,7 @@ class _Audit:
     accepted: np.ndarray     # bool [n, L]
     ranked: np.ndarray       # bool [n, L], the row's two most confident labels
     out_of_scope: np.ndarray # bool [n], the served decision's OOS verdict
+    oos_rule: Any            # the served decision's OOS rule
     vectors: np.ndarray      # unit-norm pooled [n, H]
     implication: np.ndarray  # bool [L, L], known relations
     rng: np.random.Generator
@@ -244,7 +253,45 @@ class _Audit:
             out[x, y] = out[y, x] = float((rows[:, a] & rows[:, b]).mean()) if len(rows) else 0.0
         return out
 
-    def finding(self, name: str, rows: np.ndarray, counts: np.ndarray, keep: list[int]) -> Finding:
+    def segment_pairs(self, engine: Any, names: list[str]) -> dict[str, tuple[tuple[str, str], Any]]:
+        """Per new intent, its most frequent split pair of intents and its count (see ``segments``).
+
+        One engine pass over the halves of at most ``segment_cap`` sampled rows per intent.
+        """
+        sampled, cuts = {}, {}
+        for name in names:
+            rows = [i for i, ex in enumerate(self.examples) if name in ex.labels]
+            sampled[name] = [rows[i] for i in sample_rows(len(rows), self.config.segment_cap, self.rng)]
+            cuts[name] = segment_splits([self.examples[i].text for i in sampled[name]])
+        halves = [text for name in names for cut in cuts[name] for text in (cut.left, cut.right)]
+        if not halves:
+            return {}
+        logits, pooled = _infer(engine, halves, self.config, "audit: split utterances")
+        result = self.decision.apply(logits, pooled)
+        # A half must be in scope for the service: the halves of a novel
+        # request are no requests the model knows, whatever it accepts.
+        in_scope = ~self.oos_rule.judge(result.confidences, pooled)[0]
+        accepted = result.accepted & in_scope[:, None]
+        out, offset = {}, 0
+        for name in names:
+            n = len(cuts[name])
+            left = slice(offset, offset + 2 * n, 2)
+            right = slice(offset + 1, offset + 2 * n, 2)
+            offset += 2 * n
+            if not n:
+                continue
+            pairs = best_pairs(cuts[name], result.confidences[left], accepted[left],
+                               result.confidences[right], accepted[right], self.implication,
+                               len(sampled[name]))
+            counted = Counter(p for p in pairs if p is not None)
+            if counted:
+                (a, b), k = counted.most_common(1)[0]
+                out[name] = ((self.labels[a], self.labels[b]),
+                             wilson(k, len(sampled[name]), self.config.confidence))
+        return out
+
+    def finding(self, name: str, rows: np.ndarray, counts: np.ndarray, keep: list[int],
+                segmented: tuple[tuple[str, str], Any] | None = None) -> Finding:
         """Estimate both directions for each candidate, decide, gather evidence."""
         config, n = self.config, len(rows)
         accepted = self.accepted[rows]
@@ -259,21 +306,72 @@ class _Audit:
                 level=config.confidence, rng=self.rng)
             if membership is not None:
                 memberships[existing] = membership
+        own = [self.examples[i] for i in rows]
+        pivots = tuple(entity_pivot(own, self.references[c].examples, min_rows=config.min_rows,
+                                    min_gap=config.entity_gap) if c in self.references else None
+                       for c in candidates)
         to_existing = tuple(wilson(int(counts[j]), n, config.confidence) for j in keep)
         to_new = tuple(memberships[c].count if c in memberships else None for c in candidates)
         verdict = decide(Evidence(
             intent=name, candidates=tuple(candidates), to_existing=to_existing, to_new=to_new,
             accepted=accepted[:, keep], independent=independent[:, keep],
             ranked=self.ranked[np.ix_(rows, keep)], pair_baseline=self.pair_baseline(keep),
-            implication=self.implication[np.ix_(keep, keep)], multi=multi), config)
+            implication=self.implication[np.ix_(keep, keep)], multi=multi, pivots=pivots,
+            segmented=segmented), config)
         scored = Scored([self.examples[i] for i in rows], self.confidences[rows], accepted)
         good, counter = examples(verdict, scored, self.labels, config.examples_cap)
-        pairs = tuple(PairContainment(c, fwd, back, self.references[c].source if back is not None else None)
-                      for c, fwd, back in zip(candidates, to_existing, to_new))
+        pairs = tuple(PairContainment(c, fwd, back, self.references[c].source if back is not None else None, pivot)
+                      for c, fwd, back, pivot in zip(candidates, to_existing, to_new, pivots))
         out_of_scope = wilson(int(self.out_of_scope[rows].sum()), n, config.confidence)
         return Finding(verdict=verdict, rows=n, containment=pairs, multi_intent=multi, out_of_scope=out_of_scope,
                        examples=good, counter_examples=counter,
                        relabel=relabel_list(memberships, self.references, config.relabel_cap))
+
+
+    def new_pairs(self, findings: list[Finding]) -> list[NewPair]:
+        """Pairs of new intents that duplicate each other (two new names for one meaning).
+
+        Candidate pairs share a verdict (same relation, same existing
+        intents), or are novel and each other's nearest novel intent by
+        centroid. A pair is a duplicate when each lies inside the other
+        (contain both ways >= ``back_high``, the kNN estimate of
+        ``existing_in_new`` with one new intent as the positives) and neither
+        the two-sample test nor the entity profiles tell their utterances
+        apart. Cost: one test per candidate pair on capped samples.
+        """
+        config = self.config
+        members = {f.verdict.intent: [i for i, ex in enumerate(self.examples) if f.verdict.intent in ex.labels]
+                   for f in findings}
+        vectors = {name: self.vectors[rows] for name, rows in members.items()}
+        groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        for f in findings:
+            if f.verdict.relation != "novel":
+                groups.setdefault((f.verdict.relation, tuple(sorted(f.verdict.existing))), []).append(f.verdict.intent)
+        pairs = {tuple(sorted(p)) for names in groups.values() for p in itertools.combinations(names, 2)}
+        novel = [f.verdict.intent for f in findings if f.verdict.relation == "novel"]
+        if len(novel) > 1:
+            centroids = normalise(np.stack([vectors[x].mean(axis=0) for x in novel]))
+            closeness = centroids @ centroids.T
+            np.fill_diagonal(closeness, -np.inf)
+            pairs |= {tuple(sorted((x, novel[int(closeness[i].argmax())]))) for i, x in enumerate(novel)}
+        out = []
+        for a, b in sorted(pairs):
+            test = two_sample_test(vectors[a], vectors[b], k=config.knn_k, min_rows=config.min_rows,
+                                   cap=config.reference_cap, permutations=config.permutations, rng=self.rng)
+            if test is None or test.p_value < config.same_alpha:
+                continue
+            pivot = entity_pivot([self.examples[i] for i in members[a]], [self.examples[i] for i in members[b]],
+                                 min_rows=config.min_rows, min_gap=config.entity_gap)
+            if pivot is not None and pivot.p_value < config.same_alpha:
+                continue
+            estimate = dict(k=config.knn_k, min_rows=config.min_rows, reference_cap=config.reference_cap,
+                            level=config.confidence, rng=self.rng)
+            a_in_b = existing_in_new(vectors[b], vectors[a], **estimate)
+            b_in_a = existing_in_new(vectors[a], vectors[b], **estimate)
+            if min(a_in_b.count.rate, b_in_a.count.rate) >= config.back_high:
+                out.append(NewPair(a, b, "duplicate", a_in_b.count, b_in_a.count, test,
+                                   config.severity["duplicate"]))
+        return out
 
 
 def _cooccurrence(per_intent: dict[str, tuple[np.ndarray, np.ndarray, list[int]]],

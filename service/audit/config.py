@@ -47,6 +47,13 @@ class AuditConfig:
                      rows than on their own rows.
       part_share:    share of those multi-intent rows that must carry E for E
                      to be a part of the composite.
+      same_alpha:    p-value below which two intents' utterances are told
+                     apart, by the two-sample test in the embedding or by an
+                     entity type's share (``service.audit.slots``): not
+                     duplicates (a new intent that maps to E but is told apart
+                     from E is a subset).
+      entity_gap:    least difference in an entity type's share of rows
+                     that can tell two intents apart.
     Estimation:
       confidence:    level of the Wilson intervals (0.95).
       knn_k:         neighbours of the kNN membership test for contain(E->N).
@@ -54,6 +61,9 @@ class AuditConfig:
       reference_cap: most rows per intent used by the kNN test (random, seeded),
                      which bounds its cost whatever the batch size.
       max_candidates: most existing intents scored per new intent.
+      permutations:  label permutations of the two-sample test.
+      segment_cap:   most rows per new intent split at conjunctions and
+                     scored half by half (``service.audit.segments``).
       seed:          seed of the reference subsampling.
     Evidence and output:
       examples_cap, relabel_cap: lengths of the example and relabel lists.
@@ -71,11 +81,15 @@ class AuditConfig:
     composite_min: float = 0.5
     corank_min: float = 0.3
     part_share: float = 0.5
+    same_alpha: float = 0.01
+    entity_gap: float = 0.1
     confidence: float = 0.95
     knn_k: int = 10
     min_rows: int = 3
     reference_cap: int = 200
     max_candidates: int = 5
+    permutations: int = 200
+    segment_cap: int = 50
     seed: int = 0
     examples_cap: int = 5
     relabel_cap: int = 20
@@ -86,13 +100,14 @@ class AuditConfig:
 
     def __post_init__(self) -> None:
         for name in ("high", "back_high", "sub_min", "part_min", "cover_min", "composite_min", "corank_min",
-                     "part_share"):
+                     "part_share", "same_alpha", "entity_gap"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"AuditConfig.{name} must be in [0, 1], got {value}")
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"AuditConfig.confidence must be in (0, 1), got {self.confidence}")
-        for name in ("knn_k", "min_rows", "reference_cap", "max_candidates", "infer_chunk"):
+        for name in ("knn_k", "min_rows", "reference_cap", "max_candidates", "permutations", "segment_cap",
+                     "infer_chunk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"AuditConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.min_rows < 2:

@@ -38,6 +38,17 @@ contain(E->N)  "how much of E falls in N's region", without any model of N.
     rows than E), so one estimate is O(cap^2 * H) whatever the batch size;
     no N^2 matrix over the batch.
 
+Same distribution (duplicate or not): a new intent N that merely re-names E
+has utterances drawn like E's; a subset's are a biased draw (only part of E's
+region). The k-nearest-neighbour two-sample test of Schilling (1986) tells
+them apart: balance the two samples, take each point's ``k`` nearest
+neighbours in the pooled space, and count the share that come from the
+point's own sample. Under one distribution that share is about one half
+whatever the geometry; a subset raises it (E's rows outside N's region see
+only E). The p-value comes from permuting the sample labels over the fixed
+neighbour graph (exact under the null, no distributional assumption). The
+same test decides whether two new intents are duplicates of each other.
+
 Independent acceptance (for composites): an utterance's accepted set is first
 reduced modulo the bundle's known relations (duplicates collapse to one
 representative, a label implied by another accepted label is dropped), so that
@@ -50,6 +61,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 from statistics import NormalDist
 
 import numpy as np
@@ -133,6 +145,50 @@ def independent_accepted(accepted: np.ndarray, implication: np.ndarray) -> np.nd
     strict = (implication & ~implication.T).astype(np.float32)
     implied = (reps.astype(np.float32) @ strict) > 0
     return reps & ~implied
+
+
+@dataclass(frozen=True)
+class TwoSample:
+    """The kNN two-sample test's outcome: ``statistic`` (share of same-sample
+    neighbours), its mean over the label permutations, the p-value and the
+    rows used from each side."""
+
+    statistic: float
+    null_mean: float
+    p_value: float
+    rows: tuple[int, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"statistic": round(self.statistic, 4), "null_mean": round(self.null_mean, 4),
+                "p_value": round(self.p_value, 4), "rows": list(self.rows)}
+
+
+def two_sample_test(first: np.ndarray, second: np.ndarray, *, k: int, min_rows: int, cap: int,
+                    permutations: int, rng: np.random.Generator) -> TwoSample | None:
+    """Are ``first`` and ``second`` (unit-norm ``[n, H]``) drawn from one distribution?
+
+    Both sides are subsampled to the same size (at most ``cap``), so the null
+    share of same-sample neighbours is near one half and does not depend on
+    which side is larger. ``None`` when a side has fewer than ``min_rows``.
+    Cost: O((2 cap)^2 H) for the similarities, O(permutations cap k) for the test.
+    """
+    n = min(len(first), len(second), cap)
+    if n < min_rows:
+        return None
+    points = np.concatenate([first[sample_rows(len(first), n, rng)], second[sample_rows(len(second), n, rng)]])
+    similarity = points @ points.T
+    np.fill_diagonal(similarity, -np.inf)
+    k_eff = min(k, len(points) - 1)
+    neighbours = np.argpartition(-similarity, k_eff - 1, axis=1)[:, :k_eff]
+    side = np.repeat([0, 1], n)
+
+    def same_share(labels: np.ndarray) -> float:
+        return float((labels[neighbours] == labels[:, None]).mean())
+
+    observed = same_share(side)
+    null = np.array([same_share(rng.permutation(side)) for _ in range(permutations)])
+    p_value = (1.0 + float((null >= observed).sum())) / (1.0 + permutations)
+    return TwoSample(observed, float(null.mean()), p_value, (n, n))
 
 
 @dataclass(frozen=True)

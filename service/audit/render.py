@@ -102,14 +102,41 @@ def _relabel_table(rows: list[Mapping[str, Any]]) -> str:
             f"{body}</table>")
 
 
+def _same(test: Mapping[str, Any] | None) -> str:
+    if test is None:
+        return '<span class="muted">too few rows</span>'
+    return (f'p = {test["p_value"]:.3f} (same-sample neighbours {test["statistic"]:.0%}, '
+            f'{test["null_mean"]:.0%} expected)')
+
+
+def _pivot(pivot: Mapping[str, Any] | None) -> str:
+    if pivot is None:
+        return '<span class="muted">none</span>'
+    return (f'{_e(pivot["entity"])}: on {pivot["new_share"]:.0%} of the new rows, {pivot["existing_share"]:.0%} '
+            f'of the old (p = {pivot["p_value"]:.1g})')
+
+
+def _new_pairs(pairs: list[Mapping[str, Any]]) -> str:
+    if not pairs:
+        return ""
+    body = "".join(
+        f'<tr><td>{_e(p["first"])}</td><td>{_e(p["second"])}</td><td>{_badge(p["severity"])}</td>'
+        f'<td>{_count(p["first_in_second"])}</td><td>{_count(p["second_in_first"])}</td>'
+        f'<td>{_same(p["same_distribution"])}</td></tr>' for p in pairs)
+    return ("<h2>New intents that duplicate each other (merge them)</h2>"
+            "<table><tr><th>first</th><th>second</th><th>severity</th><th>first in second</th>"
+            f"<th>second in first</th><th>same utterances?</th></tr>{body}</table>")
+
+
 def _finding(f: Mapping[str, Any]) -> str:
     pairs = "".join(
         f'<tr><td>{_e(c["existing"])}</td><td>{_count(c["new_in_existing"])}</td>'
-        f'<td>{_count(c["existing_in_new"])}</td><td>{_e(c["reference"] or "-")}</td></tr>'
+        f'<td>{_count(c["existing_in_new"])}</td><td>{_pivot(c["entity_pivot"])}</td>'
+        f'<td>{_e(c["reference"] or "-")}</td></tr>'
         for c in f["containment"])
     intent = _e(f["intent"])
     table = (f'<table><tr><th>existing E</th><th>contain({intent}&rarr;E)</th><th>contain(E&rarr;{intent})</th>'
-             f'<th>E rows from</th></tr>{pairs}</table>') if pairs else ""
+             f'<th>entity that tells them apart</th><th>E rows from</th></tr>{pairs}</table>') if pairs else ""
     borderline = ' <span class="muted">(borderline)</span>' if f["borderline"] else ""
     return (f'<div class="finding" id="f-{intent}"><h3>{intent}: {_e(f["relation"])} '
             f'{_e(", ".join(f["existing"]))} {_badge(f["severity"])}{borderline}</h3>'
@@ -145,6 +172,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         "<h2>Findings</h2><table><tr><th>new intent</th><th>relation</th><th>existing</th><th>severity</th>"
         f"<th>rows</th></tr>{overview}</table>"
         f"{''.join(_finding(f) for f in report['findings'])}"
+        f"{_new_pairs(report['new_pairs'])}"
         "<h2>Proposed relations file</h2>"
         f"<details><summary>relations.json</summary><pre>{_e(json.dumps(report['fix'], indent=1))}</pre></details>"
         "</body></html>\n"

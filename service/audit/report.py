@@ -10,7 +10,9 @@ proposed fix is data:
 * subset N of E: ``subset(child=N, parent=E)``;
 * superset N of E1..Ek: ``subset(child=Ei, parent=N)`` for each part;
 * composite N of parts: ``composite(N, parts)``, keeping both as multi-label;
-* novel: nothing.
+* novel: nothing;
+* two new intents that duplicate each other (``new_pairs``): ``label_map``
+  ``{second: first}`` and ``duplicate(first, second)``.
 ``fix.relations`` is a complete relations file (``intentvcs.relations``): the
 bundle's known relations plus the proposed ones over the bundle's labels and
 the new intents. Written next to a bundle and stored in its manifest, it is
@@ -25,8 +27,9 @@ from typing import Any, Sequence
 
 from intentvcs.relations import Composite, Duplicate, LabelRelations, Relation, Subset
 from service.audit.config import RELATIONS, SEVERITIES, AuditConfig
-from service.audit.containment import Count
+from service.audit.containment import Count, TwoSample
 from service.audit.rules import Verdict
+from service.audit.slots import EntityPivot
 
 FORMAT = "intentvcs-audit"
 FORMAT_VERSION = 1
@@ -58,10 +61,12 @@ class PairContainment:
     new_in_existing: Count
     existing_in_new: Count | None
     reference: str | None  # where E's rows came from: "training", "batch" or None
+    entity_pivot: EntityPivot | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"existing": self.existing, "new_in_existing": self.new_in_existing.to_dict(),
                 "existing_in_new": None if self.existing_in_new is None else self.existing_in_new.to_dict(),
+                "entity_pivot": None if self.entity_pivot is None else self.entity_pivot.to_dict(),
                 "reference": self.reference}
 
 
@@ -112,6 +117,32 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class NewPair:
+    """Two new intents of the batch that duplicate each other: a version
+    conflict inside the upgrade itself, which no existing intent reveals.
+
+    ``first_in_second`` / ``second_in_first`` are the kNN containment
+    estimates both ways; ``test`` is the two-sample test that could not tell
+    their utterances apart.
+    """
+
+    first: str
+    second: str
+    relation: str
+    first_in_second: Count
+    second_in_first: Count
+    test: TwoSample
+    severity: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"first": self.first, "second": self.second, "relation": self.relation,
+                "severity": self.severity, "first_in_second": self.first_in_second.to_dict(),
+                "second_in_first": self.second_in_first.to_dict(), "same_distribution": self.test.to_dict(),
+                "fix": {"action": "merge", "label_map": {self.second: self.first},
+                        "relations": [Duplicate(self.first, self.second).to_dict()]}}
+
+
+@dataclass(frozen=True)
 class Cooccurrence:
     """contain(N->E) counts: rows ``new`` intents, columns ``existing`` intents.
 
@@ -146,6 +177,7 @@ class AuditReport:
     batch_rows: int
     audited_rows: int
     missing_references: list[str] = field(default_factory=list)
+    new_pairs: list[NewPair] = field(default_factory=list)
     engine: dict[str, Any] = field(default_factory=dict)
     timing_s: dict[str, float] = field(default_factory=dict)
 
@@ -153,6 +185,7 @@ class AuditReport:
     def severity(self) -> str:
         """The most severe finding's severity (``info`` without findings)."""
         levels = [SEVERITIES.index(f.verdict.severity) for f in self.findings]
+        levels += [SEVERITIES.index(p.severity) for p in self.new_pairs]
         return SEVERITIES[max(levels, default=0)]
 
     def fails(self, level: str) -> bool:
@@ -168,6 +201,7 @@ class AuditReport:
         relations = list(known.relations) if known is not None else []
         for finding in self.findings:
             relations += [r for r in proposed_relations(finding.verdict) if r not in relations]
+        relations += [r for r in (Duplicate(p.first, p.second) for p in self.new_pairs) if r not in relations]
         return LabelRelations(
             labels=tuple(names),
             relations=tuple(relations),
@@ -184,6 +218,9 @@ class AuditReport:
         label_map = {}
         for finding in self.findings:
             label_map.update(finding.fix()["label_map"])
+        for pair in self.new_pairs:
+            # Merge the second into the first, or into what the first merges into.
+            label_map[pair.second] = label_map.get(pair.first, pair.first)
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -197,10 +234,13 @@ class AuditReport:
                 "existing_intents": len(self.labels),
                 "new_intents": [f.verdict.intent for f in self.findings],
                 "relations": counts,
-                "blocking": [f.verdict.intent for f in self.findings if f.verdict.severity == "blocking"],
+                "new_duplicates": len(self.new_pairs),
+                "blocking": [f.verdict.intent for f in self.findings if f.verdict.severity == "blocking"]
+                + [f"{p.first} = {p.second}" for p in self.new_pairs if p.severity == "blocking"],
                 "timing_s": {k: round(v, 3) for k, v in self.timing_s.items()},
             },
             "findings": [f.to_dict() for f in self.findings],
+            "new_pairs": [p.to_dict() for p in self.new_pairs],
             "cooccurrence": self.cooccurrence.to_dict(),
             "fix": {"label_map": label_map, "relations": self.fix_relations().to_dict()},
         }

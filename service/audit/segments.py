@@ -1,0 +1,78 @@
+"""Segment evidence for composites: split each utterance at a conjunction and
+ask the model about each side.
+
+A single-label (softmax) model shown "how many calories are in a banana and
+what's my routing number" gives nearly all its mass to one intent, so neither
+co-acceptance nor co-ranking reveals the second. Users write multi-intent
+requests as conjunctions ("X and Y", "X, then Y", "X; also Y"), and the
+halves are ordinary single-intent utterances. So: for a capped sample of a
+new intent's rows, every split at a conjunction with at least ``MIN_WORDS``
+words on each side is scored; a row's split counts when both halves are
+accepted as two different, unrelated existing intents (the split with the
+most confident weaker half wins) and both halves are in scope for the
+served OOS rule (the halves of a novel request are not requests the model
+knows, whatever intent its softmax picks). The most frequent such pair, over all of
+N's sampled rows, is the composite's candidate parts; ``rules`` decides with
+its share.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+# Conjunctions that join two requests; a comma or semicolon before one is part of it.
+CONJUNCTION = re.compile(r"\s*[,;]?\s+(?:and then|and also|and|then|also|plus)\s+|\s*;\s*", re.IGNORECASE)
+MIN_WORDS = 2
+MAX_SPLITS = 3  # split points tried per utterance (the first ones)
+
+
+@dataclass(frozen=True)
+class Split:
+    """One way to cut utterance ``row`` (an index into the sampled rows) into two halves."""
+
+    row: int
+    left: str
+    right: str
+
+
+def splits(texts: Sequence[str]) -> list[Split]:
+    """Every conjunction split of each text with ``MIN_WORDS`` words a side (at most ``MAX_SPLITS`` each)."""
+    out = []
+    for row, text in enumerate(texts):
+        found = 0
+        for match in CONJUNCTION.finditer(text):
+            left, right = text[:match.start()].strip(), text[match.end():].strip()
+            if len(left.split()) >= MIN_WORDS and len(right.split()) >= MIN_WORDS:
+                out.append(Split(row, left, right))
+                found += 1
+                if found == MAX_SPLITS:
+                    break
+    return out
+
+
+def best_pairs(cuts: Sequence[Split], left: np.ndarray, left_accepted: np.ndarray, right: np.ndarray,
+               right_accepted: np.ndarray, implication: np.ndarray, rows: int) -> list[tuple[int, int] | None]:
+    """Per sampled row, the label pair ``(a, b)`` (a < b) its best split shows, or ``None``.
+
+    ``left`` / ``right``: the halves' confidences ``[S, L]`` over the existing
+    labels, ``*_accepted`` the decision layer's bool masks. A split counts
+    when both halves' top labels are accepted, differ, and neither implies
+    the other (``implication`` bool ``[L, L]``). Among a row's counting
+    splits, the one whose weaker half is most confident wins.
+    """
+    out: list[tuple[int, int] | None] = [None] * rows
+    strength = np.full(rows, -1.0)
+    top_left, top_right = left.argmax(axis=1), right.argmax(axis=1)
+    for i, cut in enumerate(cuts):
+        a, b = int(top_left[i]), int(top_right[i])
+        if a == b or not (left_accepted[i, a] and right_accepted[i, b]) or implication[a, b] or implication[b, a]:
+            continue
+        weaker = min(left[i, a], right[i, b])
+        if weaker > strength[cut.row]:
+            strength[cut.row] = weaker
+            out[cut.row] = (min(a, b), max(a, b))
+    return out
