@@ -104,7 +104,8 @@ class IntentService:
     """Intent classification (multi-label, calibrated, with out-of-scope) for one bundle."""
 
     def __init__(self) -> None:
-        self.engine = Engine(SETTINGS.bundle, provider=SETTINGS.provider, threads=SETTINGS.threads)
+        self.engine = Engine(SETTINGS.bundle, provider=SETTINGS.provider, threads=SETTINGS.threads,
+                             spin=SETTINGS.ort_spin)
         metrics.get().bind_model(self.engine.labels, self.engine.info, limits.REJECTION_REASONS)
         # The first run pays ONNX Runtime's lazy allocations; do it before /readyz says yes.
         self.engine.predict(["warm-up"])

@@ -78,6 +78,9 @@ class Settings:
     # BentoML's OpenTelemetry middleware costs ~0.4 ms of CPU per request even
     # when no trace is sampled (its default); turn it on when traces are exported.
     trace_requests: bool = False
+    # Busy-waiting ONNX Runtime threads between graph runs (ORT's default);
+    # see the measured comparison in README "Service defaults".
+    ort_spin: bool = True
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -91,6 +94,7 @@ class Settings:
             max_latency_ms=_env_int("MAX_LATENCY_MS", cls.max_latency_ms),
             access_log=_env_bool("ACCESS_LOG", cls.access_log),
             trace_requests=_env_bool("TRACE_REQUESTS", cls.trace_requests),
+            ort_spin=_env_bool("ORT_SPIN", cls.ort_spin),
         )
 
     def service_config(self, api_routes: list[str]) -> dict:

@@ -37,9 +37,9 @@ class Engine:
     """
 
     def __init__(self, bundle_dir: str | os.PathLike, provider: str = "auto", threads: int | None = None,
-                 quantized: bool = False, max_batch: int = DEFAULT_MAX_BATCH):
+                 quantized: bool = False, max_batch: int = DEFAULT_MAX_BATCH, spin: bool = True):
         self.bundle = open_bundle(bundle_dir, quantized=quantized)
-        self.runner = OnnxRunner(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch)
+        self.runner = OnnxRunner(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch, spin)
         check_graph(self.bundle, self.runner.output_widths)
         self.quantized = quantized
         log.info("engine: serving %s with %d labels on %s", self.bundle.directory, len(self.labels),

@@ -69,10 +69,15 @@ def _providers(provider: str) -> list[str]:
     return [CUDA, CPU]
 
 
-def _session_options(threads: int) -> ort.SessionOptions:
+def _session_options(threads: int, spin: bool = True) -> ort.SessionOptions:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    if not spin:
+        # Idle intra-op threads sleep instead of busy-waiting for the next run:
+        # in the service they would otherwise take CPU from the HTTP event loop
+        # and the tokenizer between batches.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return options
@@ -84,6 +89,7 @@ class OnnxRunner:
     ``provider``   ``"auto"``, ``"cpu"`` or ``"cuda"`` (see module docstring).
     ``threads``    intra-op threads; default ``default_threads()``.
     ``max_batch``  texts per graph run.
+    ``spin``       whether idle intra-op threads busy-wait (ORT's default).
     After construction ``provider`` is the active ONNX Runtime provider and
     ``output_widths`` maps ``logits``/``pooled`` to their static second axis.
     Raises ``BundleError`` (naming ``model_path``) when the graph cannot be
@@ -92,7 +98,7 @@ class OnnxRunner:
     """
 
     def __init__(self, model_path: str | os.PathLike, tokenizer: BundleTokenizer, provider: str = "auto",
-                 threads: int | None = None, max_batch: int = DEFAULT_MAX_BATCH):
+                 threads: int | None = None, max_batch: int = DEFAULT_MAX_BATCH, spin: bool = True):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         threads = default_threads() if threads is None else threads
@@ -100,7 +106,8 @@ class OnnxRunner:
             raise ValueError(f"threads must be >= 1, got {threads}")
         providers = _providers(provider)
         try:
-            self._session = ort.InferenceSession(str(model_path), _session_options(threads), providers=providers)
+            self._session = ort.InferenceSession(str(model_path), _session_options(threads, spin),
+                                                 providers=providers)
         except Exception as exc:  # ORT raises its own pybind exception types
             raise BundleError(model_path, f"ONNX Runtime cannot load the graph: {exc}") from None
         self.provider = self._session.get_providers()[0]

@@ -32,6 +32,7 @@ from intentvcs.decision import Decision
 from intentvcs.oos import NoRule
 from service.audit.config import AuditConfig
 from service.audit.containment import (
+    Count,
     acceptance_counts,
     existing_in_new,
     independent_accepted,
@@ -253,14 +254,14 @@ class _Audit:
             out[x, y] = out[y, x] = float((rows[:, a] & rows[:, b]).mean()) if len(rows) else 0.0
         return out
 
-    def segment_pairs(self, engine: Any, names: list[str]) -> dict[str, tuple[tuple[str, str], Any]]:
+    def segment_pairs(self, engine: Any, names: list[str]) -> dict[str, tuple[tuple[str, str], Count]]:
         """Per new intent, its most frequent split pair of intents and its count (see ``segments``).
 
         One engine pass over the halves of at most ``segment_cap`` sampled rows per intent.
         """
-        sampled, cuts = {}, {}
+        sampled, cuts, members = {}, {}, self.rows_of()
         for name in names:
-            rows = [i for i, ex in enumerate(self.examples) if name in ex.labels]
+            rows = members[name]
             sampled[name] = [rows[i] for i in sample_rows(len(rows), self.config.segment_cap, self.rng)]
             cuts[name] = segment_splits([self.examples[i].text for i in sampled[name]])
         halves = [text for name in names for cut in cuts[name] for text in (cut.left, cut.right)]
@@ -291,7 +292,7 @@ class _Audit:
         return out
 
     def finding(self, name: str, rows: np.ndarray, counts: np.ndarray, keep: list[int],
-                segmented: tuple[tuple[str, str], Any] | None = None) -> Finding:
+                segmented: tuple[tuple[str, str], Count] | None = None) -> Finding:
         """Estimate both directions for each candidate, decide, gather evidence."""
         config, n = self.config, len(rows)
         accepted = self.accepted[rows]
@@ -327,6 +328,13 @@ class _Audit:
                        examples=good, counter_examples=counter,
                        relabel=relabel_list(memberships, self.references, config.relabel_cap))
 
+    def rows_of(self) -> dict[str, list[int]]:
+        """New intent -> indices of its rows in ``examples`` (one pass over the batch)."""
+        out: dict[str, list[int]] = {}
+        for i, ex in enumerate(self.examples):
+            for label in ex.labels:
+                out.setdefault(label, []).append(i)
+        return out
 
     def new_pairs(self, findings: list[Finding]) -> list[NewPair]:
         """Pairs of new intents that duplicate each other (two new names for one meaning).
@@ -340,9 +348,8 @@ class _Audit:
         apart. Cost: one test per candidate pair on capped samples.
         """
         config = self.config
-        members = {f.verdict.intent: [i for i, ex in enumerate(self.examples) if f.verdict.intent in ex.labels]
-                   for f in findings}
-        vectors = {name: self.vectors[rows] for name, rows in members.items()}
+        members = self.rows_of()
+        vectors = {f.verdict.intent: self.vectors[members[f.verdict.intent]] for f in findings}
         groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
         for f in findings:
             if f.verdict.relation != "novel":

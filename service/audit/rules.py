@@ -17,29 +17,30 @@ fields.
    single-label models, whose softmax gives a joined request's mass to one
    part; the share counts every sampled row, so intents that are not
    conjunctions cannot reach it.
-2. duplicate / subset (after rule 3 when that finds two or more parts, each
-   accepted on >= ``part_min`` of N's rows: a union whose biggest part holds
-   most of N's rows is still a superset): targets = candidates with contain(N->E) >= ``high``
-   whose contain(E->N) is unknown or >= ``sub_min``, keeping the most specific
-   (a target implied by another target, e.g. the parent of an accepted child,
-   is dropped). For the best target E: contain(E->N) >= ``back_high`` and
-   the entity profiles do not tell N's utterances from E's
-   (``service.audit.slots``: no entity type is carried by a significantly
-   different share of N's rows than of E's, p >= ``same_alpha``) ->
-   duplicate (same meaning, same utterances); otherwise -> subset (N is too
-   specific, N within E). The entity test matters for large subsets: when N
-   covers most of E, contain(E->N) is high too, but N's rows still differ
-   from E's in one entity. (The embedding's two-sample test is not used
-   here: E's rows are training rows, which the model has pulled together,
-   so unseen rows of E itself are told apart from them; measured on
-   CLINC150, 4 of 20 true duplicates at p <= 0.01. New intents are compared
-   with each other by it, both sides unseen; see ``batch._Audit.new_pairs``.) When contain(E->N) cannot be estimated (no rows of
-   E in the training sample or the batch) the verdict is subset, the weaker
-   claim the evidence supports, and the rationale says a duplicate is not
-   excluded. A candidate with contain(E->N) < ``sub_min`` is no target: no
-   utterance of E resembles N's, so the model accepting E on N's rows is its
-   forced choice on unfamiliar input (a softmax must put its mass somewhere),
-   not containment.
+2. duplicate / subset (after rule 3 when that finds two or more parts,
+   each accepted on >= ``part_min`` of N's rows: a union whose biggest part
+   holds most of N's rows is still a superset): targets = candidates with
+   contain(N->E) >= ``high`` whose contain(E->N) is unknown or >=
+   ``sub_min``, keeping the most specific (a target implied by another
+   target, e.g. the parent of an accepted child, is dropped). For the best
+   target E: contain(E->N) >= ``back_high`` and the entity profiles do not
+   tell N's utterances from E's (``service.audit.slots``: no entity type is
+   carried by a significantly different share of N's rows than of E's,
+   p >= ``same_alpha``) -> duplicate (same meaning, same utterances);
+   otherwise -> subset (N is too specific, N within E). The entity test
+   matters for large subsets: when N covers most of E, contain(E->N) is
+   high too, but N's rows still differ from E's in one entity. (The
+   embedding's two-sample test is not used here: E's rows are training
+   rows, which the model has pulled together, so unseen rows of E itself are
+   told apart from them; measured on CLINC150, 4 of 20 true duplicates at
+   p <= 0.01. New intents are compared with each other by it, both sides
+   unseen; see ``batch._Audit.new_pairs``.) When contain(E->N) cannot be
+   estimated (no rows of E in the training sample or the batch) the verdict
+   is subset, the weaker claim the evidence supports, and the rationale says
+   a duplicate is not excluded. A candidate with contain(E->N) < ``sub_min``
+   is no target: no utterance of E resembles N's, so the model accepting E
+   on N's rows is its forced choice on unfamiliar input (a softmax must put
+   its mass somewhere), not containment.
 3. superset: parts = candidates with contain(E->N) >= ``back_high`` (E lies
    inside N), keeping the most general (a part that implies another part is
    dropped). If the rows of N accepting some part cover >= ``cover_min`` of

@@ -1,0 +1,124 @@
+"""Which features separate CLINC150 out-of-scope queries best? A study, not a served rule.
+
+The served ``distance`` rule scores the fine-tuned model's final mean-pooled
+embedding (Mahalanobis to the nearest class mean). Fine-tuning pulls every
+utterance, out-of-scope ones included, toward some intent's cluster, so
+lower layers, which fine-tuning changes less, may keep what tells an unseen
+request apart. This script takes the in-scope CLINC150 Full model saved by
+``benchmarks/oos_bench.py`` (``--ckpt``), mean-pools every layer's hidden
+states on train/valid/test, and scores OOS detection on test for:
+
+* ``final maha``: the served rule's score;
+* ``layer k knn``: 1 - cosine similarity to the nearest training utterance in
+  layer k (no OOS data used);
+* ``final maha + layer k knn``: the sum of the two scores, each standardised
+  by its mean and deviation on in-scope validation rows.
+
+For each: AUROC, FPR at 95 % in-scope recall, and in-scope accuracy / OOS
+recall with the threshold kept at 98 % of in-scope validation rows. Nothing
+here is served; it measures what a two-feature rule would gain (the graph
+would need a second pooled output).
+
+    python benchmarks/oos_layer_study.py --ckpt runs/bench/oos/ckpt/<id>-e4-s0
+
+Writes ``benchmarks/results/oos_layers.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import SHARED_DATA, write_results  # noqa: E402
+from intentvcs.metrics import auroc, fpr_at_retention  # noqa: E402
+from intentvcs.oos import DistanceRule  # noqa: E402
+
+RETENTION = 0.98
+
+
+def layer_features(checkpoint: Path, texts: list[str], batch: int = 128) -> tuple[np.ndarray, np.ndarray]:
+    """``(logits [N, L], mean-pooled hidden states [N, layers + 1, H])`` of the saved model."""
+    import torch
+
+    from benchmarks.oos_bench import load_trained
+
+    trained = load_trained(checkpoint)
+    model, tokenizer = trained.model.eval(), trained.tokenizer
+    logits, layers = [], []
+    with torch.no_grad():
+        for start in range(0, len(texts), batch):
+            enc = tokenizer(texts[start:start + batch], padding=True, truncation=True, max_length=64,
+                            return_tensors="pt")
+            out = model.encoder(**enc, output_hidden_states=True)
+            mask = enc["attention_mask"].unsqueeze(-1).float()
+            pooled = [((h * mask).sum(1) / mask.sum(1)) for h in out.hidden_states]
+            logits.append(model.head(pooled[-1]).numpy())
+            layers.append(torch.stack(pooled, 1).numpy())
+    return np.concatenate(logits), np.concatenate(layers)
+
+
+def nearest_distance(bank: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """1 - cosine similarity of each query to its nearest bank row."""
+    bank = bank / np.linalg.norm(bank, axis=1, keepdims=True)
+    queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    return np.concatenate([1.0 - (queries[i:i + 2048] @ bank.T).max(axis=1) for i in range(0, len(queries), 2048)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    from training.loaders.clinc150 import load_split
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ckpt", required=True, help="in-scope CLINC150 Full model saved by oos_bench.py")
+    args = parser.parse_args(argv)
+    path = SHARED_DATA / "clinc150" / "data_full.json"
+    splits = {name: load_split(path, name) for name in ("train", "valid", "test")}
+    splits["train"] = [ex for ex in splits["train"] if ex.labels]
+    feats = {name: layer_features(Path(args.ckpt), [ex.text for ex in rows]) for name, rows in splits.items()}
+    labels = sorted({ex.labels[0] for ex in splits["train"]})
+    index = {name: i for i, name in enumerate(labels)}
+    gold = {name: np.array([index[ex.labels[0]] if ex.labels else -1 for ex in rows]) for name, rows in splits.items()}
+    layers = feats["train"][1].shape[1]
+
+    maha = DistanceRule.fit_statistics(feats["train"][1][:, -1], gold["train"])
+    scores = {"final maha": {s: maha.distances(feats[s][1][:, -1]) for s in ("valid", "test")}}
+    for k in range(layers):
+        scores[f"layer {k} knn"] = {s: nearest_distance(feats["train"][1][:, k], feats[s][1][:, k])
+                                    for s in ("valid", "test")}
+
+    def standardised(score: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        inside = score["valid"][gold["valid"] >= 0]
+        return {s: (v - inside.mean()) / inside.std() for s, v in score.items()}
+
+    final = standardised(scores["final maha"])
+    for k in range(layers):
+        other = standardised(scores[f"layer {k} knn"])
+        scores[f"final maha + layer {k} knn"] = {s: final[s] + other[s] for s in ("valid", "test")}
+
+    records = []
+    is_oos = gold["test"] < 0
+    correct = feats["test"][0].argmax(axis=1) == gold["test"]
+    for name, score in scores.items():
+        cut = np.quantile(score["valid"][gold["valid"] >= 0], RETENTION)
+        rejected = score["test"] > cut
+        records.append({"score": name, "auroc": round(auroc(score["test"], is_oos), 4),
+                        "fpr95": round(100 * fpr_at_retention(score["test"], is_oos), 2),
+                        "in_scope_acc": round(100 * float(np.mean((correct & ~rejected)[~is_oos])), 2),
+                        "oos_recall": round(100 * float(rejected[is_oos].mean()), 2),
+                        "retention": RETENTION})
+    lines = ["| score | AUROC | FPR@95 | in-scope acc | OOS recall |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['score']} | {r['auroc']:.4f} | {r['fpr95']:.2f} | {r['in_scope_acc']:.2f} | "
+              f"{r['oos_recall']:.2f} |" for r in records]
+    markdown = (f"CLINC150 Full test; threshold keeps {RETENTION:.0%} of in-scope validation rows; "
+                "model: the in-scope model of `oos_bench.py`.\n\n" + "\n".join(lines) + "\n")
+    print(markdown)
+    print(f"wrote {write_results('oos_layers', records, markdown)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
