@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from starlette.responses import JSONResponse
 
 from service import limits, metrics
+from service.body_limit import BodyLimit
 from service.audit import AuditConfig, AuditInputError, audit_batch
 from service.config import Settings
 from service.engine import Engine
@@ -140,3 +141,8 @@ class IntentService:
             metrics.get().record_error("internal_error")
             raise
         return report.to_dict()
+
+
+# Oversized bodies are refused before they are read into memory and parsed.
+IntentService.add_asgi_middleware(BodyLimit, max_bytes=limits.LIMITS.max_body_bytes,
+                                  on_reject=lambda: metrics.get().record_error("body_too_large"))

@@ -48,6 +48,10 @@ class Limits:
     max_audit_rows: int = 2000  # rows per /audit request
     max_labels_per_row: int = 32  # labels of one audit row
     max_label_chars: int = 200  # characters of one label name
+    # Request body bytes, checked before parsing (service.body_limit). The
+    # largest valid audit (2,000 rows of 1,000 characters and 32 labels, plus
+    # as many training rows) fits in about 30 MB of JSON.
+    max_body_bytes: int = 32 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.default_top_k > self.max_top_k:

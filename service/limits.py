@@ -149,7 +149,8 @@ _REASON_BY_FIELD = {  # emptiness and length limits, which depend on the field
     ("too_short", None): "empty_list",
 }
 REJECTION_REASONS = sorted(
-    {*_REASON_BY_TYPE.values(), *_REASON_BY_FIELD.values(), "wrong_type", "invalid_rows", "invalid_request"}
+    {*_REASON_BY_TYPE.values(), *_REASON_BY_FIELD.values(), "wrong_type", "invalid_rows", "invalid_request",
+     "body_too_large"}
 )
 
 

@@ -35,7 +35,8 @@ def url(bundle):
 
 @pytest.fixture(scope="module")
 def tight_url(bundle):
-    env = {"INTENTVCS_MAX_TEXTS": "3", "INTENTVCS_MAX_TEXT_CHARS": "20", "INTENTVCS_MAX_TOP_K": "4"}
+    env = {"INTENTVCS_MAX_TEXTS": "3", "INTENTVCS_MAX_TEXT_CHARS": "20", "INTENTVCS_MAX_TOP_K": "4",
+           "INTENTVCS_MAX_BODY_BYTES": "4096"}
     with running(bundle, workers=2, threads=1, extra_env=env) as base:
         yield base
 
@@ -188,6 +189,26 @@ def test_limits_from_env_and_metrics_across_workers(tight_url):
     assert len(after["intentvcs_model_info"]) == 1  # one series, not one per worker
     workers = {labels["pid"] for labels, _ in after["bentoml_service_last_request_timestamp_seconds"]}
     assert len(workers) == 2, "expected both workers to have served requests"
+
+
+def test_oversized_bodies_are_refused_before_parsing(tight_url):
+    """413 naming the limit and its setting, whether or not the client declares the length."""
+    big = b'{"texts": ["' + b"x" * 5000 + b'"]}'
+    declared = post(tight_url, "/predict", big)
+    assert declared.status_code == 413
+    assert declared.json()["error"] == ("request body of 5015 bytes exceeds the limit of 4096 bytes "
+                                        "(setting INTENTVCS_MAX_BODY_BYTES)")
+
+    def chunks():  # no Content-Length: the body arrives chunked and is counted as it comes
+        yield big[:3000]
+        yield big[3000:]
+
+    streamed = httpx.post(f"{tight_url}/predict", content=chunks(), headers={"content-type": "application/json"},
+                          timeout=30)
+    assert streamed.status_code == 413 and "of at least" in streamed.json()["error"]
+    # A body within the limit still reaches the schema, which names its own limit.
+    assert post(tight_url, "/predict", {"text": "x" * 21}).status_code == 400
+    assert total(scrape(tight_url), "intentvcs_request_errors_total", reason="body_too_large") >= 2
 
 
 def test_service_imports_no_torch():

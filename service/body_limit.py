@@ -1,0 +1,68 @@
+"""An ASGI middleware that refuses request bodies over a byte limit with 413.
+
+The request schemas bound what a valid request holds (utterances, characters,
+audit rows), but they run after the whole body has been read and parsed: a
+client could still make a worker buffer and parse hundreds of megabytes of
+JSON. This middleware reads the body first, counting bytes whether or not the
+client sent ``Content-Length`` (a declared length over the limit is refused
+before reading anything), and answers ``413`` with a JSON error that names
+the limit and the setting that raises it. Bodies within the limit are
+replayed to the application unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Awaitable, Callable
+
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+SETTING = "INTENTVCS_MAX_BODY_BYTES"
+
+
+class BodyLimit:
+    """Wrap ``app``; ``max_bytes`` is the largest accepted request body."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], max_bytes: int,
+                 on_reject: Callable[[], None] = lambda: None):
+        self.app = app
+        self.max_bytes = max_bytes
+        self.on_reject = on_reject
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send, int(declared))
+            return
+        messages, size = [], 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break  # the client went away; let the application see it
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await self._refuse(send, size, at_least=True)
+                return
+            if not message.get("more_body", False):
+                break
+        replay = iter(messages)
+
+        async def replayed() -> Message:
+            # After the buffered messages, hand on whatever comes next (a disconnect).
+            return next(replay, None) or await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _refuse(self, send: Send, size: int, at_least: bool = False) -> None:
+        self.on_reject()
+        body = json.dumps({"error": f"request body of {'at least ' if at_least else ''}{size} bytes exceeds the "
+                                    f"limit of {self.max_bytes} bytes (setting {SETTING})"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
