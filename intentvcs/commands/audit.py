@@ -62,10 +62,13 @@ def run(args: argparse.Namespace) -> int:
     for finding in report.findings:
         v = finding.verdict
         print(f"{v.severity:8s} {v.intent}: {v.relation} {', '.join(v.existing)}".rstrip(), file=sys.stderr)
+    for pair in report.new_pairs:
+        print(f"{pair.severity:8s} {pair.first} = {pair.second}: two new intents, one meaning", file=sys.stderr)
     if report.missing_references:
         print(f"audit: no rows of {', '.join(report.missing_references)} to estimate how much of them lies in "
               "the new intents (duplicates then show as subsets); pass --train with the old data",
               file=sys.stderr)
-    print(f"audit: overall {report.severity}, {len(report.findings)} new intent(s); report {args.out}",
+    print(f"audit: overall {report.severity}, {len(report.findings)} new intent(s), {len(report.new_pairs)} "
+          f"duplicate pair(s) among them; report {args.out}",
           file=sys.stderr)
     return 1 if args.fail_on != "never" and report.fails(args.fail_on) else 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 CELL = 30          # heatmap cell size, px
 CHAR_W = 7.0       # approximate width of one 12px character, px
@@ -81,25 +81,27 @@ def _top(top: list[Mapping[str, Any]]) -> str:
     return ", ".join("%s %.2f" % (t["intent"], t["confidence"]) for t in top)
 
 
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """An HTML table; ``headers`` and cells are HTML already (escape text with ``_e``)."""
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
 def _rows_table(rows: list[Mapping[str, Any]], title: str) -> str:
     if not rows:
         return ""
-    body = "".join(
-        f'<tr><td>{_e(r["text"])}</td><td>{_e(", ".join(r["accepted"]) or "-")}</td>'
-        f'<td>{_e(_top(r["top"]))}</td></tr>' for r in rows)
-    return (f"<h4>{_e(title)}</h4><table><tr><th>utterance</th><th>accepted</th><th>top confidences</th></tr>"
-            f"{body}</table>")
+    return f"<h4>{_e(title)}</h4>" + _table(
+        ["utterance", "accepted", "top confidences"],
+        ([_e(r["text"]), _e(", ".join(r["accepted"]) or "-"), _e(_top(r["top"]))] for r in rows))
 
 
 def _relabel_table(rows: list[Mapping[str, Any]]) -> str:
     if not rows:
         return ""
-    body = "".join(
-        f'<tr><td>{_e(r["text"])}</td><td>{_e(", ".join(r["labels"]))}</td><td>{r["probability"]:.2f}</td>'
-        f'<td>{_e(r["source"])}</td></tr>' for r in rows)
-    return ("<h4>Old utterances that probably also belong to this intent (add the label)</h4>"
-            f"<table><tr><th>utterance</th><th>labels now</th><th>P(in new intent)</th><th>from</th></tr>"
-            f"{body}</table>")
+    return "<h4>Old utterances that probably also belong to this intent (add the label)</h4>" + _table(
+        ["utterance", "labels now", "P(in new intent)", "from"],
+        ([_e(r["text"]), _e(", ".join(r["labels"])), f'{r["probability"]:.2f}', _e(r["source"])] for r in rows))
 
 
 def _same(test: Mapping[str, Any] | None) -> str:
@@ -119,13 +121,10 @@ def _pivot(pivot: Mapping[str, Any] | None) -> str:
 def _new_pairs(pairs: list[Mapping[str, Any]]) -> str:
     if not pairs:
         return ""
-    body = "".join(
-        f'<tr><td>{_e(p["first"])}</td><td>{_e(p["second"])}</td><td>{_badge(p["severity"])}</td>'
-        f'<td>{_count(p["first_in_second"])}</td><td>{_count(p["second_in_first"])}</td>'
-        f'<td>{_same(p["same_distribution"])}</td></tr>' for p in pairs)
-    return ("<h2>New intents that duplicate each other (merge them)</h2>"
-            "<table><tr><th>first</th><th>second</th><th>severity</th><th>first in second</th>"
-            f"<th>second in first</th><th>same utterances?</th></tr>{body}</table>")
+    return "<h2>New intents that duplicate each other (merge them)</h2>" + _table(
+        ["first", "second", "severity", "first in second", "second in first", "same utterances?"],
+        ([_e(p["first"]), _e(p["second"]), _badge(p["severity"]), _count(p["first_in_second"]),
+          _count(p["second_in_first"]), _same(p["same_distribution"])] for p in pairs))
 
 
 def _finding(f: Mapping[str, Any]) -> str:
