@@ -115,7 +115,7 @@ def _pivot(pivot: Mapping[str, Any] | None) -> str:
     if pivot is None:
         return '<span class="muted">none</span>'
     return (f'{_e(pivot["entity"])}: on {pivot["new_share"]:.0%} of the new rows, {pivot["existing_share"]:.0%} '
-            f'of the old (p = {pivot["p_value"]:.1g})')
+            f'of the old (p {"= " + format(pivot["p_value"], ".1g") if pivot["p_value"] >= 1e-6 else "< 1e-06"})')
 
 
 def _new_pairs(pairs: list[Mapping[str, Any]]) -> str:

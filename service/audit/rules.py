@@ -217,7 +217,7 @@ def _single_target(ev: Evidence, config: AuditConfig) -> Verdict | None:
         relation = "subset"
         tail = (f"and {backward.rate:.0%} of {name} lies in {ev.intent}, but {pivot.new_share:.0%} of "
                 f"{ev.intent}'s rows carry a '{pivot.entity}' entity against {pivot.existing_share:.0%} of "
-                f"{name}'s (p = {pivot.p_value:.1g}): {name} {pivot.direction} {pivot.entity}, too specific")
+                f"{name}'s ({pivot.p_text}): {ev.intent} is {name} {pivot.direction} {pivot.entity}, too specific")
     else:
         relation = "subset"
         tail = f"but only {backward.rate:.0%} of {name} lies in {ev.intent}: too specific"

@@ -43,6 +43,11 @@ class EntityPivot:
         """``with``: N keeps E's utterances that carry the entity; ``without``: those that lack it."""
         return "with" if self.new_share > self.existing_share else "without"
 
+    @property
+    def p_text(self) -> str:
+        """The p-value for people: ``p = 0.003``, or ``p < 1e-06`` below what the normal tail resolves."""
+        return f"p = {self.p_value:.1g}" if self.p_value >= 1e-6 else "p < 1e-06"
+
     def to_dict(self) -> dict[str, Any]:
         return {"entity": self.entity, "direction": self.direction, "new_share": round(self.new_share, 4),
                 "existing_share": round(self.existing_share, 4), "new_rows": self.new_rows,
