@@ -7,13 +7,21 @@ closed-loop clients for ``--duration`` seconds (``benchmarks/load_test.py``'s
 client), and stops it. The settings are the service's environment variables
 (``service/config.py``):
 
-* ``baseline``: the defaults as they stand;
-* one variant per setting: no ORT spinning, adaptive batches of at most 32 or
-  16 utterances, no access log, two workers with one thread each.
+* ``ORT's and BentoML's defaults``: access log on, ORT threads spinning,
+  adaptive batches of up to 64 utterances, one worker;
+* one change at a time from there: no ORT spinning, batches of at most 32 or
+  16, no access log, two workers with one thread each;
+* the changes kept (no access log, batches of 32), with one and with two workers.
+
+Every configuration sets each of these settings explicitly, so the table
+does not depend on what ``service/config.py`` defaults to; the row equal to
+those defaults is marked.
 
 The engine's own batch-32 throughput (2 threads) is measured once at the end
-as the ceiling. Configurations run one after another on the same host; the
-order is shuffled by ``--seed`` so a slow drift does not favour one.
+as the ceiling. Configurations run one after another on the same host, in
+``--rounds`` rounds, each in a new order (seeded), so that a drift in the
+host's speed does not favour one; every figure is the median over rounds
+(single runs of 20-30 s differ by up to 20 % on a shared 2-core host).
 
     python benchmarks/service_defaults.py --bundle runs/default/bundle
 
@@ -32,21 +40,42 @@ import random
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import write_results  # noqa: E402
 from benchmarks.load_test import engine_throughput, idle, load  # noqa: E402
 from intentvcs.commands.serve import running  # noqa: E402
 
-# name -> (workers, threads per worker, extra environment)
+BASE = {"workers": 1, "access_log": True, "ort_spin": True, "max_batch_size": 64}
+COMBINED = {"access_log": False, "max_batch_size": 32}
+# name -> the settings that differ from BASE
 CONFIGS = {
-    "baseline": (1, None, {}),
-    "no ORT spinning": (1, None, {"INTENTVCS_ORT_SPIN": "0"}),
-    "max batch 32": (1, None, {"INTENTVCS_MAX_BATCH_SIZE": "32"}),
-    "max batch 16": (1, None, {"INTENTVCS_MAX_BATCH_SIZE": "16"}),
-    "no access log": (1, None, {"INTENTVCS_ACCESS_LOG": "0"}),
-    "2 workers x 1 thread": (2, 1, {}),
+    "ORT's and BentoML's defaults": {},
+    "no ORT spinning": {"ort_spin": False},
+    "max batch 32": {"max_batch_size": 32},
+    "max batch 16": {"max_batch_size": 16},
+    "no access log": {"access_log": False},
+    "2 workers x 1 thread": {"workers": 2},
+    "combined, 1 worker": COMBINED,
+    "combined, 2 workers x 1 thread": {**COMBINED, "workers": 2},
 }
+
+
+def environment(settings: dict) -> dict[str, str]:
+    """The service's environment variables for ``settings`` (workers are passed to ``running``)."""
+    return {"INTENTVCS_ACCESS_LOG": "1" if settings["access_log"] else "0",
+            "INTENTVCS_ORT_SPIN": "1" if settings["ort_spin"] else "0",
+            "INTENTVCS_MAX_BATCH_SIZE": str(settings["max_batch_size"])}
+
+
+def is_default(settings: dict) -> bool:
+    from service.config import Settings
+
+    default = Settings()
+    return (settings["workers"], settings["access_log"], settings["ort_spin"], settings["max_batch_size"]) == (
+        default.workers, default.access_log, default.ort_spin, default.max_batch_size)
 
 
 async def _measure(url: str, args: argparse.Namespace) -> dict:
@@ -64,27 +93,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load per configuration")
     parser.add_argument("--idle-requests", type=int, default=200)
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    order = list(args.configs)
-    random.Random(args.seed).shuffle(order)
+    rng = random.Random(args.seed)
+    runs: dict[str, list[dict]] = {name: [] for name in args.configs}
+    for _ in range(args.rounds):
+        order = list(args.configs)
+        rng.shuffle(order)
+        for name in order:
+            settings = {**BASE, **CONFIGS[name]}
+            threads = 1 if settings["workers"] > 1 else None  # one ORT thread per worker: no oversubscription
+            with running(args.bundle, workers=settings["workers"], threads=threads,
+                         extra_env=environment(settings)) as url:
+                runs[name].append(asyncio.run(_measure(url, args)))
+            print(f"{name}: {runs[name][-1]}", file=sys.stderr)
     records = []
-    for name in order:
-        workers, threads, env = CONFIGS[name]
-        with running(args.bundle, workers=workers, threads=threads, extra_env=env) as url:
-            figures = asyncio.run(_measure(url, args))
-        records.append({"config": name, "workers": workers, "threads": threads, "env": env,
-                        "clients": args.clients, **figures})
-        print(f"{name}: {figures}", file=sys.stderr)
+    for name, figures in runs.items():
+        settings = {**BASE, **CONFIGS[name]}
+        median = {key: float(np.median([f[key] for f in figures])) for key in figures[0] if key != "errors"}
+        records.append({"config": name, **settings, "threads": 1 if settings["workers"] > 1 else None,
+                        "default": is_default(settings), "clients": args.clients, "rounds": len(figures),
+                        **median, "errors": sum(f["errors"] for f in figures),
+                        "utt_per_s_runs": [f["utt_per_s"] for f in figures]})
     ceiling = engine_throughput(args.bundle, threads=os.cpu_count())
     for record in records:
         record["vs_engine_batch32"] = round(record["utt_per_s"] / ceiling["utt_per_s"], 3)
     records.sort(key=lambda r: list(CONFIGS).index(r["config"]))
-    lines = [f"Service at {args.clients} clients ({args.duration:.0f} s each, single-utterance requests) and idle "
-             f"latency, one configuration at a time; engine batch 32 alone: {ceiling['utt_per_s']:.0f} utt/s.", "",
+    lines = [f"Service at {args.clients} clients (single-utterance requests, {args.duration:.0f} s a run) and idle "
+             f"latency, one configuration at a time; medians of {args.rounds} rounds; engine batch 32 alone: "
+             f"{ceiling['utt_per_s']:.0f} utt/s.", "",
              "| configuration | utt/s | vs engine | p50 ms | p95 ms | p99 ms | idle p50 ms | errors |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['config']} | {r['utt_per_s']:.0f} | {100 * r['vs_engine_batch32']:.0f}% | {r['p50_ms']:.1f} | "
+    lines += [f"| {r['config']}{' (default)' if r['default'] else ''} | {r['utt_per_s']:.0f} | {100 * r['vs_engine_batch32']:.0f}% | {r['p50_ms']:.1f} | "
               f"{r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['idle_p50_ms']:.1f} | {r['errors']} |" for r in records]
     markdown = "\n".join(lines) + "\n"
     print(markdown)
