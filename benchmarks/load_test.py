@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[32])
     parser.add_argument("--duration", type=float, default=60.0, help="seconds per concurrency level")
     parser.add_argument("--idle-requests", type=int, default=300)
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, help="worker processes (default: the service's own default)")
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker")
     args = parser.parse_args(argv)
     host = machine()

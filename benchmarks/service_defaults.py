@@ -71,11 +71,13 @@ def environment(settings: dict) -> dict[str, str]:
 
 
 def is_default(settings: dict) -> bool:
+    """Whether ``settings`` are what the service runs with when no variable is set (on CPU, this host)."""
     from service.config import Settings
+    from service.runner import default_workers
 
     default = Settings()
     return (settings["workers"], settings["access_log"], settings["ort_spin"], settings["max_batch_size"]) == (
-        default.workers, default.access_log, default.ort_spin, default.max_batch_size)
+        default_workers("cpu"), default.access_log, default.ort_spin, default.max_batch_size)
 
 
 async def _measure(url: str, args: argparse.Namespace) -> dict:

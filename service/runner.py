@@ -56,6 +56,19 @@ def default_threads() -> int:
     return max(1, (os.cpu_count() or 1) // workers)
 
 
+def default_workers(provider: str = "auto") -> int:
+    """Worker processes when none are set: one per core on CPU, one on a GPU.
+
+    On CPU the per-request Python work (HTTP, JSON, tokenising, metrics) of
+    one worker runs on one core at a time; one worker per core, each with one
+    ONNX Runtime thread, spreads it (measured: README "Service defaults").
+    On a GPU every worker would hold its own CUDA context and model copy.
+    """
+    if provider != "cpu" and CUDA in ort.get_available_providers():
+        return 1
+    return os.cpu_count() or 1
+
+
 def _providers(provider: str) -> list[str]:
     """ONNX Runtime provider list for a ``PROVIDER_CHOICES`` name, CPU always last."""
     if provider not in PROVIDER_CHOICES:

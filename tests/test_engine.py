@@ -140,6 +140,26 @@ def test_threads(bundle, monkeypatch):
         default_threads()
 
 
+def test_default_workers_and_threads_share_the_cores(monkeypatch):
+    """One worker per core with one thread each on CPU; one worker when CUDA will be used."""
+    from service import runner
+    from service.config import Settings
+
+    monkeypatch.delenv("INTENTVCS_WORKERS", raising=False)
+    monkeypatch.delenv("INTENTVCS_THREADS", raising=False)
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(runner.ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    assert runner.default_workers() == 8
+    monkeypatch.setattr(runner.ort, "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert runner.default_workers() == 1 and runner.default_workers("cpu") == 8
+    monkeypatch.setenv("INTENTVCS_PROVIDER", "cpu")
+    settings = Settings.from_env()
+    assert (settings.workers, settings.threads) == (8, 1)
+    monkeypatch.setenv("INTENTVCS_WORKERS", "2")
+    assert (Settings.from_env().workers, Settings.from_env().threads) == (2, 4)
+
+
 def test_provider_choices(bundle):
     with pytest.raises(ValueError, match="provider"):
         Engine(bundle, provider="tpu")

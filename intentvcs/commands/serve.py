@@ -35,26 +35,32 @@ def register(subparsers) -> None:
                         help=f"bundle directory (default: $INTENTVCS_BUNDLE or {DEFAULT_BUNDLE})")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; 0.0.0.0 for all)")
     parser.add_argument("--port", type=int, default=3000)
-    parser.add_argument("--workers", type=int, default=1, help="worker processes, each with its own engine")
+    parser.add_argument("--workers", type=int, help="worker processes, each with its own engine "
+                        "(default: one per core on CPU, one on a GPU)")
     parser.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker "
                         "(default: cores / workers)")
     parser.set_defaults(func=run)
 
 
-def service_env(bundle: str | os.PathLike, workers: int = 1, provider: str = "auto",
+def service_env(bundle: str | os.PathLike, workers: int | None = None, provider: str = "auto",
                 threads: int | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment the service reads: the current one plus the ``INTENTVCS_*`` settings."""
+    """The environment the service reads: the current one plus the ``INTENTVCS_*`` settings.
+
+    ``workers`` None leaves the count to the service (``service.runner.default_workers``).
+    """
     bundle = Path(bundle).resolve()
     if not (bundle / "manifest.json").is_file():
         raise FileNotFoundError(f"{bundle} is not a bundle (no manifest.json); run `intentvcs export` first")
-    if workers < 1:
+    if workers is not None and workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     env = dict(os.environ)
     env.setdefault("BENTOML_DO_NOT_TRACK", "True")  # no usage reports from a model server
     # One OpenBLAS thread: see intentvcs/cli.py (ONNX Runtime owns the cores).
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
-    env.update({"INTENTVCS_BUNDLE": str(bundle), "INTENTVCS_WORKERS": str(workers), "INTENTVCS_PROVIDER": provider})
+    env.update({"INTENTVCS_BUNDLE": str(bundle), "INTENTVCS_PROVIDER": provider})
+    if workers is not None:
+        env["INTENTVCS_WORKERS"] = str(workers)
     if threads is not None:
         env["INTENTVCS_THREADS"] = str(threads)
     env.update(extra or {})
@@ -69,7 +75,7 @@ def server_command(port: int, host: str = "127.0.0.1") -> list[str]:
 def run(args) -> NoReturn:
     env = service_env(args.bundle, args.workers, args.provider, args.threads)
     print(f"serving {env['INTENTVCS_BUNDLE']} on http://{args.host}:{args.port} "
-          f"({args.workers} worker(s)); docs at /, OpenAPI at /docs.json", file=sys.stderr)
+          f"({args.workers or 'default'} worker(s)); docs at /, OpenAPI at /docs.json", file=sys.stderr)
     # exec: signals (Ctrl-C, SIGTERM from an orchestrator) reach BentoML directly.
     command = server_command(args.port, args.host)
     os.execve(command[0], command, env)
@@ -83,7 +89,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @contextlib.contextmanager
-def running(bundle: str | os.PathLike, port: int | None = None, workers: int = 1,
+def running(bundle: str | os.PathLike, port: int | None = None, workers: int | None = 1,
             extra_env: Mapping[str, str] | None = None, timeout_s: float = 120.0,
             threads: int | None = None, provider: str = "cpu") -> Iterator[str]:
     """Serve ``bundle`` on loopback in the background; yield its base URL once ``/readyz`` is 200.
