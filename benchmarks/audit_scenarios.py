@@ -164,8 +164,11 @@ def _truth(existing: Sequence[str], batch: Sequence[Example], relations: Sequenc
     return body
 
 
+Scenario = tuple[list[Example], list[Example], list[Example], dict]  # base_train, base_valid, batch, truth
+
+
 def vcs_scenario(dataset: str, data_root: Path, seed: int = 0, versions: int = 2, unions: int = 2,
-                 joins: int = 2, withheld: str | None = None, min_rows: int = MIN_INTENT_ROWS) -> tuple[list[Example], list[Example], list[Example], dict]:
+                 joins: int = 2, withheld: str | None = None, min_rows: int = MIN_INTENT_ROWS) -> Scenario:
     """``(base_train, base_valid, batch, truth)`` for SNIPS or ATIS (see the module docstring)."""
     from training import vcs
 
@@ -196,8 +199,7 @@ def vcs_scenario(dataset: str, data_root: Path, seed: int = 0, versions: int = 2
     return base_train, base_valid, batch, _truth(existing, batch, kept)
 
 
-def clinc_scenario(path: Path, seed: int = 0, versions: int = 20, unions: int = 5,
-                   joins: int = 5) -> tuple[list[Example], list[Example], list[Example], dict]:
+def clinc_scenario(path: Path, seed: int = 0, versions: int = 20, unions: int = 5, joins: int = 5) -> Scenario:
     """``(base_train, base_valid, batch, truth)`` for CLINC150 (see the module docstring)."""
     from training.loaders.clinc150 import load_split
 

@@ -556,3 +556,31 @@ def test_cost_is_linear_and_capped(world):
     report = audit_batch(engine, batch, world.training(20), AuditConfig(progress=False))
     assert time.perf_counter() - started < 5.0
     assert report.findings[0].rows == 20_000
+
+
+# ---------------------------------------------------------- scored scenarios
+def test_injected_relations_use_each_row_once():
+    import random
+
+    from benchmarks.audit_scenarios import expected_verdicts, inject
+    from intentvcs.dataio import Example
+
+    pool = {name: [Example(f"{name} request {i}", (name,), id=f"{name}:{i}") for i in range(n)]
+            for name, n in (("a", 30), ("b", 20), ("c", 12), ("d", 40))}
+    rows, relations = inject(pool, random.Random(0), versions=1, unions=1, joins=1)
+    new = {ex.labels[0] for ex in rows}
+    kinds = sorted(r.type for r in relations)
+    assert len(new) == 3 and kinds == ["composite", "duplicate", "subset", "subset"]
+    owners: dict[str, set[str]] = {}
+    for ex in rows:
+        for source in ex.id.split(">")[0].split("+"):
+            owners.setdefault(source, set()).add(ex.labels[0])
+    assert all(len(names) == 1 for names in owners.values())  # no old row serves two new intents
+    union = next(x for x in new if "|" in x)
+    parts = [ex.id.split(":")[0] for ex in rows if ex.labels == (union,)]
+    assert parts.count(parts[0]) == len(parts) / 2  # a union takes as many rows of each part
+    truth = LabelRelations(labels=tuple(pool) + tuple(sorted(new)), relations=tuple(relations))
+    expected = expected_verdicts(truth, new, pool)
+    assert sorted(v["relation"] for v in expected.values()) == ["composite", "duplicate", "superset"]
+    assert all(len(v["existing"]) == (1 if v["relation"] == "duplicate" else 2) for v in expected.values())
+
