@@ -75,7 +75,8 @@ def server_command(port: int, host: str = "127.0.0.1") -> list[str]:
 def run(args) -> NoReturn:
     env = service_env(args.bundle, args.workers, args.provider, args.threads)
     print(f"serving {env['INTENTVCS_BUNDLE']} on http://{args.host}:{args.port} "
-          f"({args.workers or 'default'} worker(s)); docs at /, OpenAPI at /docs.json", file=sys.stderr)
+          f"({f'{args.workers} worker(s)' if args.workers else 'one worker per core on CPU, one on a GPU'}); "
+          "docs at /, OpenAPI at /docs.json", file=sys.stderr)
     # exec: signals (Ctrl-C, SIGTERM from an orchestrator) reach BentoML directly.
     command = server_command(args.port, args.host)
     os.execve(command[0], command, env)
