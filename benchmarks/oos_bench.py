@@ -50,7 +50,6 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
                 threads: int | None = None, ckpt_dir: str | None = None) -> list[dict]:
     from intentvcs import calibration
     from intentvcs.dataio import fingerprint
-    from intentvcs.decision import Decision
     from intentvcs.evaluation import evaluate, headline
     from training.decision_fit import fit_decision, first_label_index, observed_matrix
     from training.loaders.clinc150 import load_split
@@ -84,26 +83,27 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
     config = TrainConfig(method="pu", epochs=epochs, seed=seed, threads=threads)
 
     def trained_on(train_rows, valid_rows):
-        """A model trained on these rows: reused from ``ckpt_dir`` when an earlier run saved one.
+        """``(model, where to save it)`` for these rows: reused from ``ckpt_dir`` when an
+        earlier run saved one (then nothing to save), else trained.
 
         Saved under a hash of the data, so OOS+, whose in-scope rows are
         Full's, reuses Full's in-scope model.
         """
         data_id = fingerprint(train_rows, valid_rows).split(":")[-1][:12]
-        saved = None if ckpt_dir is None else Path(ckpt_dir) / f"{data_id}-e{epochs}-s{seed}"
-        if saved is not None and (saved / "checkpoint.json").is_file():
-            return load_trained(saved)
-        trained = Trainer(config).fit(train_rows, valid_rows)
-        if saved is not None:
-            # The decision is fitted by the caller; the checkpoint keeps a placeholder.
-            placeholder = Decision(labels=trained.labels, activation="softmax")
-            write_checkpoint(saved, trained.model, trained.tokenizer, {
-                "labels": trained.labels, "backbone": config.resolved_backbone(), "max_length": config.max_length,
-                "method": config.method, "decision": placeholder.to_dict(), "train_config": config.to_dict(),
-                "train_seconds": round(trained.seconds, 1)})
-        return trained
+        path = None if ckpt_dir is None else Path(ckpt_dir) / f"{data_id}-e{epochs}-s{seed}"
+        if path is not None and (path / "checkpoint.json").is_file():
+            return load_trained(path), None
+        return Trainer(config).fit(train_rows, valid_rows), path
 
-    trained = trained_on(in_scope(train), in_scope(valid))
+    def keep(trained, path, decision) -> None:
+        """Save a newly trained model with a decision fitted on it, so that it exports as served."""
+        if path is not None:
+            write_checkpoint(path, trained.model, trained.tokenizer, {
+                "labels": trained.labels, "backbone": config.resolved_backbone(), "max_length": config.max_length,
+                "method": config.method, "decision": decision.to_dict(), "train_config": config.to_dict(),
+                "train_seconds": round(trained.seconds, 1)})
+
+    trained, path = trained_on(in_scope(train), in_scope(valid))
     train_in = in_scope(train)
     train_logits, train_pooled = infer(trained.model, trained.tokenizer, [r.text for r in train_in], 64, progress=True)
     valid_logits, valid_pooled = infer(trained.model, trained.tokenizer, [r.text for r in valid], 64)
@@ -112,12 +112,14 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
                                    train_logits, train_pooled, oos_rule=rule)
         records.append(score(decision, rule, trained, test))
         logging.info("%s", records[-1])
+    keep(trained, path, decision)  # with the last rule's decision
     if train_rule:
         train_c, valid_c = oos_as_class(train), oos_as_class(valid)
-        trained_c = trained_on(train_c, valid_c)
+        trained_c, path_c = trained_on(train_c, valid_c)
         valid_logits, valid_pooled = infer(trained_c.model, trained_c.tokenizer, [r.text for r in valid_c], 64)
         decision, _ = fit_decision(trained_c.labels, "softmax", valid_c, valid_logits, valid_pooled, train_c,
                                    None, None, oos_rule="train")
+        keep(trained_c, path_c, decision)
         # Scored on the original test rows: OOS rows have no gold label, and the
         # train rule's "oos" column is a verdict, never an accepted intent.
         record = score(decision, "train", trained_c, test)

@@ -70,6 +70,11 @@ def environment(settings: dict) -> dict[str, str]:
             "INTENTVCS_MAX_BATCH_SIZE": str(settings["max_batch_size"])}
 
 
+def threads_per_worker(settings: dict) -> int | None:
+    """One ONNX Runtime thread per worker when there are several (no oversubscription); else the default."""
+    return 1 if settings["workers"] > 1 else None
+
+
 def is_default(settings: dict) -> bool:
     """Whether ``settings`` are what the service runs with when no variable is set (on CPU, this host)."""
     from service.config import Settings
@@ -105,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         rng.shuffle(order)
         for name in order:
             settings = {**BASE, **CONFIGS[name]}
-            threads = 1 if settings["workers"] > 1 else None  # one ORT thread per worker: no oversubscription
-            with running(args.bundle, workers=settings["workers"], threads=threads,
+            with running(args.bundle, workers=settings["workers"], threads=threads_per_worker(settings),
                          extra_env=environment(settings)) as url:
                 runs[name].append(asyncio.run(_measure(url, args)))
             print(f"{name}: {runs[name][-1]}", file=sys.stderr)
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, figures in runs.items():
         settings = {**BASE, **CONFIGS[name]}
         median = {key: float(np.median([f[key] for f in figures])) for key in figures[0] if key != "errors"}
-        records.append({"config": name, **settings, "threads": 1 if settings["workers"] > 1 else None,
+        records.append({"config": name, **settings, "threads": threads_per_worker(settings),
                         "default": is_default(settings), "clients": args.clients, "rounds": len(figures),
                         **median, "errors": sum(f["errors"] for f in figures),
                         "utt_per_s_runs": [f["utt_per_s"] for f in figures]})

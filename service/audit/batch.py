@@ -17,6 +17,7 @@ estimate works on capped samples (``service.audit.containment``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import time
 from collections import Counter
@@ -217,7 +218,7 @@ class _Audit:
         confident intents of, at least ``part_min`` of the new intent's rows;
         the ``max_candidates`` most often accepted (then most often ranked).
         """
-        rows = np.array([i for i, ex in enumerate(self.examples) if name in ex.labels])
+        rows = np.array(self.members[name])
         counts = acceptance_counts(self.accepted[rows])
         ranked = self.ranked[rows].sum(axis=0)
         floor = max(1.0, self.config.part_min * len(rows))
@@ -259,9 +260,9 @@ class _Audit:
 
         One engine pass over the halves of at most ``segment_cap`` sampled rows per intent.
         """
-        sampled, cuts, members = {}, {}, self.rows_of()
+        sampled, cuts = {}, {}
         for name in names:
-            rows = members[name]
+            rows = self.members[name]
             sampled[name] = [rows[i] for i in sample_rows(len(rows), self.config.segment_cap, self.rng)]
             cuts[name] = segment_splits([self.examples[i].text for i in sampled[name]])
         halves = [text for name in names for cut in cuts[name] for text in (cut.left, cut.right)]
@@ -328,8 +329,9 @@ class _Audit:
                        examples=good, counter_examples=counter,
                        relabel=relabel_list(memberships, self.references, config.relabel_cap))
 
-    def rows_of(self) -> dict[str, list[int]]:
-        """New intent -> indices of its rows in ``examples`` (one pass over the batch)."""
+    @functools.cached_property
+    def members(self) -> dict[str, list[int]]:
+        """New intent -> indices of its rows in ``examples`` (one pass over the batch, once)."""
         out: dict[str, list[int]] = {}
         for i, ex in enumerate(self.examples):
             for label in ex.labels:
@@ -348,7 +350,7 @@ class _Audit:
         apart. Cost: one test per candidate pair on capped samples.
         """
         config = self.config
-        members = self.rows_of()
+        members = self.members
         vectors = {f.verdict.intent: self.vectors[members[f.verdict.intent]] for f in findings}
         groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
         for f in findings:

@@ -12,6 +12,8 @@ import html
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
+from service.audit.slots import format_p
+
 CELL = 30          # heatmap cell size, px
 CHAR_W = 7.0       # approximate width of one 12px character, px
 SEVERITY_COLOURS = {"blocking": "#c0392b", "warning": "#d68910", "info": "#2e86c1"}
@@ -115,7 +117,7 @@ def _pivot(pivot: Mapping[str, Any] | None) -> str:
     if pivot is None:
         return '<span class="muted">none</span>'
     return (f'{_e(pivot["entity"])}: on {pivot["new_share"]:.0%} of the new rows, {pivot["existing_share"]:.0%} '
-            f'of the old (p {"= " + format(pivot["p_value"], ".1g") if pivot["p_value"] >= 1e-6 else "< 1e-06"})')
+            f'of the old ({format_p(pivot["p_value"])})')
 
 
 def _new_pairs(pairs: list[Mapping[str, Any]]) -> str:

@@ -26,6 +26,11 @@ from typing import Any, Sequence
 from intentvcs.dataio import Example
 
 
+def format_p(p_value: float) -> str:
+    """A p-value for people: ``p = 0.003``, or ``p < 1e-06`` below what the normal tail resolves."""
+    return f"p = {p_value:.1g}" if p_value >= 1e-6 else "p < 1e-06"
+
+
 @dataclass(frozen=True)
 class EntityPivot:
     """The entity type whose presence differs most between N's rows and E's."""
@@ -45,8 +50,7 @@ class EntityPivot:
 
     @property
     def p_text(self) -> str:
-        """The p-value for people: ``p = 0.003``, or ``p < 1e-06`` below what the normal tail resolves."""
-        return f"p = {self.p_value:.1g}" if self.p_value >= 1e-6 else "p < 1e-06"
+        return format_p(self.p_value)
 
     def to_dict(self) -> dict[str, Any]:
         return {"entity": self.entity, "direction": self.direction, "new_share": round(self.new_share, 4),
