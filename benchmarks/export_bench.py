@@ -44,7 +44,7 @@ def accuracy_records(checkpoint: str, bundle: Path, data: str) -> list[dict]:
     backends = {"torch": (fp32.bundle.decision, torch_arrays), "onnx-fp32": (fp32.bundle.decision, fp32.infer(texts))}
     int8 = Engine(bundle, provider="cpu", quantized=True)
     backends["onnx-int8"] = (int8.bundle.decision, int8.infer(texts))
-    figures = {name: headline(evaluate(decision, *arrays, examples, include_tables=False))
+    figures = {name: headline(evaluate(decision, arrays, examples, include_tables=False))
                for name, (decision, arrays) in backends.items()}
     records = []
     for name, fig in figures.items():

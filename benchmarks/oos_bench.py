@@ -64,8 +64,9 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
     base = {"dataset": f"clinc150-{variant}", "backbone": "all-MiniLM-L6-v2", "seeds": 1, "epochs": epochs}
 
     def score(decision, rule, trained, test_rows):
-        logits, pooled = infer(trained.model, trained.tokenizer, [r.text for r in test_rows], 64)
-        fig = headline(evaluate(decision, logits, pooled, test_rows, include_tables=False))
+        outputs = infer(trained.model, trained.tokenizer, [r.text for r in test_rows], 64)
+        logits = outputs.logits
+        fig = headline(evaluate(decision, outputs, test_rows, include_tables=False))
         obs = observed_matrix(test_rows, decision.labels)
         keep = obs.any(axis=1)
         targets = first_label_index(obs[keep])
@@ -105,20 +106,20 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
 
     trained, path = trained_on(in_scope(train), in_scope(valid))
     train_in = in_scope(train)
-    train_logits, train_pooled = infer(trained.model, trained.tokenizer, [r.text for r in train_in], 64, progress=True)
-    valid_logits, valid_pooled = infer(trained.model, trained.tokenizer, [r.text for r in valid], 64)
+    train_outputs = infer(trained.model, trained.tokenizer, [r.text for r in train_in], 64, progress=True)
+    valid_outputs = infer(trained.model, trained.tokenizer, [r.text for r in valid], 64)
     for rule in rules:
-        decision, _ = fit_decision(trained.labels, "softmax", valid, valid_logits, valid_pooled, train_in,
-                                   train_logits, train_pooled, oos_rule=rule)
+        decision, _ = fit_decision(trained.labels, "softmax", valid, valid_outputs, train_in, train_outputs,
+                                   oos_rule=rule)
         records.append(score(decision, rule, trained, test))
         logging.info("%s", records[-1])
     keep(trained, path, decision)  # with the last rule's decision
     if train_rule:
         train_c, valid_c = oos_as_class(train), oos_as_class(valid)
         trained_c, path_c = trained_on(train_c, valid_c)
-        valid_logits, valid_pooled = infer(trained_c.model, trained_c.tokenizer, [r.text for r in valid_c], 64)
-        decision, _ = fit_decision(trained_c.labels, "softmax", valid_c, valid_logits, valid_pooled, train_c,
-                                   None, None, oos_rule="train")
+        valid_outputs = infer(trained_c.model, trained_c.tokenizer, [r.text for r in valid_c], 64)
+        decision, _ = fit_decision(trained_c.labels, "softmax", valid_c, valid_outputs, train_c, None,
+                                   oos_rule="train")
         keep(trained_c, path_c, decision)
         # Scored on the original test rows: OOS rows have no gold label, and the
         # train rule's "oos" column is a verdict, never an accepted intent.

@@ -1,6 +1,6 @@
-"""Which features separate CLINC150 out-of-scope queries best? A study, not a served rule.
+"""Which features separate CLINC150 out-of-scope queries best? The study behind the distance rule.
 
-The served ``distance`` rule scores the fine-tuned model's final mean-pooled
+The ``distance`` rule first scored only the fine-tuned model's final mean-pooled
 embedding (Mahalanobis to the nearest class mean). Fine-tuning pulls every
 utterance, out-of-scope ones included, toward some intent's cluster, so
 lower layers, which fine-tuning changes less, may keep what tells an unseen
@@ -8,16 +8,16 @@ request apart. This script takes the in-scope CLINC150 Full model saved by
 ``benchmarks/oos_bench.py`` (``--ckpt``), mean-pools every layer's hidden
 states on train/valid/test, and scores OOS detection on test for:
 
-* ``final maha``: the served rule's score;
+* ``final maha``: that score alone;
 * ``layer k knn``: 1 - cosine similarity to the nearest training utterance in
   layer k (no OOS data used);
 * ``final maha + layer k knn``: the sum of the two scores, each standardised
   by its mean and deviation on in-scope validation rows.
 
 For each: AUROC, FPR at 95 % in-scope recall, and in-scope accuracy / OOS
-recall with the threshold kept at 98 % of in-scope validation rows. Nothing
-here is served; it measures what a two-feature rule would gain (the graph
-would need a second pooled output).
+recall with the threshold kept at 98 % of in-scope validation rows. This study
+chose the served ``distance`` rule (``intentvcs.oos``): final Mahalanobis plus
+the layer-3 neighbour term, the graph's ``pooled_mid`` output.
 
     python benchmarks/oos_layer_study.py --ckpt runs/bench/oos/ckpt/<id>-e4-s0
 

@@ -35,14 +35,14 @@ def compare(checkpoint: Path, data: Path) -> dict:
     decision = Decision.from_dict(meta["decision"])
     predictor = TorchPredictor(checkpoint, meta["max_length"])
     valid, test = read_jsonl(data / "valid_gold.jsonl"), read_jsonl(data / "test.jsonl")
-    valid_logits, _ = predictor.infer([ex.text for ex in valid])
+    valid_logits = predictor.infer([ex.text for ex in valid]).logits
     gold, _ = gold_matrix(valid, decision.labels)
     per_label = fit_thresholds(decision.confidences(valid_logits), gold[:, : len(decision.labels)],
                                rule="per_label_f1")
-    test_logits, test_pooled = predictor.infer([ex.text for ex in test])
+    test_outputs = predictor.infer([ex.text for ex in test])
     rows = {}
     for rule, candidate in (("global", decision), ("per_label_f1", replace(decision, thresholds=per_label))):
-        rows[rule] = headline(evaluate(candidate, test_logits, test_pooled, test, include_tables=False))
+        rows[rule] = headline(evaluate(candidate, test_outputs, test, include_tables=False))
     return {"dataset": data.name.split("-seed")[0], "method": meta["method"], "checkpoint": checkpoint.name,
             **{f"{k}_{rule}": round(100 * rows[rule][m], 2) for rule in rows
                for k, m in (("F1", "f1"), ("EM", "exact_match"))},

@@ -90,11 +90,11 @@ def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads:
     else:
         logging.info("reusing finished run %s", out)
     decision = Decision.from_dict(meta["decision"])
-    logits, pooled = TorchPredictor(out, meta["max_length"]).infer([ex.text for ex in test])
+    outputs = TorchPredictor(out, meta["max_length"]).infer([ex.text for ex in test])
     closed = replace(decision, relations=LabelRelations.load(data / "relations.json"))
     return {
-        "test": headline(evaluate(decision, logits, pooled, test, include_tables=False)),
-        "test_closure": headline(evaluate(closed, logits, pooled, test, include_tables=False)),
+        "test": headline(evaluate(decision, outputs, test, include_tables=False)),
+        "test_closure": headline(evaluate(closed, outputs, test, include_tables=False)),
         "epoch_seconds": [h["seconds"] for h in meta["history"]],
         "best_epoch": meta["best_epoch"],
     }

@@ -1,12 +1,12 @@
-"""Export an ``IntentModel`` to ONE ONNX graph: ids -> ``logits [B, L]``, ``pooled [B, H]``.
+"""Export an ``IntentModel`` to ONE ONNX graph: ids -> ``logits [B, L]``, ``pooled``, ``pooled_mid`` ``[B, H]``.
 
 How: Optimum's exporter (``optimum.exporters.onnx.export``) traces any
 ``nn.Module`` that carries a ``config`` and is described by an ``OnnxConfig``.
 We hand it a thin wrapper around the whole ``IntentModel`` (encoder, mean
 pooling, head) plus the backbone's own Optimum config (``feature-extraction``
 task, so inputs, dummy-input generation, opset default and per-architecture
-patches are Optimum's) whose ``outputs`` are overridden to ``logits`` and
-``pooled``, each with a dynamic batch axis. Optimum maps the wrapper's output
+patches are Optimum's) whose ``outputs`` are overridden to the names of
+``intentvcs.outputs.GRAPH_OUTPUTS``, each with a dynamic batch axis. Optimum maps the wrapper's output
 tuple onto those names in order and marks batch and sequence axes of every
 input dynamic; its ``fix_dynamic_axes`` pass leaves the label and hidden axes
 static, which lets the engine check a bundle's label count against the graph.
@@ -35,7 +35,7 @@ import torch
 from onnx.external_data_helper import uses_external_data
 from torch import nn
 
-from intentvcs.manifest import GRAPH_OUTPUTS
+from intentvcs.outputs import GRAPH_OUTPUTS
 from training.model import IntentModel
 
 TASK = "feature-extraction"
@@ -54,7 +54,7 @@ class _Exportable(nn.Module):
 
 
 def _onnx_config(encoder_config):
-    """The backbone's Optimum ``OnnxConfig`` with outputs ``logits`` and ``pooled``."""
+    """The backbone's Optimum ``OnnxConfig`` with the intent graph's outputs."""
     import optimum.exporters.onnx.model_configs  # noqa: F401  (registers the configs)
     from optimum.exporters.tasks import TasksManager
 
@@ -96,5 +96,6 @@ def export_onnx(model: IntentModel, path: str | Path, opset: int | None = None) 
         "outputs": list(outputs),
         "opset": next(o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")),
         "hidden_size": model.head.in_features,
+        "mid_layer": model.mid_layer,
         "exporter": f"optimum-onnx {version('optimum-onnx')}, optimum {version('optimum')}, torch {torch.__version__}",
     }

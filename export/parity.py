@@ -29,6 +29,7 @@ import numpy as np
 
 from intentvcs.dataio import read_jsonl
 from intentvcs.decision import Decision
+from intentvcs.outputs import GraphOutputs
 
 PARITY_ATOL = 1e-4
 # float32 rounding of a score near its cut, relative to the cut's size (see the docstring).
@@ -105,11 +106,11 @@ def parity_texts(path: str | os.PathLike | None) -> tuple[list[str], str]:
     return texts, str(path)
 
 
-def compare(reference: tuple[np.ndarray, np.ndarray], candidate: tuple[np.ndarray, np.ndarray],
-            decision: Decision, texts: Sequence[str]) -> dict[str, Any]:
-    """Agreement of ``candidate`` ``(logits, pooled)`` with ``reference`` on (non-empty) ``texts``.
+def compare(reference: GraphOutputs, candidate: GraphOutputs, decision: Decision,
+            texts: Sequence[str]) -> dict[str, Any]:
+    """Agreement of ``candidate`` outputs with ``reference`` on (non-empty) ``texts``.
 
-    Raw gaps (max abs logit, pooled and calibrated-confidence differences) and
+    Raw gaps (max abs logit, pooled, pooled_mid and calibrated-confidence differences) and
     decision agreement (rows with the same accepted label set, the same OOS
     verdict, the same top label), with a few mismatching texts for diagnosis.
     """
@@ -139,8 +140,9 @@ def compare(reference: tuple[np.ndarray, np.ndarray], candidate: tuple[np.ndarra
 
     return {
         "utterances": len(texts),
-        "max_abs_logit_diff": gap(reference[0], candidate[0]),
-        "max_abs_pooled_diff": gap(reference[1], candidate[1]),
+        "max_abs_logit_diff": gap(reference.logits, candidate.logits),
+        "max_abs_pooled_diff": gap(reference.pooled, candidate.pooled),
+        "max_abs_pooled_mid_diff": gap(reference.pooled_mid, candidate.pooled_mid),
         "max_confidence_diff": gap(ref.confidences, cand.confidences),
         "label_set_agreement": float(same_sets.mean()),
         "oos_agreement": float(same_oos.mean()),
@@ -152,7 +154,7 @@ def compare(reference: tuple[np.ndarray, np.ndarray], candidate: tuple[np.ndarra
     }
 
 
-def check_parity(reference: tuple[np.ndarray, np.ndarray], onnx: tuple[np.ndarray, np.ndarray],
+def check_parity(reference: GraphOutputs, onnx: GraphOutputs,
                  decision: Decision, texts: Sequence[str], source: str, atol: float = PARITY_ATOL) -> dict[str, Any]:
     """The parity report of ONNX outputs against PyTorch's; raises ``ParityError`` unless it passes."""
     report = {"source": source, "atol": atol, **compare(reference, onnx, decision, texts)}

@@ -31,11 +31,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from export.parity import compare
 from intentvcs.decision import Decision
+from intentvcs.outputs import GraphOutputs
 
 SETTINGS = {"method": "dynamic", "weight_type": "int8", "activation_type": "uint8",
             "per_channel": True, "op_types": ["MatMul"]}
@@ -78,13 +78,12 @@ def seconds_per_pass(infer, texts: Sequence[str], repeats: int = TIMING_REPEATS)
     return min(times)
 
 
-def quantization_report(fp32_outputs: tuple[np.ndarray, np.ndarray], fp32_infer, int8_infer,
+def quantization_report(fp32_outputs: GraphOutputs, fp32_infer, int8_infer,
                         decision: Decision, texts: Sequence[str]) -> dict[str, Any]:
     """Agreement of the int8 graph with fp32 on ``texts`` and its speed-up.
 
-    ``fp32_outputs`` are the fp32 graph's ``(logits, pooled)`` on ``texts``
-    (already computed for parity); ``fp32_infer`` / ``int8_infer`` map texts to
-    the same pair. Timing uses at most ``TIMING_TEXTS`` of the texts to bound
+    ``fp32_outputs`` are the fp32 graph's outputs on ``texts`` (already
+    computed for parity); ``fp32_infer`` / ``int8_infer`` map texts to outputs. Timing uses at most ``TIMING_TEXTS`` of the texts to bound
     export time.
     """
     agreement = compare(fp32_outputs, int8_infer(texts), decision, texts)

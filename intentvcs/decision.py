@@ -131,10 +131,15 @@ class Decision:
             raise DecisionError(f"logits must be [N, {len(self.labels)}], got shape {list(logits.shape)}")
         return np.minimum(probabilities(logits, self.activation, self.temperature) * self._inv_scale, 1.0)
 
-    def apply(self, logits: np.ndarray, pooled: np.ndarray | None = None) -> DecisionResult:
-        """Decide a batch: logits ``[N, L]`` and, for the distance rule, pooled embeddings ``[N, H]``."""
+    def apply(self, logits: np.ndarray, pooled: np.ndarray | None = None,
+              pooled_mid: np.ndarray | None = None) -> DecisionResult:
+        """Decide a batch: ``apply(*graph_outputs)`` (``intentvcs.outputs``).
+
+        Logits ``[N, L]``; the distance rule also reads the pooled embeddings
+        ``[N, H]`` and, when it has a neighbour bank, the middle layer's.
+        """
         confidences = self.confidences(logits)
-        out_of_scope, score = self.oos.judge(confidences, pooled)
+        out_of_scope, score = self.oos.judge(confidences, pooled, pooled_mid)
         accepted = (confidences >= self.thresholds) & self._intent_columns
         if self._closure is not None:
             accepted = self._closure(accepted)

@@ -1,7 +1,7 @@
 """Score a model's raw outputs against labelled data, through the decision layer.
 
 Both the PyTorch path (``training.predict``) and the ONNX engine produce
-``(logits, pooled)``; this module applies the same ``Decision`` the service
+``GraphOutputs``; this module applies the same ``Decision`` the service
 serves and computes every figure from it, so a reported number is a number of
 the shipped artifact.
 """
@@ -14,6 +14,7 @@ import numpy as np
 
 from intentvcs import metrics
 from intentvcs.dataio import Example
+from intentvcs.outputs import GraphOutputs
 
 
 def gold_matrix(examples: Sequence[Example], labels: Sequence[str]) -> tuple[np.ndarray, list[str]]:
@@ -29,8 +30,7 @@ def gold_matrix(examples: Sequence[Example], labels: Sequence[str]) -> tuple[np.
     return gold, columns
 
 
-def evaluate(decision, logits: np.ndarray, pooled: np.ndarray | None, examples: Sequence[Example],
-             include_tables: bool = True) -> dict:
+def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], include_tables: bool = True) -> dict:
     """Figures for ``examples`` (rows with ``labels == []`` are out of scope).
 
     Returns fractions: ``precision``, ``recall``, ``f1``, ``exact_match`` over
@@ -41,7 +41,7 @@ def evaluate(decision, logits: np.ndarray, pooled: np.ndarray | None, examples: 
     also ``per_label`` and the prediction ``cooccurrence`` matrix.
     """
     labels = list(decision.labels)
-    result = decision.apply(logits, pooled)
+    result = decision.apply(*outputs)
     gold, columns = gold_matrix(examples, labels)
     pred = np.zeros_like(gold)
     pred[:, : len(labels)] = result.accepted

@@ -14,7 +14,7 @@ bundle's single source of truth for everything that is not a tensor:
 ``data_fingerprint``  training data fingerprint from the checkpoint, or null
 ``source``            checkpoint method and training configuration
 ``evaluation``        the checkpoint's evaluation figures (``metrics``)
-``model``             graph facts: inputs, outputs, opset, hidden size, exporter
+``model``             graph facts: inputs, outputs, opset, hidden size, middle layer, exporter
 ``files``             name -> ``{"sha256", "bytes"}`` for every payload file
 ``parity``            PyTorch vs ONNX parity report (an export that fails it writes nothing)
 ``quantization``      int8 report, or null when no int8 graph was exported
@@ -36,15 +36,16 @@ from typing import Any, Callable, Mapping
 
 from intentvcs import __version__, atomic
 from intentvcs.decision import Decision
+from intentvcs.outputs import GRAPH_OUTPUTS
 from intentvcs.relations import LabelRelations, RelationsError
 
 FORMAT = "intentvcs-bundle"
-FORMAT_VERSION = 1
+# 2: the graph gained the ``pooled_mid`` output and ``model`` its ``mid_layer``.
+FORMAT_VERSION = 2
 MANIFEST_FILE = "manifest.json"
 MODEL_FILE = "model.onnx"
 INT8_MODEL_FILE = "model.int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
-GRAPH_OUTPUTS = ("logits", "pooled")
 
 
 class BundleError(ValueError):
@@ -126,6 +127,9 @@ def _model(value: Any) -> str | None:
     for key in ("opset", "hidden_size"):
         if (error := _positive_int(value.get(key))) is not None:
             return f"{key}: {error}"
+    mid_layer = value.get("mid_layer")
+    if not _is_int(mid_layer) or mid_layer < 0:
+        return f"mid_layer: expected a non-negative integer, got {mid_layer!r}"
     return None
 
 

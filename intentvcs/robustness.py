@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 from intentvcs.dataio import Example
 from intentvcs.decision import Decision
 from intentvcs.evaluation import evaluate, gold_matrix
+from intentvcs.outputs import GraphOutputs
 from intentvcs.perturb import FAMILIES, FAMILY_OF, OPERATORS, perturb, random_set
 
 METRICS = ("auto", "accuracy", "f1")
@@ -51,7 +52,7 @@ METRICS = ("auto", "accuracy", "f1")
 # batches pad little; chunking only gives the progress bar something to count.
 CHUNK = 1024
 
-Infer = Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]
+Infer = Callable[[Sequence[str]], GraphOutputs]
 
 
 def expand_operators(names: Sequence[str] | None) -> list[str]:
@@ -135,35 +136,31 @@ def build_sets(examples: Sequence[Example], operators: Sequence[str], draws: int
 
 # -- running the model ---------------------------------------------------------------
 @dataclass(frozen=True)
-class ModelOutputs:
-    """Raw outputs of distinct texts: ``logits [T, L]``, ``pooled [T, H]``, ``row_of`` text -> row."""
+class DistinctOutputs:
+    """The model's ``GraphOutputs`` on distinct texts, with ``row_of`` text -> row."""
 
-    logits: np.ndarray
-    pooled: np.ndarray
+    outputs: GraphOutputs
     row_of: dict[str, int]
 
-    def take(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """``(logits, pooled)`` rows for ``texts``, in their order."""
-        idx = np.fromiter((self.row_of[t] for t in texts), dtype=np.int64, count=len(texts))
-        return self.logits[idx], self.pooled[idx]
+    def take(self, texts: Sequence[str]) -> GraphOutputs:
+        """The outputs' rows for ``texts``, in their order."""
+        return self.outputs.rows(np.fromiter((self.row_of[t] for t in texts), dtype=np.int64, count=len(texts)))
 
 
-def infer_distinct(infer: Infer, texts: Sequence[str], progress: bool = True) -> ModelOutputs:
+def infer_distinct(infer: Infer, texts: Sequence[str], progress: bool = True) -> DistinctOutputs:
     """Run every distinct text of ``texts`` through ``infer`` once (``texts`` must not be empty)."""
     distinct = sorted(set(texts), key=lambda t: (len(t), t))
-    logits, pooled = [], []
+    chunks = []
     with tqdm(total=len(distinct), desc="inference", unit="text", disable=not progress) as bar:
         for start in range(0, len(distinct), CHUNK):
             chunk = distinct[start:start + CHUNK]
-            chunk_logits, chunk_pooled = infer(chunk)
-            logits.append(chunk_logits)
-            pooled.append(chunk_pooled)
+            chunks.append(GraphOutputs(*infer(chunk)))
             bar.update(len(chunk))
-    return ModelOutputs(np.concatenate(logits), np.concatenate(pooled), {t: i for i, t in enumerate(distinct)})
+    return DistinctOutputs(GraphOutputs.concatenate(chunks), {t: i for i, t in enumerate(distinct)})
 
 
 # -- scoring ---------------------------------------------------------------------------
-def _score(decision: Decision, outputs: ModelOutputs, texts: Sequence[str], examples: Sequence[Example],
+def _score(decision: Decision, outputs: DistinctOutputs, texts: Sequence[str], examples: Sequence[Example],
            metrics: Sequence[str]) -> dict[str, float | None]:
     """Each metric in percent for the model's outputs on ``texts`` against ``examples``' labels.
 
@@ -171,11 +168,11 @@ def _score(decision: Decision, outputs: ModelOutputs, texts: Sequence[str], exam
     """
     if not examples:
         return dict.fromkeys(metrics)
-    figures = evaluate(decision, *outputs.take(texts), examples, include_tables=False)
+    figures = evaluate(decision, outputs.take(texts), examples, include_tables=False)
     return {m: 100.0 * figures[m] if m in figures else None for m in metrics}
 
 
-def compare(decision: Decision, outputs: ModelOutputs, examples: Sequence[Example], rows: Sequence[int],
+def compare(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], rows: Sequence[int],
             texts: Sequence[str], metrics: Sequence[str]) -> dict:
     """``{"n", <metric>: {"clean", "perturbed", "drop"}}`` for ``texts``, the variants of ``examples[rows]``."""
     subset = [examples[r] for r in rows]
@@ -188,14 +185,14 @@ def compare(decision: Decision, outputs: ModelOutputs, examples: Sequence[Exampl
     return entry
 
 
-def outcomes(decision: Decision, logits: np.ndarray, pooled: np.ndarray | None, gold: np.ndarray,
+def outcomes(decision: Decision, outputs: GraphOutputs, gold: np.ndarray,
              metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Per row: ``right`` bool ``[N]`` and ``firmness`` float ``[N]`` (lower = closer to failing).
 
     ``gold`` is bool ``[N, L + E]`` (``evaluation.gold_matrix``: the model's
     labels first). Definitions in the module docstring (Hard set).
     """
-    result = decision.apply(logits, pooled)
+    result = decision.apply(*outputs)
     n_known = len(decision.labels)
     in_scope = gold.any(axis=1)
     if metric == "accuracy":
@@ -222,7 +219,7 @@ def worst_candidates(rows: np.ndarray, right: np.ndarray, firmness: np.ndarray) 
     return order[first]
 
 
-def hard_set(decision: Decision, outputs: ModelOutputs, examples: Sequence[Example], sets: PerturbedSets,
+def hard_set(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], sets: PerturbedSets,
              metric: str) -> tuple[np.ndarray, list[str], list[str]]:
     """The Hard set: ``(rows, texts, operator names)``, one worst variant per row with any."""
     names = list(sets.operators)
@@ -232,12 +229,12 @@ def hard_set(decision: Decision, outputs: ModelOutputs, examples: Sequence[Examp
     rows = np.concatenate([sets.operators[n][0] for n in names])
     sources = [n for n in names for _ in sets.operators[n][1]]
     gold, _ = gold_matrix(examples, decision.labels)
-    right, firmness = outcomes(decision, *outputs.take(texts), gold[rows], metric)
+    right, firmness = outcomes(decision, outputs.take(texts), gold[rows], metric)
     chosen = worst_candidates(rows, right, firmness)
     return rows[chosen], [texts[k] for k in chosen], [sources[k] for k in chosen]
 
 
-def _random_report(decision: Decision, outputs: ModelOutputs, examples: Sequence[Example], sets: PerturbedSets,
+def _random_report(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], sets: PerturbedSets,
                    metrics: Sequence[str], seed: int) -> dict:
     rows = range(len(examples))
     draws = [{"seed": seed + d, "changed": changed, **compare(decision, outputs, examples, rows, texts, metrics)}
@@ -257,7 +254,7 @@ def _random_report(decision: Decision, outputs: ModelOutputs, examples: Sequence
     return report
 
 
-def _hard_report(decision: Decision, outputs: ModelOutputs, examples: Sequence[Example], sets: PerturbedSets,
+def _hard_report(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], sets: PerturbedSets,
                  metrics: Sequence[str]) -> dict:
     rows, texts, sources = hard_set(decision, outputs, examples, sets, metrics[0])
     counts = Counter(sources)
@@ -269,7 +266,7 @@ def run_suite(examples: Sequence[Example], infer: Infer, decision: Decision, ope
               draws: int, seed: int = 0, metric: str = "auto", progress: bool = True) -> dict:
     """Build every set, run the model once per distinct text and return the JSON-safe report.
 
-    ``infer(texts) -> (logits [N, L], pooled [N, H])`` is ``Engine.infer`` or
+    ``infer(texts) -> GraphOutputs`` is ``Engine.infer`` or
     ``TorchPredictor.infer``; ``decision`` the model's ``Decision``;
     ``operators`` operator or family names (None: all); ``draws`` Random-set
     draws (>= 1); ``metric`` ``"auto"``, ``"accuracy"`` or ``"f1"``.

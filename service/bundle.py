@@ -63,14 +63,15 @@ def check_graph(bundle: Bundle, output_widths: dict[str, int]) -> None:
     """Check the graph's static output sizes against the manifest.
 
     A graph whose ``logits`` width differs from ``labels`` would misalign every
-    answer with its label name, and one whose ``pooled`` width differs from
-    ``hidden_size`` would break distance-based OOS statistics.
+    answer with its label name, and one whose ``pooled`` or ``pooled_mid``
+    width differs from ``hidden_size`` would break distance-based OOS statistics.
     """
     labels = len(bundle.labels)
     hidden = bundle.manifest["model"]["hidden_size"]
     if output_widths["logits"] != labels:
         raise BundleError(bundle.model_path, f"output 'logits' has {output_widths['logits']} columns "
                                              f"but the manifest lists {labels} labels")
-    if output_widths["pooled"] != hidden:
-        raise BundleError(bundle.model_path, f"output 'pooled' has {output_widths['pooled']} columns "
-                                             f"but the manifest's hidden_size is {hidden}")
+    for name in ("pooled", "pooled_mid"):
+        if output_widths[name] != hidden:
+            raise BundleError(bundle.model_path, f"output {name!r} has {output_widths[name]} columns "
+                                                 f"but the manifest's hidden_size is {hidden}")

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from intentvcs.manifest import BundleError
+from intentvcs.outputs import GraphOutputs
 from service.bundle import check_graph, open_bundle
 from service.runner import DEFAULT_MAX_BATCH, EngineError, OnnxRunner, default_threads
 
@@ -75,8 +76,8 @@ class Engine:
             "oos_rule": self.bundle.decision.oos.name,
         }
 
-    def infer(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Raw ``logits [N, L]`` and ``pooled [N, H]`` (float32), rows in input order."""
+    def infer(self, texts: Sequence[str]) -> GraphOutputs:
+        """Raw outputs (float32: logits, pooled, pooled_mid), rows in input order."""
         return self.runner.infer(_check_texts(texts))
 
     def predict(self, texts: Sequence[str], top_k: int | None = None) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """One ONNX Runtime session over an intent graph, fed length-bucketed chunks.
 
-``OnnxRunner`` turns texts into the graph's raw ``(logits, pooled)``. The
+``OnnxRunner`` turns texts into the graph's raw ``GraphOutputs``. The
 engine wraps it with the bundle checks and the decision layer; the export's
 parity and int8 checks run it directly on the graph being written, so what
 is verified is the serving code path itself (tokenizer.json, padding,
@@ -28,7 +28,8 @@ from typing import Sequence
 import numpy as np
 import onnxruntime as ort
 
-from intentvcs.manifest import GRAPH_OUTPUTS, BundleError
+from intentvcs.manifest import BundleError
+from intentvcs.outputs import GRAPH_OUTPUTS, GraphOutputs
 from service.tokenization import SUPPORTED_INPUTS, BundleTokenizer, length_buckets, pad_chunk
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ class OnnxRunner:
     ``max_batch``  texts per graph run.
     ``spin``       whether idle intra-op threads busy-wait (ORT's default).
     After construction ``provider`` is the active ONNX Runtime provider and
-    ``output_widths`` maps ``logits``/``pooled`` to their static second axis.
+    ``output_widths`` maps each graph output name to its static second axis.
     Raises ``BundleError`` (naming ``model_path``) when the graph cannot be
     loaded or does not have the intent-graph signature, ``EngineError`` when
     the provider cannot be used.
@@ -147,17 +148,18 @@ class OnnxRunner:
         log.info("onnxruntime: %s on %s, %d intra-op thread(s), max batch %d",
                  os.path.basename(model_path), self.provider, threads, max_batch)
 
-    def infer(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Raw ``logits [N, L]`` and ``pooled [N, H]`` (float32), rows in input order."""
-        logits, pooled = (np.empty((len(texts), self.output_widths[name]), dtype=np.float32)
-                          for name in GRAPH_OUTPUTS)
+    def infer(self, texts: Sequence[str]) -> GraphOutputs:
+        """Raw outputs (float32), rows in input order."""
+        outputs = GraphOutputs(*(np.empty((len(texts), self.output_widths[name]), dtype=np.float32)
+                                 for name in GRAPH_OUTPUTS))
         if not texts:
-            return logits, pooled
+            return outputs
         encodings = self.tokenizer.encode(texts)
         for rows in length_buckets([len(e.ids) for e in encodings], self.max_batch):
             feed = pad_chunk([encodings[i] for i in rows], self.input_names, self.tokenizer.pad_id)
-            logits[rows], pooled[rows] = self._run(feed)
-        return logits, pooled
+            for array, chunk in zip(outputs, self._run(feed)):
+                array[rows] = chunk
+        return outputs
 
     def _run(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         if self.provider != CUDA:

@@ -22,9 +22,15 @@ import pytest
 
 from intentvcs.decision import Decision
 from intentvcs.oos import ThresholdRule
+from intentvcs.outputs import GraphOutputs
 from intentvcs.relations import LabelRelations, Subset
-from service.audit import SCHEMA_PATH, AuditConfig, AuditInputError, audit_batch, render_html
-from service.audit.segments import splits as segment_splits
+from service.audit import (
+    SCHEMA_PATH,
+    AuditConfig,
+    AuditInputError,
+    audit_batch,
+    render_html,
+)
 from service.audit.containment import (
     existing_in_new,
     independent_accepted,
@@ -32,6 +38,7 @@ from service.audit.containment import (
     two_sample_test,
     wilson,
 )
+from service.audit.segments import splits as segment_splits
 
 H = 24
 EXISTING = ("A", "B", "C", "D", "P", "K")
@@ -53,7 +60,7 @@ class FakeEngine:
         self.calls += 1
         logits = np.stack([self.table[t][0] for t in texts])
         pooled = np.stack([self.table[t][1] for t in texts])
-        return logits, pooled
+        return GraphOutputs(logits, pooled, pooled)
 
 
 class World:

@@ -54,9 +54,9 @@ def test_pad_chunk_pads_to_the_longest_in_the_chunk(engine):
 def test_bucketed_results_come_back_in_input_order(bundle, engine):
     one_by_one = np.concatenate([engine.infer([t])[0] for t in TEXTS])
     # Chunks of 3 after sorting by length: every chunk mixes positions.
-    logits, pooled = Engine(bundle, provider="cpu", max_batch=3).infer(TEXTS)
+    logits, pooled, pooled_mid = Engine(bundle, provider="cpu", max_batch=3).infer(TEXTS)
     np.testing.assert_allclose(logits, one_by_one, atol=1e-5)
-    assert pooled.shape == (len(TEXTS), engine.info["hidden_size"])
+    assert pooled.shape == pooled_mid.shape == (len(TEXTS), engine.info["hidden_size"])
 
 
 def test_truncation_at_max_length(engine):
@@ -65,8 +65,9 @@ def test_truncation_at_max_length(engine):
 
 
 def test_empty_input(engine):
-    logits, pooled = engine.infer([])
-    assert logits.shape == (0, len(DEFAULT_LABELS)) and pooled.shape == (0, engine.info["hidden_size"])
+    logits, pooled, pooled_mid = engine.infer([])
+    assert logits.shape == (0, len(DEFAULT_LABELS))
+    assert pooled.shape == pooled_mid.shape == (0, engine.info["hidden_size"])
     assert engine.predict([]) == []
 
 
@@ -126,7 +127,7 @@ def test_bare_string_is_rejected(engine):
 
 def test_info(engine, bundle):
     info = engine.info
-    assert info["bundle_version"] == 1 and info["labels"] == len(DEFAULT_LABELS)
+    assert info["bundle_version"] == 2 and info["labels"] == len(DEFAULT_LABELS)
     assert info["provider"] == "CPUExecutionProvider" and info["backbone"] == "tiny-random-bert"
     assert Engine(bundle, provider="cpu", quantized=True).info["model_file"] == "model.int8.onnx"
 

@@ -20,6 +20,7 @@ from intentvcs import manifest
 from intentvcs.cli import main
 from intentvcs.decision import Decision
 from intentvcs.manifest import BundleError
+from intentvcs.outputs import GraphOutputs
 from service.engine import Engine
 from tests.helpers.bundle import DEFAULT_LABELS, MAX_LENGTH, make_tiny_checkpoint
 
@@ -66,28 +67,31 @@ def test_one_graph_with_dynamic_batch_and_sequence(exported):
     assert {i.name: dims(i) for i in graph.graph.input} == {
         name: ["batch_size", "sequence_length"] for name in ("input_ids", "attention_mask", "token_type_ids")}
     assert {o.name: dims(o) for o in graph.graph.output} == {
-        "logits": ["batch_size", len(DEFAULT_LABELS)], "pooled": ["batch_size", 32]}
+        "logits": ["batch_size", len(DEFAULT_LABELS)], "pooled": ["batch_size", 32], "pooled_mid": ["batch_size", 32]}
     session = ort.InferenceSession(str(exported.bundle / "model.onnx"), providers=["CPUExecutionProvider"])
     for batch, length in ((1, 3), (4, 17)):
         ids = np.full((batch, length), 7, dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-        logits, pooled = session.run(["logits", "pooled"], feed)
-        assert logits.shape == (batch, len(DEFAULT_LABELS)) and pooled.shape == (batch, 32)
+        logits, pooled, pooled_mid = session.run(["logits", "pooled", "pooled_mid"], feed)
+        assert logits.shape == (batch, len(DEFAULT_LABELS)) and pooled.shape == pooled_mid.shape == (batch, 32)
+        # The middle layer is not the final one: distinct features for the OOS rule.
+        assert not np.allclose(pooled, pooled_mid)
 
 
 def test_parity_report_and_independent_check(exported):
     parity = exported.manifest["parity"]
     assert parity["passed"] and parity["atol"] == PARITY_ATOL
     assert parity["utterances"] == len(SAMPLE_UTTERANCES)
-    assert parity["max_abs_logit_diff"] <= PARITY_ATOL
+    assert parity["max_abs_logit_diff"] <= PARITY_ATOL and parity["max_abs_pooled_mid_diff"] <= PARITY_ATOL
     assert parity["label_set_mismatches"] == parity["oos_mismatches"] == 0
     # Independently: the published bundle, served, reproduces PyTorch.
     from training.predict import TorchPredictor
 
     texts = list(SAMPLE_UTTERANCES)
-    torch_logits, _ = TorchPredictor(exported.checkpoint, MAX_LENGTH).infer(texts)
-    onnx_logits, _ = Engine(exported.bundle, provider="cpu").infer(texts)
-    assert np.abs(torch_logits - onnx_logits).max() <= PARITY_ATOL
+    torch_outputs = TorchPredictor(exported.checkpoint, MAX_LENGTH).infer(texts)
+    onnx_outputs = Engine(exported.bundle, provider="cpu").infer(texts)
+    for torch_array, onnx_array in zip(torch_outputs, onnx_outputs):
+        assert np.abs(torch_array - onnx_array).max() <= PARITY_ATOL
 
 
 def test_manifest_round_trip(exported, tmp_path):
@@ -100,7 +104,8 @@ def test_manifest_round_trip(exported, tmp_path):
     assert Decision.from_dict(loaded["decision"]).to_dict() == checkpoint["decision"]
     assert loaded["data_fingerprint"] == checkpoint["data_fingerprint"]
     assert loaded["evaluation"] == checkpoint["metrics"]
-    assert loaded["model"]["outputs"] == ["logits", "pooled"] and loaded["model"]["hidden_size"] == 32
+    assert loaded["model"]["outputs"] == ["logits", "pooled", "pooled_mid"] and loaded["model"]["hidden_size"] == 32
+    assert loaded["model"]["mid_layer"] == 1  # of the tiny encoder's 2 layers
 
 
 @pytest.mark.parametrize("mutate, field", [
@@ -144,8 +149,8 @@ def test_parity_failure_exits_nonzero_and_writes_nothing(exported, tmp_path, mon
     real_infer = export.bundle.torch_infer
 
     def drifted(*args, **kwargs):  # PyTorch reference 1e-3 away from the graph
-        logits, pooled = real_infer(*args, **kwargs)
-        return logits + 1e-3, pooled
+        outputs = real_infer(*args, **kwargs)
+        return outputs._replace(logits=outputs.logits + 1e-3)
 
     monkeypatch.setattr(export.bundle, "torch_infer", drifted)
     data = tmp_path / "held_out.jsonl"
@@ -174,9 +179,11 @@ def test_parity_also_requires_identical_decisions():
     decision = Decision(("a", "b"), activation="sigmoid", temperature=0.01, thresholds=[0.5, 0.5])
     logits = np.array([[1e-6, -3.0]], dtype=np.float32)  # confidence of "a" 0.5 + 2.5e-5: accepted
     pooled = np.zeros((1, 4), dtype=np.float32)
-    check_parity((logits, pooled), (logits.copy(), pooled), decision, ["x"], "test")
+    check_parity(GraphOutputs(logits, pooled, pooled), GraphOutputs(logits.copy(), pooled, pooled), decision, ["x"],
+                 "test")
     with pytest.raises(ParityError, match="label sets differ on 1") as info:
-        check_parity((logits, pooled), (logits - 2e-6, pooled), decision, ["x"], "test")
+        check_parity(GraphOutputs(logits, pooled, pooled), GraphOutputs(logits - 2e-6, pooled, pooled), decision,
+                     ["x"], "test")
     assert info.value.report["max_abs_logit_diff"] < PARITY_ATOL
     assert info.value.report["mismatched"][0]["reference"]["accepted"] == ["a"]
 
@@ -186,7 +193,8 @@ def test_parity_tolerates_a_tie_at_a_threshold():
     decision = Decision(("a", "b"), activation="sigmoid", thresholds=[0.5, 0.5])
     logits = np.array([[0.0, -3.0]], dtype=np.float32)  # confidence of "a" exactly 0.5: accepted
     pooled = np.zeros((1, 4), dtype=np.float32)
-    report = check_parity((logits, pooled), (logits - 1e-6, pooled), decision, ["x"], "test")
+    report = check_parity(GraphOutputs(logits, pooled, pooled), GraphOutputs(logits - 1e-6, pooled, pooled), decision,
+                          ["x"], "test")
     assert report["passed"] and report["ties_at_threshold"] == 1 and report["label_set_mismatches"] == 0
 
 
@@ -222,7 +230,7 @@ def broken_manifest_json(bundle):
 
 
 def newer_format_version(bundle):
-    _rewrite_manifest(bundle, lambda m: m.update(format_version=2))
+    _rewrite_manifest(bundle, lambda m: m.update(format_version=manifest.FORMAT_VERSION + 1))
 
 
 def missing_tokenizer(bundle):

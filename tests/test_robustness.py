@@ -14,6 +14,7 @@ from intentvcs.cli import main
 from intentvcs.dataio import Example, Span, write_jsonl
 from intentvcs.decision import Decision
 from intentvcs.oos import ThresholdRule
+from intentvcs.outputs import GraphOutputs
 from intentvcs.perturb import FAMILIES, OPERATORS, perturb, random_set
 from intentvcs.robustness import (
     build_sets,
@@ -61,7 +62,8 @@ class FakeModel:
         self.seen += texts
         logits = np.zeros((len(texts), len(LABELS)), dtype=np.float32)
         logits[np.arange(len(texts)), [fake_top(t) for t in texts]] = 4.0
-        return logits, np.zeros((len(texts), 3), dtype=np.float32)
+        pooled = np.zeros((len(texts), 3), dtype=np.float32)
+        return GraphOutputs(logits, pooled, pooled)
 
 
 def right(text: str, example: Example) -> bool:
@@ -165,7 +167,7 @@ def test_multi_label_data_is_scored_by_f1_and_exact_match():
     def infer(texts):
         # Sigmoid: +4 for each keyword present in an all-lowercase text, else -4.
         logits = np.array([[4.0 if words[l] in t and t == t.lower() else -4.0 for l in labels] for t in texts])
-        return logits, np.zeros((len(texts), 2))
+        return GraphOutputs(logits, np.zeros((len(texts), 2)), np.zeros((len(texts), 2)))
 
     data = [row("play jazz and wake me at seven", "music", "alarm"), row("will it rain", "weather"),
             row("play the radio", "music")]
@@ -213,7 +215,7 @@ def test_outcomes_of_out_of_scope_and_unknown_gold_rows():
     # Row 0: music, right. Row 1: OOS gold, judged OOS (top confidence 0.5 < 0.7).
     # Row 2: a gold label the model does not know (extra column): wrong, firmness 0.
     gold = np.array([[True, False, False], [False, False, False], [False, False, True]])
-    right, firmness = outcomes(decision, logits, None, gold, "accuracy")
+    right, firmness = outcomes(decision, GraphOutputs(logits, None, None), gold, "accuracy")
     assert right.tolist() == [True, True, False]
     assert firmness[0] == pytest.approx(decision.confidences(logits)[0, 0])
     assert firmness[1] == pytest.approx(0.5)  # the OOS score: 1 - top confidence

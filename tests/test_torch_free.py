@@ -58,7 +58,7 @@ from service.engine import Engine
 engine = Engine(sys.argv[1], provider="cpu")
 int8 = Engine(sys.argv[1], provider="cpu", quantized=True)
 answers = engine.predict(["play some music by the artist", "hi", ""], top_k=2)
-logits, pooled = int8.infer(["will it rain tomorrow"])
+logits = int8.infer(["will it rain tomorrow"]).logits
 loaded = sorted(m for m in sys.modules if m.partition(".")[0] in ("torch", "transformers", "optimum"))
 print(json.dumps({"answers": answers, "int8_shape": list(logits.shape), "loaded": loaded, "info": engine.info}))
 """, str(bundle))

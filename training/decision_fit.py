@@ -16,6 +16,7 @@ import numpy as np
 from intentvcs import calibration, oos
 from intentvcs.dataio import Example
 from intentvcs.decision import Decision
+from intentvcs.outputs import GraphOutputs
 from intentvcs.relations import LabelRelations
 from intentvcs.thresholds import global_thresholds
 from training.pu import estimate_label_scale
@@ -38,22 +39,24 @@ def fit_decision(
     labels: Sequence[str],
     activation: str,
     valid_examples: Sequence[Example],
-    valid_logits: np.ndarray,
-    valid_pooled: np.ndarray,
+    valid_outputs: GraphOutputs,
     train_examples: Sequence[Example],
-    train_logits: np.ndarray | None,
-    train_pooled: np.ndarray | None,
+    train_outputs: GraphOutputs | None,
     oos_rule: str = "distance",
     relations: LabelRelations | None = None,
+    distance_retention: float = oos.DISTANCE_RETENTION,
 ) -> tuple[Decision, dict]:
     """Return the fitted ``Decision`` and a JSON-safe report of what was fitted.
 
     ``valid_*`` rows with ``labels == []`` are out-of-scope examples: they are
-    left out of calibration and used only to place the OOS threshold.
-    ``train_*`` arrays are needed for the ``pu`` prior (softmax heads) and the
-    ``distance`` rule; pass None otherwise.
+    left out of calibration and used only to place the ``threshold`` rule's
+    cut (the ``distance`` rule never reads them). ``train_outputs`` (the
+    model's outputs on ``train_examples``) are needed for the ``pu`` prior
+    (softmax heads) and the ``distance`` rule; pass None otherwise.
+    ``distance_retention`` is the distance rule's operating point.
     """
     labels = list(labels)
+    valid_logits = valid_outputs.logits
     valid_obs = observed_matrix(valid_examples, labels)
     in_scope = valid_obs.any(axis=1)
     is_oos = ~in_scope
@@ -67,9 +70,9 @@ def fit_decision(
     if activation == "softmax":
         probs_valid = calibration.probabilities(z_in, activation, temperature)
         prior = None
-        if train_logits is not None:
+        if train_outputs is not None:
             train_obs = observed_matrix(train_examples, labels)
-            prior = (calibration.probabilities(train_logits, activation, temperature), train_obs)
+            prior = (calibration.probabilities(train_outputs.logits, activation, temperature), train_obs)
         label_scale = estimate_label_scale(probs_valid, valid_obs[in_scope], *(prior or (None, None)))
         report["label_scale"] = dict(zip(labels, np.round(label_scale, 4).tolist()))
 
@@ -78,30 +81,30 @@ def fit_decision(
         label_scale=None if label_scale is None else label_scale.tolist(),
         thresholds=global_thresholds(len(labels)).tolist(), oos=oos.NoRule(), relations=relations,
     )
-    decision = replace(decision, oos=_fit_oos_rule(oos_rule, decision, valid_logits, valid_pooled, valid_obs,
-                                                   is_oos, train_examples, train_pooled, labels))
+    decision = replace(decision, oos=_fit_oos_rule(oos_rule, decision, valid_outputs, valid_obs, is_oos,
+                                                   train_examples, train_outputs, labels, distance_retention))
     report["oos"] = {"rule": oos_rule, "threshold": decision.oos.threshold,
-                     "fitted_with_oos_rows": bool(is_oos.any())}
+                     "fitted_with_oos_rows": oos_rule == "threshold" and bool(is_oos.any())}
     return decision, report
 
 
-def _fit_oos_rule(rule: str, decision: Decision, valid_logits, valid_pooled, valid_obs, is_oos,
-                  train_examples, train_pooled, labels) -> oos.OOSRule:
+def _fit_oos_rule(rule: str, decision: Decision, valid: GraphOutputs, valid_obs, is_oos,
+                  train_examples, train: GraphOutputs | None, labels, distance_retention: float) -> oos.OOSRule:
     if rule == "none":
         return oos.NoRule()
     if rule == "train":
         return oos.TrainRule.fit(labels)
-    # Correctness of each validation row's intent under the decision so far.
-    confidences = decision.confidences(valid_logits)
-    top = confidences.argmax(axis=1)
-    correct = valid_obs[np.arange(len(top)), top]
     if rule == "threshold":
-        return oos.ThresholdRule.fit(confidences, is_oos, correct)
+        # Correctness of each validation row's intent under the decision so far.
+        confidences = decision.confidences(valid.logits)
+        top = confidences.argmax(axis=1)
+        return oos.ThresholdRule.fit(confidences, is_oos, valid_obs[np.arange(len(top)), top])
     if rule == "distance":
-        if train_pooled is None:
-            raise ValueError("the distance OOS rule needs training embeddings")
+        if train is None:
+            raise ValueError("the distance OOS rule needs the model's outputs on the training rows")
         train_obs = observed_matrix(train_examples, labels)
         keep = train_obs.any(axis=1)
-        return oos.DistanceRule.fit(train_pooled[keep], first_label_index(train_obs[keep]), valid_pooled,
-                                    is_oos, correct)
+        inside = valid.rows(~is_oos)
+        return oos.DistanceRule.fit(train.pooled[keep], first_label_index(train_obs[keep]), inside.pooled,
+                                    train.pooled_mid[keep], inside.pooled_mid, distance_retention)
     raise ValueError(f"unknown OOS rule {rule!r}; choose none, threshold, distance or train")

@@ -2,7 +2,10 @@
 
 Mean pooling matches how the default backbone (all-MiniLM-L6-v2) was trained,
 and the pooled vector doubles as the embedding for distance-based OOS scores.
-The head is kept outside the HF model so any encoder directory works unchanged.
+A middle layer is mean-pooled too (``intentvcs.outputs``): fine-tuning pulls
+out-of-scope queries toward some intent in the final layer, less so there.
+The head is kept outside the HF model so any encoder directory works unchanged;
+its file records which layer is the middle one.
 """
 
 from __future__ import annotations
@@ -11,12 +14,16 @@ import os
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from intentvcs.outputs import default_mid_layer
+
 HEAD_FILE = "head.safetensors"
+MID_LAYER_KEY = "mid_layer"  # safetensors metadata of HEAD_FILE
 ENCODER_DIR = "encoder"
 
 
@@ -38,43 +45,57 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
 
 
 class IntentModel(nn.Module):
-    """``forward`` returns ``(logits [B, L], pooled [B, H])``."""
+    """``forward`` returns ``(logits [B, L], pooled [B, H], pooled_mid [B, H])``.
 
-    def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1):
+    ``mid_layer`` indexes the encoder's hidden states (0: embeddings); default
+    ``intentvcs.outputs.default_mid_layer``.
+    """
+
+    def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1, mid_layer: int | None = None):
         super().__init__()
         self.encoder = encoder
         hidden = encoder.config.hidden_size
+        layers = encoder.config.num_hidden_layers
+        self.mid_layer = default_mid_layer(layers) if mid_layer is None else mid_layer
+        if not 0 <= self.mid_layer <= layers:
+            raise ValueError(f"mid_layer must lie in [0, {layers}], got {self.mid_layer}")
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(hidden, num_labels)
 
     @classmethod
-    def from_backbone(cls, backbone: str | os.PathLike, num_labels: int, dropout: float = 0.1) -> "IntentModel":
-        return cls(_load_encoder(backbone), num_labels, dropout)
+    def from_backbone(cls, backbone: str | os.PathLike, num_labels: int, dropout: float = 0.1,
+                      mid_layer: int | None = None) -> "IntentModel":
+        return cls(_load_encoder(backbone), num_labels, dropout, mid_layer)
 
     @classmethod
     def from_checkpoint(cls, checkpoint_dir: str | os.PathLike) -> "IntentModel":
         checkpoint_dir = Path(checkpoint_dir)
-        state = load_file(str(checkpoint_dir / HEAD_FILE))
-        model = cls.from_backbone(checkpoint_dir / ENCODER_DIR, num_labels=state["weight"].shape[0])
+        head_path = str(checkpoint_dir / HEAD_FILE)
+        state = load_file(head_path)
+        with safe_open(head_path, framework="pt") as head_file:
+            recorded = (head_file.metadata() or {}).get(MID_LAYER_KEY)
+        # Checkpoints written before the middle layer was recorded take the default.
+        model = cls.from_backbone(checkpoint_dir / ENCODER_DIR, num_labels=state["weight"].shape[0],
+                                  mid_layer=None if recorded is None else int(recorded))
         model.head.load_state_dict(state)
         model.eval()
         return model
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, "output_hidden_states": True}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
-        hidden = self.encoder(**kwargs).last_hidden_state
-        pooled = mean_pool(hidden, attention_mask)
-        return self.head(self.dropout(pooled)), pooled
+        states = self.encoder(**kwargs).hidden_states
+        pooled = mean_pool(states[-1], attention_mask)
+        return self.head(self.dropout(pooled)), pooled, mean_pool(states[self.mid_layer], attention_mask)
 
     def save(self, checkpoint_dir: str | os.PathLike, tokenizer) -> None:
-        """Write encoder + tokenizer (HF format) and the head (safetensors)."""
+        """Write encoder + tokenizer (HF format) and the head (safetensors, with ``mid_layer``)."""
         checkpoint_dir = Path(checkpoint_dir)
         self.encoder.save_pretrained(checkpoint_dir / ENCODER_DIR, safe_serialization=True)
         tokenizer.save_pretrained(checkpoint_dir / ENCODER_DIR)
         head = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
-        save_file(head, str(checkpoint_dir / HEAD_FILE))
+        save_file(head, str(checkpoint_dir / HEAD_FILE), metadata={MID_LAYER_KEY: str(self.mid_layer)})
 
 
 def load_tokenizer(path: str | os.PathLike):

@@ -13,6 +13,7 @@ from typing import Sequence
 
 from intentvcs.dataio import Example, fingerprint
 from intentvcs.evaluation import evaluate, headline
+from intentvcs.oos import DISTANCE_RETENTION
 from intentvcs.relations import LabelRelations
 from training.checkpoint import write_checkpoint
 from training.decision_fit import fit_decision
@@ -32,6 +33,7 @@ def train_pipeline(
     test: Sequence[Example] | None = None,
     oos_rule: str = "distance",
     relations_path: str | None = None,
+    oos_retention: float = DISTANCE_RETENTION,
 ) -> dict:
     """Run the whole training job; return a JSON-safe result (also stored in the checkpoint)."""
     if oos_rule == "train":
@@ -44,22 +46,21 @@ def train_pipeline(
     activation = METHODS[config.method].activation
 
     t0 = time.time()
-    valid_logits, valid_pooled = infer(model, tokenizer, [ex.text for ex in valid], config.max_length)
+    valid_outputs = infer(model, tokenizer, [ex.text for ex in valid], config.max_length)
     needs_train_pass = activation == "softmax" or oos_rule == "distance"
-    train_logits = train_pooled = None
+    train_outputs = None
     if needs_train_pass:
-        train_logits, train_pooled = infer(model, tokenizer, [ex.text for ex in train], config.max_length,
-                                           progress=True)
-    decision, decision_report = fit_decision(labels, activation, valid, valid_logits, valid_pooled, train,
-                                             train_logits, train_pooled, oos_rule, relations)
+        train_outputs = infer(model, tokenizer, [ex.text for ex in train], config.max_length, progress=True)
+    decision, decision_report = fit_decision(labels, activation, valid, valid_outputs, train, train_outputs,
+                                             oos_rule, relations, oos_retention)
     log.info("decision fitted in %.1f s: T=%.3f, OOS rule %s", time.time() - t0, decision.temperature, oos_rule)
 
-    metrics = {"valid": headline(evaluate(decision, valid_logits, valid_pooled, valid, include_tables=False))}
+    metrics = {"valid": headline(evaluate(decision, valid_outputs, valid, include_tables=False))}
     if test is not None:
         if oos_rule == "train":
             test = oos_as_class(test)
-        test_logits, test_pooled = infer(model, tokenizer, [ex.text for ex in test], config.max_length)
-        metrics["test"] = headline(evaluate(decision, test_logits, test_pooled, test, include_tables=False))
+        test_outputs = infer(model, tokenizer, [ex.text for ex in test], config.max_length)
+        metrics["test"] = headline(evaluate(decision, test_outputs, test, include_tables=False))
 
     meta = {
         "labels": labels,

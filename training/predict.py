@@ -1,4 +1,4 @@
-"""PyTorch inference: raw ``(logits, pooled)`` arrays for a list of texts.
+"""PyTorch inference: raw ``GraphOutputs`` (logits, pooled, pooled_mid) for a list of texts.
 
 Evaluation applies ``intentvcs.decision.Decision`` to these arrays, exactly as
 the ONNX engine does after its own inference, so both paths share one decision.
@@ -13,21 +13,23 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from intentvcs.outputs import GraphOutputs
 from training.batching import collate, encode, inference_batches
 from training.model import ENCODER_DIR, IntentModel, load_tokenizer
 
 
 @torch.inference_mode()
 def infer(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, batch_size: int = 64,
-          progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``logits [N, L]`` and mean-pooled embeddings ``[N, H]`` (float32)."""
+          progress: bool = False) -> GraphOutputs:
+    """``logits [N, L]`` and the final and middle mean-pooled embeddings ``[N, H]`` (float32)."""
     was_training = model.training
     model.eval()
     encoded = encode(tokenizer, texts, max_length)
     lengths = [len(x) for x in encoded.input_ids]
-    n_labels = model.head.out_features
-    logits = np.zeros((len(texts), n_labels), dtype=np.float32)
-    pooled = np.zeros((len(texts), model.head.in_features), dtype=np.float32)
+    hidden = model.head.in_features
+    outputs = GraphOutputs(np.zeros((len(texts), model.head.out_features), dtype=np.float32),
+                           np.zeros((len(texts), hidden), dtype=np.float32),
+                           np.zeros((len(texts), hidden), dtype=np.float32))
     batches = list(inference_batches(lengths, batch_size))
     if progress:
         from tqdm.auto import tqdm
@@ -35,11 +37,10 @@ def infer(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, 
         batches = tqdm(batches, desc="infer", unit="batch", leave=False)
     for idx in batches:
         batch = collate(encoded, idx, tokenizer.pad_token_id)
-        out_logits, out_pooled = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-        logits[idx] = out_logits.float().numpy()
-        pooled[idx] = out_pooled.float().numpy()
+        for array, tensor in zip(outputs, model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])):
+            array[idx] = tensor.float().numpy()
     model.train(was_training)
-    return logits, pooled
+    return outputs
 
 
 class TorchPredictor:
@@ -51,5 +52,5 @@ class TorchPredictor:
         self.max_length = max_length
         self.batch_size = batch_size
 
-    def infer(self, texts: Sequence[str], progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def infer(self, texts: Sequence[str], progress: bool = False) -> GraphOutputs:
         return infer(self.model, self.tokenizer, texts, self.max_length, self.batch_size, progress)

@@ -152,7 +152,7 @@ class Trainer:
             bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", unit="batch", leave=False)
             for step, idx in enumerate(bar, start=1):
                 batch = collate(train_enc, idx, tokenizer.pad_token_id)
-                logits, _ = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+                logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])[0]
                 loss = self._loss(logits, batch["targets"], generator)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -188,7 +188,7 @@ class Trainer:
         for start in range(0, len(order), 128):
             idx = order[start : start + 128]
             batch = collate(encoded, idx, pad_id)
-            logits, _ = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])[0]
             total += self._loss(logits, batch["targets"], generator).item() * len(idx)
             count += len(idx)
         return total / max(count, 1)

@@ -46,6 +46,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from intentvcs.outputs import GraphOutputs
+
 BATCH_SIZES = (1, 8, 32, 128)
 GPU_BATCH_SIZES = (1, 8, 32, 128, 256)
 CONCURRENCY = (1, 8, 32)
@@ -299,7 +301,7 @@ def torch_backend(checkpoint: str, manifest: dict, threads: int, max_batch: int,
     return predictor.infer if device == "cpu" else cuda_infer(predictor)
 
 
-def cuda_infer(predictor) -> Callable[[list[str]], tuple[np.ndarray, np.ndarray]]:
+def cuda_infer(predictor) -> Callable[[list[str]], GraphOutputs]:
     """``predictor``'s model on the GPU, one batch per call: tokenise and pad on the host, copy, run, copy back.
 
     ``training.predict.infer`` builds host tensors only; this is its loop for
@@ -314,11 +316,11 @@ def cuda_infer(predictor) -> Callable[[list[str]], tuple[np.ndarray, np.ndarray]
     model = predictor.model.to("cuda")
 
     @torch.inference_mode()
-    def infer(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def infer(texts: list[str]) -> GraphOutputs:
         encoded = encode(predictor.tokenizer, texts, predictor.max_length)
         batch = collate(encoded, range(len(texts)), predictor.tokenizer.pad_token_id)
-        logits, pooled = model(*(batch[name].to("cuda") for name in ("input_ids", "attention_mask", "token_type_ids")))
-        return logits.cpu().numpy(), pooled.cpu().numpy()
+        outputs = model(*(batch[name].to("cuda") for name in ("input_ids", "attention_mask", "token_type_ids")))
+        return GraphOutputs(*(tensor.cpu().numpy() for tensor in outputs))
 
     return infer
 

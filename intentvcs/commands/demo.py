@@ -50,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
 
     log.info("3/4 evaluating the bundle through the serving engine")
     engine = Engine(out / "bundle", provider="cpu")
-    logits, pooled = engine.infer([ex.text for ex in data["test"]])
-    figures = headline(evaluate(engine.bundle.decision, logits, pooled, data["test"], include_tables=False))
+    outputs = engine.infer([ex.text for ex in data["test"]])
+    figures = headline(evaluate(engine.bundle.decision, outputs, data["test"], include_tables=False))
     atomic.write_json(out / "evaluation.json", figures)
     print(json.dumps(figures, indent=2))
     if args.no_serve:

@@ -52,8 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     examples = read_jsonl(args.data)
     infer, decision = load_predictor(args)
-    logits, pooled = infer([ex.text for ex in examples])
-    figures = evaluate(decision, logits, pooled, examples)
+    figures = evaluate(decision, infer([ex.text for ex in examples]), examples)
     figures["source"] = {"checkpoint": args.checkpoint, "bundle": args.bundle, "data": args.data,
                          "quantized": bool(args.quantized)}
     atomic.write_json(args.out, figures)

@@ -7,6 +7,16 @@ import json
 import sys
 from pathlib import Path
 
+# The torch-free core only: parsing arguments must not import torch.
+from intentvcs.oos import DISTANCE_RETENTION
+
+
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text}")
+    return value
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a PU multi-label intent model and write a checkpoint",
@@ -27,9 +37,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, help="torch threads (default: all cores)")
     p.add_argument("--oos-rule", default="distance", choices=["none", "threshold", "distance", "train"],
                    help="how out-of-scope is decided, stored in the checkpoint and served as is (default "
-                        "distance; its threshold maximises validation accuracy with OOS as a class when the "
-                        "validation data has OOS rows, else keeps 95%% of in-scope validation rows; 'none' for "
+                        "distance: needs no OOS rows, its threshold keeps --oos-retention of the in-scope "
+                        "validation rows; threshold: its cut maximises validation accuracy with OOS as a class "
+                        "when the validation data has OOS rows, else keeps 95%% of in-scope rows; 'none' for "
                         "data sets without out-of-scope traffic)")
+    p.add_argument("--oos-retention", type=_share, default=DISTANCE_RETENTION, metavar="SHARE",
+                   help="distance rule's operating point: the share of in-scope validation rows kept in scope "
+                        "(default %(default)s; lower rejects more out-of-scope queries and more in-scope ones)")
     p.add_argument("--augment", type=float, default=0.0, metavar="RATIO",
                    help="robust training: add RATIO x N perturbed copies of the training rows")
     p.add_argument("--augment-mix", metavar="JSON",
@@ -58,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         test=read_jsonl(args.test) if args.test else None,
         out=Path(args.out),
         oos_rule=args.oos_rule,
+        oos_retention=args.oos_retention,
         relations_path=args.relations,
     )
     if args.result:

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from intentvcs.dataio import Example, parse_row
 from intentvcs.decision import Decision
 from intentvcs.oos import NoRule
+from intentvcs.outputs import GraphOutputs
 from service.audit.config import AuditConfig
 from service.audit.containment import (
     Count,
@@ -83,17 +84,15 @@ def _progress(config: AuditConfig, total: int, desc: str) -> tqdm:
     return tqdm(total=total, desc=desc, unit="utt", disable=disable, leave=False)
 
 
-def _infer(engine: Any, texts: Sequence[str], config: AuditConfig, desc: str) -> tuple[np.ndarray, np.ndarray]:
+def _infer(engine: Any, texts: Sequence[str], config: AuditConfig, desc: str) -> GraphOutputs:
     """``engine.infer`` over ``texts`` in chunks of ``infer_chunk``, with a progress bar."""
-    logits, pooled = [], []
+    chunks = []
     with _progress(config, len(texts), desc) as bar:
         for start in range(0, len(texts), config.infer_chunk):
             chunk = list(texts[start:start + config.infer_chunk])
-            chunk_logits, chunk_pooled = engine.infer(chunk)
-            logits.append(np.asarray(chunk_logits))
-            pooled.append(np.asarray(chunk_pooled))
+            chunks.append(GraphOutputs(*engine.infer(chunk)))
             bar.update(len(chunk))
-    return np.concatenate(logits), np.concatenate(pooled)
+    return GraphOutputs.concatenate(chunks)
 
 
 def _references(names: Iterable[str], batch: list[Example], training: list[Example] | None,
@@ -127,8 +126,7 @@ def audit_batch(engine: Any, rows: Iterable[Any], training_rows: Iterable[Any] |
 
     Args:
         engine: a ``service.engine.Engine`` or any object with ``labels``
-            (the model's label names), ``infer(texts) -> (logits [N, L],
-            pooled [N, H])`` and ``bundle.decision`` (an
+            (the model's label names), ``infer(texts) -> GraphOutputs`` and ``bundle.decision`` (an
             ``intentvcs.decision.Decision``, whose ``relations`` are the
             bundle's known relations); ``info`` (a JSON object) is copied into
             the report when present.
@@ -155,13 +153,13 @@ def audit_batch(engine: Any, rows: Iterable[Any], training_rows: Iterable[Any] |
     audited = [ex for ex in batch if not label_set.issuperset(ex.labels)]
     findings, new_pairs, per_intent, timing, missing = [], [], {}, {}, []
     if audited:
-        logits, pooled = _infer(engine, [ex.text for ex in audited], config, "audit: new intents")
+        outputs = _infer(engine, [ex.text for ex in audited], config, "audit: new intents")
         timing["inference"] = time.perf_counter() - started
-        result = decision.apply(logits, pooled)
+        result = decision.apply(*outputs)
         audit = _Audit(
             config=config, labels=labels, decision=decision, examples=audited, confidences=result.confidences,
-            accepted=result.accepted, ranked=top_two(result.confidences), vectors=normalise(pooled),
-            out_of_scope=served.oos.judge(result.confidences, pooled)[0], oos_rule=served.oos,
+            accepted=result.accepted, ranked=top_two(result.confidences), vectors=normalise(outputs.pooled),
+            out_of_scope=served.oos.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0], oos_rule=served.oos,
             implication=(known.implication_matrix(labels) if known is not None
                          else np.eye(len(labels), dtype=bool)),
             rng=np.random.default_rng(config.seed))
@@ -231,9 +229,9 @@ class _Audit:
         texts = [ex.text for ref in references.values() for ex in ref.examples]
         if not texts:
             return
-        logits, pooled = _infer(engine, texts, self.config, "audit: references")
-        pooled = normalise(pooled)
-        ranked = top_two(self.decision.apply(logits, pooled).confidences)
+        outputs = _infer(engine, texts, self.config, "audit: references")
+        pooled = normalise(outputs.pooled)
+        ranked = top_two(self.decision.apply(*outputs).confidences)
         offset = 0
         for name, ref in references.items():
             self.reference_vectors[name] = pooled[offset:offset + len(ref.examples)]
@@ -268,11 +266,11 @@ class _Audit:
         halves = [text for name in names for cut in cuts[name] for text in (cut.left, cut.right)]
         if not halves:
             return {}
-        logits, pooled = _infer(engine, halves, self.config, "audit: split utterances")
-        result = self.decision.apply(logits, pooled)
+        outputs = _infer(engine, halves, self.config, "audit: split utterances")
+        result = self.decision.apply(*outputs)
         # A half must be in scope for the service: the halves of a novel
         # request are no requests the model knows, whatever it accepts.
-        in_scope = ~self.oos_rule.judge(result.confidences, pooled)[0]
+        in_scope = ~self.oos_rule.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0]
         accepted = result.accepted & in_scope[:, None]
         out, offset = {}, 0
         for name in names:
