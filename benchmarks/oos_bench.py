@@ -5,9 +5,12 @@ Per variant (Full, Small, Imbalanced, OOS+) one model is trained on in-scope
 training rows only (no OOS data for training), then each OOS rule is fitted on
 the validation split (in-scope + oos_val) and scored on test + oos_test:
 ``threshold`` (calibrated confidence, threshold chosen on validation with oos as
-its own class) and ``distance`` (Mahalanobis on the fine-tuned pooled
-embedding; needs no OOS data). ``train`` (oos as a 151st class) is trained
-separately on Full and OOS+ for comparison.
+its own class) and ``distance`` (Mahalanobis on the final pooled embedding plus
+the middle layer's nearest-neighbour distance; needs no OOS data, its
+threshold keeps 98 % of in-scope validation rows). ``train`` (oos as a 151st
+class) is trained separately on Full and OOS+ for comparison. On Full the
+distance rule is also scored at the other in-scope retentions of
+``--operating-points`` (its accuracy / recall trade-off).
 
     python benchmarks/oos_bench.py
     python benchmarks/oos_bench.py --variants full --epochs 4
@@ -24,6 +27,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import SHARED_DATA, write_results  # noqa: E402
+from intentvcs.oos import DISTANCE_RETENTION  # noqa: E402
 
 VARIANTS = {"full": "data_full.json", "small": "data_small.json", "imbalanced": "data_imbalanced.json",
             "oos_plus": "data_oos_plus.json"}
@@ -47,7 +51,8 @@ def load_trained(path: Path) -> SimpleNamespace:
 
 
 def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, seed: int,
-                threads: int | None = None, ckpt_dir: str | None = None) -> list[dict]:
+                threads: int | None = None, ckpt_dir: str | None = None,
+                operating_points: tuple[float, ...] = ()) -> list[dict]:
     from intentvcs import calibration
     from intentvcs.dataio import fingerprint
     from intentvcs.evaluation import evaluate, headline
@@ -113,6 +118,13 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
                                    oos_rule=rule)
         records.append(score(decision, rule, trained, test))
         logging.info("%s", records[-1])
+        if rule == "distance":
+            records[-1]["oos_retention"] = DISTANCE_RETENTION
+            for retention in operating_points:
+                point, _ = fit_decision(trained.labels, "softmax", valid, valid_outputs, train_in, train_outputs,
+                                        oos_rule=rule, distance_retention=retention)
+                records.append({**score(point, rule, trained, test), "oos_retention": retention,
+                                "operating_point": True})
     keep(trained, path, decision)  # with the last rule's decision
     if train_rule:
         train_c, valid_c = oos_as_class(train), oos_as_class(valid)
@@ -132,11 +144,19 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
 def render(records: list[dict]) -> str:
     lines = ["| variant | OOS rule | in-scope acc | OOS recall | OOS F1 | AUROC | FPR@95 | ECE before → after "
              "| paper BERT (acc / recall) |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in records:
+    for r in (r for r in records if not r.get("operating_point")):
         paper = "–" if r["paper_in_scope_acc"] is None else f"{r['paper_in_scope_acc']} / {r['paper_oos_recall']}"
         lines.append(f"| {r['dataset']} | {r['oos_rule']} | {r['in_scope_acc']:.2f} | {r['oos_recall']:.2f} | "
                      f"{r['oos_f1']:.2f} | {r['auroc']:.4f} | {r['fpr95']:.2f} | {r['ece_before']:.2f} → "
                      f"{r['ece']:.2f} | {paper} |")
+    points = sorted((r for r in records if r["oos_rule"] == "distance" and "oos_retention" in r
+                     and r["dataset"] == "clinc150-full"), key=lambda r: -r["oos_retention"])
+    if len(points) > 1:
+        lines += ["", "Distance rule on Full at other operating points (in-scope validation rows kept in scope; "
+                  f"the default is {DISTANCE_RETENTION:.1%}):", "",
+                  "| retention | in-scope acc | OOS recall | OOS precision | OOS F1 |", "|---|---|---|---|---|"]
+        lines += [f"| {r['oos_retention']:.1%} | {r['in_scope_acc']:.2f} | {r['oos_recall']:.2f} | "
+                  f"{r['oos_precision']:.2f} | {r['oos_f1']:.2f} |" for r in points]
     return "\n".join(lines) + "\n"
 
 
@@ -150,6 +170,8 @@ def main() -> int:
     parser.add_argument("--ckpt-dir", default="runs/bench/oos/ckpt",
                         help="where each variant's in-scope model is saved, and reused from on later runs "
                              "('' to neither save nor reuse)")
+    parser.add_argument("--operating-points", nargs="*", type=float, default=[0.95, 0.97, 0.985, 0.99],
+                        help="other in-scope retentions at which the distance rule is scored on Full")
     parser.add_argument("--train-rule-on", nargs="*", default=["full", "oos_plus"],
                         help="variants on which the oos-as-a-class model is trained too")
     args = parser.parse_args()
@@ -157,7 +179,7 @@ def main() -> int:
     records: list[dict] = []
     for variant in args.variants:
         records += run_variant(variant, args.epochs, args.rules, variant in args.train_rule_on, args.seed, args.threads,
-                               args.ckpt_dir or None)
+                               args.ckpt_dir or None, tuple(args.operating_points) if variant == "full" else ())
         write_results("oos", records, render(records))
     return 0
 

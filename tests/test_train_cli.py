@@ -59,3 +59,43 @@ def test_unknown_method_is_a_clear_error(tmp_path, backbone, capsys):
                  "--out", str(tmp_path / "ckpt"), "--backbone", str(backbone), "--method", "magic"])
     assert code == 2
     assert "unknown method 'magic'" in capsys.readouterr().err
+
+
+def test_refit_changes_the_decision_and_nothing_else(tmp_path, backbone, capsys):
+    ckpt = tmp_path / "ckpt"
+    data = {split: str(DEFAULT_DATA / f"{split}.jsonl") for split in ("train", "valid", "test")}
+    assert main(["train", "--train", data["train"], "--valid", data["valid"], "--out", str(ckpt),
+                 "--backbone", str(backbone), "--epochs", "1", "--batch-size", "64"]) == 0
+    before = json.loads((ckpt / "checkpoint.json").read_text())
+    weights = {p: p.read_bytes() for p in [ckpt / "head.safetensors", *(ckpt / "encoder").iterdir()]}
+    assert before["decision"]["oos"]["rule"] == "distance" and "bank" in before["decision"]["oos"]
+    capsys.readouterr()
+
+    assert main(["refit", "--checkpoint", str(ckpt), "--train", data["train"], "--valid", data["valid"],
+                 "--test", data["test"], "--oos-retention", "0.8"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    after = json.loads((ckpt / "checkpoint.json").read_text())
+    # A lower retention rejects more: a lower cut on the same score.
+    assert after["decision"]["oos"]["threshold"] < before["decision"]["oos"]["threshold"]
+    assert after["refit"]["oos_retention"] == 0.8 and after["metrics"] == printed and "test" in printed
+    assert {k: v for k, v in after.items() if k not in ("decision", "decision_report", "metrics", "refit")} == \
+        {k: v for k, v in before.items() if k not in ("decision", "decision_report", "metrics")}
+    assert {p: p.read_bytes() for p in weights} == weights
+
+    assert main(["refit", "--checkpoint", str(ckpt), "--train", data["train"], "--valid", data["valid"],
+                 "--oos-rule", "threshold"]) == 0
+    assert json.loads((ckpt / "checkpoint.json").read_text())["decision"]["oos"]["rule"] == "threshold"
+
+
+def test_refit_rejects_labels_the_model_does_not_know(tmp_path, backbone, capsys):
+    ckpt = tmp_path / "ckpt"
+    assert main(["train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
+                 "--out", str(ckpt), "--backbone", str(backbone), "--epochs", "1", "--batch-size", "64"]) == 0
+    other = tmp_path / "valid.jsonl"
+    other.write_text(json.dumps({"text": "book a taxi", "labels": ["taxi_book"]}) + "\n")
+    before = (ckpt / "checkpoint.json").read_bytes()
+    capsys.readouterr()
+    assert main(["refit", "--checkpoint", str(ckpt), "--train", str(DEFAULT_DATA / "train.jsonl"),
+                 "--valid", str(other)]) == 2
+    assert "taxi_book" in capsys.readouterr().err
+    assert (ckpt / "checkpoint.json").read_bytes() == before

@@ -27,9 +27,15 @@ def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, 
         raise ValueError(f"checkpoint metadata lacks {sorted(missing)}")
     with atomic.directory(path) as tmp:
         model.save(tmp, tokenizer)
-        body = {"format": FORMAT, "format_version": FORMAT_VERSION, **meta}
-        (tmp / META_FILE).write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_checkpoint_meta(tmp, meta)
     return Path(path)
+
+
+def write_checkpoint_meta(path: str | os.PathLike, meta: dict[str, Any]) -> None:
+    """(Re)write ``checkpoint.json`` alone, atomically (``intentvcs refit`` changes no weights)."""
+    body = {"format": FORMAT, "format_version": FORMAT_VERSION,
+            **{k: v for k, v in meta.items() if k not in ("format", "format_version")}}
+    atomic.write_text(Path(path) / META_FILE, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
 
 
 def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Train → fit the decision layer → evaluate → write the checkpoint.
 
 The one sequence behind ``intentvcs train``, the default demo and the
-benchmarks, so they cannot drift apart.
+benchmarks, so they cannot drift apart; ``refit_checkpoint`` reruns its
+decision half on a trained model (``intentvcs refit``).
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from datetime import datetime, timezone
+
 from intentvcs.dataio import Example, fingerprint
+from intentvcs.decision import Decision
 from intentvcs.evaluation import evaluate, headline
 from intentvcs.oos import DISTANCE_RETENTION
 from intentvcs.relations import LabelRelations
-from training.checkpoint import write_checkpoint
+from training.checkpoint import read_checkpoint_meta, write_checkpoint, write_checkpoint_meta
 from training.decision_fit import fit_decision
 from training.losses import METHODS
+from training.model import ENCODER_DIR, IntentModel, load_tokenizer
 from training.oos_class import oos_as_class
 from training.predict import infer
 from training.trainer import TrainConfig, Trainer
@@ -45,22 +50,10 @@ def train_pipeline(
     model, tokenizer, labels = trained.model, trained.tokenizer, trained.labels
     activation = METHODS[config.method].activation
 
-    t0 = time.time()
-    valid_outputs = infer(model, tokenizer, [ex.text for ex in valid], config.max_length)
-    needs_train_pass = activation == "softmax" or oos_rule == "distance"
-    train_outputs = None
-    if needs_train_pass:
-        train_outputs = infer(model, tokenizer, [ex.text for ex in train], config.max_length, progress=True)
-    decision, decision_report = fit_decision(labels, activation, valid, valid_outputs, train, train_outputs,
-                                             oos_rule, relations, oos_retention)
-    log.info("decision fitted in %.1f s: T=%.3f, OOS rule %s", time.time() - t0, decision.temperature, oos_rule)
-
-    metrics = {"valid": headline(evaluate(decision, valid_outputs, valid, include_tables=False))}
-    if test is not None:
-        if oos_rule == "train":
-            test = oos_as_class(test)
-        test_outputs = infer(model, tokenizer, [ex.text for ex in test], config.max_length)
-        metrics["test"] = headline(evaluate(decision, test_outputs, test, include_tables=False))
+    if oos_rule == "train" and test is not None:
+        test = oos_as_class(test)
+    decision, decision_report, metrics = fit_and_evaluate(model, tokenizer, labels, activation, config.max_length,
+                                                          train, valid, test, oos_rule, relations, oos_retention)
 
     meta = {
         "labels": labels,
@@ -87,3 +80,56 @@ def train_pipeline(
         "metrics": metrics,
         "decision_report": decision_report,
     }
+
+
+def fit_and_evaluate(model, tokenizer, labels: list[str], activation: str, max_length: int,
+                     train: Sequence[Example], valid: Sequence[Example], test: Sequence[Example] | None,
+                     oos_rule: str, relations: LabelRelations | None,
+                     oos_retention: float) -> tuple[Decision, dict, dict]:
+    """Fit the decision layer on the model's outputs; return it, its report and the headline figures."""
+    t0 = time.time()
+    valid_outputs = infer(model, tokenizer, [ex.text for ex in valid], max_length)
+    train_outputs = None
+    if activation == "softmax" or oos_rule == "distance":
+        train_outputs = infer(model, tokenizer, [ex.text for ex in train], max_length, progress=True)
+    decision, decision_report = fit_decision(labels, activation, valid, valid_outputs, train, train_outputs,
+                                             oos_rule, relations, oos_retention)
+    log.info("decision fitted in %.1f s: T=%.3f, OOS rule %s", time.time() - t0, decision.temperature, oos_rule)
+    metrics = {"valid": headline(evaluate(decision, valid_outputs, valid, include_tables=False))}
+    if test is not None:
+        test_outputs = infer(model, tokenizer, [ex.text for ex in test], max_length)
+        metrics["test"] = headline(evaluate(decision, test_outputs, test, include_tables=False))
+    return decision, decision_report, metrics
+
+
+def refit_checkpoint(checkpoint: Path, train: Sequence[Example], valid: Sequence[Example],
+                     test: Sequence[Example] | None = None, oos_rule: str = "distance",
+                     oos_retention: float = DISTANCE_RETENTION) -> dict:
+    """Refit a trained checkpoint's decision layer (calibration, PU scales, OOS rule); weights untouched.
+
+    For a new OOS rule or operating point, or fresh validation data, without
+    retraining. ``train`` should be the rows the model was trained on (the
+    distance rule's statistics and the PU prior come from them). Rewrites
+    ``checkpoint.json`` atomically and returns the new figures.
+    """
+    meta = read_checkpoint_meta(checkpoint)
+    labels = meta["labels"]
+    if oos_rule == "train":
+        train, valid = oos_as_class(train), oos_as_class(valid)
+        test = oos_as_class(test) if test is not None else None
+    for name, rows in (("train", train), ("valid", valid), ("test", test or [])):
+        unknown = sorted({label for ex in rows for label in ex.labels} - set(labels))
+        if unknown:
+            raise ValueError(f"{name} rows carry labels the checkpoint was not trained on: {unknown[:5]}")
+    model = IntentModel.from_checkpoint(checkpoint)
+    tokenizer = load_tokenizer(Path(checkpoint) / ENCODER_DIR)
+    relations = LabelRelations.from_dict(meta["relations"]) if meta.get("relations") else None
+    decision, decision_report, metrics = fit_and_evaluate(
+        model, tokenizer, labels, METHODS[meta["method"]].activation, meta["max_length"], train, valid, test,
+        oos_rule, relations, oos_retention)
+    meta.update(decision=decision.to_dict(), decision_report=decision_report, metrics=metrics,
+                refit={"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "oos_rule": oos_rule,
+                       "oos_retention": oos_retention, "valid_fingerprint": fingerprint(valid)})
+    write_checkpoint_meta(checkpoint, meta)
+    log.info("decision of %s refitted", checkpoint)
+    return {"checkpoint": str(checkpoint), "metrics": metrics, "decision_report": decision_report}

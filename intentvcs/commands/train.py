@@ -35,6 +35,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--patience", type=int, default=1)
     p.add_argument("--threads", type=int, help="torch threads (default: all cores)")
+    add_oos_arguments(p)
+    p.add_argument("--augment", type=float, default=0.0, metavar="RATIO",
+                   help="robust training: add RATIO x N perturbed copies of the training rows")
+    p.add_argument("--augment-mix", metavar="JSON",
+                   help='operator or family weights, e.g. \'{"nature": 2, "raddle": 1}\' (default: uniform)')
+    p.add_argument("--relations", help="relations.json of known label relations, applied at inference")
+    p.add_argument("--result", help="also write the training result JSON here")
+    p.set_defaults(func=run)
+
+
+def add_oos_arguments(p: argparse.ArgumentParser) -> None:
+    """``--oos-rule`` and ``--oos-retention`` (shared with ``intentvcs refit``)."""
     p.add_argument("--oos-rule", default="distance", choices=["none", "threshold", "distance", "train"],
                    help="how out-of-scope is decided, stored in the checkpoint and served as is (default "
                         "distance: needs no OOS rows, its threshold keeps --oos-retention of the in-scope "
@@ -44,13 +56,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--oos-retention", type=_share, default=DISTANCE_RETENTION, metavar="SHARE",
                    help="distance rule's operating point: the share of in-scope validation rows kept in scope "
                         "(default %(default)s; lower rejects more out-of-scope queries and more in-scope ones)")
-    p.add_argument("--augment", type=float, default=0.0, metavar="RATIO",
-                   help="robust training: add RATIO x N perturbed copies of the training rows")
-    p.add_argument("--augment-mix", metavar="JSON",
-                   help='operator or family weights, e.g. \'{"nature": 2, "raddle": 1}\' (default: uniform)')
-    p.add_argument("--relations", help="relations.json of known label relations, applied at inference")
-    p.add_argument("--result", help="also write the training result JSON here")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
