@@ -68,6 +68,7 @@ def train_pipeline(
         "decision_report": decision_report,
         "history": trained.history,
         "best_epoch": trained.best_epoch,
+        "train_seconds": round(trained.seconds, 1),
     }
     write_checkpoint(out, model, tokenizer, meta)
     log.info("checkpoint written to %s", out)
