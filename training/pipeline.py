@@ -44,14 +44,13 @@ def train_pipeline(
     if oos_rule == "train":
         # "oos-train": out-of-scope rows become an ordinary class.
         train, valid = oos_as_class(train), oos_as_class(valid)
+        test = oos_as_class(test) if test is not None else None
     relations = LabelRelations.load(relations_path) if relations_path else None
 
     trained = Trainer(config).fit(train, valid)
     model, tokenizer, labels = trained.model, trained.tokenizer, trained.labels
     activation = METHODS[config.method].activation
 
-    if oos_rule == "train" and test is not None:
-        test = oos_as_class(test)
     decision, decision_report, metrics = fit_and_evaluate(model, tokenizer, labels, activation, config.max_length,
                                                           train, valid, test, oos_rule, relations, oos_retention)
 
