@@ -43,6 +43,8 @@ MODELS = ("baseline", "augmented")
 # operators would give RADDLE's five (typos, casing, punctuation...) a fifth
 # of the copies; per family each of NATURE, LAUG and RADDLE gets a third.
 DEFAULT_MIX = {"nature": 1.0, "laug": 1.0, "raddle": 1.0}
+# Records written before the epochs were recorded per model all used the default.
+EPOCHS_BEFORE_RECORDED = 3
 TARGETS = (  # (name, limit in points)
     ("random mean drop", 1.5),
     ("casing drop", 0.5),
@@ -113,8 +115,8 @@ def _points(value: float | None) -> float | None:
 def model_records(dataset: str, model: str, report: dict, result: dict, augmentation: dict) -> list[dict]:
     """One record per set: clean (the whole test set), each operator, Random and Hard.
 
-    ``augmentation`` (``augment_ratio``, ``augment_mix``) goes on the clean
-    record: data sets may be run in parts with different settings.
+    ``augmentation`` (``epochs``, ``augment_ratio``, ``augment_mix``) goes on
+    the clean record: data sets may be run in parts with different settings.
     """
     base = {"dataset": dataset, "model": model}
     acc = report["clean"]["accuracy"]
@@ -184,11 +186,14 @@ def render(records: list[dict], checks: list[dict], settings: dict) -> str:
     find = {(r["dataset"], r["model"], r["set"]): r for r in records}
     lines = [f"Intent accuracy (%) on each set and drop (points) against the same rows clean, averaged over "
              f"the seeds listed (each seed trains both models and draws its own perturbations). "
-             f"{settings['epochs']} epoch(s); Random: mean over {settings['draws']} draws.", ""]
+             f"Random: mean over {settings['draws']} draws.", ""]
     for dataset in dict.fromkeys(r["dataset"] for r in records):
         aug = find.get((dataset, "augmented", "clean"), {})
-        how = (f"; augmented model: ratio {aug['augment_ratio']}, mix `{json.dumps(aug['augment_mix'])}`"
-               if "augment_ratio" in aug else "")
+        base = find.get((dataset, "baseline", "clean"), {})
+        how = "".join(f"; {name}: {r.get('epochs', EPOCHS_BEFORE_RECORDED)} epochs" for name, r in
+                      (("baseline", base), ("augmented", aug)) if r)
+        how += (f"; augmented model: ratio {aug['augment_ratio']}, mix `{json.dumps(aug['augment_mix'])}`"
+                if "augment_ratio" in aug else "")
         seeds = find[next(k for k in find if k[0] == dataset)]["seeds"]
         lines += [f"**{dataset}** (seeds {', '.join(map(str, seeds))}{how})", "",
                   "| set | family | n | baseline clean | baseline perturbed | baseline drop "
@@ -235,7 +240,7 @@ def main() -> int:
     from intentvcs import atomic
     from training.trainer import TrainConfig
 
-    settings = {"epochs": args.epochs, "backbone": args.backbone or "all-MiniLM-L6-v2", "method": "pu",
+    settings = {"backbone": args.backbone or "all-MiniLM-L6-v2", "method": "pu",
                 "draws": args.draws, "limit_train": args.limit_train, "limit_test": args.limit_test}
     records: list[dict] = []
     for dataset, seed, model in itertools.product(args.datasets, args.seeds, args.models):
@@ -250,8 +255,8 @@ def main() -> int:
         bundle, result = train_bundle(config, train, valid, directory, args.reuse)
         report = robustness_report(bundle, test, args.draws, seed)
         atomic.write_json(directory / "robustness.json", report)
-        augmentation = ({"augment_ratio": args.augment, "augment_mix": args.augment_mix} if augmented
-                        else {"augment_ratio": 0.0, "augment_mix": None})
+        augmentation = {"epochs": args.epochs, **({"augment_ratio": args.augment, "augment_mix": args.augment_mix}
+                                                  if augmented else {"augment_ratio": 0.0, "augment_mix": None})}
         records += [{**r, "seed": seed} for r in model_records(dataset, model, report, result, augmentation)]
         # Data sets, seeds and models measured by an earlier run and not redone here are kept.
         merged, command = keep_previous(args.results_name, records, lambda r: (
