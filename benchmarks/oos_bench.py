@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import SHARED_DATA, write_results  # noqa: E402
@@ -77,6 +79,11 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
         targets = first_label_index(obs[keep])
         before = calibration.calibration_figures(logits[keep], targets, decision.activation, 1.0)
         after = calibration.calibration_figures(logits[keep], targets, decision.activation, decision.temperature)
+        # In-scope rows kept in scope with nothing accepted (every confidence under
+        # its acceptance threshold) fail exact match even when the top intent is right.
+        result = decision.apply(*outputs)
+        empty = keep & ~result.out_of_scope & ~result.accepted.any(axis=1)
+        top_right = obs[np.arange(len(obs)), result.confidences.argmax(axis=1)]
         paper = PAPER.get((variant, rule), (None, None))
         return {**base, "oos_rule": rule, "in_scope_acc": round(100 * fig["in_scope_accuracy"], 2),
                 "oos_recall": round(100 * fig["oos_recall"], 2), "oos_precision": round(100 * fig["oos_precision"], 2),
@@ -84,7 +91,9 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
                 "fpr95": round(100 * fig["fpr95"], 2), "ece_before": round(100 * before["ece"], 2),
                 "ece": round(100 * after["ece"], 2), "temperature": round(decision.temperature, 4),
                 "oos_threshold": decision.oos.threshold, "train_seconds": round(trained.seconds, 1),
-                "paper_in_scope_acc": paper[0], "paper_oos_recall": paper[1]}
+                "paper_in_scope_acc": paper[0], "paper_oos_recall": paper[1],
+                "kept_with_nothing_accepted": int(empty.sum()),
+                "kept_with_nothing_accepted_top_right": int((empty & top_right).sum())}
 
     config = TrainConfig(method="pu", epochs=epochs, seed=seed, threads=threads)
 
