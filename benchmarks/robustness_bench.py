@@ -151,8 +151,9 @@ def seed_means(records: list[dict]) -> list[dict]:
         groups.setdefault((r["dataset"], r["model"], r["set"]), []).append(r)
     means = []
     for group in groups.values():
-        mean = {**group[0], "seeds": sorted(r.get("seed", 0) for r in group)}
-        mean.pop("seed", None)
+        # Per-run facts (seed, training time, best epoch) do not average; the raw records keep them.
+        mean = {k: v for k, v in group[0].items() if k not in ("seed", "train_seconds", "best_epoch")}
+        mean["seeds"] = sorted(r.get("seed", 0) for r in group)
         for key in ("clean_acc", "perturbed_acc", "drop"):
             values = [r[key] for r in group if r.get(key) is not None]
             mean[key] = round(sum(values) / len(values), 2) if values else None
