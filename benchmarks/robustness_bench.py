@@ -88,8 +88,9 @@ def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool 
 
     checkpoint = directory / "checkpoint"
     meta = read_checkpoint_meta(checkpoint) if reuse and (checkpoint / "checkpoint.json").is_file() else None
-    if meta is not None and (meta["data_fingerprint"], meta["train_config"]) == (fingerprint(train, valid),
-                                                                                  config.to_dict()):
+    # Through TrainConfig, so settings added since the checkpoint was written read as their defaults.
+    if meta is not None and (meta["data_fingerprint"], type(config)(**meta["train_config"]).to_dict()) == (
+            fingerprint(train, valid), config.to_dict()):
         logging.info("reusing %s", checkpoint)
         # Checkpoints from before train_seconds was recorded: the epochs' sum.
         seconds = meta.get("train_seconds", round(sum(h["seconds"] for h in meta["history"]), 1))
@@ -195,6 +196,8 @@ def render(records: list[dict], checks: list[dict], settings: dict) -> str:
                       (("baseline", base), ("augmented", aug)) if r)
         how += (f"; augmented model: ratio {aug['augment_ratio']}, mix `{json.dumps(aug['augment_mix'])}`"
                 if "augment_ratio" in aug else "")
+        how += ", fresh copies every epoch" if aug.get("augment_resample") else ""
+        how += f", consistency weight {aug['consistency_weight']}" if aug.get("consistency_weight") else ""
         seeds = find[next(k for k in find if k[0] == dataset)]["seeds"]
         lines += [f"**{dataset}** (seeds {', '.join(map(str, seeds))}{how})", "",
                   "| set | family | n | baseline clean | baseline perturbed | baseline drop "
@@ -222,6 +225,10 @@ def main() -> int:
     parser.add_argument("--augment", type=float, default=1.0, help="augmented model: perturbed copies per row")
     parser.add_argument("--augment-mix", type=json.loads, default=DEFAULT_MIX, metavar="JSON",
                         help="operator or family weights (default: equal per family)")
+    parser.add_argument("--augment-resample", action="store_true",
+                        help="augmented model: draw fresh perturbed copies every epoch")
+    parser.add_argument("--consistency", type=float, default=0.0, metavar="WEIGHT",
+                        help="augmented model: weight of the clean-vs-copy KL term (TrainConfig.consistency_weight)")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS,
                         help="models to (re)train; the other's earlier records are kept")
     parser.add_argument("--draws", type=int, default=10, help="Random-set draws (NATURE averages 10)")
@@ -251,13 +258,16 @@ def main() -> int:
         augmented = model == "augmented"
         config = TrainConfig(backbone=args.backbone, method="pu", epochs=args.epochs, seed=seed, threads=args.threads,
                              augment_ratio=args.augment if augmented else 0.0,
-                             augment_mix=args.augment_mix if augmented else None)
+                             augment_mix=args.augment_mix if augmented else None,
+                             augment_resample=augmented and args.augment_resample,
+                             consistency_weight=args.consistency if augmented else 0.0)
         directory = Path(args.work) / dataset / f"seed{seed}" / model
         bundle, result = train_bundle(config, train, valid, directory, args.reuse)
         report = robustness_report(bundle, test, args.draws, seed)
         atomic.write_json(directory / "robustness.json", report)
-        augmentation = {"epochs": args.epochs, **({"augment_ratio": args.augment, "augment_mix": args.augment_mix}
-                                                  if augmented else {"augment_ratio": 0.0, "augment_mix": None})}
+        augmentation = {"epochs": args.epochs, "augment_ratio": config.augment_ratio,
+                        "augment_mix": config.augment_mix, "augment_resample": config.augment_resample,
+                        "consistency_weight": config.consistency_weight}
         records += [{**r, "seed": seed} for r in model_records(dataset, model, report, result, augmentation)]
         # Data sets, seeds and models measured by an earlier run and not redone here are kept.
         merged, command = keep_previous(args.results_name, records, lambda r: (

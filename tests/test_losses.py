@@ -107,3 +107,27 @@ def test_label_scale_falls_back_to_prior_for_unseen_labels_and_respects_floor():
     scale = estimate_label_scale(heldout, observed, prior, prior_obs, prior_strength=1.0)
     assert scale[1] == pytest.approx(0.5)
     assert estimate_label_scale(np.array([[0.001]]), np.array([[1]]), prior_strength=0.0)[0] == 0.05
+
+
+def test_consistency_is_zero_for_equal_predictions_and_pulls_only_the_copy():
+    from training.losses import consistency_loss
+
+    clean = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 0.0]], requires_grad=True)
+    for activation in ("softmax", "sigmoid"):
+        same = clean.detach().clone().requires_grad_(True)
+        assert consistency_loss(same, clean, activation).item() == pytest.approx(0.0, abs=1e-7)
+        copy = torch.tensor([[0.0, 2.0, -1.0], [0.5, 0.5, 3.0]], requires_grad=True)
+        loss = consistency_loss(copy, clean, activation)
+        assert loss.item() > 0.1
+        loss.backward()
+        assert copy.grad is not None and copy.grad.abs().sum() > 0
+        assert clean.grad is None  # the clean side is a fixed target
+
+
+def test_consistency_softmax_is_the_categorical_kl():
+    from training.losses import consistency_loss
+
+    clean, copy = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
+    p, q = torch.softmax(clean, 1)[0], torch.softmax(copy, 1)[0]
+    expected = float((p * (p.log() - q.log())).sum())
+    assert consistency_loss(copy, clean, "softmax").item() == pytest.approx(expected, rel=1e-6)

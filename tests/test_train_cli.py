@@ -99,3 +99,28 @@ def test_refit_rejects_labels_the_model_does_not_know(tmp_path, backbone, capsys
                  "--valid", str(other)]) == 2
     assert "taxi_book" in capsys.readouterr().err
     assert (ckpt / "checkpoint.json").read_bytes() == before
+
+
+def test_robust_training_with_fresh_copies_and_consistency(tmp_path, backbone, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="training.trainer")
+    code = main([
+        "train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
+        "--out", str(tmp_path / "ckpt"), "--backbone", str(backbone), "--epochs", "2", "--patience", "5",
+        "--batch-size", "64", "--oos-rule", "none", "--augment", "1", "--augment-resample", "--consistency", "1",
+    ])
+    assert code == 0
+    meta = json.loads((tmp_path / "ckpt" / "checkpoint.json").read_text())
+    assert meta["train_config"]["consistency_weight"] == 1.0 and meta["train_config"]["augment_resample"]
+    assert len(meta["history"]) == 2
+    drawn = [r.getMessage() for r in caplog.records if "augmented training data" in r.getMessage()]
+    assert [m.split(":")[0] for m in drawn] == ["augmented training data for epoch 1",
+                                               "augmented training data for epoch 2"]
+
+
+def test_consistency_without_augmentation_is_a_clear_error(tmp_path, backbone, capsys):
+    code = main(["train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
+                 "--out", str(tmp_path / "ckpt"), "--backbone", str(backbone), "--consistency", "1"])
+    assert code == 2
+    assert "consistency_weight needs augment_ratio > 0" in capsys.readouterr().err

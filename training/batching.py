@@ -16,10 +16,15 @@ import torch
 
 @dataclass
 class Encoded:
-    """Token ids per text (no padding) plus an optional target matrix."""
+    """Token ids per text (no padding) plus an optional target matrix.
+
+    ``sources``: for augmented data, the row index of each row's clean source
+    (-1 for a clean row), so a batch can hold a row and its perturbed copies.
+    """
 
     input_ids: list[list[int]]
     targets: np.ndarray | None = None  # [N, L] float32
+    sources: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -53,6 +58,42 @@ def training_batches(n: int, lengths: Sequence[int], batch_size: int, rng: rando
     for start in range(0, n, span):
         chunk = sorted(order[start : start + span], key=lambda i: lengths[i])
         batches.extend(chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size))
+    rng.shuffle(batches)
+    return batches
+
+
+def grouped_training_batches(sources: Sequence[int], lengths: Sequence[int], batch_size: int, rng: random.Random,
+                             pool: int = 50) -> list[list[int]]:
+    """Like :func:`training_batches`, but every clean row shares its batch with
+    its perturbed copies (``sources`` as in :class:`Encoded`).
+
+    Groups are packed whole until the next would pass ``batch_size`` rows (a
+    group bigger than that is a batch of its own), so batches hold about
+    ``batch_size`` rows from ``batch_size / (1 + copies per row)`` sources.
+    """
+    groups: dict[int, list[int]] = {}
+    for row, source in enumerate(sources):
+        groups.setdefault(row if source < 0 else source, []).append(row)
+    order = list(groups.values())
+    rng.shuffle(order)
+    batches: list[list[int]] = []
+    span = batch_size * pool
+    start = 0
+    while start < len(order):
+        # A pool of about ``pool`` batches' worth of rows, sorted by length.
+        end, rows = start, 0
+        while end < len(order) and rows < span:
+            rows += len(order[end])
+            end += 1
+        current: list[int] = []
+        for group in sorted(order[start:end], key=lambda g: lengths[g[0]]):
+            if current and len(current) + len(group) > batch_size:
+                batches.append(current)
+                current = []
+            current.extend(group)
+        if current:
+            batches.append(current)
+        start = end
     rng.shuffle(batches)
     return batches
 

@@ -97,6 +97,25 @@ def observed_softmax_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.
     return -(dist * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
 
 
+def consistency_loss(copy_logits: torch.Tensor, clean_logits: torch.Tensor, activation: str) -> torch.Tensor:
+    """KL divergence from each clean row's prediction to its perturbed copy's.
+
+    The clean side is detached: the copy is pulled towards what the model
+    says about the clean text, never the other way round (UDA's choice), so
+    perturbed inputs cannot drag clean predictions. ``activation`` is the
+    method's: a softmax gives one categorical KL per row, a sigmoid one
+    Bernoulli KL per label, summed over labels. Mean over rows.
+    """
+    clean_logits = clean_logits.detach()
+    if activation == "softmax":
+        return F.kl_div(F.log_softmax(copy_logits, dim=1), F.log_softmax(clean_logits, dim=1),
+                        log_target=True, reduction="batchmean")
+    p = torch.sigmoid(clean_logits)
+    kl = (p * (F.logsigmoid(clean_logits) - F.logsigmoid(copy_logits))
+          + (1 - p) * (F.logsigmoid(-clean_logits) - F.logsigmoid(-copy_logits)))
+    return kl.sum(dim=1).mean()
+
+
 @dataclass(frozen=True)
 class Method:
     name: str

@@ -22,8 +22,8 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from intentvcs.dataio import Example
-from training.batching import Encoded, collate, encode, training_batches
-from training.losses import METHODS, negative_sampling_loss
+from training.batching import Encoded, collate, encode, grouped_training_batches, training_batches
+from training.losses import METHODS, consistency_loss, negative_sampling_loss
 from training.model import IntentModel, default_backbone, load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,14 @@ class TrainConfig:
     # families ("nature", "laug", "raddle"); None is uniform over all operators.
     augment_ratio: float = 0.0
     augment_mix: dict[str, float] | None = None
+    # Draw fresh copies every epoch instead of reusing epoch 1's: the model
+    # then sees ratio x epochs different perturbations, not the same ratio
+    # copies again, which it learns by heart by the third epoch.
+    augment_resample: bool = False
+    # Weight of a KL term pulling each perturbed copy's prediction towards its
+    # clean source's (training.losses.consistency_loss); copies then share a
+    # batch with their source. 0 trains on the copies' labels alone.
+    consistency_weight: float = 0.0
     labels: list[str] | None = field(default=None)  # fixed label order; None: sorted from data
 
     def __post_init__(self) -> None:
@@ -61,6 +69,10 @@ class TrainConfig:
         for name in ("epochs", "batch_size", "max_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.consistency_weight < 0:
+            raise ValueError("consistency_weight must be >= 0")
+        if self.consistency_weight > 0 and self.augment_ratio <= 0:
+            raise ValueError("consistency_weight needs augment_ratio > 0: it compares rows with their perturbed copies")
 
     def resolved_backbone(self) -> str:
         return self.backbone or default_backbone()
@@ -117,12 +129,6 @@ class Trainer:
         valid = [ex for ex in valid if ex.labels]
         if not train:
             raise ValueError("training data has no labelled rows")
-        if cfg.augment_ratio > 0:
-            from intentvcs.perturb import augment
-
-            before = len(train)
-            train = augment(train, cfg.augment_ratio, cfg.augment_mix, seed=cfg.seed)
-            log.info("augmented training data: %d -> %d rows", before, len(train))
         labels = list(cfg.labels) if cfg.labels else sorted({l for ex in train for l in ex.labels})
         unseen = sorted({l for ex in train for l in ex.labels} - set(labels))
         if unseen:
@@ -134,13 +140,12 @@ class Trainer:
         if cfg.freeze_embeddings:
             model.encoder.get_input_embeddings().weight.requires_grad_(False)
 
-        train_enc = encode(tokenizer, [ex.text for ex in train], cfg.max_length, targets_matrix(train, labels))
+        train_enc = self._training_rows(train, labels, tokenizer, epoch=1)
         valid_enc = encode(tokenizer, [ex.text for ex in valid], cfg.max_length, targets_matrix(valid, labels))
-        lengths = [len(x) for x in train_enc.input_ids]
 
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-        steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
+        steps_per_epoch = math.ceil(len(train_enc) / cfg.batch_size)
         total_steps = steps_per_epoch * cfg.epochs
         scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total_steps), total_steps)
 
@@ -148,12 +153,20 @@ class Trainer:
         for epoch in range(1, cfg.epochs + 1):
             model.train()
             epoch_start, running = time.time(), 0.0
-            batches = training_batches(len(train), lengths, cfg.batch_size, rng)
+            if epoch > 1 and cfg.augment_ratio > 0 and cfg.augment_resample:
+                train_enc = self._training_rows(train, labels, tokenizer, epoch)
+            lengths = [len(x) for x in train_enc.input_ids]
+            if cfg.consistency_weight > 0:
+                batches = grouped_training_batches(train_enc.sources, lengths, cfg.batch_size, rng)
+            else:
+                batches = training_batches(len(train_enc), lengths, cfg.batch_size, rng)
             bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", unit="batch", leave=False)
             for step, idx in enumerate(bar, start=1):
                 batch = collate(train_enc, idx, tokenizer.pad_token_id)
                 logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])[0]
                 loss = self._loss(logits, batch["targets"], generator)
+                if cfg.consistency_weight > 0:
+                    loss = loss + cfg.consistency_weight * self._consistency(logits, idx, train_enc.sources)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
                 optimizer.step()
@@ -179,6 +192,36 @@ class Trainer:
         model.load_state_dict(best_state)
         model.eval()
         return TrainResult(model, tokenizer, labels, best_epoch, history, time.time() - start)
+
+    def _consistency(self, logits: torch.Tensor, idx: list[int], sources: list[int]) -> torch.Tensor:
+        """The consistency term of one batch: each copy in it against its source (grouped batches hold both)."""
+        position = {row: k for k, row in enumerate(idx)}
+        pairs = [(k, position[sources[row]]) for k, row in enumerate(idx) if sources[row] >= 0]
+        if not pairs:
+            return logits.new_zeros(())
+        copies, clean = zip(*pairs)
+        return consistency_loss(logits[list(copies)], logits[list(clean)], self.method.activation)
+
+    def _training_rows(self, train: list[Example], labels: list[str], tokenizer, epoch: int) -> Encoded:
+        """The rows of one epoch, encoded: ``train`` plus its perturbed copies when augmenting.
+
+        Epoch 1's copies use the plain seed, so a run without resampling is
+        the same as before the option existed.
+        """
+        cfg = self.config
+        sources = [-1] * len(train)
+        if cfg.augment_ratio > 0:
+            from intentvcs.perturb import perturbed_copies
+
+            seed = cfg.seed if epoch == 1 else f"{cfg.seed}:epoch{epoch}"
+            copies = perturbed_copies(train, cfg.augment_ratio, cfg.augment_mix, seed=seed)
+            log.info("augmented training data for epoch %d: %d -> %d rows", epoch, len(train),
+                     len(train) + len(copies))
+            train = train + [copy for _, copy in copies]
+            sources += [source for source, _ in copies]
+        encoded = encode(tokenizer, [ex.text for ex in train], cfg.max_length, targets_matrix(train, labels))
+        encoded.sources = sources
+        return encoded
 
     @torch.inference_mode()
     def _evaluate_loss(self, model: IntentModel, encoded: Encoded, pad_id: int, generator) -> float:

@@ -40,6 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="robust training: add RATIO x N perturbed copies of the training rows")
     p.add_argument("--augment-mix", metavar="JSON",
                    help='operator or family weights, e.g. \'{"nature": 2, "raddle": 1}\' (default: uniform)')
+    p.add_argument("--augment-resample", action="store_true",
+                   help="draw fresh perturbed copies every epoch instead of reusing the first epoch's")
+    p.add_argument("--consistency", type=float, default=0.0, metavar="WEIGHT",
+                   help="weight of a KL term pulling each perturbed copy's prediction towards its clean "
+                        "source's (needs --augment; default 0: off)")
     p.add_argument("--relations", help="relations.json of known label relations, applied at inference")
     p.add_argument("--result", help="also write the training result JSON here")
     p.set_defaults(func=run)
@@ -69,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         learning_rate=args.lr, max_length=args.max_length, seed=args.seed, patience=args.patience,
         threads=args.threads, augment_ratio=args.augment,
         augment_mix=json.loads(args.augment_mix) if args.augment_mix else None,
+        augment_resample=args.augment_resample, consistency_weight=args.consistency,
     )
     result = train_pipeline(
         config,

@@ -24,6 +24,7 @@ from intentvcs.perturb.registry import (
     OPERATORS,
     augment,
     perturb,
+    perturbed_copies,
     random_set,
 )
 
@@ -40,4 +41,4 @@ def warm_up() -> None:
     phonetic_index()
 
 
-__all__ = ["FAMILIES", "FAMILY_OF", "OPERATORS", "augment", "perturb", "random_set", "warm_up"]
+__all__ = ["FAMILIES", "FAMILY_OF", "OPERATORS", "augment", "perturb", "perturbed_copies", "random_set", "warm_up"]

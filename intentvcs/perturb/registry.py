@@ -5,7 +5,8 @@
 - ``random_set(examples, seed, operators=None)``: NATURE's Random set, one
   random applicable operator per utterance (report the mean over seeds 0-9).
 - ``augment(examples, ratio, mix, seed)``: originals plus ``ratio * len``
-  perturbed copies with the same labels, operators drawn by weight.
+  perturbed copies with the same labels, operators drawn by weight
+  (``perturbed_copies``: the copies alone, with their sources' indices).
 
 Each output carries ``meta["perturbation"]`` (the operator name, or ``None`` in
 a random set where nothing applied).
@@ -114,15 +115,22 @@ def _weights(mix: Mapping[str, float] | None) -> dict[str, float]:
 
 def augment(examples: Sequence[Example], ratio: float,
             mix: Mapping[str, float] | None = None, seed: int | str = 0) -> list[Example]:
-    """Originals followed by ``round(ratio * len(examples))`` perturbed copies.
+    """Originals followed by ``round(ratio * len(examples))`` perturbed copies
+    (:func:`perturbed_copies` without the source indices)."""
+    return list(examples) + [copy for _, copy in perturbed_copies(examples, ratio, mix, seed)]
+
+
+def perturbed_copies(examples: Sequence[Example], ratio: float,
+                     mix: Mapping[str, float] | None = None, seed: int | str = 0) -> list[tuple[int, Example]]:
+    """``round(ratio * len(examples))`` perturbed copies, each with the index of its source.
 
     Sources are visited in a seeded shuffled order, cycling, so every example is
     used once before any is used twice. For each, an operator is drawn from
     ``mix`` (operator or family names -> weights; default uniform over all);
     if it does not apply, the others are tried in weighted random order. Labels
-    are kept; an augmented copy's id is ``"<id>~<op>~<n>"`` (None stays None)
-    and its meta gains ``perturbation`` and ``augmented_from``. Stops early if a
-    full pass over the data yields nothing.
+    are kept; a copy's id is ``"<id>~<op>~<n>"`` (None stays None) and its meta
+    gains ``perturbation`` and ``augmented_from``. Stops early if a full pass
+    over the data yields nothing.
     """
     if ratio < 0:
         raise ValueError("ratio must be >= 0")
@@ -132,21 +140,21 @@ def augment(examples: Sequence[Example], ratio: float,
     rng = random.Random(f"{seed}\x1faugment")
     order = list(range(len(examples)))
     rng.shuffle(order)
-    out = list(examples)
-    made, visits, idle = 0, 0, 0
-    while made < target and examples and idle < len(examples):
-        source = examples[order[visits % len(examples)]]
+    out: list[tuple[int, Example]] = []
+    visits, idle = 0, 0
+    while len(out) < target and examples and idle < len(examples):
+        index = order[visits % len(examples)]
+        source = examples[index]
         visits += 1
         produced = _augment_one(source, weights, rng, f"{seed}:{visits}")
         if produced is None:
             idle += 1
             continue
         idle = 0
-        made += 1
         op_name = produced.meta["perturbation"]
-        ident = f"{source.id}~{op_name}~{made}" if source.id is not None else None
+        ident = f"{source.id}~{op_name}~{len(out) + 1}" if source.id is not None else None
         meta = {**produced.meta, "augmented_from": source.id}
-        out.append(Example(produced.text, produced.labels, ident, produced.spans, meta))
+        out.append((index, Example(produced.text, produced.labels, ident, produced.spans, meta)))
     return out
 
 
