@@ -75,6 +75,12 @@ def load_splits(name: str, limit_train: int | None, limit_test: int | None, seed
             subsample(test, limit_test, seed))
 
 
+def stored_config(meta: dict, config_type):
+    """A checkpoint's TrainConfig; settings added since it was written take the value they had then."""
+    # Copies were drawn once before resampling existed, and there was no consistency term.
+    return config_type(**{"augment_resample": False, "consistency_weight": 0.0, **meta["train_config"]})
+
+
 def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool = False) -> tuple[Path, dict]:
     """Train (PU pipeline, no OOS rule: the sets are in-scope only), export; return the bundle and the result.
 
@@ -88,8 +94,7 @@ def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool 
 
     checkpoint = directory / "checkpoint"
     meta = read_checkpoint_meta(checkpoint) if reuse and (checkpoint / "checkpoint.json").is_file() else None
-    # Through TrainConfig, so settings added since the checkpoint was written read as their defaults.
-    if meta is not None and (meta["data_fingerprint"], type(config)(**meta["train_config"]).to_dict()) == (
+    if meta is not None and (meta["data_fingerprint"], stored_config(meta, type(config)).to_dict()) == (
             fingerprint(train, valid), config.to_dict()):
         logging.info("reusing %s", checkpoint)
         # Checkpoints from before train_seconds was recorded: the epochs' sum.

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from intentvcs.dataio import Example, Span
-from intentvcs.perturb import FAMILIES, FAMILY_OF, OPERATORS, augment, lexicon, perturb, random_set, warm_up
+from intentvcs.perturb import (FAMILIES, FAMILY_OF, OPERATORS, augment, lexicon, perturb, perturbed_copies, random_set,
+                              warm_up)
 from intentvcs.perturb.morph import is_offensive
 from intentvcs.perturb.numbers import spoken_numbers
 from intentvcs.perturb.phonetic import find_cmudict, phonetic_index
@@ -456,6 +457,19 @@ def test_augment_adds_labelled_copies():
     # nothing applicable: stops instead of looping
     stuck = [ex("x", ("x", "span"))]
     assert augment(stuck, 3.0, {"syn_verb": 1.0}) == stuck
+
+
+def test_perturbed_copies_name_their_sources_and_match_augment():
+    data = [Example(f"book a table for {n} people at noon", ("book",), id=f"r{n}") for n in range(2, 8)]
+    data.append(Example("what is my balance", ("balance",), id="b"))
+    copies = perturbed_copies(data, 2.0, {"laug": 1.0}, seed="7:epoch2")
+    assert len(copies) == 2 * len(data)
+    for index, copy in copies:
+        assert copy.meta["augmented_from"] == data[index].id and copy.labels == data[index].labels
+    # Every row is used once before any twice, so ratio 2 gives each row exactly two copies.
+    assert sorted(index for index, _ in copies) == sorted(list(range(len(data))) * 2)
+    assert augment(data, 2.0, {"laug": 1.0}, seed="7:epoch2")[len(data):] == [c for _, c in copies]
+    assert [c.text for _, c in perturbed_copies(data, 2.0, {"laug": 1.0}, seed=7)] != [c.text for _, c in copies]
 
 
 # -- speed and isolation ---------------------------------------------------------------

@@ -55,8 +55,10 @@ class TrainConfig:
     augment_mix: dict[str, float] | None = None
     # Draw fresh copies every epoch instead of reusing epoch 1's: the model
     # then sees ratio x epochs different perturbations, not the same ratio
-    # copies again, which it learns by heart by the third epoch.
-    augment_resample: bool = False
+    # copies again, which it learns by heart by the third epoch (CLINC150:
+    # Random drop 2.21 -> 1.60 points, README "Robustness"). Checkpoints
+    # written before this option existed drew their copies once.
+    augment_resample: bool = True
     # Weight of a KL term pulling each perturbed copy's prediction towards its
     # clean source's (training.losses.consistency_loss); copies then share a
     # batch with their source. 0 trains on the copies' labels alone.

@@ -40,8 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="robust training: add RATIO x N perturbed copies of the training rows")
     p.add_argument("--augment-mix", metavar="JSON",
                    help='operator or family weights, e.g. \'{"nature": 2, "raddle": 1}\' (default: uniform)')
-    p.add_argument("--augment-resample", action="store_true",
-                   help="draw fresh perturbed copies every epoch instead of reusing the first epoch's")
+    p.add_argument("--augment-resample", action=argparse.BooleanOptionalAction, default=True,
+                   help="draw fresh perturbed copies every epoch (default); --no-augment-resample reuses "
+                        "the first epoch's")
     p.add_argument("--consistency", type=float, default=0.0, metavar="WEIGHT",
                    help="weight of a KL term pulling each perturbed copy's prediction towards its clean "
                         "source's (needs --augment; default 0: off)")
