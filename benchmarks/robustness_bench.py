@@ -75,12 +75,6 @@ def load_splits(name: str, limit_train: int | None, limit_test: int | None, seed
             subsample(test, limit_test, seed))
 
 
-def stored_config(meta: dict, config_type):
-    """A checkpoint's TrainConfig; settings added since it was written take the value they had then."""
-    # Copies were drawn once before resampling existed, and there was no consistency term.
-    return config_type(**{"augment_resample": False, "consistency_weight": 0.0, **meta["train_config"]})
-
-
 def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool = False) -> tuple[Path, dict]:
     """Train (PU pipeline, no OOS rule: the sets are in-scope only), export; return the bundle and the result.
 
@@ -89,17 +83,15 @@ def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool 
     """
     from export.bundle import export_bundle
     from intentvcs.dataio import fingerprint
-    from training.checkpoint import read_checkpoint_meta
+    from training.checkpoint import read_checkpoint_meta, training_seconds
     from training.pipeline import train_pipeline
 
     checkpoint = directory / "checkpoint"
     meta = read_checkpoint_meta(checkpoint) if reuse and (checkpoint / "checkpoint.json").is_file() else None
-    if meta is not None and (meta["data_fingerprint"], stored_config(meta, type(config)).to_dict()) == (
+    if meta is not None and (meta["data_fingerprint"], type(config).from_stored(meta["train_config"]).to_dict()) == (
             fingerprint(train, valid), config.to_dict()):
         logging.info("reusing %s", checkpoint)
-        # Checkpoints from before train_seconds was recorded: the epochs' sum.
-        seconds = meta.get("train_seconds", round(sum(h["seconds"] for h in meta["history"]), 1))
-        result = {"train_seconds": seconds, "best_epoch": meta["best_epoch"]}
+        result = {"train_seconds": training_seconds(meta), "best_epoch": meta["best_epoch"]}
     else:
         result = train_pipeline(config, train, valid, checkpoint, oos_rule="none")
     return Path(export_bundle(checkpoint, directory / "bundle")["bundle"]), result
@@ -201,7 +193,8 @@ def render(records: list[dict], checks: list[dict], settings: dict) -> str:
                       (("baseline", base), ("augmented", aug)) if r)
         how += (f"; augmented model: ratio {aug['augment_ratio']}, mix `{json.dumps(aug['augment_mix'])}`"
                 if "augment_ratio" in aug else "")
-        how += ", fresh copies every epoch" if aug.get("augment_resample") else ""
+        if aug.get("augment_ratio"):
+            how += ", fresh copies every epoch" if aug.get("augment_resample") else ", copies drawn once"
         how += f", consistency weight {aug['consistency_weight']}" if aug.get("consistency_weight") else ""
         seeds = find[next(k for k in find if k[0] == dataset)]["seeds"]
         lines += [f"**{dataset}** (seeds {', '.join(map(str, seeds))}{how})", "",

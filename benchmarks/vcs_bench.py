@@ -54,7 +54,7 @@ def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads:
     ground-truth relations applied as label closure at inference (what
     ``--relations`` does in production), to measure the EM gain of closure.
     """
-    from dataclasses import fields, replace
+    from dataclasses import replace
 
     from intentvcs.dataio import read_jsonl
     from intentvcs.decision import Decision
@@ -72,9 +72,7 @@ def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads:
     if (out / "checkpoint.json").exists():
         meta = read_checkpoint_meta(out)
         # Thread count changes speed, not the run; everything else must match.
-        # Fields added to TrainConfig after a run was stored take their defaults.
-        known = {f.name for f in fields(TrainConfig)}
-        stored = TrainConfig(**{k: v for k, v in meta["train_config"].items() if k in known})
+        stored = TrainConfig.from_stored(meta["train_config"])
         same = {**stored.to_dict(), "threads": None} == {**config.to_dict(), "threads": None}
         meta = meta if same else None
     if meta is None and reuse_only:

@@ -53,3 +53,8 @@ def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"{meta_path}: format_version {meta.get('format_version')!r} is not supported "
                          f"(expected {FORMAT_VERSION})")
     return meta
+
+
+def training_seconds(meta: dict[str, Any]) -> float:
+    """How long the checkpoint's training took; older checkpoints lack the total, so their epochs' sum."""
+    return meta.get("train_seconds", round(sum(h["seconds"] for h in meta["history"]), 1))

@@ -13,7 +13,7 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Sequence
 
 import numpy as np
@@ -27,6 +27,10 @@ from training.losses import METHODS, consistency_loss, negative_sampling_loss
 from training.model import IntentModel, default_backbone, load_tokenizer
 
 log = logging.getLogger(__name__)
+
+
+# What runs recorded before a setting existed did: copies were drawn once.
+LEGACY_SETTINGS = {"augment_resample": False}
 
 
 @dataclass
@@ -71,10 +75,24 @@ class TrainConfig:
         for name in ("epochs", "batch_size", "max_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if not self.augment_ratio:
+            # Nothing to draw: recorded as off, so runs without augmentation
+            # compare equal whatever the resampling default was when they ran.
+            self.augment_resample = False
         if self.consistency_weight < 0:
             raise ValueError("consistency_weight must be >= 0")
         if self.consistency_weight > 0 and self.augment_ratio <= 0:
             raise ValueError("consistency_weight needs augment_ratio > 0: it compares rows with their perturbed copies")
+
+    @classmethod
+    def from_stored(cls, stored: dict) -> "TrainConfig":
+        """The configuration a checkpoint recorded (``checkpoint.json``'s ``train_config``).
+
+        Keys this version does not know are dropped; settings added after the
+        checkpoint was written take the value that run had, not today's default.
+        """
+        known = {f.name for f in fields(cls)}
+        return cls(**{**LEGACY_SETTINGS, **{k: v for k, v in stored.items() if k in known}})
 
     def resolved_backbone(self) -> str:
         return self.backbone or default_backbone()
