@@ -2,8 +2,9 @@
 validation, and keep what the decision layer needs to be fitted afterwards.
 
 Read top to bottom: ``TrainConfig`` holds every knob; ``Trainer.fit`` encodes
-the data once, trains with length-bucketed batches, evaluates the validation
-loss after every epoch, keeps the best weights and stops early.
+the data once (with robust training, it draws and encodes perturbed copies of
+the rows for each epoch), trains with length-bucketed batches, evaluates the
+validation loss after every epoch, keeps the best weights and stops early.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ class TrainConfig:
     augment_resample: bool = True
     # Weight of a KL term pulling each perturbed copy's prediction towards its
     # clean source's (training.losses.consistency_loss); copies then share a
-    # batch with their source. 0 trains on the copies' labels alone.
+    # batch with their source. 0 trains on the copies' labels alone. On
+    # CLINC150 a weight of 1 left the Random drop where it was (1.60) for 35%
+    # more training time, hence off by default.
     consistency_weight: float = 0.0
     labels: list[str] | None = field(default=None)  # fixed label order; None: sorted from data
 
