@@ -196,6 +196,7 @@ def render(records: list[dict], checks: list[dict], settings: dict) -> str:
         if aug.get("augment_ratio"):
             how += ", fresh copies every epoch" if aug.get("augment_resample") else ", copies drawn once"
         how += f", consistency weight {aug['consistency_weight']}" if aug.get("consistency_weight") else ""
+        how += ", word embeddings trained" if aug.get("freeze_embeddings") is False else ""
         seeds = find[next(k for k in find if k[0] == dataset)]["seeds"]
         lines += [f"**{dataset}** (seeds {', '.join(map(str, seeds))}{how})", "",
                   "| set | family | n | baseline clean | baseline perturbed | baseline drop "
@@ -225,6 +226,9 @@ def main() -> int:
                         help="operator or family weights (default: equal per family)")
     parser.add_argument("--augment-resample", action="store_true",
                         help="augmented model: draw fresh perturbed copies every epoch")
+    parser.add_argument("--train-embeddings", action="store_true",
+                        help="augmented model: fine-tune the word embeddings too (frozen by default), so pieces "
+                             "of misspelt words can move")
     parser.add_argument("--consistency", type=float, default=0.0, metavar="WEIGHT",
                         help="augmented model: weight of the clean-vs-copy KL term (TrainConfig.consistency_weight)")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS,
@@ -258,14 +262,16 @@ def main() -> int:
                              augment_ratio=args.augment if augmented else 0.0,
                              augment_mix=args.augment_mix if augmented else None,
                              augment_resample=augmented and args.augment_resample,
-                             consistency_weight=args.consistency if augmented else 0.0)
+                             consistency_weight=args.consistency if augmented else 0.0,
+                             freeze_embeddings=not (augmented and args.train_embeddings))
         directory = Path(args.work) / dataset / f"seed{seed}" / model
         bundle, result = train_bundle(config, train, valid, directory, args.reuse)
         report = robustness_report(bundle, test, args.draws, seed)
         atomic.write_json(directory / "robustness.json", report)
         augmentation = {"epochs": args.epochs, "augment_ratio": config.augment_ratio,
                         "augment_mix": config.augment_mix, "augment_resample": config.augment_resample,
-                        "consistency_weight": config.consistency_weight}
+                        "consistency_weight": config.consistency_weight,
+                        "freeze_embeddings": config.freeze_embeddings}
         records += [{**r, "seed": seed} for r in model_records(dataset, model, report, result, augmentation)]
         # Data sets, seeds and models measured by an earlier run and not redone here are kept.
         merged, command = keep_previous(args.results_name, records, lambda r: (

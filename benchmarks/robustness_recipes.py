@@ -49,6 +49,7 @@ def recipe_record(directory: Path, meta: dict, report: dict, baseline_clean: flo
         "augment_mix": config["augment_mix"],
         "augment_resample": bool(config["augment_ratio"]) and config["augment_resample"],
         "consistency_weight": config["consistency_weight"],
+        "freeze_embeddings": config["freeze_embeddings"],
         "train_seconds": training_seconds(meta),
         "best_epoch": meta["best_epoch"],
         "best_valid_loss": round(best["valid_loss"], 4),
@@ -61,11 +62,11 @@ def recipe_record(directory: Path, meta: dict, report: dict, baseline_clean: flo
 
 
 def render(records: list[dict]) -> str:
-    head = ("| recipe | epochs | copies/row | fresh copies | consistency | train min | best epoch (valid loss) "
+    head = ("| recipe | epochs | copies/row | fresh copies | consistency | embeddings | train min | best epoch (valid loss) "
             "| clean acc (vs baseline) | Random drop | " + " | ".join(HARDEST) + " |")
     lines = ["Robust-training recipes on the same data, seed and test sets; drops in points against the same rows "
              "clean, Random = mean over the report's draws.", "", head,
-             "|" + "---|" * (9 + len(HARDEST))]
+             "|" + "---|" * (10 + len(HARDEST))]
     for r in records:
         if not r["augment_ratio"]:
             name, fresh, consistency = "baseline", "–", "–"
@@ -74,6 +75,7 @@ def render(records: list[dict]) -> str:
             fresh, consistency = ("yes" if r["augment_resample"] else "no"), f"{r['consistency_weight']:g}"
         lines.append(
             f"| {name} | {r['epochs']} | {r['augment_ratio']:g} | {fresh} | {consistency} "
+            f"| {'frozen' if r['freeze_embeddings'] else 'trained'} "
             f"| {r['train_seconds'] / 60:.0f} | {r['best_epoch']} ({r['best_valid_loss']:.3f}) "
             f"| {r['clean_acc']:.2f} ({r['clean_gain']:+.2f}) | {r['random_drop']:.2f} ± {r['random_drop_std']:.2f} | "
             + " | ".join(f"{r[f'drop_{n}']:.2f}" for n in HARDEST) + " |")
