@@ -225,7 +225,8 @@ def main() -> int:
     parser.add_argument("--augment-mix", type=json.loads, default=DEFAULT_MIX, metavar="JSON",
                         help="operator or family weights (default: equal per family)")
     parser.add_argument("--augment-resample", action="store_true",
-                        help="augmented model: draw fresh perturbed copies every epoch")
+                        help="augmented model: draw fresh perturbed copies every epoch (training's default; off "
+                             "here so that the commands recorded before it existed still reproduce)")
     parser.add_argument("--train-embeddings", action="store_true",
                         help="augmented model: fine-tune the word embeddings too (frozen by default), so pieces "
                              "of misspelt words can move")
