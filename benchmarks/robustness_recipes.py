@@ -30,7 +30,9 @@ HARDEST = ("asr_soundalike", "typo_keyboard", "eda_delete", "speako")
 
 def read_run(directory: Path) -> tuple[dict, dict]:
     """``(checkpoint meta, robustness report)`` of one run directory."""
-    meta = json.loads((directory / "checkpoint" / "checkpoint.json").read_text(encoding="utf-8"))
+    from training.checkpoint import read_checkpoint_meta
+
+    meta = read_checkpoint_meta(directory / "checkpoint")
     report = json.loads((directory / "robustness.json").read_text(encoding="utf-8"))
     return meta, report
 
@@ -47,7 +49,7 @@ def recipe_record(directory: Path, meta: dict, report: dict, baseline_clean: flo
         "epochs": config["epochs"],
         "augment_ratio": config["augment_ratio"],
         "augment_mix": config["augment_mix"],
-        "augment_resample": bool(config["augment_ratio"]) and config["augment_resample"],
+        "augment_resample": config["augment_resample"],
         "consistency_weight": config["consistency_weight"],
         "freeze_embeddings": config["freeze_embeddings"],
         "train_seconds": training_seconds(meta),
@@ -61,6 +63,11 @@ def recipe_record(directory: Path, meta: dict, report: dict, baseline_clean: flo
     }
 
 
+def run_name(record: dict) -> str:
+    """``baseline``, or the work directory an augmented run was made in (``<work>/<dataset>/seed<N>/<model>``)."""
+    return record["run"].split("/")[-4] if record["augment_ratio"] else "baseline"
+
+
 def render(records: list[dict]) -> str:
     head = ("| recipe | epochs | copies/row | fresh copies | consistency | embeddings | train min | best epoch (valid loss) "
             "| clean acc (vs baseline) | Random drop | " + " | ".join(HARDEST) + " |")
@@ -69,20 +76,17 @@ def render(records: list[dict]) -> str:
              "|" + "---|" * (10 + len(HARDEST))]
     for r in records:
         if not r["augment_ratio"]:
-            name, fresh, consistency = "baseline", "–", "–"
+            fresh, consistency = "–", "–"
         else:
-            name = Path(r["run"]).parts[-4] if len(Path(r["run"]).parts) >= 4 else r["run"]
             fresh, consistency = ("yes" if r["augment_resample"] else "no"), f"{r['consistency_weight']:g}"
         lines.append(
-            f"| {name} | {r['epochs']} | {r['augment_ratio']:g} | {fresh} | {consistency} "
+            f"| {run_name(r)} | {r['epochs']} | {r['augment_ratio']:g} | {fresh} | {consistency} "
             f"| {'frozen' if r['freeze_embeddings'] else 'trained'} "
             f"| {r['train_seconds'] / 60:.0f} | {r['best_epoch']} ({r['best_valid_loss']:.3f}) "
             f"| {r['clean_acc']:.2f} ({r['clean_gain']:+.2f}) | {r['random_drop']:.2f} ± {r['random_drop_std']:.2f} | "
             + " | ".join(f"{r[f'drop_{n}']:.2f}" for n in HARDEST) + " |")
-    mixes = {json.dumps(r["augment_mix"]) for r in records if r["augment_ratio"]}
-    lines += ["", "Operator mixes: " + "; ".join(
-        f"{Path(r['run']).parts[-4]} `{json.dumps(r['augment_mix'])}`" for r in records if r["augment_ratio"])
-        if len(mixes) > 1 else f"Operator mix of every recipe: `{mixes.pop()}`" if mixes else ""]
+    mixes = [f"{run_name(r)} `{json.dumps(r['augment_mix'])}`" for r in records if r["augment_ratio"]]
+    lines += ["", "Operator mixes: " + "; ".join(mixes)]
     return "\n".join(lines) + "\n"
 
 

@@ -163,7 +163,8 @@ class Trainer:
         if cfg.freeze_embeddings:
             model.encoder.get_input_embeddings().weight.requires_grad_(False)
 
-        train_enc = self._training_rows(train, labels, tokenizer, epoch=1)
+        clean_enc = encode(tokenizer, [ex.text for ex in train], cfg.max_length, targets_matrix(train, labels))
+        train_enc = self._training_rows(train, clean_enc, labels, tokenizer, epoch=1)
         valid_enc = encode(tokenizer, [ex.text for ex in valid], cfg.max_length, targets_matrix(valid, labels))
 
         params = [p for p in model.parameters() if p.requires_grad]
@@ -177,7 +178,7 @@ class Trainer:
             model.train()
             epoch_start, running = time.time(), 0.0
             if epoch > 1 and cfg.augment_ratio > 0 and cfg.augment_resample:
-                train_enc = self._training_rows(train, labels, tokenizer, epoch)
+                train_enc = self._training_rows(train, clean_enc, labels, tokenizer, epoch)
             lengths = [len(x) for x in train_enc.input_ids]
             if cfg.consistency_weight > 0:
                 batches = grouped_training_batches(train_enc.sources, lengths, cfg.batch_size, rng)
@@ -225,26 +226,26 @@ class Trainer:
         copies, clean = zip(*pairs)
         return consistency_loss(logits[list(copies)], logits[list(clean)], self.method.activation)
 
-    def _training_rows(self, train: list[Example], labels: list[str], tokenizer, epoch: int) -> Encoded:
-        """The rows of one epoch, encoded: ``train`` plus its perturbed copies when augmenting.
+    def _training_rows(self, train: list[Example], clean: Encoded, labels: list[str], tokenizer,
+                       epoch: int) -> Encoded:
+        """The rows of one epoch: ``train`` (already encoded as ``clean``) plus,
+        when augmenting, its perturbed copies, encoded here.
 
         Epoch 1's copies use the plain seed, so a run without resampling is
         the same as before the option existed.
         """
         cfg = self.config
-        sources = [-1] * len(train)
-        if cfg.augment_ratio > 0:
-            from intentvcs.perturb import perturbed_copies
+        if cfg.augment_ratio <= 0:
+            return Encoded(clean.input_ids, clean.targets, [-1] * len(clean))
+        from intentvcs.perturb import perturbed_copies
 
-            seed = cfg.seed if epoch == 1 else f"{cfg.seed}:epoch{epoch}"
-            copies = perturbed_copies(train, cfg.augment_ratio, cfg.augment_mix, seed=seed)
-            log.info("augmented training data for epoch %d: %d -> %d rows", epoch, len(train),
-                     len(train) + len(copies))
-            train = train + [copy for _, copy in copies]
-            sources += [source for source, _ in copies]
-        encoded = encode(tokenizer, [ex.text for ex in train], cfg.max_length, targets_matrix(train, labels))
-        encoded.sources = sources
-        return encoded
+        seed = cfg.seed if epoch == 1 else f"{cfg.seed}:epoch{epoch}"
+        copies = perturbed_copies(train, cfg.augment_ratio, cfg.augment_mix, seed=seed)
+        log.info("augmented training data for epoch %d: %d -> %d rows", epoch, len(train), len(train) + len(copies))
+        rows = [copy for _, copy in copies]
+        extra = encode(tokenizer, [ex.text for ex in rows], cfg.max_length, targets_matrix(rows, labels))
+        return Encoded(clean.input_ids + extra.input_ids, np.concatenate([clean.targets, extra.targets]),
+                       [-1] * len(clean) + [source for source, _ in copies])
 
     @torch.inference_mode()
     def _evaluate_loss(self, model: IntentModel, encoded: Encoded, pad_id: int, generator) -> float:
