@@ -75,25 +75,32 @@ def load_splits(name: str, limit_train: int | None, limit_test: int | None, seed
             subsample(test, limit_test, seed))
 
 
-def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool = False) -> tuple[Path, dict]:
+def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool = False,
+                 spelling: bool = True) -> tuple[Path, dict]:
     """Train (PU pipeline, no OOS rule: the sets are in-scope only), export; return the bundle and the result.
 
+    ``spelling``: with the spelling normaliser (the training default).
     ``reuse``: a checkpoint an earlier run left in ``directory`` from the same
-    data and configuration is exported again instead of retrained.
+    data and configuration is exported again instead of retrained; when it has
+    (or, from before the normaliser existed, lacks) a normaliser against
+    ``spelling``, ``refit_checkpoint`` first rebuilds or drops it and refits
+    the decision (the weights do not depend on it), so that it matches a fresh run.
     """
     from export.bundle import export_bundle
     from intentvcs.dataio import fingerprint
     from training.checkpoint import read_checkpoint_meta, training_seconds
-    from training.pipeline import train_pipeline
+    from training.pipeline import refit_checkpoint, train_pipeline
 
     checkpoint = directory / "checkpoint"
     meta = read_checkpoint_meta(checkpoint) if reuse and (checkpoint / "checkpoint.json").is_file() else None
     if meta is not None and (meta["data_fingerprint"], type(config).from_stored(meta["train_config"]).to_dict()) == (
             fingerprint(train, valid), config.to_dict()):
         logging.info("reusing %s", checkpoint)
+        if bool(meta.get("spelling")) != spelling:
+            refit_checkpoint(checkpoint, train, valid, oos_rule="none", spelling=spelling)
         result = {"train_seconds": training_seconds(meta), "best_epoch": meta["best_epoch"]}
     else:
-        result = train_pipeline(config, train, valid, checkpoint, oos_rule="none")
+        result = train_pipeline(config, train, valid, checkpoint, oos_rule="none", spelling=spelling)
     return Path(export_bundle(checkpoint, directory / "bundle")["bundle"]), result
 
 
@@ -197,6 +204,11 @@ def render(records: list[dict], checks: list[dict], settings: dict) -> str:
             how += ", fresh copies every epoch" if aug.get("augment_resample") else ", copies drawn once"
         how += f", consistency weight {aug['consistency_weight']}" if aug.get("consistency_weight") else ""
         how += ", word embeddings trained" if aug.get("freeze_embeddings") is False else ""
+        # Records from before the spelling normaliser existed lack the key: it was off.
+        spelling = {name: "on" if r.get("spelling_words") else "off" for name, r in
+                    (("baseline", base), ("augmented", aug)) if r}
+        how += (f"; spelling normaliser {next(iter(spelling.values()))}" if len(set(spelling.values())) == 1 else
+                "; spelling normaliser " + ", ".join(f"{state} for the {name}" for name, state in spelling.items()))
         seeds = find[next(k for k in find if k[0] == dataset)]["seeds"]
         lines += [f"**{dataset}** (seeds {', '.join(map(str, seeds))}{how})", "",
                   "| set | family | n | baseline clean | baseline perturbed | baseline drop "
@@ -241,6 +253,8 @@ def main() -> int:
     parser.add_argument("--limit-test", type=int, help="validate and test on random subsets of this many rows")
     parser.add_argument("--work", default=str(ROOT / "runs" / "bench" / "robustness"),
                         help="checkpoints, bundles and full reports go here")
+    parser.add_argument("--no-spelling", dest="spelling", action="store_false",
+                        help="both models without the spelling normaliser (training builds one by default)")
     parser.add_argument("--reuse", action="store_true",
                         help="export a checkpoint left in --work by an earlier run (same data and settings) "
                              "instead of retraining it")
@@ -266,10 +280,12 @@ def main() -> int:
                              consistency_weight=args.consistency if augmented else 0.0,
                              freeze_embeddings=not (augmented and args.train_embeddings))
         directory = Path(args.work) / dataset / f"seed{seed}" / model
-        bundle, result = train_bundle(config, train, valid, directory, args.reuse)
+        bundle, result = train_bundle(config, train, valid, directory, args.reuse, args.spelling)
         report = robustness_report(bundle, test, args.draws, seed)
         atomic.write_json(directory / "robustness.json", report)
-        augmentation = {"epochs": args.epochs, "augment_ratio": config.augment_ratio,
+        spelling = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))["spelling"]
+        augmentation = {"epochs": args.epochs, "spelling_words": spelling and spelling["words"],
+                        "augment_ratio": config.augment_ratio,
                         "augment_mix": config.augment_mix, "augment_resample": config.augment_resample,
                         "consistency_weight": config.consistency_weight,
                         "freeze_embeddings": config.freeze_embeddings}

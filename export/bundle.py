@@ -5,7 +5,8 @@ miss included) leaves no bundle and an existing one untouched:
 
 1. ``model.onnx``: one fp32 graph ids -> ``logits``, ``pooled`` (``export.onnx_export``);
 2. ``tokenizer.json``: the checkpoint's fast tokenizer with truncation at its
-   ``max_length`` and its pad token recorded;
+   ``max_length`` and its pad token recorded; ``spelling.json``, the
+   checkpoint's spelling normaliser, when it has one;
 3. parity: PyTorch vs that graph run by the serving runner (``export.parity``);
 4. optionally ``model.int8.onnx`` and its agreement/speed report (``export.quantize``);
 5. ``manifest.json`` (``intentvcs.manifest``), then the finished directory is
@@ -30,10 +31,11 @@ from export.quantize import quantization_report, quantize_int8
 from intentvcs import atomic, manifest
 from intentvcs.decision import Decision
 from intentvcs.manifest import INT8_MODEL_FILE, MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE
+from intentvcs.spelling import SPELLING_FILE
 from service.engine import Engine
 from service.runner import OnnxRunner
 from service.tokenization import BundleTokenizer
-from training.checkpoint import META_FILE, read_checkpoint_meta
+from training.checkpoint import META_FILE, read_checkpoint_meta, read_checkpoint_spelling
 from training.model import ENCODER_DIR, IntentModel, load_tokenizer
 from training.predict import infer as torch_infer
 
@@ -66,11 +68,14 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         raise ValueError(f"{checkpoint_dir}: the head has {model.head.out_features} outputs "
                          f"but {META_FILE} lists {len(decision.labels)} labels")
     tokenizer = load_tokenizer(checkpoint_dir / ENCODER_DIR)
+    spelling = read_checkpoint_spelling(checkpoint_dir)
 
     with atomic.directory(out_dir) as tmp:
         log.info("exporting the ONNX graph with Optimum")
         model_info = export_onnx(model, tmp / MODEL_FILE, opset)
         _write_tokenizer(tokenizer, max_length, tmp / TOKENIZER_FILE)
+        if spelling is not None:
+            spelling.save(tmp / SPELLING_FILE)
 
         log.info("parity check on %d utterances (%s)", len(texts), source)
         fp32 = OnnxRunner(tmp / MODEL_FILE, BundleTokenizer(tmp / TOKENIZER_FILE, max_length), provider="cpu")
@@ -86,7 +91,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
             quantization = quantization_report(fp32_outputs, fp32.infer, int8.infer, decision, texts)
 
         files = {name: manifest.file_entry(tmp / name)
-                 for name in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE) if (tmp / name).exists()}
+                 for name in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE) if (tmp / name).exists()}
         manifest.write(tmp / MANIFEST_FILE, manifest.create(
             labels=list(decision.labels),
             backbone=meta["backbone"],
@@ -101,6 +106,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
             files=files,
             parity=parity,
             quantization=quantization,
+            spelling=None if spelling is None else {"words": len(spelling)},
         ))
         for quantized in (False, True) if quantize else (False,):
             Engine(tmp, provider="cpu", quantized=quantized).predict(texts[:SMOKE_TEXTS])

@@ -1,7 +1,8 @@
 """The bundle manifest (``manifest.json``): schema, validation, file digests.
 
 A bundle directory (docs/ARCHITECTURE.md) holds ``model.onnx``, optionally
-``model.int8.onnx``, ``tokenizer.json`` and this manifest. The manifest is the
+``model.int8.onnx``, ``tokenizer.json``, optionally ``spelling.json``
+(``intentvcs.spelling``) and this manifest. The manifest is the
 bundle's single source of truth for everything that is not a tensor:
 
 ``format``, ``format_version``  ``"intentvcs-bundle"``, ``FORMAT_VERSION``
@@ -18,6 +19,7 @@ bundle's single source of truth for everything that is not a tensor:
 ``files``             name -> ``{"sha256", "bytes"}`` for every payload file
 ``parity``            PyTorch vs ONNX parity report (an export that fails it writes nothing)
 ``quantization``      int8 report, or null when no int8 graph was exported
+``spelling``          ``{"words": n}`` for the spelling normaliser in ``spelling.json``, or null
 
 Validation is strict (unknown keys are errors, as in ``intentvcs.dataio``):
 within one ``format_version`` the schema is fixed, so an unexpected key means
@@ -38,10 +40,12 @@ from intentvcs import __version__, atomic
 from intentvcs.decision import Decision
 from intentvcs.outputs import GRAPH_OUTPUTS
 from intentvcs.relations import LabelRelations, RelationsError
+from intentvcs.spelling import SPELLING_FILE
 
 FORMAT = "intentvcs-bundle"
 # 2: the graph gained the ``pooled_mid`` output and ``model`` its ``mid_layer``.
-FORMAT_VERSION = 2
+# 3: the spelling normaliser (``spelling`` and ``spelling.json``).
+FORMAT_VERSION = 3
 MANIFEST_FILE = "manifest.json"
 MODEL_FILE = "model.onnx"
 INT8_MODEL_FILE = "model.int8.onnx"
@@ -140,11 +144,19 @@ def _files(value: Any) -> str | None:
         if name not in value:
             return f"{name} is not listed"
     for name, entry in value.items():
-        if name not in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE):
+        if name not in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE):
             return f"unexpected file {name!r}"
         if (not isinstance(entry, dict) or set(entry) != {"sha256", "bytes"}
                 or not isinstance(entry["sha256"], str) or not _is_int(entry["bytes"])):
             return f"{name}: expected {{'sha256': str, 'bytes': int}}, got {entry!r}"
+    return None
+
+
+def _spelling(value: Any) -> str | None:
+    if (error := _object(value)) is not None:
+        return error
+    if set(value) != {"words"} or (error := _positive_int(value["words"])) is not None:
+        return f"expected {{'words': positive int}}, got {value!r}"
     return None
 
 
@@ -165,6 +177,7 @@ FIELDS: dict[str, Callable[[Any], str | None]] = {
     "files": _files,
     "parity": _object,
     "quantization": _optional(_object),
+    "spelling": _optional(_spelling),
 }
 
 
@@ -189,6 +202,8 @@ def validate(manifest: Any, path: str | os.PathLike = MANIFEST_FILE) -> dict[str
     if (INT8_MODEL_FILE in manifest["files"]) != (manifest["quantization"] is not None):
         raise BundleError(path, f"a quantization report goes with {INT8_MODEL_FILE} and only with it",
                           field="quantization")
+    if (SPELLING_FILE in manifest["files"]) != (manifest["spelling"] is not None):
+        raise BundleError(path, f"a spelling entry goes with {SPELLING_FILE} and only with it", field="spelling")
     return manifest
 
 

@@ -106,7 +106,7 @@ class IntentService:
 
     def __init__(self) -> None:
         self.engine = Engine(SETTINGS.bundle, provider=SETTINGS.provider, threads=SETTINGS.threads,
-                             spin=SETTINGS.ort_spin)
+                             spin=SETTINGS.ort_spin, spelling=SETTINGS.spelling)
         metrics.get().bind_model(self.engine.labels, self.engine.info, limits.REJECTION_REASONS)
         # The first run pays ONNX Runtime's lazy allocations; do it before /readyz says yes.
         self.engine.predict(["warm-up"])

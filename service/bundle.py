@@ -4,7 +4,7 @@ Every failure raises ``BundleError`` naming the offending file (and field),
 at load time: a service must refuse to start on a bad bundle rather than fail
 on its first request. Checks, in order: manifest (JSON, schema, version),
 payload files (presence, size, sha256), tokenizer.json (truncation agrees
-with the manifest), the decision, and, once ONNX Runtime has parsed the graph,
+with the manifest), spelling.json (when listed), the decision, and, once ONNX Runtime has parsed the graph,
 its output sizes against the manifest (``check_graph``).
 """
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from intentvcs.decision import Decision
+from intentvcs.spelling import SPELLING_FILE, Spelling, SpellingError
 from intentvcs.manifest import (
     INT8_MODEL_FILE,
     MANIFEST_FILE,
@@ -30,13 +31,14 @@ from service.tokenization import BundleTokenizer
 
 @dataclass(frozen=True)
 class Bundle:
-    """A validated bundle: manifest, the graph file to load, tokenizer, decision."""
+    """A validated bundle: manifest, the graph file to load, tokenizer, decision, spelling normaliser."""
 
     directory: Path
     manifest: dict[str, Any]
     model_path: Path
     tokenizer: BundleTokenizer
     decision: Decision
+    spelling: Spelling | None
 
     @property
     def labels(self) -> list[str]:
@@ -55,8 +57,14 @@ def open_bundle(directory: str | os.PathLike, quantized: bool = False) -> Bundle
                           field="files")
     model_path = check_file(directory, manifest, model_file)
     tokenizer = BundleTokenizer(check_file(directory, manifest, TOKENIZER_FILE), manifest["max_length"])
+    spelling = None
+    if manifest["spelling"] is not None:
+        try:
+            spelling = Spelling.load(check_file(directory, manifest, SPELLING_FILE))
+        except SpellingError as exc:
+            raise BundleError(exc.path, exc.reason) from None
     # validate() has already proven the decision parses.
-    return Bundle(directory, manifest, model_path, tokenizer, Decision.from_dict(manifest["decision"]))
+    return Bundle(directory, manifest, model_path, tokenizer, Decision.from_dict(manifest["decision"]), spelling)
 
 
 def check_graph(bundle: Bundle, output_widths: dict[str, int]) -> None:

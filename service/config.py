@@ -92,6 +92,9 @@ class Settings:
     # Busy-waiting ONNX Runtime threads between graph runs (ORT's default).
     # Turning it off was measured to cost idle latency and no throughput gain.
     ort_spin: bool = True
+    # The bundle's spelling normaliser (misspelt words back to training words),
+    # when it has one; off serves the graph the raw texts.
+    spelling: bool = True
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -111,6 +114,7 @@ class Settings:
             access_log=_env_bool("ACCESS_LOG", cls.access_log),
             trace_requests=_env_bool("TRACE_REQUESTS", cls.trace_requests),
             ort_spin=_env_bool("ORT_SPIN", cls.ort_spin),
+            spelling=_env_bool("SPELLING", cls.spelling),
         )
 
     def service_config(self, api_routes: list[str]) -> dict:

@@ -33,13 +33,17 @@ class Engine:
     ``threads``     intra-op threads; default ``default_threads()``.
     ``quantized``   load ``model.int8.onnx`` instead of ``model.onnx``.
     ``max_batch``   texts per graph run; a request is split into chunks of this size.
+    ``spelling``    run texts through the bundle's spelling normaliser (when it has
+                    one) before the graph, as training's evaluation did.
     Raises ``BundleError`` for a missing, corrupt or incompatible bundle and
     ``EngineError`` when the requested provider cannot be used.
     """
 
     def __init__(self, bundle_dir: str | os.PathLike, provider: str = "auto", threads: int | None = None,
-                 quantized: bool = False, max_batch: int = DEFAULT_MAX_BATCH, spin: bool = True):
+                 quantized: bool = False, max_batch: int = DEFAULT_MAX_BATCH, spin: bool = True,
+                 spelling: bool = True):
         self.bundle = open_bundle(bundle_dir, quantized=quantized)
+        self.spelling = self.bundle.spelling if spelling else None
         self.runner = OnnxRunner(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch, spin)
         check_graph(self.bundle, self.runner.output_widths)
         self.quantized = quantized
@@ -74,11 +78,12 @@ class Engine:
             "labels": len(self.labels),
             "hidden_size": self.runner.output_widths["pooled"],
             "oos_rule": self.bundle.decision.oos.name,
+            "spelling_words": len(self.spelling) if self.spelling is not None else None,
         }
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs:
         """Raw outputs (float32: logits, pooled, pooled_mid), rows in input order."""
-        return self.runner.infer(_check_texts(texts))
+        return self.runner.infer(self._model_texts(_check_texts(texts)))
 
     def predict(self, texts: Sequence[str], top_k: int | None = None) -> list[dict[str, Any]]:
         """Decided answers, one dict per text (schema in docs/ARCHITECTURE.md).
@@ -91,7 +96,7 @@ class Engine:
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         texts = _check_texts(texts)
-        result = self.bundle.decision.apply(*self.runner.infer(texts))
+        result = self.bundle.decision.apply(*self.runner.infer(self._model_texts(texts)))
         # Stable sort on negated confidences: ties keep label order.
         ranking = np.argsort(-result.confidences, axis=1, kind="stable")
         labels = self.labels
@@ -108,6 +113,10 @@ class Engine:
                 "oos": {"rule": result.oos_rule, "score": float(result.oos_score[i]), "threshold": threshold},
             })
         return answers
+
+    def _model_texts(self, texts: list[str]) -> list[str]:
+        """What the graph reads: the texts after spelling normalisation (answers keep the originals)."""
+        return self.spelling.normalise_all(texts) if self.spelling is not None else texts
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

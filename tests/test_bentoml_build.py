@@ -20,7 +20,8 @@ import yaml
 from tests.helpers.bundle import make_tiny_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVING_PACKAGES = {"numpy", "onnxruntime", "tokenizers", "bentoml", "prometheus-client", "uvloop", "httptools"}
+SERVING_PACKAGES = {"numpy", "onnxruntime", "tokenizers", "symspellpy", "bentoml", "prometheus-client", "uvloop",
+                    "httptools"}
 TRAINING_PACKAGES = {"torch", "transformers", "optimum", "optimum-onnx", "safetensors", "sentence-transformers"}
 
 
@@ -31,7 +32,7 @@ def bento(tmp_path_factory) -> Path:
     for name in ("service", "intentvcs"):
         shutil.copytree(ROOT / name, context / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "bentofile.yaml", context)
-    bundle = make_tiny_bundle(tmp / "tiny")
+    bundle = make_tiny_bundle(tmp / "tiny", spelling_texts=["play some music"])
     shutil.copytree(bundle, context / "runs" / "default" / "bundle")
     env = {**os.environ, "BENTOML_HOME": str(tmp / "home"), "BENTOML_DO_NOT_TRACK": "True"}
     # bentoml build refuses a build context outside the working directory.
@@ -56,7 +57,7 @@ def test_bento_ships_service_and_bundle(bento):
     meta = yaml.safe_load((bento / "bento.yaml").read_text())
     assert meta["service"] == "service.app:IntentService"
     assert {route["route"] for route in meta["schema"]["routes"]} == {"/predict", "/audit"}
-    for name in ("manifest.json", "model.onnx", "tokenizer.json"):
+    for name in ("manifest.json", "model.onnx", "tokenizer.json", "spelling.json"):
         assert (bento / "src" / "runs" / "default" / "bundle" / name).is_file()
     assert (bento / "src" / "service" / "app.py").is_file()
     assert (bento / "src" / "service" / "audit" / "report.schema.json").is_file()

@@ -127,7 +127,8 @@ def test_bare_string_is_rejected(engine):
 
 def test_info(engine, bundle):
     info = engine.info
-    assert info["bundle_version"] == 2 and info["labels"] == len(DEFAULT_LABELS)
+    assert info["bundle_version"] == 3 and info["labels"] == len(DEFAULT_LABELS)
+    assert info["spelling_words"] is None  # the fixture bundle was exported without one
     assert info["provider"] == "CPUExecutionProvider" and info["backbone"] == "tiny-random-bert"
     assert Engine(bundle, provider="cpu", quantized=True).info["model_file"] == "model.int8.onnx"
 

@@ -21,10 +21,13 @@ from intentvcs.cli import main
 from intentvcs.decision import Decision
 from intentvcs.manifest import BundleError
 from intentvcs.outputs import GraphOutputs
+from intentvcs.spelling import Spelling, vocabulary
 from service.engine import Engine
 from tests.helpers.bundle import DEFAULT_LABELS, MAX_LENGTH, make_tiny_checkpoint
 
-BUNDLE_FILES = {"model.onnx", "model.int8.onnx", "tokenizer.json", "manifest.json"}
+BUNDLE_FILES = {"model.onnx", "model.int8.onnx", "tokenizer.json", "spelling.json", "manifest.json"}
+# The tiny checkpoint's "training texts", for its spelling normaliser.
+SPELLING_TEXTS = ("play some jazz music", "book a table for tonight", "what is the weather tomorrow")
 
 
 def run_cli(*args: str) -> tuple[int, str]:
@@ -37,7 +40,7 @@ def run_cli(*args: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("export")
-    checkpoint = make_tiny_checkpoint(root / "checkpoint")
+    checkpoint = make_tiny_checkpoint(root / "checkpoint", spelling_texts=SPELLING_TEXTS)
     bundle = root / "bundle"
     code, stdout = run_cli("export", "--checkpoint", str(checkpoint), "--out", str(bundle), "--quantize",
                            "--result", str(root / "result.json"))
@@ -106,6 +109,37 @@ def test_manifest_round_trip(exported, tmp_path):
     assert loaded["evaluation"] == checkpoint["metrics"]
     assert loaded["model"]["outputs"] == ["logits", "pooled", "pooled_mid"] and loaded["model"]["hidden_size"] == 32
     assert loaded["model"]["mid_layer"] == 1  # of the tiny encoder's 2 layers
+    assert loaded["spelling"] == {"words": len(vocabulary(SPELLING_TEXTS))}
+    assert Spelling.load(exported.bundle / "spelling.json").counts == vocabulary(SPELLING_TEXTS)
+
+
+def test_the_engine_reads_what_the_spelling_normaliser_makes_of_a_text(exported):
+    engine = Engine(exported.bundle, provider="cpu")
+    typed, meant = "play some jazz muisc", "play some jazz music"
+    assert engine.info["spelling_words"] == len(vocabulary(SPELLING_TEXTS))
+    for served, fixed in zip(engine.infer([typed]), engine.infer([meant])):
+        np.testing.assert_array_equal(served, fixed)
+    answer = engine.predict([typed])[0]
+    assert answer["text"] == typed  # the answer names what was sent
+    assert answer["intents"] == engine.predict([meant])[0]["intents"]
+    # Turned off, the graph reads the typo itself (other word pieces, other outputs).
+    raw = Engine(exported.bundle, provider="cpu", spelling=False)
+    assert raw.info["spelling_words"] is None
+    assert not np.array_equal(raw.infer([typed]).logits, raw.infer([meant]).logits)
+    # The PyTorch side applies the checkpoint's copy the same way.
+    from training.predict import TorchPredictor
+
+    torch_logits = TorchPredictor(exported.checkpoint, MAX_LENGTH).infer([typed]).logits
+    assert np.abs(torch_logits - engine.infer([meant]).logits).max() <= PARITY_ATOL
+
+
+def test_a_checkpoint_without_spelling_exports_a_bundle_without(tmp_path):
+    bundle = tmp_path / "bundle"
+    code, _ = run_cli("export", "--checkpoint", str(make_tiny_checkpoint(tmp_path / "checkpoint")),
+                      "--out", str(bundle))
+    assert code == 0 and not (bundle / "spelling.json").exists()
+    assert json.loads((bundle / "manifest.json").read_text())["spelling"] is None
+    assert Engine(bundle, provider="cpu").info["spelling_words"] is None
 
 
 @pytest.mark.parametrize("mutate, field", [
@@ -117,6 +151,8 @@ def test_manifest_round_trip(exported, tmp_path):
     (lambda m: m["decision"].update(labels=list(reversed(m["labels"]))), "decision.labels"),
     (lambda m: m["files"].pop("tokenizer.json"), "files"),
     (lambda m: m.update(quantization=None), "quantization"),
+    (lambda m: m.update(spelling=None), "spelling"),
+    (lambda m: m.update(spelling={"words": 0}), "spelling"),
 ])
 def test_manifest_validation_names_the_field(exported, mutate, field):
     broken = json.loads(json.dumps(exported.manifest))
@@ -237,6 +273,15 @@ def missing_tokenizer(bundle):
     (bundle / "tokenizer.json").unlink()
 
 
+def spelling_file_not_json_with_matching_digest(bundle):
+    (bundle / "spelling.json").write_text("{oops")
+    _rewrite_manifest(bundle, lambda m: m["files"].update({"spelling.json": manifest.file_entry(bundle / "spelling.json")}))
+
+
+def spelling_file_edited(bundle):
+    (bundle / "spelling.json").write_text((bundle / "spelling.json").read_text().replace("jazz", "jaxx"))
+
+
 def fewer_labels_than_the_graph(bundle):
     def edit(m):
         m["labels"] = m["labels"][:-1]
@@ -259,6 +304,8 @@ def tokenizer_truncation_disagrees(bundle):
     (broken_manifest_json, "manifest.json", "not valid JSON"),
     (newer_format_version, "manifest.json", "format_version"),
     (missing_tokenizer, "tokenizer.json", "missing"),
+    (spelling_file_not_json_with_matching_digest, "spelling.json", "Expecting property name"),
+    (spelling_file_edited, "spelling.json", "sha256"),
     (fewer_labels_than_the_graph, "model.onnx", "labels"),
     (tokenizer_truncation_disagrees, "tokenizer.json", "max_length"),
 ])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from intentvcs.cli import main
-from intentvcs.dataio import Example, Span, write_jsonl
+from intentvcs.dataio import Example, Span, read_jsonl, write_jsonl
 from intentvcs.decision import Decision
 from intentvcs.oos import ThresholdRule
 from intentvcs.outputs import GraphOutputs
@@ -25,6 +25,7 @@ from intentvcs.robustness import (
     tracked_metrics,
     worst_candidates,
 )
+from intentvcs.spelling import Spelling
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
 
 LABELS = ("music", "weather")
@@ -243,15 +244,16 @@ def test_empty_data_and_bad_draws_are_refused():
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("robustness")
-    bundle = make_tiny_bundle(root)
-    data = root / "test.jsonl"
-    write_jsonl(data, [
+    rows = [
         row("play the new album by daft punk", DEFAULT_LABELS[0], spans=(Span(22, 31, "artist"),)),
         row("book a table for two people tonight", DEFAULT_LABELS[1]),
         row("will it rain tomorrow", DEFAULT_LABELS[2]),
         row("rate this book five stars", DEFAULT_LABELS[3]),
         row("hi there how are you"),
-    ])
+    ]
+    bundle = make_tiny_bundle(root, spelling_texts=[ex.text for ex in rows])
+    data = root / "test.jsonl"
+    write_jsonl(data, rows)
     return root, bundle, data
 
 
@@ -281,6 +283,29 @@ def test_cli_on_a_bundle_writes_report_and_markdown(tiny, capsys):
     again = root / "again.json"
     assert main([*args[:6], str(again), *args[7:]]) == 0
     assert json.loads(again.read_text()) == report
+
+
+def test_cli_measures_with_and_without_the_spelling_normaliser(tiny):
+    root, bundle, data = tiny
+    reports = {}
+    for flags in ([], ["--no-spelling"]):
+        out = root / f"typos{len(flags)}.json"
+        assert main(["robustness", "--bundle", str(bundle), "--data", str(data), "--out", str(out),
+                     "--operators", "typo_keyboard", "--draws", "1", *flags]) == 0
+        reports[bool(flags)] = json.loads(out.read_text())
+    assert reports[False]["source"]["spelling"] is True and reports[True]["source"]["spelling"] is False
+    # The rows whose typos the normaliser restores read exactly as clean with it on
+    # (the engine-level effect is tested in test_export).
+    spelling = Spelling.load(bundle / "spelling.json")
+    examples = read_jsonl(data)
+    restored = [ex for ex in examples if spelling.normalise(perturb(ex, "typo_keyboard", 0).text) == ex.text]
+    assert len(restored) >= 3
+    subset = root / "restored.jsonl"
+    write_jsonl(subset, restored)
+    out = root / "restored.json"
+    assert main(["robustness", "--bundle", str(bundle), "--data", str(subset), "--out", str(out),
+                 "--operators", "typo_keyboard", "--draws", "1"]) == 0
+    assert json.loads(out.read_text())["operators"]["typo_keyboard"]["accuracy"]["drop"] == 0
 
 
 def test_cli_on_the_checkpoint_matches_the_bundle_shape(tiny):

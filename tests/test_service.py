@@ -20,11 +20,13 @@ from service.config import Limits
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
 
 LIMITS = Limits()
+# The tiny bundle's "training texts", for its spelling normaliser.
+SPELLING_TEXTS = ("play some jazz music", "book a table for tonight")
 
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
-    return make_tiny_bundle(tmp_path_factory.mktemp("service"))
+    return make_tiny_bundle(tmp_path_factory.mktemp("service"), spelling_texts=SPELLING_TEXTS)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,7 @@ def url(bundle):
 @pytest.fixture(scope="module")
 def tight_url(bundle):
     env = {"INTENTVCS_MAX_TEXTS": "3", "INTENTVCS_MAX_TEXT_CHARS": "20", "INTENTVCS_MAX_TOP_K": "4",
-           "INTENTVCS_MAX_BODY_BYTES": "4096"}
+           "INTENTVCS_MAX_BODY_BYTES": "4096", "INTENTVCS_SPELLING": "0"}
     with running(bundle, workers=2, threads=1, extra_env=env) as base:
         yield base
 
@@ -189,6 +191,20 @@ def test_limits_from_env_and_metrics_across_workers(tight_url):
     assert len(after["intentvcs_model_info"]) == 1  # one series, not one per worker
     workers = {labels["pid"] for labels, _ in after["bentoml_service_last_request_timestamp_seconds"]}
     assert len(workers) == 2, "expected both workers to have served requests"
+
+
+def test_spelling_normaliser_on_by_default_and_off_by_setting(url, tight_url):
+    typed, meant = "play jazz muisc", "play jazz music"
+
+    def ranked(base: str, text: str) -> list:
+        response = post(base, "/predict", {"text": text, "top_k": 4})
+        assert response.status_code == 200
+        [answer] = response.json()["predictions"]
+        assert answer["text"] == text  # the answer names what was sent, not what the graph read
+        return answer["intents"]
+
+    assert ranked(url, typed) == ranked(url, meant)
+    assert ranked(tight_url, typed) != ranked(tight_url, meant)  # INTENTVCS_SPELLING=0
 
 
 def test_oversized_bodies_are_refused_before_parsing(tight_url):

@@ -48,7 +48,7 @@ def run_blocked(body: str, *args: str) -> dict:
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
-    return make_tiny_bundle(tmp_path_factory.mktemp("torch-free"), quantize=True)
+    return make_tiny_bundle(tmp_path_factory.mktemp("torch-free"), quantize=True, spelling_texts=["play some music"])
 
 
 def test_engine_imports_and_predicts_without_torch(bundle):

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from intentvcs.cli import main
+from intentvcs.dataio import read_jsonl
+from intentvcs.spelling import vocabulary
 from tests.helpers.tiny import make_tiny_backbone
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "training" / "default_data" / "assistant"
@@ -16,19 +18,23 @@ def backbone(tmp_path_factory):
     return make_tiny_backbone(tmp_path_factory.mktemp("backbone"))
 
 
-@pytest.mark.parametrize("method,oos_rule", [("pu", "threshold"), ("ls_focal", "none"), ("pu", "distance")])
-def test_train_then_evaluate_through_cli(tmp_path, backbone, method, oos_rule, capsys):
+@pytest.mark.parametrize("method,oos_rule,spelling", [
+    ("pu", "threshold", True), ("ls_focal", "none", False), ("pu", "distance", True)])
+def test_train_then_evaluate_through_cli(tmp_path, backbone, method, oos_rule, spelling, capsys):
     ckpt = tmp_path / "ckpt"
     code = main([
         "train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
         "--test", str(DEFAULT_DATA / "test.jsonl"), "--out", str(ckpt), "--backbone", str(backbone),
         "--method", method, "--epochs", "1", "--batch-size", "64", "--oos-rule", oos_rule,
-        "--result", str(tmp_path / "result.json"),
+        "--result", str(tmp_path / "result.json"), "--spelling" if spelling else "--no-spelling",
     ])
     assert code == 0
-    assert {p.name for p in ckpt.iterdir()} == {"encoder", "head.safetensors", "checkpoint.json"}
+    assert {p.name for p in ckpt.iterdir()} == {"encoder", "head.safetensors", "checkpoint.json",
+                                                *(["spelling.json"] if spelling else [])}
     meta = json.loads((ckpt / "checkpoint.json").read_text())
     assert meta["method"] == method and len(meta["labels"]) == 18
+    words = vocabulary(ex.text for ex in read_jsonl(DEFAULT_DATA / "train.jsonl"))
+    assert meta["spelling"] == ({"words": len(words)} if spelling else None)
     assert meta["decision"]["oos"]["rule"] == oos_rule
     result = json.loads((tmp_path / "result.json").read_text())
     assert 0.0 <= result["metrics"]["test"]["f1"] <= 1.0
@@ -85,6 +91,12 @@ def test_refit_changes_the_decision_and_nothing_else(tmp_path, backbone, capsys)
     assert main(["refit", "--checkpoint", str(ckpt), "--train", data["train"], "--valid", data["valid"],
                  "--oos-rule", "threshold"]) == 0
     assert json.loads((ckpt / "checkpoint.json").read_text())["decision"]["oos"]["rule"] == "threshold"
+    assert (ckpt / "spelling.json").is_file()
+
+    assert main(["refit", "--checkpoint", str(ckpt), "--train", data["train"], "--valid", data["valid"],
+                 "--no-spelling"]) == 0
+    assert not (ckpt / "spelling.json").exists()
+    assert json.loads((ckpt / "checkpoint.json").read_text())["spelling"] is None
 
 
 def test_refit_rejects_labels_the_model_does_not_know(tmp_path, backbone, capsys):

@@ -1,7 +1,8 @@
 """Checkpoint directories: the contract between training and export.
 
 Layout (docs/ARCHITECTURE.md): ``encoder/`` (HF weights + tokenizer),
-``head.safetensors`` and ``checkpoint.json``. Written into a temporary sibling
+``head.safetensors``, ``checkpoint.json`` and, unless training turned it off,
+``spelling.json`` (``intentvcs.spelling``). Written into a temporary sibling
 and renamed, so a crashed run never leaves a loadable half-checkpoint.
 """
 
@@ -13,22 +14,40 @@ from pathlib import Path
 from typing import Any
 
 from intentvcs import atomic
+from intentvcs.spelling import SPELLING_FILE, Spelling
 
 FORMAT = "intentvcs-checkpoint"
 FORMAT_VERSION = 1
 META_FILE = "checkpoint.json"
 
 
-def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, Any]) -> Path:
-    """Save model, tokenizer and ``meta`` (labels, decision, config, metrics...)."""
+def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, Any],
+                     spelling: Spelling | None = None) -> Path:
+    """Save model, tokenizer, ``meta`` (labels, decision, config, metrics...) and the spelling normaliser."""
     required = {"labels", "backbone", "max_length", "method", "decision"}
     missing = required - set(meta)
     if missing:
         raise ValueError(f"checkpoint metadata lacks {sorted(missing)}")
     with atomic.directory(path) as tmp:
         model.save(tmp, tokenizer)
+        write_checkpoint_spelling(tmp, spelling)
         write_checkpoint_meta(tmp, meta)
     return Path(path)
+
+
+def write_checkpoint_spelling(path: str | os.PathLike, spelling: Spelling | None) -> None:
+    """Write ``spelling.json`` atomically, or remove it when ``spelling`` is None."""
+    target = Path(path) / SPELLING_FILE
+    if spelling is not None:
+        spelling.save(target)
+    else:
+        target.unlink(missing_ok=True)
+
+
+def read_checkpoint_spelling(path: str | os.PathLike) -> Spelling | None:
+    """The checkpoint's spelling normaliser; None when it has none (trained without, or before it existed)."""
+    target = Path(path) / SPELLING_FILE
+    return Spelling.load(target) if target.is_file() else None
 
 
 def write_checkpoint_meta(path: str | os.PathLike, meta: dict[str, Any]) -> None:

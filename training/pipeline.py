@@ -19,7 +19,13 @@ from intentvcs.decision import Decision
 from intentvcs.evaluation import evaluate, headline
 from intentvcs.oos import DISTANCE_RETENTION
 from intentvcs.relations import LabelRelations
-from training.checkpoint import read_checkpoint_meta, write_checkpoint, write_checkpoint_meta
+from intentvcs.spelling import Spelling
+from training.checkpoint import (
+    read_checkpoint_meta,
+    write_checkpoint,
+    write_checkpoint_meta,
+    write_checkpoint_spelling,
+)
 from training.decision_fit import fit_decision
 from training.losses import METHODS
 from training.model import ENCODER_DIR, IntentModel, load_tokenizer
@@ -39,8 +45,14 @@ def train_pipeline(
     oos_rule: str = "distance",
     relations_path: str | None = None,
     oos_retention: float = DISTANCE_RETENTION,
+    spelling: bool = True,
 ) -> dict:
-    """Run the whole training job; return a JSON-safe result (also stored in the checkpoint)."""
+    """Run the whole training job; return a JSON-safe result (also stored in the checkpoint).
+
+    ``spelling``: build the spelling normaliser from the training texts
+    (``intentvcs.spelling``); the decision layer is then fitted, and the
+    figures taken, on what the served model reads: normalised texts.
+    """
     if oos_rule == "train":
         # "oos-train": out-of-scope rows become an ordinary class.
         train, valid = oos_as_class(train), oos_as_class(valid)
@@ -50,9 +62,11 @@ def train_pipeline(
     trained = Trainer(config).fit(train, valid)
     model, tokenizer, labels = trained.model, trained.tokenizer, trained.labels
     activation = METHODS[config.method].activation
+    normaliser = _spelling(train, spelling)
 
     decision, decision_report, metrics = fit_and_evaluate(model, tokenizer, labels, activation, config.max_length,
-                                                          train, valid, test, oos_rule, relations, oos_retention)
+                                                          train, valid, test, oos_rule, relations, oos_retention,
+                                                          normaliser)
 
     meta = {
         "labels": labels,
@@ -68,8 +82,9 @@ def train_pipeline(
         "history": trained.history,
         "best_epoch": trained.best_epoch,
         "train_seconds": round(trained.seconds, 1),
+        "spelling": _spelling_summary(normaliser),
     }
-    write_checkpoint(out, model, tokenizer, meta)
+    write_checkpoint(out, model, tokenizer, meta, normaliser)
     log.info("checkpoint written to %s", out)
     return {
         "checkpoint": str(out),
@@ -85,32 +100,40 @@ def train_pipeline(
 def fit_and_evaluate(model, tokenizer, labels: list[str], activation: str, max_length: int,
                      train: Sequence[Example], valid: Sequence[Example], test: Sequence[Example] | None,
                      oos_rule: str, relations: LabelRelations | None,
-                     oos_retention: float) -> tuple[Decision, dict, dict]:
-    """Fit the decision layer on the model's outputs; return it, its report and the headline figures."""
+                     oos_retention: float, spelling: Spelling | None) -> tuple[Decision, dict, dict]:
+    """Fit the decision layer on the model's outputs; return it, its report and the headline figures.
+
+    Texts go through ``spelling`` first (when given), as they will in serving.
+    """
+    def texts(rows: Sequence[Example]) -> list[str]:
+        raw = [ex.text for ex in rows]
+        return spelling.normalise_all(raw) if spelling is not None else raw
+
     t0 = time.time()
-    valid_outputs = infer(model, tokenizer, [ex.text for ex in valid], max_length)
+    valid_outputs = infer(model, tokenizer, texts(valid), max_length)
     train_outputs = None
     if activation == "softmax" or oos_rule == "distance":
-        train_outputs = infer(model, tokenizer, [ex.text for ex in train], max_length, progress=True)
+        train_outputs = infer(model, tokenizer, texts(train), max_length, progress=True)
     decision, decision_report = fit_decision(labels, activation, valid, valid_outputs, train, train_outputs,
                                              oos_rule, relations, oos_retention)
     log.info("decision fitted in %.1f s: T=%.3f, OOS rule %s", time.time() - t0, decision.temperature, oos_rule)
     metrics = {"valid": headline(evaluate(decision, valid_outputs, valid, include_tables=False))}
     if test is not None:
-        test_outputs = infer(model, tokenizer, [ex.text for ex in test], max_length)
+        test_outputs = infer(model, tokenizer, texts(test), max_length)
         metrics["test"] = headline(evaluate(decision, test_outputs, test, include_tables=False))
     return decision, decision_report, metrics
 
 
 def refit_checkpoint(checkpoint: Path, train: Sequence[Example], valid: Sequence[Example],
                      test: Sequence[Example] | None = None, oos_rule: str = "distance",
-                     oos_retention: float = DISTANCE_RETENTION) -> dict:
+                     oos_retention: float = DISTANCE_RETENTION, spelling: bool = True) -> dict:
     """Refit a trained checkpoint's decision layer (calibration, PU scales, OOS rule); weights untouched.
 
     For a new OOS rule or operating point, or fresh validation data, without
     retraining. ``train`` should be the rows the model was trained on (the
-    distance rule's statistics and the PU prior come from them). Rewrites
-    ``checkpoint.json`` atomically and returns the new figures.
+    distance rule's statistics, the PU prior and the spelling vocabulary come
+    from them). Rewrites ``spelling.json`` (removed when ``spelling`` is False)
+    and ``checkpoint.json``, each atomically, and returns the new figures.
     """
     meta = read_checkpoint_meta(checkpoint)
     labels = meta["labels"]
@@ -124,12 +147,29 @@ def refit_checkpoint(checkpoint: Path, train: Sequence[Example], valid: Sequence
     model = IntentModel.from_checkpoint(checkpoint)
     tokenizer = load_tokenizer(Path(checkpoint) / ENCODER_DIR)
     relations = LabelRelations.from_dict(meta["relations"]) if meta.get("relations") else None
+    normaliser = _spelling(train, spelling)
     decision, decision_report, metrics = fit_and_evaluate(
         model, tokenizer, labels, METHODS[meta["method"]].activation, meta["max_length"], train, valid, test,
-        oos_rule, relations, oos_retention)
+        oos_rule, relations, oos_retention, normaliser)
+    # spelling.json first: a crash between the two writes leaves the old
+    # decision with the new vocabulary, which a refit again repairs.
+    write_checkpoint_spelling(checkpoint, normaliser)
     meta.update(decision=decision.to_dict(), decision_report=decision_report, metrics=metrics,
+                spelling=_spelling_summary(normaliser),
                 refit={"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "oos_rule": oos_rule,
                        "oos_retention": oos_retention, "valid_fingerprint": fingerprint(valid)})
     write_checkpoint_meta(checkpoint, meta)
     log.info("decision of %s refitted", checkpoint)
     return {"checkpoint": str(checkpoint), "metrics": metrics, "decision_report": decision_report}
+
+
+def _spelling(train: Sequence[Example], enabled: bool) -> Spelling | None:
+    if not enabled:
+        return None
+    normaliser = Spelling.from_texts(ex.text for ex in train)
+    log.info("spelling normaliser: %d training words", len(normaliser))
+    return normaliser
+
+
+def _spelling_summary(spelling: Spelling | None) -> dict | None:
+    return None if spelling is None else {"words": len(spelling)}

@@ -15,6 +15,7 @@ import torch
 
 from intentvcs.outputs import GraphOutputs
 from training.batching import collate, encode, inference_batches
+from training.checkpoint import read_checkpoint_spelling
 from training.model import ENCODER_DIR, IntentModel, load_tokenizer
 
 
@@ -44,13 +45,18 @@ def infer(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, 
 
 
 class TorchPredictor:
-    """Loads a checkpoint directory; ``infer(texts)`` mirrors the ONNX engine's."""
+    """Loads a checkpoint directory; ``infer(texts)`` mirrors the ONNX engine's,
+    the checkpoint's spelling normaliser included (``spelling=False`` skips it)."""
 
-    def __init__(self, checkpoint_dir: str | os.PathLike, max_length: int, batch_size: int = 64):
+    def __init__(self, checkpoint_dir: str | os.PathLike, max_length: int, batch_size: int = 64,
+                 spelling: bool = True):
         self.model = IntentModel.from_checkpoint(checkpoint_dir)
         self.tokenizer = load_tokenizer(Path(checkpoint_dir) / ENCODER_DIR)
+        self.spelling = read_checkpoint_spelling(checkpoint_dir) if spelling else None
         self.max_length = max_length
         self.batch_size = batch_size
 
     def infer(self, texts: Sequence[str], progress: bool = False) -> GraphOutputs:
+        if self.spelling is not None:
+            texts = self.spelling.normalise_all(texts)
         return infer(self.model, self.tokenizer, texts, self.max_length, self.batch_size, progress)

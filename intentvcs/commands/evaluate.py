@@ -21,11 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    """``--checkpoint`` | ``--bundle`` [``--quantized``]: what ``load_predictor`` loads."""
+    """``--checkpoint`` | ``--bundle`` [``--quantized``] [``--no-spelling``]: what ``load_predictor`` loads."""
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", help="checkpoint directory (PyTorch path)")
     source.add_argument("--bundle", help="bundle directory (ONNX engine path, what the service runs)")
     p.add_argument("--quantized", action="store_true", help="bundle: use the int8 graph")
+    p.add_argument("--no-spelling", dest="spelling", action="store_false",
+                   help="feed the model the raw texts, without the model's spelling normaliser (to measure it)")
 
 
 def load_predictor(args: argparse.Namespace):
@@ -37,11 +39,11 @@ def load_predictor(args: argparse.Namespace):
         from training.predict import TorchPredictor
 
         meta = read_checkpoint_meta(args.checkpoint)
-        predictor = TorchPredictor(args.checkpoint, meta["max_length"])
+        predictor = TorchPredictor(args.checkpoint, meta["max_length"], spelling=args.spelling)
         return (lambda texts: predictor.infer(texts, progress=True)), Decision.from_dict(meta["decision"])
     from service.engine import Engine
 
-    engine = Engine(args.bundle, quantized=args.quantized)
+    engine = Engine(args.bundle, quantized=args.quantized, spelling=args.spelling)
     return engine.infer, engine.bundle.decision
 
 
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     infer, decision = load_predictor(args)
     figures = evaluate(decision, infer([ex.text for ex in examples]), examples)
     figures["source"] = {"checkpoint": args.checkpoint, "bundle": args.bundle, "data": args.data,
-                         "quantized": bool(args.quantized)}
+                         "quantized": bool(args.quantized), "spelling": args.spelling}
     atomic.write_json(args.out, figures)
     if args.heatmap:
         from training.plots import cooccurrence_heatmap

@@ -13,7 +13,7 @@ from intentvcs.commands.train import add_oos_arguments
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("refit", help="refit a checkpoint's calibration and OOS rule without retraining",
                        description="Refit the decision layer of a trained checkpoint (temperature, PU label "
-                                   "scales, OOS rule and its threshold) on its training rows and a validation "
+                                   "scales, OOS rule and its threshold) and rebuild its spelling normaliser on its training rows and a validation "
                                    "set, and rewrite checkpoint.json atomically; the weights are not touched. "
                                    "Use it to change the OOS rule or its operating point, or to calibrate on "
                                    "fresher validation data. Export the checkpoint again to serve the result.")
@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
     from training.pipeline import refit_checkpoint
 
     result = refit_checkpoint(Path(args.checkpoint), read_jsonl(args.train), read_jsonl(args.valid),
-                              read_jsonl(args.test) if args.test else None, args.oos_rule, args.oos_retention)
+                              read_jsonl(args.test) if args.test else None, args.oos_rule, args.oos_retention,
+                              spelling=args.spelling)
     json.dump(result["metrics"], sys.stdout, indent=2)
     print()
     return 0

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     infer, decision = load_predictor(args)
     report = run_suite(examples, infer, decision, operators, args.draws, args.seed, args.metric)
     report["source"] = {"checkpoint": args.checkpoint, "bundle": args.bundle, "data": args.data,
-                        "quantized": bool(args.quantized)}
+                        "quantized": bool(args.quantized), "spelling": args.spelling}
     atomic.write_json(args.out, report)
     markdown = render_markdown(report)
     if args.md:

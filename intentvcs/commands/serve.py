@@ -40,6 +40,9 @@ def register(subparsers) -> None:
     parser.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker "
                         "(default: cores / workers)")
+    parser.add_argument("--no-spelling", dest="spelling", action="store_false",
+                        help="serve the graph the raw texts, without the bundle's spelling normaliser "
+                        "(sets INTENTVCS_SPELLING=0)")
     parser.set_defaults(func=run)
 
 
@@ -73,7 +76,8 @@ def server_command(port: int, host: str = "127.0.0.1") -> list[str]:
 
 
 def run(args) -> NoReturn:
-    env = service_env(args.bundle, args.workers, args.provider, args.threads)
+    env = service_env(args.bundle, args.workers, args.provider, args.threads,
+                      extra=None if args.spelling else {"INTENTVCS_SPELLING": "0"})
     print(f"serving {env['INTENTVCS_BUNDLE']} on http://{args.host}:{args.port} "
           f"({f'{args.workers} worker(s)' if args.workers else 'one worker per core on CPU, one on a GPU'}); "
           "docs at /, OpenAPI at /docs.json", file=sys.stderr)

@@ -54,7 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_oos_arguments(p: argparse.ArgumentParser) -> None:
-    """``--oos-rule`` and ``--oos-retention`` (shared with ``intentvcs refit``)."""
+    """``--oos-rule``, ``--oos-retention`` and ``--spelling`` (shared with ``intentvcs refit``)."""
+    p.add_argument("--spelling", action=argparse.BooleanOptionalAction, default=True,
+                   help="build the spelling normaliser from the training texts: at inference a word in neither "
+                        "the training vocabulary nor an English word list is replaced by the closest training "
+                        "word, so keyboard typos read as what was meant (default on; stored in the checkpoint "
+                        "and the bundle)")
     p.add_argument("--oos-rule", default="distance", choices=["none", "threshold", "distance", "train"],
                    help="how out-of-scope is decided, stored in the checkpoint and served as is (default "
                         "distance: needs no OOS rows, its threshold keeps --oos-retention of the in-scope "
@@ -89,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         oos_rule=args.oos_rule,
         oos_retention=args.oos_retention,
         relations_path=args.relations,
+        spelling=args.spelling,
     )
     if args.result:
         atomic.write_json(args.result, result)

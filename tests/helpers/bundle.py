@@ -22,18 +22,20 @@ HEAD_SCALE = 4.0
 
 def make_tiny_checkpoint(directory: str | Path, labels: Sequence[str] = DEFAULT_LABELS, seed: int = 0,
                          max_length: int = MAX_LENGTH, oos_threshold: float = 0.4,
-                         relations: dict | None = None) -> Path:
+                         relations: dict | None = None, spelling_texts: Sequence[str] | None = None) -> Path:
     """Write a checkpoint with a random head and a softmax/threshold decision to ``directory``.
 
     The decision accepts labels with confidence >= 0.3 and calls a text out of
     scope when its top confidence is below ``1 - oos_threshold``; ``relations``
-    (a relations file object) is applied as closure when given.
+    (a relations file object) is applied as closure when given; a spelling
+    normaliser built from ``spelling_texts`` is included when given.
     """
     import torch
 
     from intentvcs.decision import Decision
     from intentvcs.oos import ThresholdRule
     from intentvcs.relations import LabelRelations
+    from intentvcs.spelling import Spelling
     from tests.helpers.tiny import make_tiny_backbone
     from training.checkpoint import write_checkpoint
     from training.model import IntentModel, load_tokenizer
@@ -59,7 +61,7 @@ def make_tiny_checkpoint(directory: str | Path, labels: Sequence[str] = DEFAULT_
             "relations": relations,
             "data_fingerprint": "sha256:" + "0" * 64,
             "metrics": {"valid": {"note": "untrained"}},
-        })
+        }, spelling=None if spelling_texts is None else Spelling.from_texts(spelling_texts))
 
 
 def make_tiny_bundle(directory: str | Path, quantize: bool = False, **checkpoint_options) -> Path:

@@ -1,0 +1,136 @@
+"""Tests for intentvcs.spelling: what is corrected and what is left alone, casing,
+ties, serialisation and its errors, and recovery of the typo operator's output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from intentvcs.dataio import Example
+from intentvcs.perturb import perturb
+from intentvcs.spelling import SpellingError, Spelling, english_words, vocabulary
+
+TRAINING = [
+    "What is my account balance",
+    "Play some jazz music in the kitchen",
+    "Will it rain tomorrow in Boston",
+    "Transfer money from savings to checking",
+    "Book a table for four at Olive Garden",
+]
+
+
+@pytest.fixture(scope="module")
+def spelling() -> Spelling:
+    return Spelling.from_texts(TRAINING)
+
+
+@pytest.mark.parametrize("typed, meant", [
+    ("what is my acount balsnce", "what is my account balance"),  # deletion, substitution
+    ("play some jazz muisc", "play some jazz music"),  # transposition counts as one edit
+    ("trasnfer from svaings to chekcing", "transfer from savings to checking"),
+    ("will it rain tomorow", "will it rain tomorrow"),
+])
+def test_typos_go_back_to_the_training_word(spelling, typed, meant):
+    assert spelling.normalise(typed) == meant
+
+
+def test_casing_spacing_punctuation_and_digits_are_kept(spelling):
+    assert spelling.normalise("BALSNCE please!") == "BALANCE please!"
+    assert spelling.normalise("Balsnce,  now?") == "Balance,  now?"
+    assert spelling.normalise("trasnfer $50 at 5:30pm") == "transfer $50 at 5:30pm"
+
+
+@pytest.mark.parametrize("text", [
+    "boot a table",            # a real English word: a real-word typo is the model's to handle
+    "play some rock music",    # English words outside the training vocabulary
+    "xyzzy qwfpgj",            # too far from every training word
+    "a tb ok",                 # under three letters
+    "will it rqxn",            # two edits from "rain": too many for a four-letter word
+])
+def test_real_words_and_hopeless_words_are_left_alone(spelling, text):
+    assert spelling.normalise(text) == text
+
+
+def test_short_words_get_one_edit_long_words_two(spelling):
+    assert spelling.normalise("will it raim") == "will it rain"
+    assert spelling.normalise("my acout") == "my account"  # two deletions, five letters
+
+
+def test_only_training_words_are_suggested():
+    # "weathr" is one edit from the English "weather", which was never trained on.
+    assert "weather" in english_words()
+    assert Spelling.from_texts(["play music"]).normalise("weathr") == "weathr"
+    assert Spelling.from_texts(["the weather today"]).normalise("weathr") == "weather"
+
+
+def test_ties_go_to_the_more_frequent_training_word():
+    # "bxat" is one edit from both.
+    spelling = Spelling({"boat": 5, "beat": 2})
+    assert spelling.normalise("bxat") == "boat"
+    assert Spelling({"boat": 1, "beat": 9}).normalise("bxat") == "beat"
+
+
+def test_vocabulary_counts_lowercase_letter_words():
+    assert vocabulary(["Play it, play IT again!", "it's 5 o'clock"]) == {
+        "play": 2, "it": 3, "again": 1, "s": 1, "o": 1, "clock": 1}
+
+
+def test_words_of_any_script_are_whole_words():
+    spelling = Spelling.from_texts(["café in Zürich", "weather in Istanbul"])
+    assert {"café", "zürich"} <= spelling.counts.keys()
+    # Accented words are neither split nor "corrected" piecewise; a typo in one is.
+    assert spelling.normalise("Müller's café, Zürch") == "Müller's café, Zürich"
+    assert vocabulary(["İstanbul Ⅷ ½"]) == {}  # lowercases to a combining mark; numerals
+
+
+def test_round_trip_and_file(spelling, tmp_path):
+    again = Spelling.from_dict(json.loads(json.dumps(spelling.to_dict())))
+    assert again.counts == spelling.counts and len(again) == len(spelling)
+    path = spelling.save(tmp_path / "spelling.json")
+    assert Spelling.load(path).normalise("acount balsnce") == "account balance"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # written atomically
+
+
+@pytest.mark.parametrize("content, reason", [
+    ("{not json", "Expecting property name"),
+    (json.dumps({"format": "something-else"}), "not an intentvcs-spelling object"),
+    (json.dumps({"format": "intentvcs-spelling", "format_version": 9, "vocabulary": {}}), "format_version"),
+    (json.dumps({"format": "intentvcs-spelling", "format_version": 1, "vocabulary": ["a"]}), "vocabulary"),
+    (json.dumps({"format": "intentvcs-spelling", "format_version": 1, "vocabulary": {"Caps": 1}}), "lowercase"),
+    (json.dumps({"format": "intentvcs-spelling", "format_version": 1, "vocabulary": {"word": 0}}), "positive"),
+])
+def test_bad_files_name_the_file_and_the_reason(tmp_path, content, reason):
+    path = tmp_path / "spelling.json"
+    path.write_text(content)
+    with pytest.raises(SpellingError, match=reason) as info:
+        Spelling.load(path)
+    assert info.value.path == str(path) and str(path) in str(info.value)
+
+
+def test_missing_file_is_a_spelling_error(tmp_path):
+    with pytest.raises(SpellingError, match="No such file"):
+        Spelling.load(tmp_path / "absent.json")
+
+
+def test_most_keyboard_typos_are_recovered():
+    """The operator the normaliser exists for: typo_keyboard's copies of training
+    utterances mostly come back exactly (the rest are real-word typos or too short)."""
+    texts = [
+        "what is the balance of my checking account", "play the latest album by coldplay",
+        "what will the weather be like tomorrow morning", "book a restaurant for dinner tonight",
+        "transfer two hundred dollars to my savings", "add this song to my workout playlist",
+        "find me a flight from boston to denver", "how many calories are in a banana",
+        "set an alarm for seven thirty tomorrow", "what movies are playing near me tonight",
+    ]
+    spelling = Spelling.from_texts(texts)
+    recovered = total = 0
+    for seed in range(5):
+        for text in texts:
+            typo = perturb(Example(text, ("x",)), "typo_keyboard", seed)
+            if typo is None or typo.text == text:
+                continue
+            total += 1
+            recovered += spelling.normalise(typo.text) == text
+    assert total >= 40
+    assert recovered / total >= 0.8, (recovered, total)  # 46 of 50 when written
