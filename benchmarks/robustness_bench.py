@@ -81,10 +81,9 @@ def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool 
 
     ``spelling``: with the spelling normaliser (the training default).
     ``reuse``: a checkpoint an earlier run left in ``directory`` from the same
-    data and configuration is exported again instead of retrained; when it has
-    (or, from before the normaliser existed, lacks) a normaliser against
-    ``spelling``, ``refit_checkpoint`` first rebuilds or drops it and refits
-    the decision (the weights do not depend on it), so that it matches a fresh run.
+    data and configuration is not retrained: ``refit_checkpoint`` rebuilds (or
+    drops) its spelling normaliser and refits its decision with today's code,
+    neither of which the weights depend on, so that it matches a fresh run.
     """
     from export.bundle import export_bundle
     from intentvcs.dataio import fingerprint
@@ -96,8 +95,7 @@ def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool 
     if meta is not None and (meta["data_fingerprint"], type(config).from_stored(meta["train_config"]).to_dict()) == (
             fingerprint(train, valid), config.to_dict()):
         logging.info("reusing %s", checkpoint)
-        if bool(meta.get("spelling")) != spelling:
-            refit_checkpoint(checkpoint, train, valid, oos_rule="none", spelling=spelling)
+        refit_checkpoint(checkpoint, train, valid, oos_rule="none", spelling=spelling)
         result = {"train_seconds": training_seconds(meta), "best_epoch": meta["best_epoch"]}
     else:
         result = train_pipeline(config, train, valid, checkpoint, oos_rule="none", spelling=spelling)

@@ -6,7 +6,10 @@ of it (the robustness benchmark's ``typo_keyboard`` drop). A word that is in
 neither the training vocabulary nor an English word list is almost always a
 typo, and the closest training word is almost always what was meant, so the
 model reads that instead. Real words are never touched: a typo that makes
-another English word (``book`` -> ``bool``) is left to the model.
+another English word (``book`` -> ``boot``) is left to the model. Nor are
+chat spellings of contractions (``dont``: "don" would lose the negation) or,
+in text that is not all one case, capitalised words after the first (names:
+``Gare du Nord``, ``my Amex``).
 
 The index is SymSpell's symmetric-delete lookup (``symspellpy``) over the
 training vocabulary only, so it is small (thousands of words, built in well
@@ -44,6 +47,14 @@ MIN_LENGTH = 3
 SHORT_WORD = 4
 MAX_EDIT_DISTANCE = 2
 ENGLISH_DICTIONARY = "frequency_dictionary_en_82_765.txt"
+# Apostrophe-less contractions and chat shorthand: real words to their writers,
+# absent from the English list, and one edit from a word of another meaning.
+INFORMAL_WORDS = frozenset({
+    "dont", "cant", "wont", "didnt", "doesnt", "isnt", "arent", "wasnt", "werent", "havent", "hasnt",
+    "hadnt", "wouldnt", "couldnt", "shouldnt", "aint", "im", "ive", "youre", "youve", "youll", "youd",
+    "theyre", "theyve", "theyll", "whats", "thats", "theres", "heres", "wheres", "whos", "hows", "lets",
+    "hes", "shes", "weve", "gonna", "wanna", "gotta", "pls", "plz", "thx", "thanx", "lol", "btw", "asap",
+})
 # Runs of letters (any script): digits, amounts and times are not spelling, and
 # splitting at apostrophes leaves contractions' short halves ("s") under MIN_LENGTH.
 _WORD = re.compile(r"[^\W\d_]+")
@@ -90,7 +101,7 @@ class Spelling:
         self._index = SymSpell(max_dictionary_edit_distance=MAX_EDIT_DISTANCE, prefix_length=7)
         for word, count in self.counts.items():
             self._index.create_dictionary_entry(word, count)
-        self._known = english_words() | self.counts.keys()
+        self._known = english_words() | INFORMAL_WORDS | self.counts.keys()
         self._correct = lru_cache(maxsize=65536)(self._correct_word)
 
     @classmethod
@@ -101,7 +112,18 @@ class Spelling:
         return len(self.counts)
 
     def normalise(self, text: str) -> str:
-        return _WORD.sub(lambda match: self._correct(match.group(0)), text)
+        words = list(_WORD.finditer(text))
+        # Capitals mark names only where case is used at all: not in all-lowercase,
+        # ALL-CAPS or Title Case text, where every word is corrected alike.
+        names_marked = any(m.group(0)[0].islower() for m in words) and any(
+            not m.group(0).islower() for m in words[1:])
+        pieces, end = [], 0
+        for index, match in enumerate(words):
+            word = match.group(0)
+            keep = names_marked and index > 0 and not word.islower()
+            pieces += [text[end:match.start()], word if keep else self._correct(word)]
+            end = match.end()
+        return "".join(pieces) + text[end:]
 
     def normalise_all(self, texts: Iterable[str]) -> list[str]:
         return [self.normalise(text) for text in texts]

@@ -57,6 +57,24 @@ def test_short_words_get_one_edit_long_words_two(spelling):
     assert spelling.normalise("my acout") == "my account"  # two deletions, five letters
 
 
+def test_chat_contractions_are_words():
+    spelling = Spelling.from_texts(["don is my friend", "wake me up", "what time is it"])
+    assert spelling.normalise("dont wake me up") == "dont wake me up"  # not "don": the negation stays
+    assert spelling.normalise("whats the tiem") == "whats the time"
+
+
+@pytest.mark.parametrize("typed, meant", [
+    ("get me a car to Gare du Nord", "get me a car to Gare du Nord"),  # names in mixed-case text stay
+    ("what is the balsnce on my Amex", "what is the balance on my Amex"),
+    ("Balsnce of my Acount", "Balance of my Acount"),  # the first word is capitalised as a sentence start
+    ("BALSNCE OF MY ACOUNT", "BALANCE OF MY ACCOUNT"),  # one case throughout: every word is fair game
+    ("Balsnce Of My Acount", "Balance Of My Account"),
+])
+def test_capitals_mark_names_only_in_mixed_case_text(typed, meant):
+    spelling = Spelling.from_texts(["what is the balance of my account", "get me a car to the station"])
+    assert spelling.normalise(typed) == meant
+
+
 def test_only_training_words_are_suggested():
     # "weathr" is one edit from the English "weather", which was never trained on.
     assert "weather" in english_words()
@@ -80,7 +98,7 @@ def test_words_of_any_script_are_whole_words():
     spelling = Spelling.from_texts(["café in Zürich", "weather in Istanbul"])
     assert {"café", "zürich"} <= spelling.counts.keys()
     # Accented words are neither split nor "corrected" piecewise; a typo in one is.
-    assert spelling.normalise("Müller's café, Zürch") == "Müller's café, Zürich"
+    assert spelling.normalise("müller's café, zürch") == "müller's café, zürich"
     assert vocabulary(["İstanbul Ⅷ ½"]) == {}  # lowercases to a combining mark; numerals
 
 
