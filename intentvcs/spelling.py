@@ -3,8 +3,8 @@
 Keyboard typos turn a word the model knows into word pieces it never saw
 (``balance`` -> ``balsnce``), and no amount of augmented training recovers all
 of it (the robustness benchmark's ``typo_keyboard`` drop). A word that is in
-neither the training vocabulary nor an English word list is almost always a
-typo, and the closest training word is almost always what was meant, so the
+neither the training vocabulary nor an English word list is usually a typo
+(or a name), and the closest training word is usually what was meant, so the
 model reads that instead. Real words are never touched: a typo that makes
 another English word (``book`` -> ``boot``) is left to the model. Nor are
 chat spellings of contractions (``dont``: "don" would lose the negation) or,

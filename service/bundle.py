@@ -4,8 +4,9 @@ Every failure raises ``BundleError`` naming the offending file (and field),
 at load time: a service must refuse to start on a bad bundle rather than fail
 on its first request. Checks, in order: manifest (JSON, schema, version),
 payload files (presence, size, sha256), tokenizer.json (truncation agrees
-with the manifest), spelling.json (when listed), the decision, and, once ONNX Runtime has parsed the graph,
-its output sizes against the manifest (``check_graph``).
+with the manifest), spelling.json (when listed), the decision, and, once ONNX
+Runtime has parsed the graph, its output sizes against the manifest
+(``check_graph``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from intentvcs.decision import Decision
-from intentvcs.spelling import SPELLING_FILE, Spelling, SpellingError
 from intentvcs.manifest import (
     INT8_MODEL_FILE,
     MANIFEST_FILE,
@@ -26,6 +26,7 @@ from intentvcs.manifest import (
     check_file,
     read,
 )
+from intentvcs.spelling import SPELLING_FILE, Spelling, SpellingError
 from service.tokenization import BundleTokenizer
 
 
