@@ -3,9 +3,9 @@
 Compares two results of ``robustness_bench.py`` on the same trained models,
 seeds and perturbed test sets: ``robustness_no_spelling`` (both models
 without the normaliser) and ``robustness`` (with it, the default). Per data
-set and model, seed means of: clean accuracy, the Random drop, the keyboard
-typo drop, and for the augmented model the clean-accuracy loss against the
-baseline, each without -> with.
+set and model, means over the seeds both results measured, of: clean
+accuracy, the Random drop, the keyboard typo drop, and for the augmented
+model the clean-accuracy loss against the baseline, each without -> with.
 
     python benchmarks/spelling_effect.py
 
@@ -26,20 +26,31 @@ from benchmarks.robustness_bench import MODELS, seed_means  # noqa: E402
 RUNS = {"off": "robustness_no_spelling", "on": "robustness"}
 
 
-def means(name: str) -> dict[tuple, dict]:
-    records = json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))["records"]
-    return {(r["dataset"], r["model"], r["set"]): r for r in seed_means(records)}
+def load(name: str) -> list[dict]:
+    return json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))["records"]
+
+
+def common_seeds(*runs: list[dict]) -> dict[str, set[int]]:
+    """Per data set, the seeds every run measured for both models (records before seeds count as seed 0)."""
+    seen = [{(r["dataset"], r["model"], r.get("seed", 0)) for r in run} for run in runs]
+    keys = set.intersection(*seen)
+    datasets = {dataset for dataset, _, _ in keys}
+    return {d: {s for _, _, s in keys if (d, "baseline", s) in keys and (d, "augmented", s) in keys}
+            for d in datasets}
+
+
+def means(records: list[dict], seeds: dict[str, set[int]]) -> dict[tuple, dict]:
+    kept = [r for r in records if r.get("seed", 0) in seeds.get(r["dataset"], ())]
+    return {(r["dataset"], r["model"], r["set"]): r for r in seed_means(kept)}
 
 
 def compare(off: dict[tuple, dict], on: dict[tuple, dict]) -> list[dict]:
-    """One record per (data set, model) measured on the same seeds both ways."""
+    """One record per (data set, model) in both (``off`` and ``on`` cover the same seeds)."""
     records = []
     for dataset, model, _ in (key for key in on if key[2] == "clean"):
-        pair = {state: figures[(dataset, model, "clean")] for state, figures in (("off", off), ("on", on))
-                if (dataset, model, "clean") in figures}
-        if len(pair) < 2 or pair["off"]["seeds"] != pair["on"]["seeds"]:
+        if (dataset, model, "clean") not in off:
             continue
-        record = {"dataset": dataset, "model": model, "seeds": pair["on"]["seeds"]}
+        record = {"dataset": dataset, "model": model, "seeds": on[(dataset, model, "clean")]["seeds"]}
         for state, figures in (("off", off), ("on", on)):
             record[f"clean_{state}"] = figures[(dataset, model, "clean")]["clean_acc"]
             record[f"random_drop_{state}"] = figures[(dataset, model, "random")]["drop"]
@@ -69,7 +80,9 @@ def render(records: list[dict]) -> str:
 
 
 def main() -> int:
-    records = compare(*(means(name) for name in RUNS.values()))
+    runs = [load(name) for name in RUNS.values()]
+    seeds = common_seeds(*runs)
+    records = compare(*(means(run, seeds) for run in runs))
     markdown = render(records)
     print(markdown)
     print(f"wrote {write_results('spelling_effect', records, markdown)}")
