@@ -240,6 +240,9 @@ def main() -> int:
     parser.add_argument("--train-embeddings", action="store_true",
                         help="augmented model: fine-tune the word embeddings too (frozen by default), so pieces "
                              "of misspelt words can move")
+    parser.add_argument("--validate-perturbed", action="store_true",
+                        help="augmented model: early stopping and the kept epoch on validation rows plus perturbed "
+                             "copies (TrainConfig.validate_perturbed)")
     parser.add_argument("--consistency", type=float, default=0.0, metavar="WEIGHT",
                         help="augmented model: weight of the clean-vs-copy KL term (TrainConfig.consistency_weight)")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS,
@@ -276,7 +279,8 @@ def main() -> int:
                              augment_mix=args.augment_mix if augmented else None,
                              augment_resample=augmented and args.augment_resample,
                              consistency_weight=args.consistency if augmented else 0.0,
-                             freeze_embeddings=not (augmented and args.train_embeddings))
+                             freeze_embeddings=not (augmented and args.train_embeddings),
+                             validate_perturbed=augmented and args.validate_perturbed)
         directory = Path(args.work) / dataset / f"seed{seed}" / model
         bundle, result = train_bundle(config, train, valid, directory, args.reuse, args.spelling)
         report = robustness_report(bundle, test, args.draws, seed)
@@ -286,7 +290,8 @@ def main() -> int:
                         "augment_ratio": config.augment_ratio,
                         "augment_mix": config.augment_mix, "augment_resample": config.augment_resample,
                         "consistency_weight": config.consistency_weight,
-                        "freeze_embeddings": config.freeze_embeddings}
+                        "freeze_embeddings": config.freeze_embeddings,
+                        "validate_perturbed": config.validate_perturbed}
         records += [{**r, "seed": seed} for r in model_records(dataset, model, report, result, augmentation)]
         # Data sets, seeds and models measured by an earlier run and not redone here are kept.
         merged, command = keep_previous(args.results_name, records, lambda r: (

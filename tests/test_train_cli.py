@@ -121,16 +121,19 @@ def test_robust_training_with_fresh_copies_and_consistency(tmp_path, backbone, c
         "train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
         "--out", str(tmp_path / "ckpt"), "--backbone", str(backbone), "--epochs", "2", "--patience", "5",
         "--batch-size", "64", "--oos-rule", "none", "--augment", "1", "--augment-resample", "--consistency", "1",
-        "--train-embeddings",
+        "--train-embeddings", "--validate-perturbed",
     ])
     assert code == 0
     meta = json.loads((tmp_path / "ckpt" / "checkpoint.json").read_text())
     assert meta["train_config"]["consistency_weight"] == 1.0 and meta["train_config"]["augment_resample"]
-    assert meta["train_config"]["freeze_embeddings"] is False
+    assert meta["train_config"]["freeze_embeddings"] is False and meta["train_config"]["validate_perturbed"]
     assert len(meta["history"]) == 2
-    drawn = [r.getMessage() for r in caplog.records if "augmented training data" in r.getMessage()]
-    assert [m.split(":")[0] for m in drawn] == ["augmented training data for epoch 1",
+    drawn = [r.getMessage() for r in caplog.records if r.getMessage().startswith("augmented ")]
+    # The validation copies are drawn once, before training; the training copies every epoch.
+    valid_rows = sum(1 for ex in read_jsonl(DEFAULT_DATA / "valid.jsonl") if ex.labels)
+    assert [m.split(":")[0] for m in drawn] == ["augmented training data for epoch 1", "augmented validation",
                                                "augmented training data for epoch 2"]
+    assert drawn[1].endswith(f"{valid_rows} -> {2 * valid_rows} rows")
 
 
 def test_consistency_without_augmentation_is_a_clear_error(tmp_path, backbone, capsys):

@@ -22,3 +22,10 @@ def test_bad_consistency_settings_are_clear_errors():
         TrainConfig(augment_ratio=1.0, consistency_weight=-1)
     with pytest.raises(ValueError, match="needs augment_ratio > 0"):
         TrainConfig(consistency_weight=1.0)
+
+
+def test_validating_on_perturbed_copies_needs_augmentation():
+    assert TrainConfig(augment_ratio=1.0, validate_perturbed=True).validate_perturbed
+    assert not TrainConfig.from_stored({"augment_ratio": 1.0}).validate_perturbed  # what older runs did
+    with pytest.raises(ValueError, match="validate_perturbed needs augment_ratio > 0"):
+        TrainConfig(validate_perturbed=True)

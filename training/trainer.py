@@ -70,6 +70,12 @@ class TrainConfig:
     # CLINC150 a weight of 1 left the Random drop where it was (1.60) for 34%
     # more training time, hence off by default.
     consistency_weight: float = 0.0
+    # Validate on the validation rows plus one perturbed copy of each (same
+    # mix, drawn once), so that early stopping and the best epoch reward
+    # robustness too, not clean loss alone: on CLINC150 the clean validation
+    # loss chose epoch 2 of 6 for one seed (Random drop 1.82) and epoch 4 for
+    # another (1.28).
+    validate_perturbed: bool = False
     labels: list[str] | None = field(default=None)  # fixed label order; None: sorted from data
 
     def __post_init__(self) -> None:
@@ -86,6 +92,8 @@ class TrainConfig:
             raise ValueError("consistency_weight must be >= 0")
         if self.consistency_weight > 0 and self.augment_ratio <= 0:
             raise ValueError("consistency_weight needs augment_ratio > 0: it compares rows with their perturbed copies")
+        if self.validate_perturbed and self.augment_ratio <= 0:
+            raise ValueError("validate_perturbed needs augment_ratio > 0: it validates on the training mix's copies")
 
     @classmethod
     def from_stored(cls, stored: dict) -> "TrainConfig":
@@ -166,6 +174,8 @@ class Trainer:
         clean_enc = encode(tokenizer, [ex.text for ex in train], cfg.max_length, targets_matrix(train, labels))
         train_enc = self._training_rows(train, clean_enc, labels, tokenizer, epoch=1)
         valid_enc = encode(tokenizer, [ex.text for ex in valid], cfg.max_length, targets_matrix(valid, labels))
+        if cfg.validate_perturbed and valid:
+            valid_enc = self._with_copies(valid, valid_enc, labels, tokenizer, 1.0, f"{cfg.seed}:valid", "validation")
 
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
@@ -237,13 +247,21 @@ class Trainer:
         cfg = self.config
         if cfg.augment_ratio <= 0:
             return Encoded(clean.input_ids, clean.targets, [-1] * len(clean))
+        seed = cfg.seed if epoch == 1 else f"{cfg.seed}:epoch{epoch}"
+        return self._with_copies(train, clean, labels, tokenizer, cfg.augment_ratio, seed,
+                                 f"training data for epoch {epoch}")
+
+    def _with_copies(self, rows: list[Example], clean: Encoded, labels: list[str], tokenizer, ratio: float,
+                     seed: int | str, what: str) -> Encoded:
+        """``rows`` (already encoded as ``clean``) followed by ``ratio`` perturbed copies per row, drawn
+        with the training mix; ``sources`` point each copy at its row (-1 for the rows themselves)."""
         from intentvcs.perturb import perturbed_copies
 
-        seed = cfg.seed if epoch == 1 else f"{cfg.seed}:epoch{epoch}"
-        copies = perturbed_copies(train, cfg.augment_ratio, cfg.augment_mix, seed=seed)
-        log.info("augmented training data for epoch %d: %d -> %d rows", epoch, len(train), len(train) + len(copies))
-        rows = [copy for _, copy in copies]
-        extra = encode(tokenizer, [ex.text for ex in rows], cfg.max_length, targets_matrix(rows, labels))
+        cfg = self.config
+        copies = perturbed_copies(rows, ratio, cfg.augment_mix, seed=seed)
+        log.info("augmented %s: %d -> %d rows", what, len(rows), len(rows) + len(copies))
+        perturbed = [copy for _, copy in copies]
+        extra = encode(tokenizer, [ex.text for ex in perturbed], cfg.max_length, targets_matrix(perturbed, labels))
         return Encoded(clean.input_ids + extra.input_ids, np.concatenate([clean.targets, extra.targets]),
                        [-1] * len(clean) + [source for source, _ in copies])
 

@@ -46,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--consistency", type=float, default=0.0, metavar="WEIGHT",
                    help="weight of a KL term pulling each perturbed copy's prediction towards its clean "
                         "source's (needs --augment; default 0: off)")
+    p.add_argument("--validate-perturbed", action="store_true",
+                   help="with --augment: validate on the validation rows plus one perturbed copy of each, so that "
+                        "early stopping and the kept epoch reward robustness, not clean loss alone")
     p.add_argument("--train-embeddings", action="store_true",
                    help="fine-tune the word-embedding matrix too (frozen by default: a third faster on CPU)")
     p.add_argument("--relations", help="relations.json of known label relations, applied at inference")
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads, augment_ratio=args.augment,
         augment_mix=json.loads(args.augment_mix) if args.augment_mix else None,
         augment_resample=args.augment_resample, consistency_weight=args.consistency,
-        freeze_embeddings=not args.train_embeddings,
+        freeze_embeddings=not args.train_embeddings, validate_perturbed=args.validate_perturbed,
     )
     result = train_pipeline(
         config,
