@@ -202,6 +202,7 @@ def render(records: list[dict], checks: list[dict], settings: dict) -> str:
             how += ", fresh copies every epoch" if aug.get("augment_resample") else ", copies drawn once"
         how += f", consistency weight {aug['consistency_weight']}" if aug.get("consistency_weight") else ""
         how += ", word embeddings trained" if aug.get("freeze_embeddings") is False else ""
+        how += ", validated on perturbed copies too" if aug.get("validate_perturbed") else ""
         # Records from before the spelling normaliser existed lack the key: it was off.
         spelling = {name: "on" if r.get("spelling_words") else "off" for name, r in
                     (("baseline", base), ("augmented", aug)) if r}

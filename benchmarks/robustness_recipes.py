@@ -52,6 +52,8 @@ def recipe_record(directory: Path, meta: dict, report: dict, baseline_clean: flo
         "augment_resample": config["augment_resample"],
         "consistency_weight": config["consistency_weight"],
         "freeze_embeddings": config["freeze_embeddings"],
+        "validate_perturbed": config["validate_perturbed"],
+        "spelling": bool(meta.get("spelling")),
         "train_seconds": training_seconds(meta),
         "best_epoch": meta["best_epoch"],
         "best_valid_loss": round(best["valid_loss"], 4),
@@ -69,11 +71,13 @@ def run_name(record: dict) -> str:
 
 
 def render(records: list[dict]) -> str:
-    head = ("| recipe | epochs | copies/row | fresh copies | consistency | embeddings | train min | best epoch (valid loss) "
-            "| clean acc (vs baseline) | Random drop | " + " | ".join(HARDEST) + " |")
+    head = ("| recipe | epochs | copies/row | fresh copies | consistency | embeddings | validation | spelling "
+            "| train min | best epoch (valid loss) | clean acc (vs baseline) | Random drop | "
+            + " | ".join(HARDEST) + " |")
     lines = ["Robust-training recipes on the same data, seed and test sets; drops in points against the same rows "
-             "clean, Random = mean over the report's draws.", "", head,
-             "|" + "---|" * (10 + len(HARDEST))]
+             "clean, Random = mean over the report's draws; validation: the rows early stopping and the kept epoch "
+             "go by (clean, or with one perturbed copy each).", "", head,
+             "|" + "---|" * (12 + len(HARDEST))]
     for r in records:
         if not r["augment_ratio"]:
             fresh, consistency = "–", "–"
@@ -82,6 +86,7 @@ def render(records: list[dict]) -> str:
         lines.append(
             f"| {run_name(r)} | {r['epochs']} | {r['augment_ratio']:g} | {fresh} | {consistency} "
             f"| {'frozen' if r['freeze_embeddings'] else 'trained'} "
+            f"| {'+ perturbed' if r['validate_perturbed'] else 'clean'} | {'on' if r['spelling'] else 'off'} "
             f"| {r['train_seconds'] / 60:.0f} | {r['best_epoch']} ({r['best_valid_loss']:.3f}) "
             f"| {r['clean_acc']:.2f} ({r['clean_gain']:+.2f}) | {r['random_drop']:.2f} ± {r['random_drop_std']:.2f} | "
             + " | ".join(f"{r[f'drop_{n}']:.2f}" for n in HARDEST) + " |")
