@@ -258,13 +258,14 @@ def main() -> int:
     parser.add_argument("--no-spelling", dest="spelling", action="store_false",
                         help="both models without the spelling normaliser (training builds one by default)")
     parser.add_argument("--reuse", action="store_true",
-                        help="export a checkpoint left in --work by an earlier run (same data and settings) "
-                             "instead of retraining it")
+                        help="refit and export a checkpoint left in --work by an earlier run (same data and "
+                             "settings) instead of retraining it")
     parser.add_argument("--results-name", default="robustness", help="writes benchmarks/results/NAME.{json,md}")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from intentvcs import atomic
+    from intentvcs.manifest import read as read_manifest
     from training.trainer import TrainConfig
 
     settings = {"backbone": args.backbone or "all-MiniLM-L6-v2", "method": "pu",
@@ -286,7 +287,7 @@ def main() -> int:
         bundle, result = train_bundle(config, train, valid, directory, args.reuse, args.spelling)
         report = robustness_report(bundle, test, args.draws, seed)
         atomic.write_json(directory / "robustness.json", report)
-        spelling = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))["spelling"]
+        spelling = read_manifest(bundle / "manifest.json")["spelling"]
         augmentation = {"epochs": args.epochs, "spelling_words": spelling and spelling["words"],
                         "augment_ratio": config.augment_ratio,
                         "augment_mix": config.augment_mix, "augment_resample": config.augment_resample,
