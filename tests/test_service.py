@@ -239,3 +239,27 @@ def test_serve_command_refuses_a_missing_bundle(tmp_path):
                             check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "is not a bundle" in result.stderr
+
+
+@pytest.mark.parametrize("flags, spelling_env", [([], None), (["--no-spelling"], "0")])
+def test_serve_command_hands_bentoml_the_settings(bundle, monkeypatch, flags, spelling_env):
+    """What ``intentvcs serve`` (and the demo's last step, ``serve_bundle``) execs: bentoml serve with the env."""
+    from intentvcs.cli import main
+    from intentvcs.commands import serve
+
+    monkeypatch.delenv("INTENTVCS_SPELLING", raising=False)
+    calls = []
+
+    def fake_execve(path, argv, env):
+        calls.append((argv, env))
+        raise SystemExit(0)  # execve never returns
+
+    monkeypatch.setattr(serve.os, "execve", fake_execve)
+    with pytest.raises(SystemExit):
+        main(["serve", "--bundle", str(bundle), "--port", "3199", *flags])
+    with pytest.raises(SystemExit):
+        serve.serve_bundle(bundle, 3199, spelling=not flags)
+    assert calls[0] == calls[1]
+    argv, env = calls[0]
+    assert argv[-4:] == ["--host", "127.0.0.1", "--port", "3199"] and "bentoml" in argv
+    assert env["INTENTVCS_BUNDLE"] == str(bundle.resolve()) and env.get("INTENTVCS_SPELLING") == spelling_env

@@ -60,5 +60,4 @@ def run(args: argparse.Namespace) -> int:
     log.info("4/4 serving on http://127.0.0.1:%d (Ctrl-C to stop)", args.port)
     from intentvcs.commands import serve
 
-    return serve.run(argparse.Namespace(bundle=str(out / "bundle"), host="127.0.0.1", port=args.port, workers=None,
-                                        provider="auto", threads=None))
+    return serve.serve_bundle(out / "bundle", args.port)

@@ -76,13 +76,18 @@ def server_command(port: int, host: str = "127.0.0.1") -> list[str]:
 
 
 def run(args) -> NoReturn:
-    env = service_env(args.bundle, args.workers, args.provider, args.threads,
-                      extra=None if args.spelling else {"INTENTVCS_SPELLING": "0"})
-    print(f"serving {env['INTENTVCS_BUNDLE']} on http://{args.host}:{args.port} "
-          f"({f'{args.workers} worker(s)' if args.workers else 'one worker per core on CPU, one on a GPU'}); "
+    serve_bundle(args.bundle, args.port, args.host, args.workers, args.provider, args.threads, args.spelling)
+
+
+def serve_bundle(bundle: str | os.PathLike, port: int = 3000, host: str = "127.0.0.1", workers: int | None = None,
+                 provider: str = "auto", threads: int | None = None, spelling: bool = True) -> NoReturn:
+    """Replace this process with ``bentoml serve`` on ``bundle`` (``intentvcs serve``, and the demo's last step)."""
+    env = service_env(bundle, workers, provider, threads, extra=None if spelling else {"INTENTVCS_SPELLING": "0"})
+    print(f"serving {env['INTENTVCS_BUNDLE']} on http://{host}:{port} "
+          f"({f'{workers} worker(s)' if workers else 'one worker per core on CPU, one on a GPU'}); "
           "docs at /, OpenAPI at /docs.json", file=sys.stderr)
     # exec: signals (Ctrl-C, SIGTERM from an orchestrator) reach BentoML directly.
-    command = server_command(args.port, args.host)
+    command = server_command(port, host)
     os.execve(command[0], command, env)
 
 
