@@ -57,7 +57,9 @@ class OOSDecision(BaseModel):
 
 
 class Prediction(BaseModel):
-    text: str
+    text: str = Field(description="The utterance as sent.")
+    normalised: str | None = Field(
+        None, description="The text the model read when the spelling normaliser rewrote it; null when unchanged.")
     intents: list[RankedIntent] = Field(description="The top_k intents, most confident first.")
     accepted: list[str] = Field(description="Accepted intents after label-relation closure, most confident first.")
     out_of_scope: bool

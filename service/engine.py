@@ -91,21 +91,27 @@ class Engine:
         ``intents`` ranks every label by calibrated confidence (the best
         ``top_k`` when given); ``accepted`` lists the accepted labels after
         relation closure, most confident first; ``oos`` gives the rule, this
-        text's score and the rule's threshold (OOS when score > threshold).
+        text's score and the rule's threshold (OOS when score > threshold);
+        ``normalised`` is the text the graph read when the spelling normaliser
+        rewrote it, else None.
         """
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         texts = _check_texts(texts)
-        result = self.bundle.decision.apply(*self.runner.infer(self._model_texts(texts)))
+        model_texts = self._model_texts(texts)
+        result = self.bundle.decision.apply(*self.runner.infer(model_texts))
         # Stable sort on negated confidences: ties keep label order.
         ranking = np.argsort(-result.confidences, axis=1, kind="stable")
         labels = self.labels
         threshold = self.bundle.decision.oos.threshold
         answers = []
-        for i, text in enumerate(texts):
+        for i, (text, model_text) in enumerate(zip(texts, model_texts)):
             order = ranking[i]
             answers.append({
                 "text": text,
+                # What the graph read, when the spelling normaliser changed it:
+                # lets a caller see why "lyft" was read as "left".
+                "normalised": model_text if model_text != text else None,
                 "intents": [{"intent": labels[j], "confidence": float(result.confidences[i, j])}
                             for j in order[:top_k]],
                 "accepted": [labels[j] for j in order if result.accepted[i, j]],

@@ -43,6 +43,10 @@ class ServiceMetrics:
         self.out_of_scope = prom.Counter(
             "intentvcs_out_of_scope_total", "Utterances judged out of scope."
         )
+        self.spelling_corrected = prom.Counter(
+            "intentvcs_spelling_corrected_total",
+            "Utterances the spelling normaliser rewrote before the model read them.",
+        )
         self.confidence = prom.Histogram(
             "intentvcs_confidence", "Top calibrated confidence per utterance.", buckets=CONFIDENCE_BUCKETS
         )
@@ -88,6 +92,8 @@ class ServiceMetrics:
             self.input_length.observe(len(text))
             ranked = prediction["intents"]
             self.confidence.observe(ranked[0]["confidence"] if ranked else 0.0)
+            if prediction.get("normalised") is not None:
+                self.spelling_corrected.inc()
             if prediction["out_of_scope"]:
                 self.out_of_scope.inc()
                 self.predictions.labels(intent=OUT_OF_SCOPE).inc()

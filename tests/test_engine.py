@@ -87,8 +87,8 @@ def test_top_k(engine):
 def test_answers_and_oos_verdicts(engine):
     answers = engine.predict(list(SAMPLE_UTTERANCES))
     for text, answer in zip(SAMPLE_UTTERANCES, answers):
-        assert set(answer) == {"text", "intents", "accepted", "out_of_scope", "oos"}
-        assert answer["text"] == text
+        assert set(answer) == {"text", "normalised", "intents", "accepted", "out_of_scope", "oos"}
+        assert answer["text"] == text and answer["normalised"] is None  # no normaliser in this bundle
         assert isinstance(answer["out_of_scope"], bool)
         oos = answer["oos"]
         assert set(oos) == {"rule", "score", "threshold"} and oos["rule"] == "threshold"

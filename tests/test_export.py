@@ -119,12 +119,14 @@ def test_the_engine_reads_what_the_spelling_normaliser_makes_of_a_text(exported)
     assert engine.info["spelling_words"] == len(vocabulary(SPELLING_TEXTS))
     for served, fixed in zip(engine.infer([typed]), engine.infer([meant])):
         np.testing.assert_array_equal(served, fixed)
-    answer = engine.predict([typed])[0]
-    assert answer["text"] == typed  # the answer names what was sent
-    assert answer["intents"] == engine.predict([meant])[0]["intents"]
+    answer, clean = engine.predict([typed, meant])
+    assert answer["text"] == typed and answer["normalised"] == meant  # what was sent, and what was read
+    assert clean["normalised"] is None  # nothing rewritten
+    assert answer["intents"] == clean["intents"]
     # Turned off, the graph reads the typo itself (other word pieces, other outputs).
     raw = Engine(exported.bundle, provider="cpu", spelling=False)
     assert raw.info["spelling_words"] is None
+    assert raw.predict([typed])[0]["normalised"] is None
     assert not np.array_equal(raw.infer([typed]).logits, raw.infer([meant]).logits)
     # The PyTorch side applies the checkpoint's copy the same way.
     from training.predict import TorchPredictor

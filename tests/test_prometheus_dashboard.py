@@ -57,7 +57,7 @@ def test_dashboard_is_importable_as_is():
     assert not [q for q in queries if "$" in q], "unsubstituted Grafana variable"
     for needed in ("bentoml_service_request_duration_seconds_bucket", "intentvcs_predictions_total",
                    "intentvcs_out_of_scope_total", "intentvcs_confidence_bucket", "intentvcs_batch_size",
-                   "intentvcs_request_errors_total", "intentvcs_model_info"):
+                   "intentvcs_request_errors_total", "intentvcs_model_info", "intentvcs_spelling_corrected_total"):
         assert any(needed in q for q in queries), needed
 
 
@@ -115,7 +115,8 @@ def _ok(url: str) -> bool:
 
 def send_traffic(url: str, seconds: float) -> None:
     """Predictions (single and batched, concurrent), refused requests and an audit, for ``seconds``."""
-    texts = ["play some music", "book a table for two", "will it rain tomorrow", "rate this book", "hi"]
+    texts = ["play some music", "book a table for two", "will it rain tomorrow", "rate this book", "hi",
+             "play some musci"]  # a typo for the spelling normaliser
 
     def client(i: int) -> None:
         deadline = time.monotonic() + seconds
@@ -133,7 +134,7 @@ def send_traffic(url: str, seconds: float) -> None:
 @pytest.mark.slow
 def test_every_panel_query_returns_data(tmp_path):
     dashboard = json.loads(DASHBOARD.read_text())
-    bundle = make_tiny_bundle(tmp_path / "tiny")
+    bundle = make_tiny_bundle(tmp_path / "tiny", spelling_texts=["play some music", "book a table for two"])
     with running(bundle) as service, prometheus(re.sub(r"^http://", "", service), tmp_path) as prom:
         send_traffic(service, seconds=8)
         evaluated_at = time.time()

@@ -196,15 +196,22 @@ def test_limits_from_env_and_metrics_across_workers(tight_url):
 def test_spelling_normaliser_on_by_default_and_off_by_setting(url, tight_url):
     typed, meant = "play jazz muisc", "play jazz music"
 
-    def ranked(base: str, text: str) -> list:
+    def answer(base: str, text: str) -> dict:
         response = post(base, "/predict", {"text": text, "top_k": 4})
         assert response.status_code == 200
         [answer] = response.json()["predictions"]
-        assert answer["text"] == text  # the answer names what was sent, not what the graph read
-        return answer["intents"]
+        assert answer["text"] == text  # the answer names what was sent; "normalised", what the graph read
+        return answer
 
-    assert ranked(url, typed) == ranked(url, meant)
-    assert ranked(tight_url, typed) != ranked(tight_url, meant)  # INTENTVCS_SPELLING=0
+    corrected_before = total(scrape(url), "intentvcs_spelling_corrected_total")
+    fixed, clean = answer(url, typed), answer(url, meant)
+    assert fixed["intents"] == clean["intents"]
+    assert (fixed["normalised"], clean["normalised"]) == (meant, None)
+    # Counted by this server although tight_url's server started after it (its own BentoML home).
+    assert total(scrape(url), "intentvcs_spelling_corrected_total") == corrected_before + 1
+    # INTENTVCS_SPELLING=0: the graph reads the typo as typed.
+    raw = answer(tight_url, typed)
+    assert raw["normalised"] is None and raw["intents"] != answer(tight_url, meant)["intents"]
 
 
 def test_oversized_bodies_are_refused_before_parsing(tight_url):
@@ -263,3 +270,5 @@ def test_serve_command_hands_bentoml_the_settings(bundle, monkeypatch, flags, sp
     argv, env = calls[0]
     assert argv[-4:] == ["--host", "127.0.0.1", "--port", "3199"] and "bentoml" in argv
     assert env["INTENTVCS_BUNDLE"] == str(bundle.resolve()) and env.get("INTENTVCS_SPELLING") == spelling_env
+    # Each port gets its own BentoML home, so servers side by side keep their own metrics.
+    assert env["BENTOML_HOME"] == str(serve.server_home(3199)) != str(serve.server_home(3200))

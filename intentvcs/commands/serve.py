@@ -46,9 +46,23 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def service_env(bundle: str | os.PathLike, workers: int | None = None, provider: str = "auto",
+def server_home(port: int) -> Path:
+    """The BentoML home of the server on ``port``: under ``$BENTOML_HOME`` (default ``~/bentoml``).
+
+    BentoML keeps its workers' Prometheus files in ``<home>/prometheus_multiproc_dir``
+    and empties that folder when a server starts, so two servers sharing a home
+    (a blue/green upgrade on one host, or tests) would wipe each other's metrics
+    and ``/metrics`` would report the other server's counts. No two servers share
+    a port, and a restart on the same port reuses (and BentoML empties) its folder.
+    """
+    base = Path(os.environ.get("BENTOML_HOME") or Path.home() / "bentoml").expanduser()
+    return base / "intentvcs-serve" / f"port-{port}"
+
+
+def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None, provider: str = "auto",
                 threads: int | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment the service reads: the current one plus the ``INTENTVCS_*`` settings.
+    """The environment the service on ``port`` reads: the current one, the ``INTENTVCS_*`` settings
+    and its own ``BENTOML_HOME`` (see :func:`server_home`).
 
     ``workers`` None leaves the count to the service (``service.runner.default_workers``).
     """
@@ -61,7 +75,8 @@ def service_env(bundle: str | os.PathLike, workers: int | None = None, provider:
     env.setdefault("BENTOML_DO_NOT_TRACK", "True")  # no usage reports from a model server
     # One OpenBLAS thread: see intentvcs/cli.py (ONNX Runtime owns the cores).
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
-    env.update({"INTENTVCS_BUNDLE": str(bundle), "INTENTVCS_PROVIDER": provider})
+    env.update({"INTENTVCS_BUNDLE": str(bundle), "INTENTVCS_PROVIDER": provider,
+                "BENTOML_HOME": str(server_home(port))})
     if workers is not None:
         env["INTENTVCS_WORKERS"] = str(workers)
     if threads is not None:
@@ -82,7 +97,8 @@ def run(args) -> NoReturn:
 def serve_bundle(bundle: str | os.PathLike, port: int = 3000, host: str = "127.0.0.1", workers: int | None = None,
                  provider: str = "auto", threads: int | None = None, spelling: bool = True) -> NoReturn:
     """Replace this process with ``bentoml serve`` on ``bundle`` (``intentvcs serve``, and the demo's last step)."""
-    env = service_env(bundle, workers, provider, threads, extra=None if spelling else {"INTENTVCS_SPELLING": "0"})
+    env = service_env(bundle, port, workers, provider, threads,
+                      extra=None if spelling else {"INTENTVCS_SPELLING": "0"})
     print(f"serving {env['INTENTVCS_BUNDLE']} on http://{host}:{port} "
           f"({f'{workers} worker(s)' if workers else 'one worker per core on CPU, one on a GPU'}); "
           "docs at /, OpenAPI at /docs.json", file=sys.stderr)
@@ -110,7 +126,7 @@ def running(bundle: str | os.PathLike, port: int | None = None, workers: int | N
     become ready within ``timeout_s``.
     """
     port = port or free_port()
-    env = service_env(bundle, workers, provider, threads, extra_env)
+    env = service_env(bundle, port, workers, provider, threads, extra_env)
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(server_command(port), env=env, stdout=log, stderr=subprocess.STDOUT,
