@@ -45,6 +45,11 @@ MODELS = ("baseline", "augmented")
 DEFAULT_MIX = {"nature": 1.0, "laug": 1.0, "raddle": 1.0}
 # Records written before the epochs were recorded per model all used the default.
 EPOCHS_BEFORE_RECORDED = 3
+# What a model's "clean" record says about how it was trained; seeds are averaged only alike.
+# Records from before a key was recorded were trained with its value here.
+RECIPE_KEYS = {"epochs": EPOCHS_BEFORE_RECORDED, "augment_ratio": None, "augment_mix": None,
+               "augment_resample": None, "consistency_weight": 0.0, "freeze_embeddings": True,
+               "validate_perturbed": False, "spelling_words": None}
 TARGETS = (  # (name, limit in points)
     ("random mean drop", 1.5),
     ("casing drop", 0.5),
@@ -147,13 +152,19 @@ def seed_means(records: list[dict]) -> list[dict]:
 
     A 0.3-point clean-accuracy target is finer than one seed's noise on a
     test set of ~900 rows (5 rows are 0.56 points), hence several seeds.
-    Records from before seeds were recorded count as seed 0.
+    Records from before seeds were recorded count as seed 0. Seeds trained
+    with different recipes do not average: a ``ValueError`` names them.
     """
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         groups.setdefault((r["dataset"], r["model"], r["set"]), []).append(r)
     means = []
-    for group in groups.values():
+    for key, group in groups.items():
+        recipes = {json.dumps({k: r.get(k, before) for k, before in RECIPE_KEYS.items()}, sort_keys=True)
+                   for r in group}
+        if len(recipes) > 1:
+            raise ValueError(f"{'/'.join(key)}: seeds {sorted(r.get('seed', 0) for r in group)} were trained "
+                             f"with different recipes ({' vs '.join(sorted(recipes))}); rerun them alike")
         # Per-run facts (seed, training time, best epoch) do not average; the raw records keep them.
         mean = {k: v for k, v in group[0].items() if k not in ("seed", "train_seconds", "best_epoch")}
         mean["seeds"] = sorted(r.get("seed", 0) for r in group)

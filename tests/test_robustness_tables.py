@@ -1,0 +1,27 @@
+"""benchmarks/robustness_bench.py's seed means: seeds average only when trained alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.robustness_bench import seed_means
+
+
+def clean_record(seed: int, **recipe) -> dict:
+    return {"dataset": "clinc150", "model": "augmented", "set": "clean", "family": None, "n": 10,
+            "clean_acc": 90.0 + seed, "perturbed_acc": None, "drop": None, "seed": seed, **recipe}
+
+
+def test_seeds_trained_alike_are_averaged():
+    [mean] = seed_means([clean_record(0, epochs=6), clean_record(2, epochs=6)])
+    assert mean["clean_acc"] == 91.0 and mean["seeds"] == [0, 2] and "seed" not in mean
+
+
+def test_a_missing_key_counts_as_its_value_before_it_was_recorded():
+    [mean] = seed_means([clean_record(0, validate_perturbed=False, epochs=3), clean_record(1)])
+    assert mean["seeds"] == [0, 1]
+
+
+def test_seeds_trained_differently_are_refused():
+    with pytest.raises(ValueError, match=r"clinc150/augmented/clean: seeds \[0, 1\] were trained with different"):
+        seed_means([clean_record(0, validate_perturbed=True), clean_record(1)])
