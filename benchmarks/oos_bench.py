@@ -114,7 +114,7 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
         """Save a newly trained model with a decision fitted on it, so that it exports as served."""
         if path is not None:
             write_checkpoint(path, trained.model, trained.tokenizer, {
-                "labels": trained.labels, "backbone": config.resolved_backbone(), "max_length": config.max_length,
+                "labels": trained.labels, "backbone": config.backbone_name(), "max_length": config.max_length,
                 "method": config.method, "decision": decision.to_dict(), "train_config": config.to_dict(),
                 "train_seconds": round(trained.seconds, 1)})
 

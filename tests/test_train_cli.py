@@ -33,6 +33,7 @@ def test_train_then_evaluate_through_cli(tmp_path, backbone, method, oos_rule, s
                                                 *(["spelling.json"] if spelling else [])}
     meta = json.loads((ckpt / "checkpoint.json").read_text())
     assert meta["method"] == method and len(meta["labels"]) == 18
+    assert meta["backbone"] == str(backbone)  # as given
     words = vocabulary(ex.text for ex in read_jsonl(DEFAULT_DATA / "train.jsonl"))
     assert meta["spelling"] == ({"words": len(words)} if spelling else None)
     assert meta["decision"]["oos"]["rule"] == oos_rule

@@ -29,3 +29,10 @@ def test_validating_on_perturbed_copies_needs_augmentation():
     assert not TrainConfig.from_stored({"augment_ratio": 1.0}).validate_perturbed  # what older runs did
     with pytest.raises(ValueError, match="validate_perturbed needs augment_ratio > 0"):
         TrainConfig(validate_perturbed=True)
+
+
+def test_the_default_backbone_is_named_not_located():
+    # The package path differs per machine; checkpoints, bundles and /metrics carry the model's name.
+    assert TrainConfig().backbone_name() == "sentence-transformers/all-MiniLM-L6-v2"
+    assert TrainConfig().resolved_backbone().endswith("model")  # the weights still load from the package
+    assert TrainConfig(backbone="/models/mine").backbone_name() == "/models/mine"

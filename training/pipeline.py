@@ -70,7 +70,7 @@ def train_pipeline(
 
     meta = {
         "labels": labels,
-        "backbone": config.resolved_backbone(),
+        "backbone": config.backbone_name(),
         "max_length": config.max_length,
         "method": config.method,
         "train_config": config.to_dict(),

@@ -25,7 +25,7 @@ from transformers import get_linear_schedule_with_warmup
 from intentvcs.dataio import Example
 from training.batching import Encoded, collate, encode, grouped_training_batches, training_batches
 from training.losses import METHODS, consistency_loss, negative_sampling_loss
-from training.model import IntentModel, default_backbone, load_tokenizer
+from training.model import DEFAULT_BACKBONE_NAME, IntentModel, default_backbone, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,12 @@ class TrainConfig:
         return cls(**{**LEGACY_SETTINGS, **{k: v for k, v in stored.items() if k in known}})
 
     def resolved_backbone(self) -> str:
+        """Where the backbone's weights are: the ``backbone`` given, or the default's package."""
         return self.backbone or default_backbone()
+
+    def backbone_name(self) -> str:
+        """How the checkpoint names its backbone: as given, or the default's model name."""
+        return self.backbone or DEFAULT_BACKBONE_NAME
 
     def to_dict(self) -> dict:
         return asdict(self)
