@@ -48,7 +48,7 @@ EPOCHS_BEFORE_RECORDED = 3
 # What a model's "clean" record says about how it was trained; seeds are averaged only alike.
 # Records from before a key was recorded were trained with its value here.
 RECIPE_KEYS = {"epochs": EPOCHS_BEFORE_RECORDED, "augment_ratio": None, "augment_mix": None,
-               "augment_resample": None, "consistency_weight": 0.0, "freeze_embeddings": True,
+               "augment_resample": False, "consistency_weight": 0.0, "freeze_embeddings": True,
                "validate_perturbed": False, "spelling_words": None}
 TARGETS = (  # (name, limit in points)
     ("random mean drop", 1.5),

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import RESULTS, write_results  # noqa: E402
-from benchmarks.robustness_bench import MODELS, seed_means  # noqa: E402
+from benchmarks.robustness_bench import MODELS, RECIPE_KEYS, seed_means  # noqa: E402
 
 RUNS = {"off": "robustness_no_spelling", "on": "robustness"}
 
@@ -30,10 +30,21 @@ def load(name: str) -> list[dict]:
     return json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))["records"]
 
 
+def training(record: dict) -> str:
+    """What identifies one trained model in a "clean" record: its recipe and the epoch it kept.
+
+    The normaliser is left out: it is what the two runs differ in.
+    """
+    recipe = {k: record.get(k, before) for k, before in RECIPE_KEYS.items() if k != "spelling_words"}
+    return json.dumps({**recipe, "best_epoch": record.get("best_epoch")}, sort_keys=True)
+
+
 def common_seeds(*runs: list[dict]) -> dict[str, set[int]]:
-    """Per data set, the seeds every run measured for both models (records before seeds count as seed 0)."""
-    seen = [{(r["dataset"], r["model"], r.get("seed", 0)) for r in run} for run in runs]
-    keys = set.intersection(*seen)
+    """Per data set, the seeds every run measured for both models with the same training
+    (records before seeds count as seed 0): a model retrained with another recipe is not compared."""
+    seen = [{(r["dataset"], r["model"], r.get("seed", 0), training(r)) for r in run if r["set"] == "clean"}
+            for run in runs]
+    keys = {key[:3] for key in set.intersection(*seen)}
     datasets = {dataset for dataset, _, _ in keys}
     return {d: {s for _, _, s in keys if (d, "baseline", s) in keys and (d, "augmented", s) in keys}
             for d in datasets}
