@@ -92,7 +92,7 @@ class ServiceMetrics:
             self.input_length.observe(len(text))
             ranked = prediction["intents"]
             self.confidence.observe(ranked[0]["confidence"] if ranked else 0.0)
-            if prediction.get("normalised") is not None:
+            if prediction["normalised"] is not None:
                 self.spelling_corrected.inc()
             if prediction["out_of_scope"]:
                 self.out_of_scope.inc()
