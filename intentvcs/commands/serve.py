@@ -60,9 +60,10 @@ def server_home(port: int) -> Path:
 
 
 def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None, provider: str = "auto",
-                threads: int | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+                threads: int | None = None, extra: Mapping[str, str] | None = None,
+                home: str | os.PathLike | None = None) -> dict[str, str]:
     """The environment the service on ``port`` reads: the current one, the ``INTENTVCS_*`` settings
-    and its own ``BENTOML_HOME`` (see :func:`server_home`).
+    and its own ``BENTOML_HOME``: ``home``, or :func:`server_home` of the port.
 
     ``workers`` None leaves the count to the service (``service.runner.default_workers``).
     """
@@ -76,7 +77,7 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
     # One OpenBLAS thread: see intentvcs/cli.py (ONNX Runtime owns the cores).
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env.update({"INTENTVCS_BUNDLE": str(bundle), "INTENTVCS_PROVIDER": provider,
-                "BENTOML_HOME": str(server_home(port))})
+                "BENTOML_HOME": str(home or server_home(port))})
     if workers is not None:
         env["INTENTVCS_WORKERS"] = str(workers)
     if threads is not None:
@@ -126,9 +127,11 @@ def running(bundle: str | os.PathLike, port: int | None = None, workers: int | N
     become ready within ``timeout_s``.
     """
     port = port or free_port()
-    env = service_env(bundle, port, workers, provider, threads, extra_env)
     url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile("w+") as log:
+    # A throw-away BentoML home: background servers (tests, benchmarks) on random
+    # ports would otherwise leave a folder each under ~/bentoml.
+    with tempfile.TemporaryDirectory(prefix="intentvcs-bentoml-") as home, tempfile.TemporaryFile("w+") as log:
+        env = service_env(bundle, port, workers, provider, threads, extra_env, home=home)
         process = subprocess.Popen(server_command(port), env=env, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True)
         try:
