@@ -31,7 +31,8 @@ def test_the_spelling_comparison_pairs_only_the_same_trained_models():
     from benchmarks.spelling_effect import common_seeds
 
     def run(augmented_epoch: dict[int, int]) -> list[dict]:
-        return [{**clean_record(seed), "model": model, "best_epoch": augmented_epoch[seed] if model == "augmented" else 2}
+        return [{**clean_record(seed), "model": model,
+                 "best_epoch": augmented_epoch[seed] if model == "augmented" else 2}
                 for seed in (0, 1) for model in ("baseline", "augmented")]
 
     without, with_spelling = run({0: 4, 1: 2}), run({0: 6, 1: 2})  # seed 0's augmented model was retrained
