@@ -147,6 +147,11 @@ def model_records(dataset: str, model: str, report: dict, result: dict, augmenta
     return records
 
 
+def recipe(record: dict) -> dict:
+    """How a model was trained, from its "clean" record (``RECIPE_KEYS``, old records filled in)."""
+    return {key: record.get(key, before) for key, before in RECIPE_KEYS.items()}
+
+
 def seed_means(records: list[dict]) -> list[dict]:
     """One record per (data set, model, set): accuracies and drops averaged over the seeds measured.
 
@@ -160,8 +165,7 @@ def seed_means(records: list[dict]) -> list[dict]:
         groups.setdefault((r["dataset"], r["model"], r["set"]), []).append(r)
     means = []
     for key, group in groups.items():
-        recipes = {json.dumps({k: r.get(k, before) for k, before in RECIPE_KEYS.items()}, sort_keys=True)
-                   for r in group}
+        recipes = {json.dumps(recipe(r), sort_keys=True) for r in group}
         if len(recipes) > 1:
             raise ValueError(f"{'/'.join(key)}: seeds {sorted(r.get('seed', 0) for r in group)} were trained "
                              f"with different recipes ({' vs '.join(sorted(recipes))}); rerun them alike")

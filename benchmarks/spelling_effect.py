@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import RESULTS, write_results  # noqa: E402
-from benchmarks.robustness_bench import MODELS, RECIPE_KEYS, seed_means  # noqa: E402
+from benchmarks.robustness_bench import MODELS, recipe, seed_means  # noqa: E402
 
 RUNS = {"off": "robustness_no_spelling", "on": "robustness"}
 
@@ -35,8 +35,9 @@ def training(record: dict) -> str:
 
     The normaliser is left out: it is what the two runs differ in.
     """
-    recipe = {k: record.get(k, before) for k, before in RECIPE_KEYS.items() if k != "spelling_words"}
-    return json.dumps({**recipe, "best_epoch": record.get("best_epoch")}, sort_keys=True)
+    trained = {**recipe(record), "best_epoch": record.get("best_epoch")}
+    del trained["spelling_words"]
+    return json.dumps(trained, sort_keys=True)
 
 
 def common_seeds(*runs: list[dict]) -> dict[str, set[int]]:
