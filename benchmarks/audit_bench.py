@@ -26,7 +26,7 @@ Timing: the assistant batch is expanded to ``--timing-rows`` distinct
 utterances (each row with filler prefixes and suffixes, labels kept) and
 audited end to end, engine inference included, on ``--threads`` threads.
 
-    python benchmarks/audit_bench.py --bundle runs/default/bundle \
+    python -m benchmarks.audit_bench --bundle runs/default/bundle \
         --scenario snips=runs/bench/audit/snips --scenario atis=runs/bench/audit/atis \
         --scenario clinc150=runs/bench/audit/clinc150
 
@@ -46,15 +46,14 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.audit_scenarios import load_scenario  # noqa: E402
-from benchmarks.common import ROOT, keep_previous, write_results  # noqa: E402
-from intentvcs.dataio import Example, read_jsonl  # noqa: E402
-from intentvcs.relations import LabelRelations  # noqa: E402
-from service.audit import AuditConfig, AuditReport, audit_batch  # noqa: E402
+from benchmarks.audit_scenarios import load_scenario
+from benchmarks.common import ROOT, keep_previous, write_results
+from intentvcs.core.dataio import Example, read_jsonl
+from intentvcs.core.relations import LabelRelations
+from intentvcs.service.audit import AuditConfig, AuditReport, audit_batch
+from intentvcs.training import DEFAULT_DATA
 
-DEFAULT_DATA = ROOT / "training" / "default_data" / "assistant"
 PREFIXES = ("", "okay so ", "um ", "hey, ", "please ", "could you ")
 SUFFIXES = ("", " please", " now", " thanks", " if you can")
 def implications(relations: LabelRelations, new_intents: set[str]) -> set[tuple[str, str]]:
@@ -159,7 +158,7 @@ def _markdown(records: list[dict[str, Any]]) -> str:
 def run_scenario(name: str, bundle: str, batch: list[Example], truth: dict[str, Any],
                  training: list[Example] | None, config: AuditConfig, threads: int) -> list[dict[str, Any]]:
     """Audit one scenario and return its records (one summary, one per new intent)."""
-    from service.engine import Engine
+    from intentvcs.service.engine import Engine
 
     engine = Engine(bundle, provider="cpu", threads=threads)
     report = audit_batch(engine, batch, training, config)
@@ -202,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         records += run_scenario(name, str(Path(folder) / "bundle"), rows, truth,
                                 read_jsonl(Path(folder) / "base_train.jsonl"), config, args.threads)
     if args.timing_rows:
-        from service.engine import Engine
+        from intentvcs.service.engine import Engine
 
         engine = Engine(args.bundle, provider="cpu", threads=args.threads)
         big = expand(batch, args.timing_rows)

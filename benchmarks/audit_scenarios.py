@@ -16,7 +16,7 @@ Builders:
 ``vcs``        SNIPS / ATIS. The train rows are split in two halves by a hash of
                their id. The existing model trains on the first half with the
                original labels. The batch is the second half as the DialogVCS
-               builder (``training.vcs``) relabelled it: versions
+               builder (``intentvcs.training.vcs_builder``) relabelled it: versions
                (``X_v1``, ``X_v2``: duplicates of X and of each other) and
                slot-pivot splits (``X_with_p_v1``: a subset of X). Added by
                relabelling second-half rows the builder left under X:
@@ -31,8 +31,8 @@ Builders:
                out-of-scope rows as one novel intent. CLINC150 has no slot
                spans, so it has no subsets.
 
-    python benchmarks/audit_scenarios.py vcs --dataset snips --out runs/bench/audit/snips
-    python benchmarks/audit_scenarios.py clinc --out runs/bench/audit/clinc150
+    python -m benchmarks.audit_scenarios vcs --dataset snips --out runs/bench/audit/snips
+    python -m benchmarks.audit_scenarios clinc --out runs/bench/audit/clinc150
 """
 
 from __future__ import annotations
@@ -46,12 +46,11 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import SHARED_DATA  # noqa: E402
-from intentvcs import atomic  # noqa: E402
-from intentvcs.dataio import Example, fingerprint, read_jsonl, write_jsonl  # noqa: E402
-from intentvcs.relations import Composite, Duplicate, LabelRelations, Relation, Subset  # noqa: E402
+from benchmarks.common import SHARED_DATA
+from intentvcs.core import atomic
+from intentvcs.core.dataio import Example, fingerprint, read_jsonl, write_jsonl
+from intentvcs.core.relations import Composite, Duplicate, LabelRelations, Relation, Subset
 
 # Fewer rows than this and no relation can be typed with confidence (a Wilson
 # interval on 5 rows spans about half of [0, 1]); the VCS scenarios leave such
@@ -170,7 +169,7 @@ Scenario = tuple[list[Example], list[Example], list[Example], dict]  # base_trai
 def vcs_scenario(dataset: str, data_root: Path, seed: int = 0, versions: int = 2, unions: int = 2,
                  joins: int = 2, withheld: str | None = None, min_rows: int = MIN_INTENT_ROWS) -> Scenario:
     """``(base_train, base_valid, batch, truth)`` for SNIPS or ATIS (see the module docstring)."""
-    from training import vcs
+    from intentvcs.training import vcs_builder as vcs
 
     sources, _, _ = vcs.load_sources(dataset, data_root)
     bench = vcs.build_benchmark(sources, vcs.SPECS[dataset], seed=seed)
@@ -201,7 +200,7 @@ def vcs_scenario(dataset: str, data_root: Path, seed: int = 0, versions: int = 2
 
 def clinc_scenario(path: Path, seed: int = 0, versions: int = 20, unions: int = 5, joins: int = 5) -> Scenario:
     """``(base_train, base_valid, batch, truth)`` for CLINC150 (see the module docstring)."""
-    from training.loaders.clinc150 import load_split
+    from intentvcs.training.loaders.clinc150 import load_split
 
     train, valid, test = (load_split(path, split) for split in ("train", "valid", "test"))
     rng = random.Random(seed)
@@ -256,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         parts = clinc_scenario(Path(args.data_root) / "clinc150" / "data_full.json", args.seed)
         name = "clinc150"
     info = {"scenario": name, "builder": args.kind, "seed": args.seed,
-            "command": "python benchmarks/audit_scenarios.py " + " ".join(sys.argv[1:] if argv is None else argv)}
+            "command": "python -m benchmarks.audit_scenarios " + " ".join(sys.argv[1:] if argv is None else argv)}
     out = write_scenario(Path(args.out), *parts, info)
     expected = parts[3]["expected"]
     kinds = {k: sum(v["relation"] == k for v in expected.values()) for k in (*PRIORITY, "novel")}

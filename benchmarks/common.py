@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from intentvcs import atomic
+from intentvcs.core import atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -44,7 +44,9 @@ def machine() -> dict:
 
 
 def command_line() -> str:
-    return "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
+    """How this run was invoked: ``python -m benchmarks.<name> <arguments>``, run from the repository root."""
+    module = "benchmarks." + Path(sys.argv[0]).stem
+    return "python -m " + " ".join(shlex.quote(a) for a in [module, *sys.argv[1:]])
 
 
 def keep_previous(name: str, records: list[dict], redone) -> tuple[list[dict], str]:
@@ -64,12 +66,12 @@ def keep_previous(name: str, records: list[dict], redone) -> tuple[list[dict], s
 
 
 def write_results(name: str, records: list[dict], markdown: str, extra: dict | None = None,
-                  command: str | None = None) -> Path:
-    """Write ``results/<name>.json`` and ``results/<name>.md`` atomically."""
+                  command: str | None = None, directory: Path = RESULTS) -> Path:
+    """Write ``<directory>/<name>.json`` and ``<name>.md`` (default ``benchmarks/results``) atomically."""
     body = {"command": command or command_line(), "machine": machine(),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"), **(extra or {}), "records": records}
-    path = atomic.write_json(RESULTS / f"{name}.json", body)
-    atomic.write_text(RESULTS / f"{name}.md", markdown)
+    path = atomic.write_json(directory / f"{name}.json", body)
+    atomic.write_text(directory / f"{name}.md", markdown)
     return path
 
 

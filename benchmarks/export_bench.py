@@ -7,34 +7,30 @@ the SNIPS-VCS test set, all in one run:
   the int8 engine — "evaluate what you serve": fp32 must equal PyTorch;
 - engine throughput at batch 1 and 32 on CPU against the PyTorch path.
 
-    python benchmarks/export_bench.py --checkpoint runs/bench/vcs/ckpt/snips/pu-s0 \\
+    python -m benchmarks.export_bench --checkpoint runs/bench/vcs/ckpt/snips/pu-s0 \\
         --data runs/bench/vcs/data/snips-vcs-seed0/test.jsonl
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see intentvcs/cli.py
 
 import argparse
 import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, write_results  # noqa: E402
+from benchmarks.common import ROOT, write_results
 
 FIGURES = ("f1", "exact_match", "precision", "recall")
 
 
 def accuracy_records(checkpoint: str, bundle: Path, data: str) -> list[dict]:
-    from intentvcs.dataio import read_jsonl
-    from intentvcs.evaluation import evaluate, headline
-    from service.engine import Engine
-    from training.checkpoint import read_checkpoint_meta
-    from training.predict import TorchPredictor
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.evaluation import evaluate, headline
+    from intentvcs.service.engine import Engine
+    from intentvcs.training.checkpoint import read_checkpoint_meta
+    from intentvcs.training.predict import TorchPredictor
 
     examples = read_jsonl(data)
     texts = [ex.text for ex in examples]
@@ -86,9 +82,9 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from export.bundle import export_bundle
-    from intentvcs.commands.bench import engine_records
-    from intentvcs.dataio import read_jsonl
+    from intentvcs.export.exporter import export_bundle
+    from intentvcs.cli.commands.bench import engine_records
+    from intentvcs.core.dataio import read_jsonl
 
     result = export_bundle(args.checkpoint, args.bundle, quantize=True, parity_data=args.data)
     parity = {k: v for k, v in result["parity"].items() if not isinstance(v, (list, dict))}

@@ -1,7 +1,7 @@
 """Loopback load test of the HTTP service: idle latency, throughput under concurrency, errors.
 
-    python benchmarks/load_test.py --bundle runs/default/bundle            # starts and stops a server
-    python benchmarks/load_test.py --url http://127.0.0.1:3000 --duration 10
+    python -m benchmarks.load_test --bundle runs/default/bundle            # starts and stops a server
+    python -m benchmarks.load_test --url http://127.0.0.1:3000 --duration 10
 
 Measures, in this order:
 1. ``idle``: single-utterance requests sent one at a time (p50/p95/p99);
@@ -17,9 +17,6 @@ one host; the client is aiohttp (asyncio) to keep its own share small.
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see intentvcs/cli.py
 
 import argparse
 import asyncio
@@ -33,11 +30,10 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine as common_machine  # noqa: E402
-from benchmarks.common import write_results  # noqa: E402
-from intentvcs.commands.serve import running  # noqa: E402
+from benchmarks.common import machine as common_machine
+from benchmarks.common import write_results
+from intentvcs.cli.commands.serve import running
 
 # Assistant-style utterances of varied length; a few are out of scope on purpose.
 UTTERANCES = [
@@ -126,7 +122,7 @@ async def load(url: str, concurrency: int, duration_s: float, texts: Sequence[st
 
 def engine_throughput(bundle: str, batch_size: int = 32, seconds: float = 10.0, threads: int | None = None) -> dict:
     """Utterances per second of ``Engine.predict`` on full batches, no HTTP."""
-    from service.engine import Engine
+    from intentvcs.service.engine import Engine
 
     engine = Engine(bundle, provider="cpu", threads=threads)
     rng = random.Random(0)

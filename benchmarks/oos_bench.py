@@ -12,8 +12,8 @@ class) is trained separately on Full and OOS+ for comparison. On Full the
 distance rule is also scored at the other in-scope retentions of
 ``--operating-points`` (its accuracy / recall trade-off).
 
-    python benchmarks/oos_bench.py
-    python benchmarks/oos_bench.py --variants full --epochs 4
+    python -m benchmarks.oos_bench
+    python -m benchmarks.oos_bench --variants full --epochs 4
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import SHARED_DATA, write_results  # noqa: E402
-from intentvcs.oos import DISTANCE_RETENTION  # noqa: E402
+from benchmarks.common import SHARED_DATA, write_results
+from intentvcs.core.oos import DISTANCE_RETENTION
 
 VARIANTS = {"full": "data_full.json", "small": "data_small.json", "imbalanced": "data_imbalanced.json",
             "oos_plus": "data_oos_plus.json"}
@@ -43,8 +42,8 @@ def in_scope(rows):
 
 def load_trained(path: Path) -> SimpleNamespace:
     """A model saved by an earlier run of this script, shaped like ``Trainer.fit``'s result."""
-    from training.checkpoint import read_checkpoint_meta
-    from training.model import IntentModel, load_tokenizer
+    from intentvcs.training.checkpoint import read_checkpoint_meta
+    from intentvcs.training.model import IntentModel, load_tokenizer
 
     meta = read_checkpoint_meta(path)
     logging.info("reusing the model trained by an earlier run: %s", path)
@@ -55,15 +54,15 @@ def load_trained(path: Path) -> SimpleNamespace:
 def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, seed: int,
                 threads: int | None = None, ckpt_dir: str | None = None,
                 operating_points: tuple[float, ...] = ()) -> list[dict]:
-    from intentvcs import calibration
-    from intentvcs.dataio import fingerprint
-    from intentvcs.evaluation import evaluate, headline
-    from training.decision_fit import fit_decision, first_label_index, observed_matrix
-    from training.loaders.clinc150 import load_split
-    from training.checkpoint import write_checkpoint
-    from training.oos_class import oos_as_class
-    from training.predict import infer
-    from training.trainer import TrainConfig, Trainer
+    from intentvcs.core import calibration
+    from intentvcs.core.dataio import fingerprint
+    from intentvcs.core.evaluation import evaluate, headline
+    from intentvcs.training.decision_fit import fit_decision, first_label_index, observed_matrix
+    from intentvcs.training.loaders.clinc150 import load_split
+    from intentvcs.training.checkpoint import write_checkpoint
+    from intentvcs.training.oos_class import oos_as_class
+    from intentvcs.training.predict import infer
+    from intentvcs.training.trainer import TrainConfig, Trainer
 
     path = SHARED_DATA / "clinc150" / VARIANTS[variant]
     train, valid, test = (load_split(path, s) for s in ("train", "valid", "test"))

@@ -8,7 +8,7 @@ added). Also times the two OOS terms alone on the batch's graph outputs. Each
 figure is the median of ``--repeats`` runs after a warm-up, the variants
 interleaved so that drift in machine load hits them alike.
 
-    python benchmarks/oos_cost.py --bundle runs/bench/audit/clinc150/bundle
+    python -m benchmarks.oos_cost --bundle runs/bench/audit/clinc150/bundle
 
 Writes ``benchmarks/results/oos_cost.json`` and ``.md``.
 """
@@ -23,11 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the service runs (intentvcs.cli)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import SHARED_DATA, write_results  # noqa: E402
+from benchmarks.common import SHARED_DATA, write_results
 
 
 def median_ms(run, repeats: int) -> float:
@@ -41,8 +39,8 @@ def median_ms(run, repeats: int) -> float:
 
 
 def main() -> int:
-    from service.engine import Engine
-    from training.loaders.clinc150 import load_split
+    from intentvcs.service.engine import Engine
+    from intentvcs.training.loaders.clinc150 import load_split
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", required=True, help="a bundle whose decision uses the two-term distance rule")

@@ -20,10 +20,10 @@ states on train/valid/test, and scores OOS detection on test for:
 
 For each: AUROC, FPR at 95 % in-scope recall, and in-scope accuracy / OOS
 recall with the threshold kept at 98 % of in-scope validation rows. This study
-chose the served ``distance`` rule (``intentvcs.oos``): final Mahalanobis plus
+chose the served ``distance`` rule (``intentvcs.core.oos``): final Mahalanobis plus
 the layer-3 neighbour term, the graph's ``pooled_mid`` output.
 
-    python benchmarks/oos_layer_study.py --ckpt runs/bench/oos/ckpt/<id>-e4-s0
+    python -m benchmarks.oos_layer_study --ckpt runs/bench/oos/ckpt/<id>-e4-s0
 
 Writes ``benchmarks/results/oos_layers.json`` and ``.md``.
 """
@@ -36,11 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import SHARED_DATA, write_results  # noqa: E402
-from intentvcs.metrics import auroc, fpr_at_retention  # noqa: E402
-from intentvcs.oos import DistanceRule  # noqa: E402
+from benchmarks.common import SHARED_DATA, write_results
+from intentvcs.core.scoring import auroc, fpr_at_retention
+from intentvcs.core.oos import DistanceRule
 
 RETENTION = 0.98
 
@@ -75,7 +74,7 @@ def nearest_distance(bank: np.ndarray, queries: np.ndarray, k: int = 1) -> np.nd
 
 
 def main(argv: list[str] | None = None) -> int:
-    from training.loaders.clinc150 import load_split
+    from intentvcs.training.loaders.clinc150 import load_split
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ckpt", required=True, help="in-scope CLINC150 Full model saved by oos_bench.py")

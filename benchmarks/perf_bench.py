@@ -1,42 +1,585 @@
-"""Performance benchmark (issue "Performance"): ONNX engine vs PyTorch, the HTTP service, GPU, compute ceiling.
+"""How fast a bundle serves, against PyTorch, the HTTP service and the hardware's limit.
 
-    python benchmarks/perf_bench.py --bundle BUNDLE --checkpoint CHECKPOINT
-    python benchmarks/perf_bench.py --bundle BUNDLE --checkpoint CHECKPOINT --skip-service --repeats 3
+    python -m benchmarks.perf_bench --bundle BUNDLE --checkpoint CHECKPOINT
+    python -m benchmarks.perf_bench --bundle BUNDLE --checkpoint CHECKPOINT --skip-service --repeats 3
 
-The measurements are ``intentvcs bench``'s (``intentvcs.commands.bench``;
-options alike), on the SNIPS test utterances (``$INTENTVCS_DATA/snips``,
-default ``../shared/data/snips``) unless ``--data`` names a JSONL file.
-Writes ``benchmarks/results/perf.json`` and ``perf.md`` (for the README).
-Run it on a quiet machine: other work on the cores skews every figure.
+Writes ``benchmarks/results/perf.json`` and ``perf.md`` (``--results-dir`` to
+write elsewhere). Run it on a quiet machine: other work on the cores skews
+every figure.
+
+Everything is measured on one model (the bundle, and the checkpoint it was
+exported from) and one set of real utterances (a canonical JSONL file or the
+SNIPS test split), in one invocation, so ratios compare like with like:
+
+- ``engine``: ``Engine.infer`` with the fp32 and, when the bundle has one, the
+  int8 graph, against ``intentvcs.training.predict.TorchPredictor`` on the checkpoint
+  with as many torch threads as ONNX Runtime intra-op threads; calls of 1, 8,
+  32, 128 utterances (batch 1 is ``infer([text])``, one at a time). Both
+  split a call into length-sorted chunks of at most ``--max-batch`` (the
+  engine's default, as served), so they pad alike.
+- ``service``: ``bentoml serve`` on loopback (``intentvcs.cli.commands.serve.running``),
+  driven by ``benchmarks.load_test``: idle single requests, then closed-loop
+  clients at each concurrency for a fixed time; start-up time and the
+  resident memory of each worker.
+- ``gpu``: the CUDA provider (with IO binding, as the engine runs it) against
+  PyTorch on CUDA at 1 to 256 utterances per call, each call one graph run,
+  when both are installed and a GPU answers; else one record saying why not.
+- ``limit``: FLOPs per utterance from the encoder config and the data's token
+  counts, this machine's fp32 matmul rate on the same threads and its nominal
+  AVX2 peak, hence the compute-bound ceiling in utterances per second.
+- ``target``: each goal of ``TARGETS`` beside the measured figure.
+
+Each figure is the median over ``--repeats`` runs; the backends take turns
+within every repeat, so a change in the machine's load during the benchmark
+touches all of them alike, and each speed-up is the median of the per-repeat
+ratios. All records are flat dicts (``component`` first).
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see intentvcs/cli.py
-
 import argparse
+import asyncio
+import json
 import logging
+import math
+import re
+import statistics
 import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-from benchmarks.common import SHARED_DATA, write_results  # noqa: E402
-from intentvcs.commands import bench  # noqa: E402
+from benchmarks import load_test
+from benchmarks.common import RESULTS, ROOT, SHARED_DATA, write_results
+from intentvcs.core.outputs import GraphOutputs
+
+BATCH_SIZES = (1, 8, 32, 128)
+GPU_BATCH_SIZES = (1, 8, 32, 128, 256)
+CONCURRENCY = (1, 8, 32)
+# A timed run covers the data once, and at least this many batches so that a
+# per-batch p50 exists at large batch sizes.
+MIN_BATCHES = 8
+# Untimed batches before every timed run: first-shape costs (arena growth,
+# kernel selection) and the previous backend's spinning thread pool stay out.
+LEAD_IN_BATCHES = 2
+IDLE_REQUESTS = 200
+MATMUL_SIZE = 2048
+AVX2_FLOP_PER_CYCLE = 32  # two 256-bit FMA units x 8 fp32 lanes x 2 FLOP (multiply + add)
+
+# Which backend each speed-up field compares with (the same batch size, the same repeats).
+SPEEDUPS = {
+    "onnx-fp32": {"speedup_vs_torch": "torch"},
+    "onnx-int8": {"speedup_vs_torch": "torch", "speedup_vs_fp32": "onnx-fp32"},
+    "onnx-cuda": {"speedup_vs_torch": "torch-cuda"},
+}
+
+
+class Target(NamedTuple):
+    """A goal of the performance issue: ``field`` of the record matching ``where`` against ``bound``."""
+
+    name: str
+    where: dict
+    field: str
+    bound: float
+    at_least: bool
+    goal: str
+
+
+TARGETS = (
+    Target("engine fp32 vs PyTorch, batch 1", {"component": "engine", "backend": "onnx-fp32", "batch_size": 1},
+           "speedup_vs_torch", 2.5, True, "≥ 2.5×"),
+    Target("engine fp32 throughput, batch 32", {"component": "engine", "backend": "onnx-fp32", "batch_size": 32},
+           "utt_per_s", 500, True, "≥ 500 utt/s"),
+    Target("engine int8 vs fp32, batch 32", {"component": "engine", "backend": "onnx-int8", "batch_size": 32},
+           "speedup_vs_fp32", 1.5, True, "≥ 1.5×"),
+    Target("service at concurrency 32 vs engine batch 32", {"component": "service", "mode": "load", "concurrency": 32},
+           "vs_engine_batch32", 0.75, True, "≥ 0.75"),
+    Target("service idle single-request p50", {"component": "service", "mode": "idle"}, "p50_ms", 8, False, "≤ 8 ms"),
+    Target("GPU (H100) ONNX, batch 256", {"component": "gpu", "backend": "onnx-cuda", "batch_size": 256},
+           "utt_per_s", 20000, True, "≥ 20,000 utt/s"),
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    bench.add_arguments(parser)
+    add_arguments(parser)
     parser.set_defaults(snips=str(SHARED_DATA / "snips"))  # --data, when given, takes precedence
+    parser.add_argument("--results-dir", type=Path, default=RESULTS,
+                        help=f"where perf.json and perf.md go (default {RESULTS.relative_to(ROOT)})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings, records = bench.measure(args)
-    path = write_results("perf", records, bench.markdown(settings, records), extra=settings)
+    try:
+        settings, records = measure(args)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"perf_bench: error: {exc}", file=sys.stderr)
+        return 2
+    path = write_results("perf", records, markdown(settings, records), extra=settings, directory=args.results_dir)
     print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The measurement options."""
+    p.add_argument("--bundle", required=True, metavar="DIR", help="bundle directory (intentvcs export)")
+    p.add_argument("--checkpoint", metavar="DIR",
+                   help="the checkpoint the bundle was exported from: PyTorch baseline and FLOP count "
+                        "(without it both are left out)")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--data", metavar="FILE.jsonl", help="canonical JSONL whose texts are the workload")
+    source.add_argument("--snips", metavar="DIR", help="SNIPS folder; its test split's seq.in is the workload")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), metavar="N")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per figure; figures are medians (default 5)")
+    p.add_argument("--max-batch", type=int, metavar="N", help="CPU: texts per graph run, engine and PyTorch "
+                   "alike (default: the engine's, 32)")
+    p.add_argument("--threads", type=int, help="ONNX Runtime intra-op and torch threads (default: cores / "
+                   "$INTENTVCS_WORKERS, what the engine picks)")
+    p.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCY), metavar="N",
+                   help="closed-loop HTTP clients per service run")
+    p.add_argument("--service-seconds", type=float, default=20.0, help="seconds per concurrency level")
+    p.add_argument("--workers", type=int, help="service worker processes (default: the service's own default)")
+    p.add_argument("--skip-service", action="store_true", help="leave out the HTTP service")
+
+
+def measure(args: argparse.Namespace) -> tuple[dict, list[dict]]:
+    """Run every measurement the options ask for; return ``(settings, records)``."""
+    from intentvcs.service.onnx_session import DEFAULT_MAX_BATCH, default_threads
+
+    max_batch = DEFAULT_MAX_BATCH if args.max_batch is None else args.max_batch
+    if min(args.repeats, max_batch, *args.batch_sizes) < 1:
+        raise ValueError("--repeats, --max-batch and --batch-sizes must be >= 1")
+    texts = load_texts(args.data, args.snips)
+    threads = default_threads() if args.threads is None else args.threads
+    settings = {"bundle": str(Path(args.bundle).resolve()), "checkpoint": args.checkpoint,
+                "data": args.data or args.snips, "utterances": len(texts), "threads": threads,
+                "max_batch": max_batch, "repeats": args.repeats}
+    records = engine_records(args.bundle, args.checkpoint, texts, args.batch_sizes, args.repeats, threads,
+                             max_batch)
+    records.append(limit_record(args.bundle, args.checkpoint, texts, threads, records))
+    if not args.skip_service:
+        records += service_records(args.bundle, texts, args.concurrency, args.service_seconds,
+                                   args.workers, args.threads, records)
+    records += gpu_records(args.bundle, args.checkpoint, texts, args.repeats, threads)
+    records += target_records(records)
+    return settings, records
+
+
+def load_texts(data: str | None, snips: str | None) -> list[str]:
+    """The workload: the texts of a canonical JSONL file, or of the SNIPS test split."""
+    if data:
+        from intentvcs.core.dataio import read_jsonl
+
+        texts = [example.text for example in read_jsonl(data)]
+    elif snips:
+        from intentvcs.training.loaders import load
+
+        texts = [example.text for example in load("snips", snips, "test")]
+    else:
+        raise ValueError("give the utterances to measure on: --data FILE.jsonl or --snips DIR")
+    if not texts:
+        raise ValueError(f"{data or snips}: no utterances")
+    return texts
+
+
+# ------------------------------------------------------------------ timing
+
+@dataclass(frozen=True)
+class Run:
+    """One timed pass: ``texts`` utterances in ``seconds`` of wall time; ``latencies`` per batch, in seconds."""
+
+    texts: int
+    seconds: float
+    latencies: list[float]
+
+
+def batches(texts: Sequence[str], batch_size: int, min_batches: int = MIN_BATCHES) -> list[list[str]]:
+    """Full batches of consecutive utterances, wrapping round the data.
+
+    Enough batches to cover the data once, and at least ``min_batches``.
+    """
+    count = max(math.ceil(len(texts) / batch_size), min_batches)
+    return [[texts[(b * batch_size + i) % len(texts)] for i in range(batch_size)] for b in range(count)]
+
+
+def timed_run(infer: Callable[[list[str]], object], plan: list[list[str]]) -> Run:
+    """Time ``infer`` on each batch of ``plan``, after ``LEAD_IN_BATCHES`` untimed ones."""
+    for batch in plan[:LEAD_IN_BATCHES]:
+        infer(batch)
+    latencies = []
+    start = time.perf_counter()
+    for batch in plan:
+        began = time.perf_counter()
+        infer(batch)
+        latencies.append(time.perf_counter() - began)
+    return Run(sum(map(len, plan)), time.perf_counter() - start, latencies)
+
+
+def percentile_ms(latencies_s: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (linear interpolation) of latencies given in seconds, in milliseconds."""
+    return float(np.percentile(np.asarray(latencies_s, dtype=np.float64), q)) * 1000.0
+
+
+def summarize(runs: Sequence[Run]) -> dict:
+    """Median throughput and median per-batch p50 latency over ``runs``.
+
+    ``spread_pct`` is (max - min) / median of the runs' throughputs, in percent.
+    """
+    rates = [run.texts / run.seconds for run in runs]
+    median = statistics.median(rates)
+    return {"utt_per_s": round(median, 1),
+            "p50_ms": round(statistics.median(percentile_ms(run.latencies, 50) for run in runs), 3),
+            "spread_pct": round(100 * (max(rates) - min(rates)) / median, 1), "runs": len(runs)}
+
+
+def paired_speedup(runs: Sequence[Run], reference: Sequence[Run]) -> float:
+    """Median over repeats of the throughput ratio ``runs[i] / reference[i]`` (runs taken side by side)."""
+    ratios = [(a.texts / a.seconds) / (b.texts / b.seconds) for a, b in zip(runs, reference)]
+    return round(statistics.median(ratios), 3)
+
+
+def interleaved_runs(backends: dict[str, Callable], texts: Sequence[str], batch_sizes: Sequence[int],
+                     repeats: int) -> dict[tuple[str, int], list[Run]]:
+    """``repeats`` timed runs per (backend, batch size); within each repeat every backend takes its turn."""
+    plans = {size: batches(texts, size) for size in batch_sizes}
+    runs: dict[tuple[str, int], list[Run]] = {(name, size): [] for name in backends for size in batch_sizes}
+    for _ in range(repeats):
+        for size in batch_sizes:
+            for name, infer in backends.items():
+                runs[name, size].append(timed_run(infer, plans[size]))
+    return runs
+
+
+def speed_records(component: str, runs: dict[tuple[str, int], list[Run]], **common) -> list[dict]:
+    """One record per (backend, batch size), with the ``SPEEDUPS`` measured in the same repeats."""
+    records = []
+    for (backend, size), backend_runs in runs.items():
+        record = {"component": component, "backend": backend, "batch_size": size, **common, **summarize(backend_runs)}
+        for field, reference in SPEEDUPS.get(backend, {}).items():
+            if (reference, size) in runs:
+                record[field] = paired_speedup(backend_runs, runs[reference, size])
+        records.append(record)
+    return records
+
+
+# ------------------------------------------------------------------ backends
+
+def engine_records(bundle: str, checkpoint: str | None, texts: Sequence[str], batch_sizes: Sequence[int],
+                   repeats: int, threads: int, max_batch: int) -> list[dict]:
+    """CPU throughput and latency of the ONNX engine (fp32, int8) and PyTorch at each batch size."""
+    from intentvcs.core.manifest import INT8_MODEL_FILE
+    from intentvcs.service.engine import Engine
+
+    fp32 = Engine(bundle, provider="cpu", threads=threads, max_batch=max_batch)
+    backends = {"onnx-fp32": fp32.infer}
+    if INT8_MODEL_FILE in fp32.bundle.manifest["files"]:
+        backends["onnx-int8"] = Engine(bundle, provider="cpu", threads=threads, max_batch=max_batch,
+                                       quantized=True).infer
+    if checkpoint:
+        backends["torch"] = torch_backend(checkpoint, fp32.bundle.manifest, threads, max_batch, "cpu")
+    runs = interleaved_runs(backends, texts, batch_sizes, repeats)
+    return speed_records("engine", runs, device="cpu", threads=threads, max_batch=max_batch)
+
+
+def torch_backend(checkpoint: str, manifest: dict, threads: int, max_batch: int, device: str) -> Callable:
+    """``TorchPredictor.infer`` on ``checkpoint`` (on ``device``).
+
+    Raises ``ValueError`` unless the checkpoint is the model of the bundle
+    whose ``manifest`` is given: same labels, max_length and data fingerprint.
+    """
+    import torch
+
+    from intentvcs.training.checkpoint import read_checkpoint_meta
+    from intentvcs.training.predict import TorchPredictor
+
+    meta = read_checkpoint_meta(checkpoint)
+    for key in ("labels", "max_length", "data_fingerprint"):
+        if meta[key] != manifest[key]:
+            raise ValueError(f"{checkpoint} is not the checkpoint the bundle was exported from: {key} differs")
+    torch.set_num_threads(threads)
+    predictor = TorchPredictor(checkpoint, meta["max_length"], batch_size=max_batch)
+    return predictor.infer if device == "cpu" else cuda_infer(predictor)
+
+
+def cuda_infer(predictor) -> Callable[[list[str]], GraphOutputs]:
+    """``predictor``'s model on the GPU, one batch per call: tokenise and pad on the host, copy, run, copy back.
+
+    ``intentvcs.training.predict.infer`` builds host tensors only; this is its loop for
+    one batch (callers pass at most its ``batch_size`` texts) with the inputs
+    moved to the device. Copying the outputs back waits for the GPU, so the
+    caller's clock sees the whole computation.
+    """
+    import torch
+
+    from intentvcs.training.batching import collate, encode
+
+    model = predictor.model.to("cuda")
+
+    @torch.inference_mode()
+    def infer(texts: list[str]) -> GraphOutputs:
+        encoded = encode(predictor.tokenizer, texts, predictor.max_length)
+        batch = collate(encoded, range(len(texts)), predictor.tokenizer.pad_token_id)
+        outputs = model(*(batch[name].to("cuda") for name in ("input_ids", "attention_mask", "token_type_ids")))
+        return GraphOutputs(*(tensor.cpu().numpy() for tensor in outputs))
+
+    return infer
+
+
+def gpu_unavailable() -> str | None:
+    """Why the GPU comparison cannot run here, or None when it can."""
+    import onnxruntime as ort
+
+    from intentvcs.service.onnx_session import CUDA
+
+    if CUDA not in ort.get_available_providers():
+        return f"onnxruntime {ort.__version__} offers no {CUDA} (providers: {ort.get_available_providers()})"
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} sees no CUDA device"
+    return None
+
+
+def gpu_records(bundle: str, checkpoint: str | None, texts: Sequence[str], repeats: int, threads: int) -> list[dict]:
+    """The CUDA provider (IO binding) against PyTorch on CUDA at ``GPU_BATCH_SIZES``, or why it was skipped."""
+    reason = gpu_unavailable()
+    if reason:
+        return [{"component": "gpu", "skipped": reason}]
+    from intentvcs.service.engine import Engine, EngineError
+
+    max_batch = max(GPU_BATCH_SIZES)  # a GPU wants the whole call in one graph run
+    try:
+        engine = Engine(bundle, provider="cuda", threads=threads, max_batch=max_batch)
+    except EngineError as exc:  # the provider is offered but cannot start (e.g. a missing cuDNN)
+        return [{"component": "gpu", "skipped": str(exc)}]
+    backends = {"onnx-cuda": engine.infer}
+    if checkpoint:
+        backends["torch-cuda"] = torch_backend(checkpoint, engine.bundle.manifest, threads, max_batch, "cuda")
+    return speed_records("gpu", interleaved_runs(backends, texts, GPU_BATCH_SIZES, repeats), device="cuda",
+                         max_batch=max_batch)
+
+
+# ------------------------------------------------------------------ physical limit
+
+def encoder_flops(config: dict, lengths: Sequence[int], labels: int) -> float:
+    """Mean FLOPs per utterance (a multiply-add counts 2) of a BERT-family encoder, mean pooling and the head.
+
+    Per layer, for an utterance of ``n`` tokens, hidden size ``H`` and
+    feed-forward size ``I``: the Q, K, V and output projections ``4·2·n·H²``,
+    the feed-forward ``2·2·n·H·I``, the attention scores ``Q·Kᵀ`` and the
+    weighted values ``2·2·n²·H``; the head adds ``2·H·labels``. Embedding
+    look-ups, layer norms, softmax, GELU and pooling are ``O(n·H)`` and left
+    out (under 1% at MiniLM sizes). ``lengths`` are unpadded token counts, so
+    this is the work the utterances need, not what padding adds.
+    """
+    layers, hidden, inner = config["num_hidden_layers"], config["hidden_size"], config["intermediate_size"]
+    n = np.asarray(lengths, dtype=np.float64)
+    per_utterance = layers * (n * (8 * hidden**2 + 4 * hidden * inner) + 4 * n**2 * hidden) + 2 * hidden * labels
+    return float(per_utterance.mean())
+
+
+def matmul_gflops(threads: int, size: int = MATMUL_SIZE, repeats: int = 3) -> float:
+    """Best fp32 GFLOP/s of a ``size``×``size`` numpy matmul on ``threads`` BLAS threads.
+
+    The best of ``repeats``, not the median: this is the rate the cores can
+    reach on the ideal dense kernel, the yardstick for the encoder.
+    """
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((size, size), dtype=np.float32) for _ in range(2))
+    best = math.inf
+    with threadpool_limits(limits=threads, user_api="blas"):
+        a @ b  # warm-up: thread pool start, page faults on the output
+        for _ in range(repeats):
+            start = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best / 1e9
+
+
+def avx2_peak(cpuinfo: str, cores: int) -> dict:
+    """Nominal AVX2 fp32 peak, ``cores × GHz × 32 FLOP/cycle``, from /proc/cpuinfo text; {} without AVX2 and FMA.
+
+    GHz is the model name's ``@ x.xxGHz`` (nominal) when present, else the
+    first ``cpu MHz`` line (the current clock, which turbo and power saving
+    move). ``avx512`` says whether the CPU has AVX-512F, with which the peak
+    can be up to twice this (two 512-bit FMA units; it depends on the model).
+    """
+    found = re.search(r"^flags\s*:(.*)$", cpuinfo, re.MULTILINE)
+    flags = set(found.group(1).split()) if found else set()
+    if not {"avx2", "fma"} <= flags:
+        return {}
+    nominal = re.search(r"^model name\s*:.*@\s*([\d.]+)\s*GHz", cpuinfo, re.MULTILINE)
+    current = re.search(r"^cpu MHz\s*:\s*([\d.]+)", cpuinfo, re.MULTILINE)
+    if nominal:
+        ghz, source = float(nominal.group(1)), "model name"
+    elif current:
+        ghz, source = float(current.group(1)) / 1000, "cpu MHz"
+    else:
+        return {}
+    return {"avx2_peak_gflops": round(cores * ghz * AVX2_FLOP_PER_CYCLE, 1), "cpu_ghz": round(ghz, 3),
+            "cpu_ghz_source": source, "avx512": "avx512f" in flags}
+
+
+def limit_record(bundle: str, checkpoint: str | None, texts: Sequence[str], threads: int,
+                 records: Sequence[dict]) -> dict:
+    """FLOPs per utterance, the machine's fp32 rates and the compute-bound ceiling, beside the best fp32 engine."""
+    if not checkpoint:
+        return {"component": "limit", "skipped": "no --checkpoint, so no encoder config to count FLOPs from"}
+    from intentvcs.service.bundle import open_bundle
+
+    config = json.loads((Path(checkpoint) / "encoder" / "config.json").read_text(encoding="utf-8"))
+    opened = open_bundle(bundle)
+    lengths = [len(encoding.ids) for encoding in opened.tokenizer.encode(texts)]
+    flops = encoder_flops(config, lengths, len(opened.labels))
+    measured = matmul_gflops(threads)
+    try:
+        nominal = avx2_peak(Path("/proc/cpuinfo").read_text(encoding="utf-8"), threads)
+    except OSError:  # not Linux
+        nominal = {}
+    best = max(r["utt_per_s"] for r in records if r.get("backend") == "onnx-fp32")
+    record = {"component": "limit", "layers": config["num_hidden_layers"], "hidden": config["hidden_size"],
+              "intermediate": config["intermediate_size"], "mean_tokens": round(float(np.mean(lengths)), 2),
+              "mflop_per_utt": round(flops / 1e6, 3), "mflop_per_token": round(flops / np.mean(lengths) / 1e6, 3),
+              "threads": threads, "matmul_gflops": round(measured, 1),
+              "ceiling_utt_per_s": round(measured * 1e9 / flops, 1), **nominal,
+              "best_fp32_utt_per_s": best, "fraction_of_ceiling": round(best * flops / (measured * 1e9), 3)}
+    if nominal:
+        record["nominal_ceiling_utt_per_s"] = round(nominal["avx2_peak_gflops"] * 1e9 / flops, 1)
+    record["best_fp32_gflops"] = round(best * flops / 1e9, 1)
+    return record
+
+
+# ------------------------------------------------------------------ service
+
+def service_records(bundle: str, texts: Sequence[str], concurrency: Sequence[int], seconds: float,
+                    workers: int | None, threads: int | None, records: Sequence[dict]) -> list[dict]:
+    """Start-up time, idle and loaded latency/throughput, and worker memory of the HTTP service on ``bundle``."""
+    from intentvcs.cli.commands.serve import free_port, running
+
+    port = free_port()
+    started = time.perf_counter()
+    with running(bundle, port=port, workers=workers, threads=threads) as url:
+        startup = time.perf_counter() - started
+        # The same workload the engine was measured on.
+        measured = asyncio.run(_drive(url, concurrency, seconds, list(texts)))
+        rss = worker_rss_mb(port)
+    engine = next((r["utt_per_s"] for r in records
+                   if r.get("backend") == "onnx-fp32" and r.get("batch_size") == 32), None)
+    for record in measured:
+        if record["mode"] == "load" and engine:
+            record["vs_engine_batch32"] = round(record["utt_per_s"] / engine, 3)
+    return [{"component": "service", **record} for record in measured] + [
+        {"component": "service", "metric": "startup_s", "value": round(startup, 2), "workers": len(rss)},
+        {"component": "service", "metric": "rss_mb_per_worker", "value": round(statistics.mean(rss), 1),
+         "max": round(max(rss), 1), "workers": len(rss)},
+    ]
+
+
+async def _drive(url: str, concurrency: Sequence[int], seconds: float, texts: list[str]) -> list[dict]:
+    records = [await load_test.idle(url, IDLE_REQUESTS, texts=texts)]
+    for clients in concurrency:
+        records.append(await load_test.load(url, clients, seconds, texts=texts))
+    return records
+
+
+def worker_rss_mb(port: int) -> list[float]:
+    """Resident memory (MiB) of each worker of the server on ``port``.
+
+    The workers are the child processes of the ``bentoml serve`` process this
+    one started, which is found by its exact command line (each worker
+    leads a process group of its own, so the group id does not find them).
+    """
+    import psutil
+
+    from intentvcs.cli.commands.serve import server_command
+
+    command = server_command(port)
+    server = next((p for p in psutil.Process().children() if p.cmdline() == command), None)
+    workers = server.children() if server else []
+    if not workers:
+        raise RuntimeError(f"found no worker processes of the server on port {port}")
+    return [worker.memory_info().rss / 2**20 for worker in workers]
+
+
+# ------------------------------------------------------------------ targets and report
+
+def target_records(records: Sequence[dict]) -> list[dict]:
+    """Each ``TARGETS`` goal with its measured value and whether it is met (None when not measured)."""
+    out = []
+    for target in TARGETS:
+        found = next((r for r in records if target.where.items() <= r.items()), {})
+        value = found.get(target.field)
+        met = None if value is None else (value >= target.bound if target.at_least else value <= target.bound)
+        out.append({"component": "target", "target": target.name, "goal": target.goal, "field": target.field,
+                    "measured": value, "met": met})
+    return out
+
+
+def markdown(settings: dict, records: Sequence[dict]) -> str:
+    """README tables: targets, engine, service, GPU and the compute ceiling."""
+    by = {component: [r for r in records if r["component"] == component]
+          for component in ("target", "engine", "service", "gpu", "limit")}
+    verdict = {True: "yes", False: "**no**", None: "–"}
+    parts = [(f"{settings['utterances']} utterances from `{settings['data']}`; CPU: {settings['threads']} "
+              f"thread(s), at most {settings['max_batch']} texts per graph run; medians of {settings['repeats']} "
+              f"run(s)."),
+             _table(["target", "goal", "measured", "met"],
+                    [[t["target"], t["goal"], _cell(t["measured"]), verdict[t["met"]]] for t in by["target"]]),
+             _speed_table(by["engine"])]
+    service = [r for r in by["service"] if "mode" in r]
+    if service:
+        parts.append(_table(["service", "clients", "utt/s", "p50 ms", "p95 ms", "p99 ms", "errors", "÷ engine b32"],
+                            [[r["mode"], r["concurrency"], _cell(r.get("utt_per_s")), r["p50_ms"], r["p95_ms"],
+                              r["p99_ms"], r["errors"], _cell(r.get("vs_engine_batch32"))] for r in service]))
+        parts.append("; ".join(f"{r['metric']}: {r['value']}" for r in by["service"] if "metric" in r))
+    gpu = by["gpu"]
+    parts.append(f"GPU: skipped ({gpu[0]['skipped']})" if gpu and "skipped" in gpu[0] else _speed_table(gpu))
+    parts.append(_limit_line(by["limit"][0]) if by["limit"] else "")
+    return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def _speed_table(records: Sequence[dict]) -> str:
+    return _table(["backend", "device", "batch", "utt/s", "p50 ms/batch", "× torch", "× fp32", "spread %"],
+                  [[r["backend"], r["device"], r["batch_size"], r["utt_per_s"], r["p50_ms"],
+                    _cell(r.get("speedup_vs_torch")), _cell(r.get("speedup_vs_fp32")), r["spread_pct"]]
+                   for r in records]) if records else ""
+
+
+def _limit_line(r: dict) -> str:
+    if "skipped" in r:
+        return f"Compute ceiling: skipped ({r['skipped']})."
+    nominal = (f"; nominal AVX2 peak {r['avx2_peak_gflops']} GFLOP/s ({r['threads']} × {r['cpu_ghz']} GHz × "
+               f"{AVX2_FLOP_PER_CYCLE}) → {r['nominal_ceiling_utt_per_s']} utt/s"
+               f"{' (the CPU has AVX-512: up to twice that)' if r['avx512'] else ''}"
+               if "avx2_peak_gflops" in r else "")
+    achieved = r.get("best_fp32_gflops", round(r["best_fp32_utt_per_s"] * r["mflop_per_utt"] / 1e3, 1))
+    peak = ""
+    if "avx2_peak_gflops" in r:
+        widest = r["avx2_peak_gflops"] * (2 if r["avx512"] else 1)
+        peak = f", {achieved / widest:.0%} of the nominal {'AVX-512' if r['avx512'] else 'AVX2'} peak ({widest:g})"
+    beyond = (" (ONNX Runtime's kernels outrun the numpy/BLAS matmul used as the yardstick)"
+              if r["fraction_of_ceiling"] > 1 else "")
+    return (f"Compute ceiling: {r['mflop_per_utt']} MFLOP per utterance ({r['mflop_per_token']} MFLOP/token × "
+            f"{r['mean_tokens']} tokens; {r['layers']} layers, hidden {r['hidden']}, FFN {r['intermediate']}); "
+            f"fp32 matmul {r['matmul_gflops']} GFLOP/s on {r['threads']} thread(s) → {r['ceiling_utt_per_s']} utt/s"
+            f"{nominal}. Best engine fp32: {r['best_fp32_utt_per_s']} utt/s = {achieved} GFLOP/s: "
+            f"{r['fraction_of_ceiling']:.1%} of the matmul ceiling{beyond}{peak}.")
+
+
+def _table(head: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    return "–" if value is None else str(value)
 
 
 if __name__ == "__main__":

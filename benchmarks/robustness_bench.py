@@ -2,8 +2,8 @@
 
 Per data set, two PU models on the same backbone and seed: a **baseline** and
 an **augmented** one (``TrainConfig.augment_ratio`` / ``augment_mix``: perturbed
-copies of the training rows from ``intentvcs.perturb``). Each is exported to a
-bundle and run through the robustness suite (``intentvcs.robustness``) on the
+copies of the training rows from ``intentvcs.core.perturb``). Each is exported to a
+bundle and run through the robustness suite (``intentvcs.core.robustness``) on the
 data set's original test split, with the ONNX engine the service runs. The
 score is single-label intent accuracy (the top label is a gold label; ATIS
 multi-intent rows count as right when the top label is one of theirs), per
@@ -15,9 +15,9 @@ Targets, for the augmented model: Random mean drop <= 1.5 points, casing and
 punctuation drops <= 0.5 points each, clean accuracy at most 0.3 points below
 the baseline's. The baseline's per-operator drops are the reference.
 
-    python benchmarks/robustness_bench.py                                  # SNIPS + ATIS, ~1-2 h on 2 cores
-    python benchmarks/robustness_bench.py --datasets snips atis clinc150   # + CLINC150 Full, ~1-2 h more
-    python benchmarks/robustness_bench.py --datasets snips --limit-train 300 --limit-test 100 \\
+    python -m benchmarks.robustness_bench                                  # SNIPS + ATIS, ~1-2 h on 2 cores
+    python -m benchmarks.robustness_bench --datasets snips atis clinc150   # + CLINC150 Full, ~1-2 h more
+    python -m benchmarks.robustness_bench --datasets snips --limit-train 300 --limit-test 100 \\
         --epochs 1 --backbone DIR --results-name robustness-smoke          # smoke run
 """
 
@@ -31,9 +31,8 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results  # noqa: E402
+from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results
 
 # name -> (loader format, path under SHARED_DATA)
 DATASETS = {"snips": ("snips", "snips"), "atis": ("atis", "atis"),
@@ -71,7 +70,7 @@ def subsample(rows: list, limit: int | None, seed: int) -> list:
 
 def load_splits(name: str, limit_train: int | None, limit_test: int | None, seed: int) -> tuple[list, list, list]:
     """``(train, valid, test)`` of a data set, in-scope rows only; ``limit_test`` caps valid and test."""
-    from training.loaders import load
+    from intentvcs.training.loaders import load
 
     fmt, relative = DATASETS[name]
     train, valid, test = (load(fmt, SHARED_DATA / relative, split, include_oos=False)
@@ -90,10 +89,10 @@ def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool 
     drops) its spelling normaliser and refits its decision with today's code,
     neither of which the weights depend on, so that it matches a fresh run.
     """
-    from export.bundle import export_bundle
-    from intentvcs.dataio import fingerprint
-    from training.checkpoint import read_checkpoint_meta, training_seconds
-    from training.pipeline import refit_checkpoint, train_pipeline
+    from intentvcs.export.exporter import export_bundle
+    from intentvcs.core.dataio import fingerprint
+    from intentvcs.training.checkpoint import read_checkpoint_meta, training_seconds
+    from intentvcs.training.pipeline import refit_checkpoint, train_pipeline
 
     checkpoint = directory / "checkpoint"
     meta = read_checkpoint_meta(checkpoint) if reuse and (checkpoint / "checkpoint.json").is_file() else None
@@ -109,8 +108,8 @@ def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool 
 
 def robustness_report(bundle: Path, test: list, draws: int, seed: int) -> dict:
     """The robustness suite on ``bundle`` through the CPU ONNX engine, scored by accuracy."""
-    from intentvcs.robustness import run_suite
-    from service.engine import Engine
+    from intentvcs.core.robustness import run_suite
+    from intentvcs.service.engine import Engine
 
     engine = Engine(bundle, provider="cpu")
     return run_suite(test, engine.infer, engine.bundle.decision, None, draws, seed, metric="accuracy")
@@ -279,9 +278,9 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from intentvcs import atomic
-    from intentvcs.manifest import read as read_manifest
-    from training.trainer import TrainConfig
+    from intentvcs.core import atomic
+    from intentvcs.core.manifest import read as read_manifest
+    from intentvcs.training.trainer import TrainConfig
 
     settings = {"backbone": args.backbone or "all-MiniLM-L6-v2", "method": "pu",
                 "draws": args.draws, "limit_train": args.limit_train, "limit_test": args.limit_test}

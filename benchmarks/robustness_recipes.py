@@ -9,7 +9,7 @@ loss, clean accuracy and its change against the baseline, the Random drop and
 the drops of the operators that cost the most. The recipes must share the
 baseline's data set, seed and test set (the reports are checked for it).
 
-    python benchmarks/robustness_recipes.py --baseline runs/bench/robustness3/clinc150/seed0/baseline \\
+    python -m benchmarks.robustness_recipes --baseline runs/bench/robustness3/clinc150/seed0/baseline \\
         --runs runs/bench/robustness2/clinc150/seed0/augmented runs/bench/robustness3/clinc150/seed0/augmented
 """
 
@@ -20,9 +20,8 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import write_results  # noqa: E402
+from benchmarks.common import write_results
 
 # The operators a recipe has to fix: the largest drops of the augmented models.
 HARDEST = ("asr_soundalike", "typo_keyboard", "eda_delete", "speako")
@@ -30,7 +29,7 @@ HARDEST = ("asr_soundalike", "typo_keyboard", "eda_delete", "speako")
 
 def read_run(directory: Path) -> tuple[dict, dict]:
     """``(checkpoint meta, robustness report)`` of one run directory."""
-    from training.checkpoint import read_checkpoint_meta
+    from intentvcs.training.checkpoint import read_checkpoint_meta
 
     meta = read_checkpoint_meta(directory / "checkpoint")
     report = json.loads((directory / "robustness.json").read_text(encoding="utf-8"))
@@ -38,8 +37,8 @@ def read_run(directory: Path) -> tuple[dict, dict]:
 
 
 def recipe_record(directory: Path, meta: dict, report: dict, baseline_clean: float) -> dict:
-    from training.checkpoint import training_seconds
-    from training.trainer import TrainConfig
+    from intentvcs.training.checkpoint import training_seconds
+    from intentvcs.training.trainer import TrainConfig
 
     config = TrainConfig.from_stored(meta["train_config"]).to_dict()
     best = meta["history"][meta["best_epoch"] - 1]

@@ -1,7 +1,7 @@
 """Measure the service's settings side by side, to choose its defaults (issue "Performance").
 
 Each configuration starts the real BentoML service on the default bundle
-(``intentvcs.commands.serve.running``: loopback, its own process group), sends
+(``intentvcs.cli.commands.serve.running``: loopback, its own process group), sends
 ``--idle-requests`` single requests one at a time, then runs ``--clients``
 closed-loop clients for ``--duration`` seconds (``benchmarks/load_test.py``'s
 client), and stops it. The settings are the service's environment variables
@@ -23,16 +23,13 @@ as the ceiling. Configurations run one after another on the same host, in
 host's speed does not favour one; every figure is the median over rounds
 (single runs of 20-30 s differ by up to 20 % on a shared 2-core host).
 
-    python benchmarks/service_defaults.py --bundle runs/default/bundle
+    python -m benchmarks.service_defaults --bundle runs/default/bundle
 
 Writes ``benchmarks/results/service_defaults.json`` and ``.md``.
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see intentvcs/cli.py
 
 import argparse
 import asyncio
@@ -42,11 +39,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import write_results  # noqa: E402
-from benchmarks.load_test import engine_throughput, idle, load  # noqa: E402
-from intentvcs.commands.serve import running  # noqa: E402
+from benchmarks.common import write_results
+from benchmarks.load_test import engine_throughput, idle, load
+from intentvcs.cli.commands.serve import running
 
 BASE = {"workers": 1, "access_log": True, "ort_spin": True, "max_batch_size": 64}
 COMBINED = {"access_log": False, "max_batch_size": 32}
@@ -77,8 +73,8 @@ def threads_per_worker(settings: dict) -> int | None:
 
 def is_default(settings: dict) -> bool:
     """Whether ``settings`` are what the service runs with when no variable is set (on CPU, this host)."""
-    from service.config import Settings
-    from service.runner import default_workers
+    from intentvcs.service.settings import Settings
+    from intentvcs.service.onnx_session import default_workers
 
     default = Settings()
     return (settings["workers"], settings["access_log"], settings["ort_spin"], settings["max_batch_size"]) == (

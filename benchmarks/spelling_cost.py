@@ -11,7 +11,7 @@ interleaved so that drift in machine load hits them alike). A misspelt word
 is several word pieces, so a restored batch is also shorter for the graph;
 the word-piece counts of the batch of 32 are reported with it.
 
-    python benchmarks/spelling_cost.py --bundle runs/bench/spelling/clinc150/seed0/augmented/bundle \\
+    python -m benchmarks.spelling_cost --bundle runs/bench/spelling/clinc150/seed0/augmented/bundle \\
         --dataset clinc150
 
 Writes ``benchmarks/results/spelling_cost.json`` and ``.md``.
@@ -20,19 +20,16 @@ Writes ``benchmarks/results/spelling_cost.json`` and ``.md``.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the service runs (intentvcs.cli)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import write_results  # noqa: E402
-from benchmarks.robustness_bench import DATASETS, load_splits  # noqa: E402
+from benchmarks.common import write_results
+from benchmarks.robustness_bench import DATASETS, load_splits
 
 
 def seconds(run) -> float:
@@ -57,9 +54,9 @@ def changed_words(before: str, after: str) -> int:
 
 
 def main() -> int:
-    from intentvcs.perturb import perturb
-    from intentvcs.spelling import Spelling
-    from service.engine import Engine
+    from intentvcs.core.perturb import perturb
+    from intentvcs.core.spelling import Spelling
+    from intentvcs.service.engine import Engine
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", required=True, help="a bundle exported with a spelling normaliser")

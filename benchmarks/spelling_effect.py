@@ -7,7 +7,7 @@ set and model, means over the seeds both results measured, of: clean
 accuracy, the Random drop, the keyboard typo drop, and for the augmented
 model the clean-accuracy loss against the baseline, each without -> with.
 
-    python benchmarks/spelling_effect.py
+    python -m benchmarks.spelling_effect
 
 Writes ``benchmarks/results/spelling_effect.json`` and ``.md``.
 """
@@ -18,10 +18,9 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import RESULTS, write_results  # noqa: E402
-from benchmarks.robustness_bench import MODELS, recipe, seed_means  # noqa: E402
+from benchmarks.common import RESULTS, write_results
+from benchmarks.robustness_bench import MODELS, recipe, seed_means
 
 RUNS = {"off": "robustness_no_spelling", "on": "robustness"}
 

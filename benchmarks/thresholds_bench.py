@@ -2,11 +2,11 @@
 
 Issue "Calibrated confidences...": thresholds chosen on validation must not
 destroy PU multi-label exact match. For each trained VCS checkpoint, the
-``per_label_f1`` rule (``intentvcs.thresholds``) is fitted on the validation
+``per_label_f1`` rule (``intentvcs.core.thresholds``) is fitted on the validation
 rows with their full gold sets (``valid_gold.jsonl``; only a benchmark has
 them) and the test figures are compared with the global threshold.
 
-    python benchmarks/thresholds_bench.py
+    python -m benchmarks.thresholds_bench
 """
 
 from __future__ import annotations
@@ -16,20 +16,19 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, write_results  # noqa: E402
+from benchmarks.common import ROOT, write_results
 
 WORK = ROOT / "runs" / "bench" / "vcs"
 
 
 def compare(checkpoint: Path, data: Path) -> dict:
-    from intentvcs.dataio import read_jsonl
-    from intentvcs.decision import Decision
-    from intentvcs.evaluation import evaluate, gold_matrix, headline
-    from intentvcs.thresholds import fit_thresholds
-    from training.checkpoint import read_checkpoint_meta
-    from training.predict import TorchPredictor
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.decision import Decision
+    from intentvcs.core.evaluation import evaluate, gold_matrix, headline
+    from intentvcs.core.thresholds import fit_thresholds
+    from intentvcs.training.checkpoint import read_checkpoint_meta
+    from intentvcs.training.predict import TorchPredictor
 
     meta = read_checkpoint_meta(checkpoint)
     decision = Decision.from_dict(meta["decision"])

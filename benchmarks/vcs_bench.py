@@ -5,8 +5,8 @@ and scored on the test gold sets (micro F1 and exact match, threshold 0.5 on
 the method's confidences). The PU method and the upper bound use several seeds
 (median reported); the weaker baselines one, to fit a 2-core CPU budget.
 
-    python benchmarks/vcs_bench.py                       # full run (hours on 2 cores)
-    python benchmarks/vcs_bench.py --datasets atis --methods pu --seeds 1
+    python -m benchmarks.vcs_bench                       # full run (hours on 2 cores)
+    python -m benchmarks.vcs_bench --datasets atis --methods pu --seeds 1
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results  # noqa: E402
+from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results
 
 # Published BERT-base figures (median of 5 seeds), F1 / EM, from MISSION.md.
 PAPER = {
@@ -35,7 +34,7 @@ MULTI_SEED = {"pu", "upper_bound"}
 
 
 def build_sets(datasets: list[str], out_root: Path, seed: int) -> dict[str, Path]:
-    from training.vcs import build
+    from intentvcs.training.vcs_builder import build
 
     paths = {}
     for name in datasets:
@@ -56,14 +55,14 @@ def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads:
     """
     from dataclasses import replace
 
-    from intentvcs.dataio import read_jsonl
-    from intentvcs.decision import Decision
-    from intentvcs.evaluation import evaluate, headline
-    from intentvcs.relations import LabelRelations
-    from training.checkpoint import read_checkpoint_meta
-    from training.pipeline import train_pipeline
-    from training.predict import TorchPredictor
-    from training.trainer import TrainConfig
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.decision import Decision
+    from intentvcs.core.evaluation import evaluate, headline
+    from intentvcs.core.relations import LabelRelations
+    from intentvcs.training.checkpoint import read_checkpoint_meta
+    from intentvcs.training.pipeline import train_pipeline
+    from intentvcs.training.predict import TorchPredictor
+    from intentvcs.training.trainer import TrainConfig
 
     gold = method == "upper_bound"
     config = TrainConfig(method=method, epochs=epochs, seed=seed, threads=threads)

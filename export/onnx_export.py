@@ -6,7 +6,7 @@ We hand it a thin wrapper around the whole ``IntentModel`` (encoder, mean
 pooling, head) plus the backbone's own Optimum config (``feature-extraction``
 task, so inputs, dummy-input generation, opset default and per-architecture
 patches are Optimum's) whose ``outputs`` are overridden to the names of
-``intentvcs.outputs.GRAPH_OUTPUTS``, each with a dynamic batch axis. Optimum maps the wrapper's output
+``intentvcs.core.outputs.GRAPH_OUTPUTS``, each with a dynamic batch axis. Optimum maps the wrapper's output
 tuple onto those names in order and marks batch and sequence axes of every
 input dynamic; its ``fix_dynamic_axes`` pass leaves the label and hidden axes
 static, which lets the engine check a bundle's label count against the graph.
@@ -20,7 +20,7 @@ API was not needed: the tracer handles ``mean_pool`` and ``nn.Linear``.
 
 Optimum's own output validation is skipped (we call ``export``, not
 ``onnx_export_from_model``): its tolerance failures are only logged as a
-warning, and ``export.parity`` performs the check that gates a bundle.
+warning, and ``intentvcs.export.parity`` performs the check that gates a bundle.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import torch
 from onnx.external_data_helper import uses_external_data
 from torch import nn
 
-from intentvcs.outputs import GRAPH_OUTPUTS
-from training.model import IntentModel
+from intentvcs.core.outputs import GRAPH_OUTPUTS
+from intentvcs.training.model import IntentModel
 
 TASK = "feature-extraction"
 

@@ -1,7 +1,7 @@
 """Parity between PyTorch and the exported graph: the gate every bundle passes.
 
-The export runs the checkpoint in PyTorch (``training.predict.infer``) and the
-new graph through the serving runner (``service.runner.OnnxRunner``: the
+The export runs the checkpoint in PyTorch (``intentvcs.training.predict.infer``) and the
+new graph through the serving runner (``intentvcs.service.onnx_session.OnnxRunner``: the
 bundle's tokenizer.json, per-chunk padding, ORT session settings) on held-out
 utterances, then requires
 
@@ -27,9 +27,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from intentvcs.dataio import read_jsonl
-from intentvcs.decision import Decision
-from intentvcs.outputs import GraphOutputs
+from intentvcs.core.dataio import read_jsonl
+from intentvcs.core.decision import Decision
+from intentvcs.core.outputs import GraphOutputs
 
 PARITY_ATOL = 1e-4
 # float32 rounding of a score near its cut, relative to the cut's size (see the docstring).

@@ -33,9 +33,9 @@ from typing import Any, Sequence
 
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from export.parity import compare
-from intentvcs.decision import Decision
-from intentvcs.outputs import GraphOutputs
+from intentvcs.export.parity import compare
+from intentvcs.core.decision import Decision
+from intentvcs.core.outputs import GraphOutputs
 
 SETTINGS = {"method": "dynamic", "weight_type": "int8", "activation_type": "uint8",
             "per_channel": True, "op_types": ["MatMul"]}

@@ -1,10 +1,10 @@
-"""The HTTP service: ``bentoml serve service.app:IntentService``.
+"""The HTTP service: ``bentoml serve intentvcs.service.app:IntentService``.
 
-Endpoints: ``POST /predict``, ``POST /audit`` (``service.audit``), and
+Endpoints: ``POST /predict``, ``POST /audit`` (``intentvcs.service.audit``), and
 BentoML's own ``/healthz`` (live), ``/readyz`` (ready once the bundle is loaded
 and a warm-up prediction has run), ``/metrics`` (BentoML's and
-``service.metrics``) and ``/docs.json`` (OpenAPI). Settings come from
-``INTENTVCS_*`` variables (``service.config``).
+``intentvcs.service.prometheus_metrics``) and ``/docs.json`` (OpenAPI). Settings come from
+``INTENTVCS_*`` variables (``intentvcs.service.settings``).
 
 Adaptive batching: the utterances of concurrent ``/predict`` requests are
 merged into one engine call by BentoML's own adaptive dispatcher (the one
@@ -32,12 +32,12 @@ from bentoml.exceptions import ServiceUnavailable
 from pydantic import BaseModel, Field
 from starlette.responses import JSONResponse
 
-from service import limits, metrics
-from service.body_limit import BodyLimit
-from service.audit import AuditConfig, AuditInputError, audit_batch
-from service.config import Settings
-from service.engine import Engine
-from service.limits import AuditRequest, AuditRow, PredictRequest
+from intentvcs.service import prometheus_metrics, schemas
+from intentvcs.service.body_limit import BodyLimit
+from intentvcs.service.audit import AuditConfig, AuditInputError, audit_batch
+from intentvcs.service.settings import Settings
+from intentvcs.service.engine import Engine
+from intentvcs.service.schemas import AuditRequest, AuditRow, PredictRequest
 
 SETTINGS = Settings.from_env()
 AUDIT_CONFIG = AuditConfig(progress=False)  # no progress bars in server logs
@@ -83,10 +83,10 @@ def predict_jobs(engine: Engine, jobs: Sequence[Job]) -> list[dict[str, Any]]:
     try:
         answers = engine.predict(texts, top_k=max(top_k for _, top_k in jobs))
     except Exception:
-        metrics.get().record_error("internal_error")
+        prometheus_metrics.get().record_error("internal_error")
         raise
-    metrics.get().record_batch(len(texts))
-    metrics.get().record_predictions(texts, answers)
+    prometheus_metrics.get().record_batch(len(texts))
+    prometheus_metrics.get().record_predictions(texts, answers)
     for answer, (_, top_k) in zip(answers, jobs):
         answer["intents"] = answer["intents"][:top_k]
     return answers
@@ -98,7 +98,7 @@ def _as_dicts(rows: list[AuditRow] | None) -> list[dict[str, Any]] | None:
 
 def _overloaded() -> None:
     # The dispatcher's fallback when a queued request would exceed max_latency_ms.
-    metrics.get().record_error("overloaded")
+    prometheus_metrics.get().record_error("overloaded")
     raise ServiceUnavailable("the service is overloaded; retry later")
 
 
@@ -109,7 +109,7 @@ class IntentService:
     def __init__(self) -> None:
         self.engine = Engine(SETTINGS.bundle, provider=SETTINGS.provider, threads=SETTINGS.threads,
                              spin=SETTINGS.ort_spin, spelling=SETTINGS.spelling)
-        metrics.get().bind_model(self.engine.labels, self.engine.info, limits.REJECTION_REASONS)
+        prometheus_metrics.get().bind_model(self.engine.labels, self.engine.info, schemas.REJECTION_REASONS)
         # The first run pays ONNX Runtime's lazy allocations; do it before /readyz says yes.
         self.engine.predict(["warm-up"])
         # One job per utterance: max_batch_size bounds the utterances of an engine
@@ -133,18 +133,18 @@ class IntentService:
 
     @bentoml.api(route="/audit", input_spec=AuditRequest)
     def audit(self, rows: list[AuditRow], training_rows: list[AuditRow] | None) -> dict[str, Any]:
-        """Entanglement report of an upgrade batch's new intents (``service.audit.audit_batch``)."""
+        """Entanglement report of an upgrade batch's new intents (``intentvcs.service.audit.audit_batch``)."""
         try:
             report = audit_batch(self.engine, _as_dicts(rows), _as_dicts(training_rows), config=AUDIT_CONFIG)
         except AuditInputError as exc:  # rows the schema admits but the data format refuses
-            metrics.get().record_error("invalid_rows")
+            prometheus_metrics.get().record_error("invalid_rows")
             return JSONResponse({"error": str(exc)}, status_code=400)
         except Exception:
-            metrics.get().record_error("internal_error")
+            prometheus_metrics.get().record_error("internal_error")
             raise
         return report.to_dict()
 
 
 # Oversized bodies are refused before they are read into memory and parsed.
-IntentService.add_asgi_middleware(BodyLimit, max_bytes=limits.LIMITS.max_body_bytes,
-                                  on_reject=lambda: metrics.get().record_error("body_too_large"))
+IntentService.add_asgi_middleware(BodyLimit, max_bytes=schemas.LIMITS.max_body_bytes,
+                                  on_reject=lambda: prometheus_metrics.get().record_error("body_too_large"))

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from intentvcs.decision import Decision
-from intentvcs.manifest import (
+from intentvcs.core.decision import Decision
+from intentvcs.core.manifest import (
     INT8_MODEL_FILE,
     MANIFEST_FILE,
     MODEL_FILE,
@@ -26,8 +26,8 @@ from intentvcs.manifest import (
     check_file,
     read,
 )
-from intentvcs.spelling import SPELLING_FILE, Spelling, SpellingError
-from service.tokenization import BundleTokenizer
+from intentvcs.core.spelling import SPELLING_FILE, Spelling, SpellingError
+from intentvcs.service.tokenization import BundleTokenizer
 
 
 @dataclass(frozen=True)

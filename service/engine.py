@@ -2,9 +2,9 @@
 
 Imports only onnxruntime, tokenizers, numpy and the torch-free ``intentvcs``
 core (the test suite proves it with torch, transformers and optimum made
-unimportable). The decision layer is the same ``intentvcs.decision.Decision``
+unimportable). The decision layer is the same ``intentvcs.core.decision.Decision``
 that evaluation applies after PyTorch, so served answers match the figures.
-Session settings and batching are ``service.runner``'s.
+Session settings and batching are ``intentvcs.service.onnx_session``'s.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from intentvcs.manifest import BundleError
-from intentvcs.outputs import GraphOutputs
-from service.bundle import check_graph, open_bundle
-from service.runner import DEFAULT_MAX_BATCH, EngineError, OnnxRunner, default_threads
+from intentvcs.core.manifest import BundleError
+from intentvcs.core.outputs import GraphOutputs
+from intentvcs.service.bundle import check_graph, open_bundle
+from intentvcs.service.onnx_session import DEFAULT_MAX_BATCH, EngineError, OnnxRunner, default_threads
 
 __all__ = ["BundleError", "Engine", "EngineError", "default_threads"]
 

@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
-from intentvcs.manifest import BundleError
+from intentvcs.core.manifest import BundleError
 
 # The graph inputs this module can feed (BERT-family encoders take all three).
 SUPPORTED_INPUTS = ("input_ids", "attention_mask", "token_type_ids")

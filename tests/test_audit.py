@@ -1,7 +1,7 @@
-"""The upgrade audit (service.audit) on synthetic batches with known relations.
+"""The upgrade audit (intentvcs.service.audit) on synthetic batches with known relations.
 
 A fake engine returns controlled logits and pooled vectors per text, and the
-real ``intentvcs.decision.Decision`` (sigmoid, threshold 0.5) decides, so each
+real ``intentvcs.core.decision.Decision`` (sigmoid, threshold 0.5) decides, so each
 case pins down what the model "accepts" and where utterances lie.
 
 Geometry: every existing intent has a centroid in R^24; intent A has two
@@ -20,25 +20,25 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from intentvcs.decision import Decision
-from intentvcs.oos import ThresholdRule
-from intentvcs.outputs import GraphOutputs
-from intentvcs.relations import LabelRelations, Subset
-from service.audit import (
+from intentvcs.core.decision import Decision
+from intentvcs.core.oos import ThresholdRule
+from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.relations import LabelRelations, Subset
+from intentvcs.service.audit import (
     SCHEMA_PATH,
     AuditConfig,
     AuditInputError,
     audit_batch,
     render_html,
 )
-from service.audit.containment import (
+from intentvcs.service.audit.containment import (
     existing_in_new,
     independent_accepted,
     normalise,
     two_sample_test,
     wilson,
 )
-from service.audit.segments import splits as segment_splits
+from intentvcs.service.audit.segments import splits as segment_splits
 
 H = 24
 EXISTING = ("A", "B", "C", "D", "P", "K")
@@ -47,7 +47,7 @@ KNOWN = LabelRelations(labels=EXISTING, relations=(Subset(child="K", parent="P")
 
 
 class FakeEngine:
-    """``labels``, ``infer`` and ``bundle.decision`` like ``service.engine.Engine``."""
+    """``labels``, ``infer`` and ``bundle.decision`` like ``intentvcs.service.engine.Engine``."""
 
     def __init__(self, table: dict[str, tuple[np.ndarray, np.ndarray]], relations=KNOWN):
         self.labels = list(EXISTING)
@@ -529,8 +529,8 @@ def _write_jsonl(path, rows):
 
 
 def test_cli_exit_codes_and_outputs(world, tmp_path, monkeypatch):
-    from intentvcs.cli import main
-    from intentvcs.commands import audit as audit_command
+    from intentvcs.cli.main import main
+    from intentvcs.cli.commands import audit as audit_command
 
     monkeypatch.setattr(audit_command, "load_engine", lambda bundle, provider: FakeEngine(world.table))
     blocking = _write_jsonl(tmp_path / "blocking.jsonl", world.rows("dupA", 30, A_MIX, ("A",)))
@@ -570,7 +570,7 @@ def test_injected_relations_use_each_row_once():
     import random
 
     from benchmarks.audit_scenarios import expected_verdicts, inject
-    from intentvcs.dataio import Example
+    from intentvcs.core.dataio import Example
 
     pool = {name: [Example(f"{name} request {i}", (name,), id=f"{name}:{i}") for i in range(n)]
             for name, n in (("a", 30), ("b", 20), ("c", 12), ("d", 40))}

@@ -1,6 +1,6 @@
 import random
 
-from training.batching import grouped_training_batches, training_batches
+from intentvcs.training.batching import grouped_training_batches, training_batches
 
 
 def test_grouped_batches_keep_each_row_with_its_copies_and_cover_every_row_once():

@@ -1,4 +1,4 @@
-"""``intentvcs bench``: the FLOP count, the statistics helpers, target checks and the CLI on a tiny bundle."""
+"""``benchmarks.perf_bench``: the FLOP count, the statistics helpers, target checks and a run on a tiny bundle."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from intentvcs import cli
-from intentvcs.commands import bench
-from intentvcs.commands.bench import Run
+from benchmarks import perf_bench as bench
+from benchmarks.perf_bench import Run
 
 TEXTS = ["play some jazz", "book a table for two tonight", "will it rain in paris tomorrow",
          "rate this book five stars", "find the movie schedule near me", "set an alarm for seven"]
@@ -90,11 +89,11 @@ def tiny(tmp_path_factory):
     return {"bundle": bundle, "checkpoint": root / "checkpoint", "data": data, "root": root}
 
 
-def test_cli_end_to_end_without_service(tiny):
+def test_run_end_to_end_without_service(tiny):
     out = tiny["root"] / "perf.json"
-    assert cli.main(["bench", "--bundle", str(tiny["bundle"]), "--checkpoint", str(tiny["checkpoint"]),
+    assert bench.main(["--bundle", str(tiny["bundle"]), "--checkpoint", str(tiny["checkpoint"]),
                      "--data", str(tiny["data"]), "--batch-sizes", "1", "4", "--repeats", "1",
-                     "--threads", "1", "--max-batch", "2", "--skip-service", "--out", str(out)]) == 0
+                     "--threads", "1", "--max-batch", "2", "--skip-service", "--results-dir", str(tiny["root"])]) == 0
     result = json.loads(out.read_text())
     assert (result["utterances"], result["threads"], result["max_batch"]) == (len(TEXTS), 1, 2)
     records = result["records"]
@@ -108,7 +107,7 @@ def test_cli_end_to_end_without_service(tiny):
     assert "speedup_vs_fp32" in engine["onnx-int8", 4] and "speedup_vs_fp32" not in engine["onnx-fp32", 4]
 
     (limit,) = [r for r in records if r["component"] == "limit"]
-    from service.bundle import open_bundle
+    from intentvcs.service.bundle import open_bundle
 
     config = json.loads((tiny["checkpoint"] / "encoder" / "config.json").read_text())
     opened = open_bundle(tiny["bundle"])
@@ -125,28 +124,29 @@ def test_cli_end_to_end_without_service(tiny):
     assert "| onnx-int8 | cpu | 4 |" in out.with_suffix(".md").read_text()
 
 
-def test_cli_refuses_a_checkpoint_of_another_model(tiny, capsys):
+def test_run_refuses_a_checkpoint_of_another_model(tiny, capsys):
     from tests.helpers.bundle import make_tiny_checkpoint
 
     other = make_tiny_checkpoint(tiny["root"] / "other", labels=("A", "B"))
-    assert cli.main(["bench", "--bundle", str(tiny["bundle"]), "--checkpoint", str(other),
-                     "--data", str(tiny["data"]), "--skip-service", "--repeats", "1",
-                     "--out", str(tiny["root"] / "other.json")]) == 2
+    assert bench.main(["--bundle", str(tiny["bundle"]), "--checkpoint", str(other),
+                       "--data", str(tiny["data"]), "--skip-service", "--repeats", "1",
+                       "--results-dir", str(tiny["root"] / "other")]) == 2
     assert "labels differs" in capsys.readouterr().err
 
 
-def test_cli_needs_a_workload(tiny, capsys):
-    assert cli.main(["bench", "--bundle", str(tiny["bundle"]), "--skip-service",
-                     "--out", str(tiny["root"] / "none.json")]) == 2
-    assert "--data FILE.jsonl or --snips DIR" in capsys.readouterr().err
+def test_run_names_a_missing_workload(tiny, capsys):
+    assert bench.main(["--bundle", str(tiny["bundle"]), "--skip-service", "--snips", str(tiny["root"] / "none"),
+                       "--results-dir", str(tiny["root"] / "none")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("perf_bench: error:") and str(tiny["root"] / "none") in err
 
 
 @pytest.mark.slow
 def test_service_figures_on_the_workload(tiny):
-    load_test = bench.load_generator()
+    load_test = bench.load_test
     before = list(load_test.UTTERANCES)
     engine = [{"component": "engine", "backend": "onnx-fp32", "batch_size": 32, "utt_per_s": 1000.0}]
-    records = bench.service_records(load_test, str(tiny["bundle"]), TEXTS, concurrency=[2], seconds=0.5,
+    records = bench.service_records(str(tiny["bundle"]), TEXTS, concurrency=[2], seconds=0.5,
                                     workers=1, threads=1, records=engine)
     idle, load, startup, rss = records
     assert (idle["mode"], idle["requests"], idle["errors"]) == ("idle", bench.IDLE_REQUESTS, 0)

@@ -1,8 +1,9 @@
-"""``bentoml build`` accepts bentofile.yaml, ships the bundle, and stays torch-free.
+"""``bentoml build`` accepts bentofile.yaml, ships the project's wheel and the bundle, and stays torch-free.
 
-The build runs on a copy of the sources plus a tiny bundle at the default
-path, into a temporary BENTOML_HOME, so it touches neither the user's bento
-store nor the real runs/ directory.
+The build runs in a temporary context holding bentofile.yaml, the wheel built
+from this checkout (as the bentofile's comment says) and a tiny bundle at the
+default path, into a temporary BENTOML_HOME, so it touches neither the user's
+bento store nor the real runs/ directory.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -29,9 +32,19 @@ TRAINING_PACKAGES = {"torch", "transformers", "optimum", "optimum-onnx", "safete
 def bento(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("bento")
     context = tmp / "context"
-    for name in ("service", "intentvcs"):
-        shutil.copytree(ROOT / name, context / name, ignore=shutil.ignore_patterns("__pycache__"))
+    context.mkdir()
     shutil.copy(ROOT / "bentofile.yaml", context)
+    # Built from a copy: setuptools builds in the source folder, and its build/ there could hold stale modules.
+    source = tmp / "source"
+    for name in ("intentvcs", "training", "export", "service"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source)
+    # The build backend comes from this environment: no index is needed to build the wheel.
+    wheel = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(context / "dist"), str(source)], check=False, capture_output=True, text=True,
+                           timeout=300)
+    assert wheel.returncode == 0, wheel.stdout[-3000:] + wheel.stderr[-3000:]
     bundle = make_tiny_bundle(tmp / "tiny", spelling_texts=["play some music"])
     shutil.copytree(bundle, context / "runs" / "default" / "bundle")
     env = {**os.environ, "BENTOML_HOME": str(tmp / "home"), "BENTOML_DO_NOT_TRACK": "True"}
@@ -55,13 +68,20 @@ def requirement_names(path: Path) -> set[str]:
 
 def test_bento_ships_service_and_bundle(bento):
     meta = yaml.safe_load((bento / "bento.yaml").read_text())
-    assert meta["service"] == "service.app:IntentService"
+    assert meta["service"] == "intentvcs.service.app:IntentService"
     assert {route["route"] for route in meta["schema"]["routes"]} == {"/predict", "/audit"}
     for name in ("manifest.json", "model.onnx", "tokenizer.json", "spelling.json"):
         assert (bento / "src" / "runs" / "default" / "bundle" / name).is_file()
-    assert (bento / "src" / "service" / "app.py").is_file()
-    assert (bento / "src" / "service" / "audit" / "report.schema.json").is_file()
-    assert not list((bento / "src").rglob("__pycache__"))
+    # The code is the wheel, whose name the bentofile spells out with pyproject's version.
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    wheel = bento / "env" / "python" / "wheels" / f"intentvcs-{version}-py3-none-any.whl"
+    assert wheel.is_file()
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {"intentvcs/service/app.py", "intentvcs/service/audit/report.schema.json",
+            "intentvcs/core/decision.py"} <= names
+    assert not {name for name in names if name.split("/")[0] in ("service", "training", "export")}
+    assert not list((bento / "src").rglob("*.py"))
 
 
 def test_bento_dependencies_are_torch_free(bento):

@@ -1,11 +1,11 @@
-"""Temperature scaling and calibration figures (intentvcs.calibration)."""
+"""Temperature scaling and calibration figures (intentvcs.core.calibration)."""
 
 import math
 
 import numpy as np
 import pytest
 
-from intentvcs.calibration import (
+from intentvcs.core.calibration import (
     brier, calibration_report, expected_calibration_error, fit_temperature, nll, probabilities, top_label,
 )
 

@@ -1,4 +1,4 @@
-"""The decision layer (intentvcs.decision) and its thresholds (intentvcs.thresholds)."""
+"""The decision layer (intentvcs.core.decision) and its thresholds (intentvcs.core.thresholds)."""
 
 import json
 import time
@@ -6,10 +6,10 @@ import time
 import numpy as np
 import pytest
 
-from intentvcs.decision import Decision, DecisionError
-from intentvcs.oos import DistanceRule, ThresholdRule, TrainRule
-from intentvcs.relations import LabelRelations
-from intentvcs.thresholds import fit_thresholds
+from intentvcs.core.decision import Decision, DecisionError
+from intentvcs.core.oos import DistanceRule, ThresholdRule, TrainRule
+from intentvcs.core.relations import LabelRelations
+from intentvcs.core.thresholds import fit_thresholds
 
 LABELS = ("play", "play_v1", "weather", "book")
 
@@ -99,7 +99,7 @@ def test_distance_rule_needs_pooled():
     ({"thresholds": [0.5, 1.5]}, "thresholds"),
     ({"thresholds": ["0.5", "0.5"]}, "expected numbers"),
     ({"oos": TrainRule(0)}, "not the 'oos' label"),
-    ({"oos": {"rule": "none"}}, "intentvcs.oos rule"),
+    ({"oos": {"rule": "none"}}, "intentvcs.core.oos rule"),
     ({"relations": LabelRelations(("a",))}, "unknown to the relations"),
 ])
 def test_construction_validates(kwargs, message):

@@ -1,6 +1,6 @@
 """The embedded default data set (training/default_data/assistant) is well formed.
 
-Every file goes through ``intentvcs.dataio.read_jsonl`` (which validates keys,
+Every file goes through ``intentvcs.core.dataio.read_jsonl`` (which validates keys,
 labels and span offsets); on top of that we check the set's own promises:
 enough intents and utterances, no text leaking across splits, out-of-scope rows
 in valid/test, and an upgrade batch whose ground-truth relations are coherent.
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from intentvcs.dataio import read_jsonl
+from intentvcs.core.dataio import read_jsonl
 
-DATA = Path(__file__).resolve().parents[1] / "training" / "default_data" / "assistant"
+from intentvcs.training import DEFAULT_DATA as DATA
 SPLITS = ("train", "valid", "test")
 VERDICTS = {"duplicate", "subset", "superset", "composite", "novel"}
 

@@ -8,9 +8,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from export.parity import SAMPLE_UTTERANCES
-from service.engine import Engine, EngineError, default_threads
-from service.tokenization import length_buckets, pad_chunk
+from intentvcs.export.parity import SAMPLE_UTTERANCES
+from intentvcs.service.engine import Engine, EngineError, default_threads
+from intentvcs.service.tokenization import length_buckets, pad_chunk
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
 
 TEXTS = [
@@ -144,17 +144,17 @@ def test_threads(bundle, monkeypatch):
 
 def test_default_workers_and_threads_share_the_cores(monkeypatch):
     """One worker per core with one thread each on CPU; one worker when CUDA will be used."""
-    from service import runner
-    from service.config import Settings
+    from intentvcs.service import onnx_session
+    from intentvcs.service.settings import Settings
 
     monkeypatch.delenv("INTENTVCS_WORKERS", raising=False)
     monkeypatch.delenv("INTENTVCS_THREADS", raising=False)
-    monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
-    monkeypatch.setattr(runner.ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
-    assert runner.default_workers() == 8
-    monkeypatch.setattr(runner.ort, "get_available_providers",
+    monkeypatch.setattr(onnx_session.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(onnx_session.ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    assert onnx_session.default_workers() == 8
+    monkeypatch.setattr(onnx_session.ort, "get_available_providers",
                         lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
-    assert runner.default_workers() == 1 and runner.default_workers("cpu") == 8
+    assert onnx_session.default_workers() == 1 and onnx_session.default_workers("cpu") == 8
     monkeypatch.setenv("INTENTVCS_PROVIDER", "cpu")
     settings = Settings.from_env()
     assert (settings.workers, settings.threads) == (8, 1)

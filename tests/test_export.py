@@ -15,14 +15,14 @@ import onnxruntime as ort
 import pytest
 from tokenizers import Tokenizer
 
-from export.parity import PARITY_ATOL, SAMPLE_UTTERANCES, ParityError, check_parity
-from intentvcs import manifest
-from intentvcs.cli import main
-from intentvcs.decision import Decision
-from intentvcs.manifest import BundleError
-from intentvcs.outputs import GraphOutputs
-from intentvcs.spelling import Spelling, vocabulary
-from service.engine import Engine
+from intentvcs.export.parity import PARITY_ATOL, SAMPLE_UTTERANCES, ParityError, check_parity
+from intentvcs.core import manifest
+from intentvcs.cli.main import main
+from intentvcs.core.decision import Decision
+from intentvcs.core.manifest import BundleError
+from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.spelling import Spelling, vocabulary
+from intentvcs.service.engine import Engine
 from tests.helpers.bundle import DEFAULT_LABELS, MAX_LENGTH, make_tiny_checkpoint
 
 BUNDLE_FILES = {"model.onnx", "model.int8.onnx", "tokenizer.json", "spelling.json", "manifest.json"}
@@ -88,7 +88,7 @@ def test_parity_report_and_independent_check(exported):
     assert parity["max_abs_logit_diff"] <= PARITY_ATOL and parity["max_abs_pooled_mid_diff"] <= PARITY_ATOL
     assert parity["label_set_mismatches"] == parity["oos_mismatches"] == 0
     # Independently: the published bundle, served, reproduces PyTorch.
-    from training.predict import TorchPredictor
+    from intentvcs.training.predict import TorchPredictor
 
     texts = list(SAMPLE_UTTERANCES)
     torch_outputs = TorchPredictor(exported.checkpoint, MAX_LENGTH).infer(texts)
@@ -129,7 +129,7 @@ def test_the_engine_reads_what_the_spelling_normaliser_makes_of_a_text(exported)
     assert raw.predict([typed])[0]["normalised"] is None
     assert not np.array_equal(raw.infer([typed]).logits, raw.infer([meant]).logits)
     # The PyTorch side applies the checkpoint's copy the same way.
-    from training.predict import TorchPredictor
+    from intentvcs.training.predict import TorchPredictor
 
     torch_logits = TorchPredictor(exported.checkpoint, MAX_LENGTH).infer([typed]).logits
     assert np.abs(torch_logits - engine.infer([meant]).logits).max() <= PARITY_ATOL
@@ -182,15 +182,15 @@ def test_quantization_report(exported):
 
 
 def test_parity_failure_exits_nonzero_and_writes_nothing(exported, tmp_path, monkeypatch):
-    import export.bundle
+    import intentvcs.export.exporter
 
-    real_infer = export.bundle.torch_infer
+    real_infer = intentvcs.export.exporter.torch_infer
 
     def drifted(*args, **kwargs):  # PyTorch reference 1e-3 away from the graph
         outputs = real_infer(*args, **kwargs)
         return outputs._replace(logits=outputs.logits + 1e-3)
 
-    monkeypatch.setattr(export.bundle, "torch_infer", drifted)
+    monkeypatch.setattr(intentvcs.export.exporter, "torch_infer", drifted)
     data = tmp_path / "held_out.jsonl"
     data.write_text("".join(json.dumps({"text": t, "labels": []}) + "\n" for t in ("hi", "play music", "rain")))
 

@@ -1,4 +1,4 @@
-"""Loaders of public data sets (training.loaders) and ``intentvcs convert``."""
+"""Loaders of public data sets (intentvcs.training.loaders) and ``intentvcs convert``."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from intentvcs.cli import main
-from intentvcs.dataio import DataError, Span, read_jsonl
-from training import loaders
-from training.loaders import clinc150, crosswoz, multiwoz, slot_folder
+from intentvcs.cli.main import main
+from intentvcs.core.dataio import DataError, Span, read_jsonl
+from intentvcs.training import loaders
+from intentvcs.training.loaders import clinc150, crosswoz, multiwoz, slot_folder
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared data not found at {DATA}")
@@ -279,5 +279,5 @@ def test_shared_data_loads(fmt, path, split, rows, labels):
     assert len({lab for ex in examples for lab in ex.labels}) == labels
     assert all(ex.text == ex.text.strip() and ex.text for ex in examples)
     # Round trip through the canonical validator: spans inside the text, no duplicate labels.
-    from intentvcs.dataio import parse_row
+    from intentvcs.core.dataio import parse_row
     assert all(parse_row(ex.to_dict()) == ex for ex in examples)

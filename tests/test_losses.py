@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from training.losses import (
+from intentvcs.training.losses import (
     METHODS,
     bce_loss,
     ls_focal_loss,
@@ -12,7 +12,7 @@ from training.losses import (
     negative_sampling_loss,
     observed_softmax_loss,
 )
-from training.pu import estimate_label_scale
+from intentvcs.training.pu import estimate_label_scale
 
 
 def _manual_bce(z, y):
@@ -110,7 +110,7 @@ def test_label_scale_falls_back_to_prior_for_unseen_labels_and_respects_floor():
 
 
 def test_consistency_is_zero_for_equal_predictions_and_pulls_only_the_copy():
-    from training.losses import consistency_loss
+    from intentvcs.training.losses import consistency_loss
 
     clean = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 0.0]], requires_grad=True)
     for activation in ("softmax", "sigmoid"):
@@ -125,7 +125,7 @@ def test_consistency_is_zero_for_equal_predictions_and_pulls_only_the_copy():
 
 
 def test_consistency_softmax_is_the_categorical_kl():
-    from training.losses import consistency_loss
+    from intentvcs.training.losses import consistency_loss
 
     clean, copy = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
     p, q = torch.softmax(clean, 1)[0], torch.softmax(copy, 1)[0]

@@ -1,9 +1,9 @@
-"""Multi-label and OOS metrics on hand-computed examples (intentvcs.metrics)."""
+"""Multi-label and OOS metrics on hand-computed examples (intentvcs.core.scoring)."""
 
 import numpy as np
 import pytest
 
-from intentvcs.metrics import (
+from intentvcs.core.scoring import (
     auroc, average_ranks, cooccurrence, fpr_at_retention, multilabel_metrics, oos_metrics, per_label_f1,
     per_label_table, retention_threshold,
 )

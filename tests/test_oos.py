@@ -1,12 +1,12 @@
-"""Out-of-scope rules and threshold choice (intentvcs.oos)."""
+"""Out-of-scope rules and threshold choice (intentvcs.core.oos)."""
 
 import json
 
 import numpy as np
 import pytest
 
-from intentvcs.metrics import auroc
-from intentvcs.oos import (
+from intentvcs.core.scoring import auroc
+from intentvcs.core.oos import (
     DISTANCE_RETENTION, DistanceRule, NoRule, ThresholdRule, TrainRule, bank_sample, choose_threshold, rule_from_dict,
     shrunk_covariance,
 )

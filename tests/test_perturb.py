@@ -1,4 +1,4 @@
-"""Tests for intentvcs.perturb: each operator's effect, span safety, seeding,
+"""Tests for intentvcs.core.perturb: each operator's effect, span safety, seeding,
 the registry helpers, speed, and that nothing touches the network."""
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ import time
 
 import pytest
 
-from intentvcs.dataio import Example, Span
-from intentvcs.perturb import (FAMILIES, FAMILY_OF, OPERATORS, augment, lexicon, perturb, perturbed_copies, random_set,
+from intentvcs.core.dataio import Example, Span
+from intentvcs.core.perturb import (FAMILIES, FAMILY_OF, OPERATORS, augment, lexicon, perturb, perturbed_copies, random_set,
                               warm_up)
-from intentvcs.perturb.morph import is_offensive
-from intentvcs.perturb.numbers import spoken_numbers
-from intentvcs.perturb.phonetic import find_cmudict, phonetic_index
-from intentvcs.perturb.raddle import QWERTY, keyboard_typo
-from intentvcs.perturb.resources import ResourceUnavailable
-from intentvcs.perturb.tagging import find_verb, guess_pos
-from intentvcs.perturb.text import Edit, Utterance, apply_edits
-from intentvcs.perturb.thesaurus import synonyms
-from intentvcs.perturb.wordnet import find_dictionary_dir
+from intentvcs.core.perturb.morph import is_offensive
+from intentvcs.core.perturb.numbers import spoken_numbers
+from intentvcs.core.perturb.phonetic import find_cmudict, phonetic_index
+from intentvcs.core.perturb.raddle import QWERTY, keyboard_typo
+from intentvcs.core.perturb.resources import ResourceUnavailable
+from intentvcs.core.perturb.tagging import find_verb, guess_pos
+from intentvcs.core.perturb.text import Edit, Utterance, apply_edits
+from intentvcs.core.perturb.thesaurus import synonyms
+from intentvcs.core.perturb.wordnet import find_dictionary_dir
 
 EXPECTED_NAMES = {
     "nature": {"filler_begin", "filler_end", "filler_before_verb", "filler_after_verb", "syn_verb",
@@ -516,8 +516,8 @@ def test_nothing_touches_the_network():
         except RuntimeError:
             pass
 
-        from intentvcs.dataio import Example, Span
-        from intentvcs.perturb import OPERATORS, augment, perturb, random_set, warm_up
+        from intentvcs.core.dataio import Example, Span
+        from intentvcs.core.perturb import OPERATORS, augment, perturb, random_set, warm_up
         warm_up()
         e = Example("Book a table for 2 at Luigi's at 7:30 pm, please", ("book",),
                     spans=(Span(24, 31, "restaurant"),))

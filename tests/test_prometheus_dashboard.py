@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from intentvcs.commands.serve import free_port, running
+from intentvcs.cli.commands.serve import free_port, running
 from tests.helpers.bundle import make_tiny_bundle
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "monitoring" / "grafana" / "intentvcs-dashboard.json"

@@ -1,11 +1,11 @@
-"""Label relations: parsing, validation, queries and closure (intentvcs.relations)."""
+"""Label relations: parsing, validation, queries and closure (intentvcs.core.relations)."""
 
 import json
 
 import numpy as np
 import pytest
 
-from intentvcs.relations import Closure, LabelRelations, RelationsError
+from intentvcs.core.relations import Closure, LabelRelations, RelationsError
 
 
 def _file(relations, labels=("a", "b", "c", "d", "e"), **extra):

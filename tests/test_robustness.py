@@ -10,13 +10,13 @@ import sys
 import numpy as np
 import pytest
 
-from intentvcs.cli import main
-from intentvcs.dataio import Example, Span, read_jsonl, write_jsonl
-from intentvcs.decision import Decision
-from intentvcs.oos import ThresholdRule
-from intentvcs.outputs import GraphOutputs
-from intentvcs.perturb import FAMILIES, OPERATORS, perturb, random_set
-from intentvcs.robustness import (
+from intentvcs.cli.main import main
+from intentvcs.core.dataio import Example, Span, read_jsonl, write_jsonl
+from intentvcs.core.decision import Decision
+from intentvcs.core.oos import ThresholdRule
+from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.perturb import FAMILIES, OPERATORS, perturb, random_set
+from intentvcs.core.robustness import (
     build_sets,
     expand_operators,
     outcomes,
@@ -25,7 +25,7 @@ from intentvcs.robustness import (
     tracked_metrics,
     worst_candidates,
 )
-from intentvcs.spelling import Spelling
+from intentvcs.core.spelling import Spelling
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
 
 LABELS = ("music", "weather")
@@ -327,6 +327,6 @@ def test_cli_unknown_operator_fails_cleanly(tiny, capsys):
 
 
 def test_core_imports_no_torch():
-    code = "import sys, intentvcs.robustness; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    code = "import sys, intentvcs.core.robustness; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert proc.stdout.strip() == "[]"

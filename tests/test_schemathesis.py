@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from intentvcs.commands.serve import running
+from intentvcs.cli.commands.serve import running
 from tests.helpers.bundle import make_tiny_bundle
 
 pytestmark = pytest.mark.slow

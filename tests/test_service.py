@@ -2,7 +2,7 @@
 
 Two servers per module: one with the default settings, one with tightened
 limits and two workers (limits from the environment, metrics merged across
-worker processes). Both are always stopped (``intentvcs.commands.serve.running``).
+worker processes). Both are always stopped (``intentvcs.cli.commands.serve.running``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from intentvcs.commands.serve import running
-from service.config import Limits
+from intentvcs.cli.commands.serve import running
+from intentvcs.service.settings import Limits
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
 
 LIMITS = Limits()
@@ -67,7 +67,7 @@ def test_probes(url):
 
 
 def test_predict_matches_the_engine(url, bundle):
-    from service.engine import Engine
+    from intentvcs.service.engine import Engine
 
     texts = ["play some music", "book a table for two tonight", "will it rain tomorrow"]
     response = post(url, "/predict", {"texts": texts, "top_k": 3})
@@ -237,12 +237,12 @@ def test_oversized_bodies_are_refused_before_parsing(tight_url):
 def test_service_imports_no_torch():
     # The serving path must stay importable with torch, transformers and optimum absent.
     code = ("import sys; [sys.modules.__setitem__(m, None) for m in ('torch', 'transformers', 'optimum')]; "
-            "import service.app")
+            "import intentvcs.service.app")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_serve_command_refuses_a_missing_bundle(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "intentvcs.cli", "serve", "--bundle", str(tmp_path / "nope")],
+    result = subprocess.run([sys.executable, "-m", "intentvcs.cli.main", "serve", "--bundle", str(tmp_path / "nope")],
                             check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "is not a bundle" in result.stderr
@@ -251,8 +251,8 @@ def test_serve_command_refuses_a_missing_bundle(tmp_path):
 @pytest.mark.parametrize("flags, spelling_env", [([], None), (["--no-spelling"], "0")])
 def test_serve_command_hands_bentoml_the_settings(bundle, monkeypatch, flags, spelling_env):
     """What ``intentvcs serve`` (and the demo's last step, ``serve_bundle``) execs: bentoml serve with the env."""
-    from intentvcs.cli import main
-    from intentvcs.commands import serve
+    from intentvcs.cli.main import main
+    from intentvcs.cli.commands import serve
 
     monkeypatch.delenv("INTENTVCS_SPELLING", raising=False)
     calls = []

@@ -1,4 +1,4 @@
-"""Tests for intentvcs.spelling: what is corrected and what is left alone, casing,
+"""Tests for intentvcs.core.spelling: what is corrected and what is left alone, casing,
 ties, serialisation and its errors, and recovery of the typo operator's output."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from intentvcs.dataio import Example
-from intentvcs.perturb import perturb
-from intentvcs.spelling import SpellingError, Spelling, english_words, vocabulary
+from intentvcs.core.dataio import Example
+from intentvcs.core.perturb import perturb
+from intentvcs.core.spelling import SpellingError, Spelling, english_words, vocabulary
 
 TRAINING = [
     "What is my account balance",

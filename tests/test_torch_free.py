@@ -54,7 +54,7 @@ def bundle(tmp_path_factory) -> Path:
 def test_engine_imports_and_predicts_without_torch(bundle):
     out = run_blocked("""
 import json, sys
-from service.engine import Engine
+from intentvcs.service.engine import Engine
 engine = Engine(sys.argv[1], provider="cpu")
 int8 = Engine(sys.argv[1], provider="cpu", quantized=True)
 answers = engine.predict(["play some music by the artist", "hi", ""], top_k=2)

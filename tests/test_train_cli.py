@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from intentvcs.cli import main
-from intentvcs.dataio import read_jsonl
-from intentvcs.spelling import vocabulary
+from intentvcs.cli.main import main
+from intentvcs.core.dataio import read_jsonl
+from intentvcs.core.spelling import vocabulary
 from tests.helpers.tiny import make_tiny_backbone
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1] / "training" / "default_data" / "assistant"
+from intentvcs.training import DEFAULT_DATA
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def test_refit_rejects_labels_the_model_does_not_know(tmp_path, backbone, capsys
 def test_robust_training_with_fresh_copies_and_consistency(tmp_path, backbone, caplog):
     import logging
 
-    caplog.set_level(logging.INFO, logger="training.trainer")
+    caplog.set_level(logging.INFO, logger="intentvcs.training.trainer")
     code = main([
         "train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
         "--out", str(tmp_path / "ckpt"), "--backbone", str(backbone), "--epochs", "2", "--patience", "5",

@@ -1,6 +1,6 @@
 import pytest
 
-from training.trainer import TrainConfig
+from intentvcs.training.trainer import TrainConfig
 
 
 def test_resampling_is_the_default_when_augmenting_and_off_without_copies():

@@ -1,4 +1,4 @@
-"""The DialogVCS benchmark builder (training.vcs) and ``intentvcs build-vcs``."""
+"""The DialogVCS benchmark builder (intentvcs.training.vcs_builder) and ``intentvcs build-vcs``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import random
 import numpy as np
 import pytest
 
-from intentvcs.cli import main
-from intentvcs.dataio import Example, Span, read_jsonl
-from intentvcs.relations import LabelRelations
+from intentvcs.cli.main import main
+from intentvcs.core.dataio import Example, Span, read_jsonl
+from intentvcs.core.relations import LabelRelations
 from tests.test_loaders import DATA, needs_data, write_slot_folder
-from training import vcs
+from intentvcs.training import vcs_builder as vcs
 
 SPEC = vcs.VCSSpec("TINY-VCS", pivots={"PlayMusic": "artist", "GetWeather": "state"})
 MULTI = vcs.VCSSpec("MULTI-VCS", composites=True)
@@ -277,8 +277,8 @@ def test_build_writes_every_file_and_cli_summary(tmp_path, capsys):
 
 
 def test_cli_choices_mirror_the_registries():
-    from intentvcs.commands import data
-    from training import loaders
+    from intentvcs.cli.commands import data
+    from intentvcs.training import loaders
 
     assert data.FORMATS == loaders.FORMATS and data.DATASETS == tuple(vcs.SPECS)
 

@@ -2,7 +2,7 @@
 
 Layout (docs/ARCHITECTURE.md): ``encoder/`` (HF weights + tokenizer),
 ``head.safetensors``, ``checkpoint.json`` and, unless training turned it off,
-``spelling.json`` (``intentvcs.spelling``). Written into a temporary sibling
+``spelling.json`` (``intentvcs.core.spelling``). Written into a temporary sibling
 and renamed, so a crashed run never leaves a loadable half-checkpoint.
 """
 
@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from intentvcs import atomic
-from intentvcs.spelling import SPELLING_FILE, Spelling
+from intentvcs.core import atomic
+from intentvcs.core.spelling import SPELLING_FILE, Spelling
 
 FORMAT = "intentvcs-checkpoint"
 FORMAT_VERSION = 1

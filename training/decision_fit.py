@@ -13,13 +13,13 @@ from typing import Sequence
 
 import numpy as np
 
-from intentvcs import calibration, oos
-from intentvcs.dataio import Example
-from intentvcs.decision import Decision
-from intentvcs.outputs import GraphOutputs
-from intentvcs.relations import LabelRelations
-from intentvcs.thresholds import global_thresholds
-from training.pu import estimate_label_scale
+from intentvcs.core import calibration, oos
+from intentvcs.core.dataio import Example
+from intentvcs.core.decision import Decision
+from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.relations import LabelRelations
+from intentvcs.core.thresholds import global_thresholds
+from intentvcs.training.pu import estimate_label_scale
 
 
 def observed_matrix(examples: Sequence[Example], labels: Sequence[str]) -> np.ndarray:

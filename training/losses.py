@@ -16,7 +16,7 @@ Methods (DialogVCS baselines, MISSION.md section 1, plus our PU method):
 - ``upper_bound``: ``bce`` on the full gold sets (needs gold training labels).
 - ``pu``: softmax cross-entropy on the one observed label, i.e. a model of
   P(k observed | x); the trainer then estimates each label's selection rate
-  c_k on held-out data (Elkan & Noto 2008, ``training.pu``) and serves
+  c_k on held-out data (Elkan & Noto 2008, ``intentvcs.training.pu``) and serves
   P(k applies | x) = P(k observed | x) / c_k.
 """
 

@@ -2,7 +2,7 @@
 
 Mean pooling matches how the default backbone (all-MiniLM-L6-v2) was trained,
 and the pooled vector doubles as the embedding for distance-based OOS scores.
-A middle layer is mean-pooled too (``intentvcs.outputs``): fine-tuning pulls
+A middle layer is mean-pooled too (``intentvcs.core.outputs``): fine-tuning pulls
 out-of-scope queries toward some intent in the final layer, less so there.
 The head is kept outside the HF model so any encoder directory works unchanged;
 its file records which layer is the middle one.
@@ -20,7 +20,7 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from intentvcs.outputs import default_mid_layer
+from intentvcs.core.outputs import default_mid_layer
 
 HEAD_FILE = "head.safetensors"
 MID_LAYER_KEY = "mid_layer"  # safetensors metadata of HEAD_FILE
@@ -53,7 +53,7 @@ class IntentModel(nn.Module):
     """``forward`` returns ``(logits [B, L], pooled [B, H], pooled_mid [B, H])``.
 
     ``mid_layer`` indexes the encoder's hidden states (0: embeddings); default
-    ``intentvcs.outputs.default_mid_layer``.
+    ``intentvcs.core.outputs.default_mid_layer``.
     """
 
     def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1, mid_layer: int | None = None):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from intentvcs.dataio import Example
-from intentvcs.oos import OOS_LABEL
+from intentvcs.core.dataio import Example
+from intentvcs.core.oos import OOS_LABEL
 
 
 def oos_as_class(examples: Sequence[Example]) -> list[Example]:

@@ -14,24 +14,24 @@ from typing import Sequence
 
 from datetime import datetime, timezone
 
-from intentvcs.dataio import Example, fingerprint
-from intentvcs.decision import Decision
-from intentvcs.evaluation import evaluate, headline
-from intentvcs.oos import DISTANCE_RETENTION
-from intentvcs.relations import LabelRelations
-from intentvcs.spelling import Spelling
-from training.checkpoint import (
+from intentvcs.core.dataio import Example, fingerprint
+from intentvcs.core.decision import Decision
+from intentvcs.core.evaluation import evaluate, headline
+from intentvcs.core.oos import DISTANCE_RETENTION
+from intentvcs.core.relations import LabelRelations
+from intentvcs.core.spelling import Spelling
+from intentvcs.training.checkpoint import (
     read_checkpoint_meta,
     write_checkpoint,
     write_checkpoint_meta,
     write_checkpoint_spelling,
 )
-from training.decision_fit import fit_decision
-from training.losses import METHODS
-from training.model import ENCODER_DIR, IntentModel, load_tokenizer
-from training.oos_class import oos_as_class
-from training.predict import infer
-from training.trainer import TrainConfig, Trainer
+from intentvcs.training.decision_fit import fit_decision
+from intentvcs.training.losses import METHODS
+from intentvcs.training.model import ENCODER_DIR, IntentModel, load_tokenizer
+from intentvcs.training.oos_class import oos_as_class
+from intentvcs.training.predict import infer
+from intentvcs.training.trainer import TrainConfig, Trainer
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def train_pipeline(
     """Run the whole training job; return a JSON-safe result (also stored in the checkpoint).
 
     ``spelling``: build the spelling normaliser from the training texts
-    (``intentvcs.spelling``); the decision layer is then fitted, and the
+    (``intentvcs.core.spelling``); the decision layer is then fitted, and the
     figures taken, on what the served model reads: normalised texts.
     """
     if oos_rule == "train":

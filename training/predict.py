@@ -1,6 +1,6 @@
 """PyTorch inference: raw ``GraphOutputs`` (logits, pooled, pooled_mid) for a list of texts.
 
-Evaluation applies ``intentvcs.decision.Decision`` to these arrays, exactly as
+Evaluation applies ``intentvcs.core.decision.Decision`` to these arrays, exactly as
 the ONNX engine does after its own inference, so both paths share one decision.
 """
 
@@ -13,10 +13,10 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from intentvcs.outputs import GraphOutputs
-from training.batching import collate, encode, inference_batches
-from training.checkpoint import read_checkpoint_spelling
-from training.model import ENCODER_DIR, IntentModel, load_tokenizer
+from intentvcs.core.outputs import GraphOutputs
+from intentvcs.training.batching import collate, encode, inference_batches
+from intentvcs.training.checkpoint import read_checkpoint_spelling
+from intentvcs.training.model import ENCODER_DIR, IntentModel, load_tokenizer
 
 
 @torch.inference_mode()

@@ -22,10 +22,10 @@ import torch
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
-from intentvcs.dataio import Example
-from training.batching import Encoded, collate, encode, grouped_training_batches, training_batches
-from training.losses import METHODS, consistency_loss, negative_sampling_loss
-from training.model import DEFAULT_BACKBONE_NAME, IntentModel, default_backbone, load_tokenizer
+from intentvcs.core.dataio import Example
+from intentvcs.training.batching import Encoded, collate, encode, grouped_training_batches, training_batches
+from intentvcs.training.losses import METHODS, consistency_loss, negative_sampling_loss
+from intentvcs.training.model import DEFAULT_BACKBONE_NAME, IntentModel, default_backbone, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class TrainConfig:
     focal_beta: float = 0.2  # ls_focal: label-smoothing beta
     threads: int | None = None  # torch intra-op threads; None: all cores
     # Robust training: add round(augment_ratio * N) perturbed copies of the
-    # training rows (intentvcs.perturb); augment_mix weights operators or
+    # training rows (intentvcs.core.perturb); augment_mix weights operators or
     # families ("nature", "laug", "raddle"); None is uniform over all operators.
     augment_ratio: float = 0.0
     augment_mix: dict[str, float] | None = None
@@ -65,7 +65,7 @@ class TrainConfig:
     # written before this option existed drew their copies once.
     augment_resample: bool = True
     # Weight of a KL term pulling each perturbed copy's prediction towards its
-    # clean source's (training.losses.consistency_loss); copies then share a
+    # clean source's (intentvcs.training.losses.consistency_loss); copies then share a
     # batch with their source. 0 trains on the copies' labels alone. On
     # CLINC150 a weight of 1 left the Random drop where it was (1.60) for 34%
     # more training time, hence off by default.
@@ -262,7 +262,7 @@ class Trainer:
                      seed: int | str, what: str) -> Encoded:
         """``rows`` (already encoded as ``clean``) followed by ``ratio`` perturbed copies per row, drawn
         with the training mix; ``sources`` point each copy at its row (-1 for the rows themselves)."""
-        from intentvcs.perturb import perturbed_copies
+        from intentvcs.core.perturb import perturbed_copies
 
         cfg = self.config
         copies = perturbed_copies(rows, ratio, cfg.augment_mix, seed=seed)

@@ -13,11 +13,11 @@ fix that is data (DialogVCS, docs/MISSION.md section 1):
 
 API (numpy + stdlib + tqdm; no torch, runs inside the service)::
 
-    from service.audit import AuditConfig, audit_batch, render_html
+    from intentvcs.service.audit import AuditConfig, audit_batch, render_html
     report = audit_batch(engine, rows, training_rows=None, config=AuditConfig())
     report.to_dict()          # the JSON report (schema below)
     report.fails("blocking")  # for CI exit codes
-    report.fix_relations()    # intentvcs.relations.LabelRelations to save as relations.json
+    report.fix_relations()    # intentvcs.core.relations.LabelRelations to save as relations.json
     render_html(report.to_dict())  # self-contained page with an SVG heatmap
 
 Modules: ``containment`` (both directions, Wilson intervals), ``rules`` (the
@@ -55,10 +55,10 @@ Report JSON (``report.schema.json``, JSON Schema 2020-12, is normative)::
     Row   = {"text", "id"?, "accepted": [E...], "top": [{"intent", "confidence"}]}
 """
 
-from service.audit.batch import AuditInputError, audit_batch, validate_rows
-from service.audit.config import AuditConfig
-from service.audit.render import render_html
-from service.audit.report import SCHEMA_PATH, AuditReport
+from intentvcs.service.audit.batch import AuditInputError, audit_batch, validate_rows
+from intentvcs.service.audit.config import AuditConfig
+from intentvcs.service.audit.render import render_html
+from intentvcs.service.audit.report import SCHEMA_PATH, AuditReport
 
 __all__ = ["SCHEMA_PATH", "AuditConfig", "AuditInputError", "AuditReport", "audit_batch", "render_html",
            "validate_rows"]

@@ -11,7 +11,7 @@ for (a duplicate's rows accepted at 0.9 confidence, rejected as OOS).
 Cost is linear in the batch: the engine scores the batch's rows of new intents
 once (chunked, with a tqdm bar), then a capped sample of reference rows (at
 most ``reference_cap`` per candidate existing intent); every containment
-estimate works on capped samples (``service.audit.containment``).
+estimate works on capped samples (``intentvcs.service.audit.containment``).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from intentvcs.dataio import Example, parse_row
-from intentvcs.decision import Decision
-from intentvcs.oos import NoRule
-from intentvcs.outputs import GraphOutputs
-from service.audit.config import AuditConfig
-from service.audit.containment import (
+from intentvcs.core.dataio import Example, parse_row
+from intentvcs.core.decision import Decision
+from intentvcs.core.oos import NoRule
+from intentvcs.core.outputs import GraphOutputs
+from intentvcs.service.audit.config import AuditConfig
+from intentvcs.service.audit.containment import (
     Count,
     acceptance_counts,
     existing_in_new,
@@ -44,12 +44,12 @@ from service.audit.containment import (
     two_sample_test,
     wilson,
 )
-from service.audit.evidence import Reference, Scored, examples, relabel_list
-from service.audit.report import AuditReport, Cooccurrence, Finding, NewPair, PairContainment
-from service.audit.rules import Evidence, decide
-from service.audit.segments import best_pairs
-from service.audit.segments import splits as segment_splits
-from service.audit.slots import entity_pivot
+from intentvcs.service.audit.evidence import Reference, Scored, examples, relabel_list
+from intentvcs.service.audit.report import AuditReport, Cooccurrence, Finding, NewPair, PairContainment
+from intentvcs.service.audit.rules import Evidence, decide
+from intentvcs.service.audit.segments import best_pairs
+from intentvcs.service.audit.segments import splits as segment_splits
+from intentvcs.service.audit.slots import entity_pivot
 
 
 class AuditInputError(ValueError):
@@ -57,7 +57,7 @@ class AuditInputError(ValueError):
 
 
 def validate_rows(rows: Iterable[Any], name: str = "rows") -> list[Example]:
-    """Rows as ``Example``s; dicts are checked by ``intentvcs.dataio.parse_row``.
+    """Rows as ``Example``s; dicts are checked by ``intentvcs.core.dataio.parse_row``.
 
     Raises ``AuditInputError`` naming the first bad row by its index in
     ``name``, or when there are no rows at all.
@@ -125,9 +125,9 @@ def audit_batch(engine: Any, rows: Iterable[Any], training_rows: Iterable[Any] |
     """Audit an upgrade batch against the current model.
 
     Args:
-        engine: a ``service.engine.Engine`` or any object with ``labels``
+        engine: a ``intentvcs.service.engine.Engine`` or any object with ``labels``
             (the model's label names), ``infer(texts) -> GraphOutputs`` and ``bundle.decision`` (an
-            ``intentvcs.decision.Decision``, whose ``relations`` are the
+            ``intentvcs.core.decision.Decision``, whose ``relations`` are the
             bundle's known relations); ``info`` (a JSON object) is copied into
             the report when present.
         rows: the batch, canonical rows (dicts or ``Example``s). Labels that

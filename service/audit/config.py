@@ -1,7 +1,7 @@
 """Every threshold and cost cap of the audit, in one frozen dataclass.
 
-The decision rules (``service.audit.rules``) and the estimators
-(``service.audit.containment``) read their parameters from here only, so a
+The decision rules (``intentvcs.service.audit.rules``) and the estimators
+(``intentvcs.service.audit.containment``) read their parameters from here only, so a
 report that records ``AuditConfig.to_dict()`` says exactly how it was decided.
 """
 
@@ -29,7 +29,7 @@ DEFAULT_SEVERITY = {
 class AuditConfig:
     """Parameters of ``audit_batch``. Rates are fractions in [0, 1].
 
-    Decision thresholds (see ``service.audit.rules`` for the rules):
+    Decision thresholds (see ``intentvcs.service.audit.rules`` for the rules):
       high:          contain(N->E) at or above which N "maps to" E.
       back_high:     contain(E->N) at or above which E lies inside N.
       sub_min:       contain(E->N) below which N and E are disjoint in the data,
@@ -49,7 +49,7 @@ class AuditConfig:
                      to be a part of the composite.
       same_alpha:    p-value below which two intents' utterances are told
                      apart, by the two-sample test in the embedding or by an
-                     entity type's share (``service.audit.slots``): not
+                     entity type's share (``intentvcs.service.audit.slots``): not
                      duplicates (a new intent that maps to E but is told apart
                      from E is a subset).
       entity_gap:    least difference in an entity type's share of rows
@@ -63,7 +63,7 @@ class AuditConfig:
       max_candidates: most existing intents scored per new intent.
       permutations:  label permutations of the two-sample test.
       segment_cap:   most rows per new intent split at conjunctions and
-                     scored half by half (``service.audit.segments``).
+                     scored half by half (``intentvcs.service.audit.segments``).
       seed:          seed of the reference subsampling.
     Evidence and output:
       examples_cap, relabel_cap: lengths of the example and relabel lists.

@@ -24,9 +24,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from intentvcs.dataio import Example
-from service.audit.containment import INSIDE_ODDS, Membership
-from service.audit.rules import Verdict
+from intentvcs.core.dataio import Example
+from intentvcs.service.audit.containment import INSIDE_ODDS, Membership
+from intentvcs.service.audit.rules import Verdict
 
 TOP_INTENTS = 3
 

@@ -12,7 +12,7 @@ import html
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
-from service.audit.slots import format_p
+from intentvcs.service.audit.slots import format_p
 
 CELL = 30          # heatmap cell size, px
 CHAR_W = 7.0       # approximate width of one 12px character, px

@@ -13,7 +13,7 @@ proposed fix is data:
 * novel: nothing;
 * two new intents that duplicate each other (``new_pairs``): ``label_map``
   ``{second: first}`` and ``duplicate(first, second)``.
-``fix.relations`` is a complete relations file (``intentvcs.relations``): the
+``fix.relations`` is a complete relations file (``intentvcs.core.relations``): the
 bundle's known relations plus the proposed ones over the bundle's labels and
 the new intents. Written next to a bundle and stored in its manifest, it is
 what the decision layer closes over at inference.
@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from intentvcs.relations import Composite, Duplicate, LabelRelations, Relation, Subset
-from service.audit.config import RELATIONS, SEVERITIES, AuditConfig
-from service.audit.containment import Count, TwoSample
-from service.audit.rules import Verdict
-from service.audit.slots import EntityPivot
+from intentvcs.core.relations import Composite, Duplicate, LabelRelations, Relation, Subset
+from intentvcs.service.audit.config import RELATIONS, SEVERITIES, AuditConfig
+from intentvcs.service.audit.containment import Count, TwoSample
+from intentvcs.service.audit.rules import Verdict
+from intentvcs.service.audit.slots import EntityPivot
 
 FORMAT = "intentvcs-audit"
 FORMAT_VERSION = 1

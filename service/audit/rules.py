@@ -13,7 +13,7 @@ fields.
    because a composite also looks "contained" in each of its parts.
 1b. composite, segmented: split at conjunctions ("X and Y"), the two
    halves of >= ``composite_min`` of N's sampled rows are accepted as the
-   same two unrelated existing intents (``service.audit.segments``). For
+   same two unrelated existing intents (``intentvcs.service.audit.segments``). For
    single-label models, whose softmax gives a joined request's mass to one
    part; the share counts every sampled row, so intents that are not
    conjunctions cannot reach it.
@@ -24,7 +24,7 @@ fields.
    ``sub_min``, keeping the most specific (a target implied by another
    target, e.g. the parent of an accepted child, is dropped). For the best
    target E: contain(E->N) >= ``back_high`` and the entity profiles do not
-   tell N's utterances from E's (``service.audit.slots``: no entity type is
+   tell N's utterances from E's (``intentvcs.service.audit.slots``: no entity type is
    carried by a significantly different share of N's rows than of E's,
    p >= ``same_alpha``) -> duplicate (same meaning, same utterances);
    otherwise -> subset (N is too specific, N within E). The entity test
@@ -78,9 +78,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from service.audit.config import SEVERITIES, AuditConfig
-from service.audit.containment import Count, wilson
-from service.audit.slots import EntityPivot
+from intentvcs.service.audit.config import SEVERITIES, AuditConfig
+from intentvcs.service.audit.containment import Count, wilson
+from intentvcs.service.audit.slots import EntityPivot
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Sequence
 
-from intentvcs.dataio import Example
+from intentvcs.core.dataio import Example
 
 
 def format_p(p_value: float) -> str:

@@ -1,7 +1,7 @@
 """Checkpoints and bundles from the tiny random backbone, for tests.
 
 ``make_tiny_checkpoint`` trains nothing: it writes a valid checkpoint
-(``training.checkpoint.write_checkpoint``) around the tiny BERT with a random
+(``intentvcs.training.checkpoint.write_checkpoint``) around the tiny BERT with a random
 head and a simple decision; ``make_tiny_bundle`` exports one with the real
 export code. Both take about a second.
 """
@@ -32,13 +32,13 @@ def make_tiny_checkpoint(directory: str | Path, labels: Sequence[str] = DEFAULT_
     """
     import torch
 
-    from intentvcs.decision import Decision
-    from intentvcs.oos import ThresholdRule
-    from intentvcs.relations import LabelRelations
-    from intentvcs.spelling import Spelling
+    from intentvcs.core.decision import Decision
+    from intentvcs.core.oos import ThresholdRule
+    from intentvcs.core.relations import LabelRelations
+    from intentvcs.core.spelling import Spelling
     from tests.helpers.tiny import make_tiny_backbone
-    from training.checkpoint import write_checkpoint
-    from training.model import IntentModel, load_tokenizer
+    from intentvcs.training.checkpoint import write_checkpoint
+    from intentvcs.training.model import IntentModel, load_tokenizer
 
     with tempfile.TemporaryDirectory() as scratch:
         backbone = make_tiny_backbone(Path(scratch) / "backbone", seed=seed)
@@ -66,7 +66,7 @@ def make_tiny_checkpoint(directory: str | Path, labels: Sequence[str] = DEFAULT_
 
 def make_tiny_bundle(directory: str | Path, quantize: bool = False, **checkpoint_options) -> Path:
     """Write ``directory/checkpoint`` (``make_tiny_checkpoint``) and export it to ``directory/bundle``."""
-    from export.bundle import export_bundle
+    from intentvcs.export.exporter import export_bundle
 
     directory = Path(directory)
     checkpoint = make_tiny_checkpoint(directory / "checkpoint", **checkpoint_options)

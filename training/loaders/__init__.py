@@ -1,7 +1,7 @@
 """Loaders of public intent data sets, one module per source format.
 
-Every loader returns ``list[intentvcs.dataio.Example]`` and raises
-``intentvcs.dataio.DataError`` naming the file, the line (or dialogue id) and
+Every loader returns ``list[intentvcs.core.dataio.Example]`` and raises
+``intentvcs.core.dataio.DataError`` naming the file, the line (or dialogue id) and
 the reason when its input is malformed.
 
 =============  =====================================  ========================
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import os
 
-from intentvcs.dataio import Example
-from training.loaders import clinc150, crosswoz, multiwoz, slot_folder
+from intentvcs.core.dataio import Example
+from intentvcs.training.loaders import clinc150, crosswoz, multiwoz, slot_folder
 
 FORMATS = ("clinc150", "snips", "atis", "multiwoz", "crosswoz")
 

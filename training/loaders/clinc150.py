@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from intentvcs.dataio import DataError, Example
+from intentvcs.core.dataio import DataError, Example
 
 SPLITS = ("train", "valid", "test")
 # Our split names → the file's key for that split.

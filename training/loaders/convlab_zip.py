@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from intentvcs.dataio import DataError
+from intentvcs.core.dataio import DataError
 
 # Our split names → the archive names ConvLab-2 uses.
 SPLIT_FILES = {"valid": "val.json.zip", "test": "test.json.zip"}

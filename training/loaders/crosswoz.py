@@ -1,6 +1,6 @@
 """CrossWOZ (Chinese; ConvLab-2 copy) → canonical examples, one per user message.
 
-Input: ``{val,test}.json.zip`` (see :mod:`training.loaders.convlab_zip`);
+Input: ``{val,test}.json.zip`` (see :mod:`intentvcs.training.loaders.convlab_zip`);
 each dialogue has ``messages``; user messages have ``role == "usr"``,
 ``content`` and ``dialog_act``, a list of ``[act, domain, slot, value]``.
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intentvcs.dataio import DataError, Example
-from training.loaders.convlab_zip import composite, read_dialogues, split_path
+from intentvcs.core.dataio import DataError, Example
+from intentvcs.training.loaders.convlab_zip import composite, read_dialogues, split_path
 
 
 

@@ -1,6 +1,6 @@
 """MultiWOZ (ConvLab-2 copy) → canonical examples, one per user turn.
 
-Input: ``{val,test}.json.zip`` (see :mod:`training.loaders.convlab_zip`);
+Input: ``{val,test}.json.zip`` (see :mod:`intentvcs.training.loaders.convlab_zip`);
 each dialogue has ``log``, a list of turns; user turns are the even positions.
 A turn's ``dialog_act`` is ``{"Domain-Act": [[slot, value], ...]}``.
 
@@ -25,8 +25,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intentvcs.dataio import DataError, Example
-from training.loaders.convlab_zip import composite, read_dialogues, split_path
+from intentvcs.core.dataio import DataError, Example
+from intentvcs.training.loaders.convlab_zip import composite, read_dialogues, split_path
 
 DIALOGVCS_DOMAINS = frozenset({"attraction", "hotel", "restaurant", "taxi", "train"})
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intentvcs.dataio import DataError, Example, Span
+from intentvcs.core.dataio import DataError, Example, Span
 
 SPLITS = ("train", "valid", "test")
 FILES = ("seq.in", "seq.out", "label")

@@ -1,0 +1,151 @@
+"""Checkpoint directory -> bundle directory, all or nothing.
+
+Steps, inside ``intentvcs.core.atomic.directory`` so that any failure (a parity
+miss included) leaves no bundle and an existing one untouched:
+
+1. ``model.onnx``: one fp32 graph ids -> ``logits``, ``pooled`` (``intentvcs.export.onnx_export``);
+2. ``tokenizer.json``: the checkpoint's fast tokenizer with truncation at its
+   ``max_length`` and its pad token recorded; ``spelling.json``, the
+   checkpoint's spelling normaliser, when it has one;
+3. parity: PyTorch vs that graph run by the serving runner (``intentvcs.export.parity``);
+4. optionally ``model.int8.onnx`` and its agreement/speed report (``intentvcs.export.quantize``);
+5. ``manifest.json`` (``intentvcs.core.manifest``), then the finished directory is
+   loaded with ``intentvcs.service.engine.Engine`` exactly as the service will load it.
+
+Only safe formats are written: ONNX protobuf and JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer
+
+from intentvcs.export.onnx_export import export_onnx
+from intentvcs.export.parity import check_parity, parity_texts
+from intentvcs.export.quantize import quantization_report, quantize_int8
+from intentvcs.core import atomic, manifest
+from intentvcs.core.decision import Decision
+from intentvcs.core.manifest import INT8_MODEL_FILE, MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE
+from intentvcs.core.spelling import SPELLING_FILE
+from intentvcs.service.engine import Engine
+from intentvcs.service.onnx_session import OnnxRunner
+from intentvcs.service.tokenization import BundleTokenizer
+from intentvcs.training.checkpoint import META_FILE, read_checkpoint_meta, read_checkpoint_spelling
+from intentvcs.training.model import ENCODER_DIR, IntentModel, load_tokenizer
+from intentvcs.training.predict import infer as torch_infer
+
+log = logging.getLogger(__name__)
+
+# Texts pushed through the finished bundle's Engine as a last load check.
+SMOKE_TEXTS = 8
+
+
+def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, quantize: bool = False,
+                  parity_data: str | os.PathLike | None = None, opset: int | None = None) -> dict[str, Any]:
+    """Export ``checkpoint_dir`` to the bundle ``out_dir``; return the result summary.
+
+    ``parity_data`` is a canonical JSONL file of held-out utterances (default:
+    the built-in sample); ``opset`` overrides Optimum's default. Raises
+    ``intentvcs.export.parity.ParityError`` when the graph does not reproduce PyTorch,
+    ``ValueError``/``FileNotFoundError`` for bad inputs; ``out_dir`` is then
+    left as it was.
+    """
+    started = time.perf_counter()
+    checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
+    meta = read_checkpoint_meta(checkpoint_dir)
+    decision = _checkpoint_decision(meta, checkpoint_dir / META_FILE)
+    texts, source = parity_texts(parity_data)  # before any heavy work: a bad file fails fast
+    max_length = meta["max_length"]
+
+    log.info("loading checkpoint %s (%d labels)", checkpoint_dir, len(decision.labels))
+    model = IntentModel.from_checkpoint(checkpoint_dir)
+    if model.head.out_features != len(decision.labels):
+        raise ValueError(f"{checkpoint_dir}: the head has {model.head.out_features} outputs "
+                         f"but {META_FILE} lists {len(decision.labels)} labels")
+    tokenizer = load_tokenizer(checkpoint_dir / ENCODER_DIR)
+    spelling = read_checkpoint_spelling(checkpoint_dir)
+
+    with atomic.directory(out_dir) as tmp:
+        log.info("exporting the ONNX graph with Optimum")
+        model_info = export_onnx(model, tmp / MODEL_FILE, opset)
+        _write_tokenizer(tokenizer, max_length, tmp / TOKENIZER_FILE)
+        if spelling is not None:
+            spelling.save(tmp / SPELLING_FILE)
+
+        log.info("parity check on %d utterances (%s)", len(texts), source)
+        fp32 = OnnxRunner(tmp / MODEL_FILE, BundleTokenizer(tmp / TOKENIZER_FILE, max_length), provider="cpu")
+        fp32_outputs = fp32.infer(texts)
+        parity = check_parity(torch_infer(model, tokenizer, texts, max_length), fp32_outputs, decision, texts, source)
+        log.info("parity passed: max |logit diff| %.2e", parity["max_abs_logit_diff"])
+
+        quantization = None
+        if quantize:
+            log.info("quantising to dynamic int8")
+            quantize_int8(tmp / MODEL_FILE, tmp / INT8_MODEL_FILE)
+            int8 = OnnxRunner(tmp / INT8_MODEL_FILE, fp32.tokenizer, provider="cpu")
+            quantization = quantization_report(fp32_outputs, fp32.infer, int8.infer, decision, texts)
+
+        files = {name: manifest.file_entry(tmp / name)
+                 for name in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE) if (tmp / name).exists()}
+        manifest.write(tmp / MANIFEST_FILE, manifest.create(
+            labels=list(decision.labels),
+            backbone=meta["backbone"],
+            max_length=max_length,
+            decision=decision.to_dict(),
+            relations=meta.get("relations"),
+            data_fingerprint=meta.get("data_fingerprint"),
+            source={"checkpoint": str(checkpoint_dir.resolve()), "method": meta["method"],
+                    "train_config": meta.get("train_config", {})},
+            evaluation=meta.get("metrics", {}),
+            model=model_info,
+            files=files,
+            parity=parity,
+            quantization=quantization,
+            spelling=None if spelling is None else {"words": len(spelling)},
+        ))
+        for quantized in (False, True) if quantize else (False,):
+            Engine(tmp, provider="cpu", quantized=quantized).predict(texts[:SMOKE_TEXTS])
+
+    log.info("bundle written to %s", out_dir)
+    return {
+        "ok": True,
+        "bundle": str(out_dir),
+        "checkpoint": str(checkpoint_dir),
+        "labels": len(decision.labels),
+        "model": model_info,
+        "files": files,
+        "parity": parity,
+        "quantization": quantization,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+def _checkpoint_decision(meta: dict[str, Any], meta_path: Path) -> Decision:
+    """The checkpoint's decision, which must cover exactly its labels."""
+    try:
+        decision = Decision.from_dict(meta.get("decision"))
+    except ValueError as exc:
+        raise ValueError(f"{meta_path}: decision: {exc}") from None
+    if list(decision.labels) != meta.get("labels"):
+        raise ValueError(f"{meta_path}: the decision's labels differ from 'labels'")
+    return decision
+
+
+def _write_tokenizer(tokenizer, max_length: int, path: Path) -> None:
+    """Save the fast tokenizer with truncation at ``max_length`` and its pad token.
+
+    Matches ``intentvcs.training.batching.encode`` (truncation to ``max_length``,
+    special tokens added), so served ids equal training ids; parity proves it.
+    """
+    if tokenizer.pad_token_id is None:
+        raise ValueError("the checkpoint's tokenizer has no pad token; the engine pads batches")
+    # A copy: configuring the HF tokenizer's own backend would leak into later calls.
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    backend.enable_truncation(max_length)
+    backend.enable_padding(pad_id=tokenizer.pad_token_id, pad_token=tokenizer.pad_token)
+    backend.save(str(path))

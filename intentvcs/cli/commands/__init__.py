@@ -1,0 +1,1 @@
+"""Subcommands of the ``intentvcs`` CLI, one module each (see ``intentvcs.cli.main``)."""

@@ -1,0 +1,74 @@
+"""``intentvcs audit``: entanglement report of an upgrade batch against a bundle.
+
+Exit status: 0 when the overall severity is below ``--fail-on`` (default
+``blocking``, so a CI step fails on duplicates), 1 when at or above it, 2 on a
+data or usage error (bad JSONL row, missing bundle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+FAIL_LEVELS = ("blocking", "warning", "never")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "audit", help="audit an upgrade batch (new intents) against a bundle",
+        description="For every new intent of the batch (a label the bundle does not know) report whether it "
+                    "duplicates, is a subset or superset of, or composes existing intents, with containment "
+                    "figures, example utterances, old rows to relabel and a proposed relations fix.")
+    p.add_argument("--bundle", required=True, help="bundle directory (the current model)")
+    p.add_argument("--batch", required=True, help="upgrade batch, canonical JSONL")
+    p.add_argument("--train", help="sample of the old data (JSONL): the preferred source of existing intents' "
+                                   "utterances; default: the batch's own rows of them")
+    p.add_argument("--out", required=True, help="report JSON")
+    p.add_argument("--html", help="also write a self-contained HTML page with a co-occurrence heatmap")
+    p.add_argument("--relations-out", help="write the proposed relations.json (known + proposed relations)")
+    p.add_argument("--fail-on", choices=FAIL_LEVELS, default="blocking",
+                   help="exit 1 when the overall severity reaches this level (default: blocking)")
+    p.add_argument("--config", help="JSON object of AuditConfig overrides (thresholds, caps)")
+    p.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto", help="ONNX Runtime provider")
+    p.set_defaults(func=run)
+
+
+def load_engine(bundle: str, provider: str):
+    """The serving engine for ``bundle`` (a seam for tests, which substitute a fake)."""
+    from intentvcs.service.engine import Engine
+
+    return Engine(bundle, provider=provider)
+
+
+def run(args: argparse.Namespace) -> int:
+    from intentvcs.core import atomic
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.service.audit import AuditConfig, audit_batch, render_html
+
+    config = AuditConfig()
+    if args.config:
+        with open(args.config, encoding="utf-8") as handle:
+            config = AuditConfig.from_dict(json.load(handle))
+    batch = read_jsonl(args.batch)
+    training = read_jsonl(args.train) if args.train else None
+    report = audit_batch(load_engine(args.bundle, args.provider), batch, training, config)
+    document = report.to_dict()
+    atomic.write_json(args.out, document)
+    if args.html:
+        atomic.write_text(args.html, render_html(document))
+    if args.relations_out:
+        report.fix_relations().save(args.relations_out)
+    for finding in report.findings:
+        v = finding.verdict
+        print(f"{v.severity:8s} {v.intent}: {v.relation} {', '.join(v.existing)}".rstrip(), file=sys.stderr)
+    for pair in report.new_pairs:
+        print(f"{pair.severity:8s} {pair.first} = {pair.second}: two new intents, one meaning", file=sys.stderr)
+    if report.missing_references:
+        print(f"audit: no rows of {', '.join(report.missing_references)} to estimate how much of them lies in "
+              "the new intents (duplicates then show as subsets); pass --train with the old data",
+              file=sys.stderr)
+    print(f"audit: overall {report.severity}, {len(report.findings)} new intent(s), {len(report.new_pairs)} "
+          f"duplicate pair(s) among them; report {args.out}",
+          file=sys.stderr)
+    return 1 if args.fail_on != "never" and report.fails(args.fail_on) else 0

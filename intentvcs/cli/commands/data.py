@@ -1,0 +1,79 @@
+"""``intentvcs convert`` and ``intentvcs build-vcs``: public data sets → canonical JSONL.
+
+convert    one split of a source data set → one JSONL file.
+build-vcs  a DialogVCS benchmark directory (see ``intentvcs.training.vcs_builder``).
+Both print a JSON summary on stdout; errors in the data exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+# Mirrors of intentvcs.training.loaders.FORMATS and intentvcs.training.vcs_builder.SPECS, kept here so that
+# building the parser imports nothing from training (tests check they agree).
+FORMATS = ("clinc150", "snips", "atis", "multiwoz", "crosswoz")
+DATASETS = ("snips", "atis", "multiwoz", "crosswoz")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "convert", help="convert one split of a public data set to canonical JSONL",
+        description="Read CLINC150 (a data_*.json file), SNIPS/ATIS (the data set folder) or "
+                    "MultiWOZ/CrossWOZ (the folder with val.json.zip and test.json.zip) and write "
+                    "one split as canonical JSONL.",
+    )
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument("--input", required=True, help="data_*.json for clinc150, else the data set folder")
+    p.add_argument("--split", required=True,
+                   help="train, valid or test (multiwoz/crosswoz: valid or test)")
+    p.add_argument("--no-oos", action="store_true", help="clinc150: leave out the out-of-scope rows")
+    p.add_argument("--out", required=True, help="JSONL file to write (atomically)")
+    p.set_defaults(func=run_convert)
+
+    p = sub.add_parser(
+        "build-vcs", help="build a DialogVCS benchmark (versions, splits, composites)",
+        description="Build SNIPS-/ATIS-/MultiWOZ-/CrossWOZ-VCS into a directory with train.jsonl, "
+                    "train_gold.jsonl, valid.jsonl, valid_gold.jsonl, test.jsonl, relations.json "
+                    "and info.json (written atomically).",
+    )
+    p.add_argument("--dataset", required=True, choices=DATASETS)
+    p.add_argument("--data-root", default="../shared/data", help="folder holding snips/, atis/, ...")
+    p.add_argument("--out", required=True, help="benchmark directory to write")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--difficulty", default="full", choices=("full", "easy", "hard"),
+                   help="full: every family as in the paper; easy k: k families get versions; "
+                        "hard k: k families get split/composite + versions")
+    p.add_argument("--groups", type=int, choices=(1, 2, 4), help="k for easy/hard")
+    p.set_defaults(func=run_build_vcs)
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    from intentvcs.core.dataio import label_inventory, write_jsonl
+    from intentvcs.training import loaders
+
+    if args.no_oos and args.format != "clinc150":
+        raise ValueError("--no-oos only applies to --format clinc150")
+    examples = loaders.load(args.format, args.input, args.split, include_oos=not args.no_oos)
+    write_jsonl(args.out, examples)
+    summary = {
+        "out": args.out, "format": args.format, "split": args.split, "rows": len(examples),
+        "labels": len(label_inventory(examples)),
+        "out_of_scope": sum(ex.is_out_of_scope for ex in examples),
+    }
+    json.dump(summary, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+def run_build_vcs(args: argparse.Namespace) -> int:
+    from intentvcs.training import vcs_builder as vcs
+
+    info = vcs.build(args.dataset, args.data_root, args.out, seed=args.seed,
+                     difficulty=args.difficulty, groups=args.groups)
+    summary = {"out": args.out, "info": f"{args.out}/info.json"}
+    summary.update({k: info[k] for k in ("benchmark", "labels", "paper_labels", "counts", "selected_families")})
+    json.dump(summary, sys.stdout, indent=2)
+    print()
+    return 0

@@ -1,0 +1,75 @@
+"""``intentvcs export``: checkpoint -> serving bundle (ONNX graph, tokenizer, manifest).
+
+Progress and a human summary go to stderr, the result object as JSON to
+stdout (and to ``--result`` when given). Exit status: 0 on success, 1 when
+the parity check fails (no bundle is written; the result carries the parity
+report), 2 on a data or usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export", help="export a checkpoint to an ONNX serving bundle",
+        description="Export the checkpoint to one ONNX graph (ids -> logits, pooled) with Optimum, write the "
+                    "tokenizer and a versioned manifest, and refuse to write the bundle unless ONNX reproduces "
+                    "PyTorch on held-out utterances (logits within 1e-4, identical label sets and OOS verdicts).")
+    p.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint directory (intentvcs train)")
+    p.add_argument("--out", required=True, metavar="BUNDLE", help="bundle directory to write (atomically)")
+    p.add_argument("--quantize", action="store_true",
+                   help="also write model.int8.onnx (dynamic int8) and record its agreement and speed-up")
+    p.add_argument("--parity-data", metavar="FILE.jsonl",
+                   help="held-out utterances (canonical JSONL) for the parity check; default: a built-in sample")
+    p.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default: Optimum's for the backbone)")
+    p.add_argument("--result", metavar="FILE.json", help="also write the result JSON here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from intentvcs.export.exporter import export_bundle
+    from intentvcs.export.parity import ParityError
+
+    try:
+        result = export_bundle(args.checkpoint, args.out, quantize=args.quantize,
+                               parity_data=args.parity_data, opset=args.opset)
+    except ParityError as exc:
+        _emit({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
+               "parity": exc.report}, args.result)
+        print(f"intentvcs export: {exc}; no bundle written", file=sys.stderr)
+        return 1
+    _summarise(result)
+    _emit(result, args.result)
+    return 0
+
+
+def _summarise(result: dict[str, Any]) -> None:
+    parity, model = result["parity"], result["model"]
+    lines = [
+        f"bundle     {result['bundle']} ({result['labels']} labels, opset {model['opset']}, "
+        f"{result['seconds']:.1f} s)",
+        *(f"file       {name}: {entry['bytes'] / 1e6:.1f} MB" for name, entry in result["files"].items()),
+        f"parity     passed on {parity['utterances']} utterances: max |logit diff| "
+        f"{parity['max_abs_logit_diff']:.2e} (limit {parity['atol']:g})",
+    ]
+    quantization = result["quantization"]
+    if quantization is not None:
+        agreement, timing = quantization["agreement"], quantization["timing"]
+        lines.append(f"int8       label sets agree {agreement['label_set_agreement']:.1%}, OOS agree "
+                     f"{agreement['oos_agreement']:.1%}, max conf diff {agreement['max_confidence_diff']:.3f}, "
+                     f"speed-up {timing['speedup']:.2f}x")
+    print("\n".join(lines), file=sys.stderr)
+
+
+def _emit(result: dict[str, Any], path: str | None) -> None:
+    from intentvcs.core import atomic
+
+    if path:
+        atomic.write_json(path, result)
+    json.dump(result, sys.stdout, indent=2)
+    print()

@@ -1,0 +1,175 @@
+"""``intentvcs serve``: the HTTP service (``bentoml serve intentvcs.service.app:IntentService``) on a bundle.
+
+The service reads its settings from ``INTENTVCS_*`` variables (see
+``intentvcs.service.settings``); this command only sets them from its options and hands
+over to BentoML. ``running()`` starts the same server in the background for
+tests and benchmarks and always stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import NoReturn
+
+from intentvcs import BLAS_THREADS
+
+SERVICE = "intentvcs.service.app:IntentService"
+DEFAULT_BUNDLE = "runs/default/bundle"
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="serve a bundle over HTTP (BentoML): /predict, /audit, /metrics",
+        description="Run the BentoML service on a bundle. Limits and batching are set with INTENTVCS_* "
+        "environment variables (e.g. INTENTVCS_MAX_TEXTS=256, INTENTVCS_MAX_TEXT_CHARS=1000).",
+    )
+    parser.add_argument("--bundle", default=os.environ.get("INTENTVCS_BUNDLE", DEFAULT_BUNDLE),
+                        help=f"bundle directory (default: $INTENTVCS_BUNDLE or {DEFAULT_BUNDLE})")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; 0.0.0.0 for all)")
+    parser.add_argument("--port", type=int, default=3000)
+    parser.add_argument("--workers", type=int, help="worker processes, each with its own engine "
+                        "(default: one per core on CPU, one on a GPU)")
+    parser.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker "
+                        "(default: cores / workers)")
+    parser.add_argument("--no-spelling", dest="spelling", action="store_false",
+                        help="serve the graph the raw texts, without the bundle's spelling normaliser "
+                        "(sets INTENTVCS_SPELLING=0)")
+    parser.set_defaults(func=run)
+
+
+def server_home(port: int) -> Path:
+    """The BentoML home of the server on ``port``: under ``$BENTOML_HOME`` (default ``~/bentoml``).
+
+    BentoML keeps its workers' Prometheus files in ``<home>/prometheus_multiproc_dir``
+    and empties that folder when a server starts, so two servers sharing a home
+    (a blue/green upgrade on one host, or tests) would wipe each other's metrics
+    and ``/metrics`` would report the other server's counts. No two servers share
+    a port, and a restart on the same port reuses (and BentoML empties) its folder.
+    """
+    base = Path(os.environ.get("BENTOML_HOME") or Path.home() / "bentoml").expanduser()
+    return base / "intentvcs-serve" / f"port-{port}"
+
+
+def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None, provider: str = "auto",
+                threads: int | None = None, extra: Mapping[str, str] | None = None,
+                home: str | os.PathLike | None = None) -> dict[str, str]:
+    """The environment the service on ``port`` reads: the current one, the ``INTENTVCS_*`` settings
+    and its own ``BENTOML_HOME``: ``home``, or :func:`server_home` of the port.
+
+    ``workers`` None leaves the count to the service (``intentvcs.service.onnx_session.default_workers``).
+    """
+    bundle = Path(bundle).resolve()
+    if not (bundle / "manifest.json").is_file():
+        raise FileNotFoundError(f"{bundle} is not a bundle (no manifest.json); run `intentvcs export` first")
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    env = dict(os.environ)
+    env.setdefault("BENTOML_DO_NOT_TRACK", "True")  # no usage reports from a model server
+    # BentoML may import numpy before our package sets the thread policy: see intentvcs.BLAS_THREADS.
+    for name, value in BLAS_THREADS.items():
+        env.setdefault(name, value)
+    env.update({"INTENTVCS_BUNDLE": str(bundle), "INTENTVCS_PROVIDER": provider,
+                "BENTOML_HOME": str(home or server_home(port))})
+    if workers is not None:
+        env["INTENTVCS_WORKERS"] = str(workers)
+    if threads is not None:
+        env["INTENTVCS_THREADS"] = str(threads)
+    env.update(extra or {})
+    return env
+
+
+def server_command(port: int, host: str = "127.0.0.1") -> list[str]:
+    """``bentoml serve`` for this project's service, run by the current interpreter."""
+    return [sys.executable, "-m", "bentoml", "serve", SERVICE, "--host", host, "--port", str(port)]
+
+
+def run(args) -> NoReturn:
+    serve_bundle(args.bundle, args.port, args.host, args.workers, args.provider, args.threads, args.spelling)
+
+
+def serve_bundle(bundle: str | os.PathLike, port: int = 3000, host: str = "127.0.0.1", workers: int | None = None,
+                 provider: str = "auto", threads: int | None = None, spelling: bool = True) -> NoReturn:
+    """Replace this process with ``bentoml serve`` on ``bundle`` (``intentvcs serve``, and the demo's last step)."""
+    env = service_env(bundle, port, workers, provider, threads,
+                      extra=None if spelling else {"INTENTVCS_SPELLING": "0"})
+    print(f"serving {env['INTENTVCS_BUNDLE']} on http://{host}:{port} "
+          f"({f'{workers} worker(s)' if workers else 'one worker per core on CPU, one on a GPU'}); "
+          "docs at /, OpenAPI at /docs.json", file=sys.stderr)
+    # exec: signals (Ctrl-C, SIGTERM from an orchestrator) reach BentoML directly.
+    command = server_command(port, host)
+    os.execve(command[0], command, env)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago on ``host``."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running(bundle: str | os.PathLike, port: int | None = None, workers: int | None = 1,
+            extra_env: Mapping[str, str] | None = None, timeout_s: float = 120.0,
+            threads: int | None = None, provider: str = "cpu") -> Iterator[str]:
+    """Serve ``bundle`` on loopback in the background; yield its base URL once ``/readyz`` is 200.
+
+    The server runs in its own process group, so leaving the block (normally,
+    by an exception or by Ctrl-C) stops BentoML and every worker it started.
+    Raises ``RuntimeError`` with the server's log tail if it exits or does not
+    become ready within ``timeout_s``.
+    """
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    # A throw-away BentoML home: background servers (tests, benchmarks) on random
+    # ports would otherwise leave a folder each under ~/bentoml.
+    with tempfile.TemporaryDirectory(prefix="intentvcs-bentoml-") as home, tempfile.TemporaryFile("w+") as log:
+        env = service_env(bundle, port, workers, provider, threads, extra_env, home=home)
+        process = subprocess.Popen(server_command(port), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        try:
+            _wait_ready(url, process, log, timeout_s)
+            yield url
+        finally:
+            _stop_group(process)
+
+
+def _wait_ready(url: str, process: subprocess.Popen, log, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the service exited with code {process.returncode}:\n{_tail(log)}")
+        # Refused, reset, or 503 while loading: all OSErrors (HTTPError included).
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
+            if response.status == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"the service was not ready after {timeout_s:.0f} s:\n{_tail(log)}")
+
+
+def _tail(log, chars: int = 4000) -> str:
+    log.flush()
+    log.seek(0)
+    return log.read()[-chars:]
+
+
+def _stop_group(process: subprocess.Popen, grace_s: float = 15.0) -> None:
+    # SIGTERM lets BentoML shut its workers down cleanly; SIGKILL then removes
+    # whatever is left of the group (a stuck arbiter, an orphaned worker).
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(grace_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

@@ -1,0 +1,54 @@
+"""The ``intentvcs`` console command.
+
+Each subcommand lives in its own module under ``intentvcs.cli.commands`` and exposes
+``register(subparsers)``. Modules are discovered, so adding a command never
+touches this file. Command modules import heavy libraries (torch, bentoml)
+inside their run functions only, so ``intentvcs --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import sys
+
+from intentvcs import __version__
+from intentvcs.cli import commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="intentvcs",
+        description="Train, export, evaluate, audit and serve PU multi-label intent models.",
+    )
+    parser.add_argument("--version", action="version", version=f"intentvcs {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as exc:
+        # Data and usage errors are the user's to fix: one clear line, no traceback.
+        print(f"intentvcs {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

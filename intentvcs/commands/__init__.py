@@ -1,1 +1,0 @@
-"""Subcommands of the ``intentvcs`` CLI, one module each (see ``intentvcs.cli``)."""

@@ -1,0 +1,187 @@
+"""The decision layer: raw model outputs -> what users see (pure numpy).
+
+The same object runs after PyTorch (evaluation) and after ONNX Runtime
+(serving), so reported figures are the service's figures. Per request:
+
+1. ``p = softmax(logits / T)`` or ``sigmoid(logits / T)`` (``intentvcs.core.calibration``);
+2. ``confidence_k = min(1, p_k / c_k)`` with PU label scale ``c_k`` in (0, 1]
+   (Elkan–Noto: how often k is the observed label when it applies; all ones
+   means no rescaling, e.g. for sigmoid baselines);
+3. out-of-scope verdict from the ``oos`` rule (``intentvcs.core.oos``);
+4. ``accepted = confidence >= thresholds`` (``intentvcs.core.thresholds``), never
+   the ``"oos"`` class itself, then closed under ``relations``
+   (``intentvcs.core.relations``); rows judged OOS accept nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from intentvcs.core.calibration import check_activation, probabilities
+from intentvcs.core.oos import OOS_LABEL, NoRule, OOSRule, TrainRule, rule_from_dict
+from intentvcs.core.relations import Closure, LabelRelations
+from intentvcs.core.thresholds import global_thresholds
+
+FORMAT = "intentvcs-decision"
+FORMAT_VERSION = 1
+
+
+class DecisionError(ValueError):
+    """A decision object or its input has the wrong shape, type or value."""
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    """Output of ``Decision.apply`` for N rows and L labels.
+
+    ``confidences`` float64 ``[N, L]`` in [0, 1]; ``accepted`` bool ``[N, L]``
+    after relation closure; ``out_of_scope`` bool ``[N]``; ``oos_score``
+    float64 ``[N]`` (higher = more out of scope; OOS when above the rule's
+    threshold); ``oos_rule`` the rule's name.
+    """
+
+    confidences: np.ndarray
+    accepted: np.ndarray
+    out_of_scope: np.ndarray
+    oos_score: np.ndarray
+    oos_rule: str
+
+
+def _vector(values: Any, n: int, name: str, low: float, high: float, low_open: bool = False) -> np.ndarray:
+    """A float64 ``[n]`` copy of ``values`` within ``[low, high]`` (``(low, high]`` if ``low_open``)."""
+    vector = np.array(values)
+    if vector.dtype.kind not in "iuf":  # rejects strings, booleans and ragged lists
+        raise DecisionError(f"{name}: expected numbers, got {str(values)[:80]}")
+    vector = vector.astype(np.float64)
+    if vector.shape != (n,):
+        raise DecisionError(f"{name}: expected {n} values (one per label), got shape {list(vector.shape)}")
+    below = vector <= low if low_open else vector < low
+    if not np.all(np.isfinite(vector)) or np.any(below) or np.any(vector > high):
+        bracket = "(" if low_open else "["
+        raise DecisionError(f"{name}: every value must lie in {bracket}{low}, {high}]")
+    return vector
+
+
+@dataclass(frozen=True, eq=False)
+class Decision:
+    """Calibration, PU rescaling, thresholds, OOS rule and relation closure for one model.
+
+    ``labels`` the model's output columns (unique); ``activation``
+    ``"softmax"`` or ``"sigmoid"``; ``temperature`` T > 0; ``label_scale`` c_k
+    per label in (0, 1] (default ones); ``thresholds`` per label in [0, 1]
+    (default 0.5); ``oos`` an ``intentvcs.core.oos`` rule (default never OOS);
+    ``relations`` optional, must know every label except ``"oos"``.
+    Construction validates and raises ``DecisionError``.
+    """
+
+    labels: tuple[str, ...]
+    activation: str = "softmax"
+    temperature: float = 1.0
+    label_scale: np.ndarray | None = None
+    thresholds: np.ndarray | None = None
+    oos: OOSRule = field(default_factory=NoRule)
+    relations: LabelRelations | None = None
+    _inv_scale: np.ndarray = field(init=False, repr=False, compare=False)
+    _intent_columns: np.ndarray = field(init=False, repr=False, compare=False)
+    _closure: Closure | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        labels = tuple(self.labels)
+        if not labels or not all(isinstance(x, str) and x for x in labels) or len(set(labels)) != len(labels):
+            raise DecisionError("labels: expected a non-empty list of unique, non-empty strings")
+        n = len(labels)
+        try:
+            check_activation(self.activation)
+        except ValueError as exc:
+            raise DecisionError(f"activation: {exc}") from None
+        temperature = float(_vector([self.temperature], 1, "temperature", 0.0, np.inf, low_open=True)[0])
+        scale = (np.ones(n) if self.label_scale is None
+                 else _vector(self.label_scale, n, "label_scale", 0.0, 1.0, low_open=True))
+        thresholds = (global_thresholds(n) if self.thresholds is None
+                      else _vector(self.thresholds, n, "thresholds", 0.0, 1.0))
+        self._check_oos(labels)
+        closure = None
+        if self.relations is not None:
+            unknown = [x for x in labels if x != OOS_LABEL and x not in self.relations.labels]
+            if unknown:
+                raise DecisionError(f"relations: label(s) {unknown[:5]} of the model are unknown to the relations")
+            # Built once; per request it is a few vectorised gathers.
+            closure = self.relations.closure(labels)
+        for name, value in (("labels", labels), ("temperature", temperature), ("label_scale", scale),
+                            ("thresholds", thresholds), ("_inv_scale", 1.0 / scale),
+                            ("_intent_columns", np.array([x != OOS_LABEL for x in labels])),
+                            ("_closure", closure)):
+            object.__setattr__(self, name, value)
+
+    def _check_oos(self, labels: Sequence[str]) -> None:
+        if not isinstance(self.oos, OOSRule):
+            raise DecisionError(f"oos: expected an intentvcs.core.oos rule, got {type(self.oos).__name__}")
+        is_train = isinstance(self.oos, TrainRule)
+        if is_train and (self.oos.index >= len(labels) or labels[self.oos.index] != OOS_LABEL):
+            raise DecisionError(f"oos: the train rule's column {self.oos.index} is not the {OOS_LABEL!r} label")
+
+    # ------------------------------------------------------------ inference
+    def confidences(self, logits: np.ndarray) -> np.ndarray:
+        """Calibrated confidences ``min(1, p / c)``, float64 ``[N, L]`` in [0, 1], from logits ``[N, L]``."""
+        logits = np.asarray(logits)
+        if logits.ndim != 2 or logits.shape[1] != len(self.labels):
+            raise DecisionError(f"logits must be [N, {len(self.labels)}], got shape {list(logits.shape)}")
+        return np.minimum(probabilities(logits, self.activation, self.temperature) * self._inv_scale, 1.0)
+
+    def apply(self, logits: np.ndarray, pooled: np.ndarray | None = None,
+              pooled_mid: np.ndarray | None = None) -> DecisionResult:
+        """Decide a batch: ``apply(*graph_outputs)`` (``intentvcs.core.outputs``).
+
+        Logits ``[N, L]``; the distance rule also reads the pooled embeddings
+        ``[N, H]`` and, when it has a neighbour bank, the middle layer's.
+        """
+        confidences = self.confidences(logits)
+        out_of_scope, score = self.oos.judge(confidences, pooled, pooled_mid)
+        accepted = (confidences >= self.thresholds) & self._intent_columns
+        if self._closure is not None:
+            accepted = self._closure(accepted)
+        accepted[out_of_scope] = False
+        return DecisionResult(confidences, accepted, out_of_scope, score, self.oos.name)
+
+    # ------------------------------------------------------------ serialise
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe, versioned object (inverse of ``from_dict``)."""
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "labels": list(self.labels),
+            "activation": self.activation,
+            "temperature": self.temperature,
+            "label_scale": self.label_scale.tolist(),
+            "thresholds": self.thresholds.tolist(),
+            "oos": self.oos.to_dict(),
+            "relations": None if self.relations is None else self.relations.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Decision":
+        """Rebuild from ``to_dict`` output; raises ``DecisionError`` naming the bad field."""
+        if not isinstance(d, Mapping):
+            raise DecisionError(f"decision: expected an object, got {type(d).__name__}")
+        if d.get("format") != FORMAT or d.get("format_version") != FORMAT_VERSION:
+            raise DecisionError(f"decision: expected format {FORMAT!r} version {FORMAT_VERSION}, "
+                                f"got {d.get('format')!r} version {d.get('format_version')!r}")
+        keys = ("labels", "activation", "temperature", "label_scale", "thresholds", "oos", "relations")
+        missing = [k for k in keys if k not in d]
+        if missing:
+            raise DecisionError(f"decision: missing key(s) {missing}")
+        if not isinstance(d["labels"], list):
+            raise DecisionError(f"labels: expected a list, got {type(d['labels']).__name__}")
+        try:
+            oos = rule_from_dict(d["oos"])
+        except ValueError as exc:
+            raise DecisionError(f"oos: {exc}") from None
+        try:
+            relations = None if d["relations"] is None else LabelRelations.from_dict(d["relations"])
+        except ValueError as exc:
+            raise DecisionError(f"relations: {exc}") from None
+        return cls(tuple(d["labels"]), d["activation"], d["temperature"], d["label_scale"], d["thresholds"],
+                   oos, relations)

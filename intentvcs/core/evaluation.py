@@ -1,0 +1,73 @@
+"""Score a model's raw outputs against labelled data, through the decision layer.
+
+Both the PyTorch path (``intentvcs.training.predict``) and the ONNX engine produce
+``GraphOutputs``; this module applies the same ``Decision`` the service
+serves and computes every figure from it, so a reported number is a number of
+the shipped artifact.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from intentvcs.core import scoring
+from intentvcs.core.dataio import Example
+from intentvcs.core.outputs import GraphOutputs
+
+
+def gold_matrix(examples: Sequence[Example], labels: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Bool ``[N, L + E]`` gold matrix; gold labels the model does not know are
+    appended as ``E`` extra columns (they can only be missed, never predicted)."""
+    known = list(labels)
+    extra = sorted({l for ex in examples for l in ex.labels} - set(known))
+    columns = known + extra
+    index = {label: i for i, label in enumerate(columns)}
+    gold = np.zeros((len(examples), len(columns)), dtype=bool)
+    for row, ex in enumerate(examples):
+        gold[row, [index[l] for l in ex.labels]] = True
+    return gold, columns
+
+
+def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], include_tables: bool = True) -> dict:
+    """Figures for ``examples`` (rows with ``labels == []`` are out of scope).
+
+    Returns fractions: ``precision``, ``recall``, ``f1``, ``exact_match`` over
+    in-scope rows (micro over (row, label) decisions), ``accuracy`` (the top
+    label is one of the gold labels, ignoring the OOS verdict), and, when the
+    data has out-of-scope rows, ``in_scope_accuracy``, ``oos_recall``,
+    ``oos_precision``, ``oos_f1``, ``auroc``, ``fpr95``. With ``include_tables``
+    also ``per_label`` and the prediction ``cooccurrence`` matrix.
+    """
+    labels = list(decision.labels)
+    result = decision.apply(*outputs)
+    gold, columns = gold_matrix(examples, labels)
+    pred = np.zeros_like(gold)
+    pred[:, : len(labels)] = result.accepted
+    is_oos = ~gold.any(axis=1)
+    in_scope = ~is_oos
+
+    figures: dict = {"n": len(examples), "n_in_scope": int(in_scope.sum())}
+    if in_scope.any():
+        scores = scoring.multilabel_metrics(pred[in_scope], gold[in_scope])
+        scores.pop("n", None)  # the in-scope count is n_in_scope; n stays all rows
+        figures.update(scores)
+        top = result.confidences.argmax(axis=1)
+        figures["accuracy"] = float(gold[in_scope, top[in_scope]].mean())
+    if is_oos.any():
+        exact = (pred == gold).all(axis=1)
+        figures.update(scoring.oos_metrics(result.out_of_scope, is_oos, exact))
+        if in_scope.any():
+            figures["auroc"] = scoring.auroc(result.oos_score, is_oos)
+            figures["fpr95"] = scoring.fpr_at_retention(result.oos_score, is_oos, 0.95)
+    if include_tables:
+        figures["per_label"] = scoring.per_label_table(pred, gold, columns)
+        counts, _ = scoring.cooccurrence(result.accepted)
+        figures["cooccurrence"] = {"labels": labels, "counts": counts.astype(int).tolist()}
+    return figures
+
+
+def headline(figures: dict) -> dict:
+    """The scalar figures only (no tables), for summaries and benchmark records."""
+    return {k: v for k, v in figures.items() if not isinstance(v, (list, dict))}

@@ -1,0 +1,465 @@
+"""Out-of-scope (OOS) rules (pure numpy).
+
+Every rule maps a batch to an OOS score, float ``[N]``, higher meaning "more out
+of scope", and judges a row OOS when ``score > threshold`` (strictly). Rules
+serialise to ``{"rule": name, ...}`` objects (JSON-safe; arrays as nested lists).
+
+``none``       never OOS (score 0, threshold 0).
+``threshold``  score = 1 - max calibrated confidence, so a row is OOS when no
+               label's confidence reaches ``tau = 1 - threshold`` (the
+               CLINC150 "oos-threshold" baseline on the decision layer's
+               confidences). Default threshold 0.5, i.e. tau = 0.5.
+``distance``   score = Mahalanobis distance of the pooled embedding to the
+               nearest in-scope class mean under one shared (tied) covariance,
+               fitted on training embeddings with Ledoit–Wolf shrinkage toward
+               a scaled identity. By default embeddings are L2-normalised
+               first: mean-pooled sentence embeddings carry length/frequency
+               information in their norm, and the backbones are trained for
+               cosine geometry, so direction is the signal. With a neighbour
+               bank (the middle layer's training embeddings, ``pooled_mid``),
+               the score is the sum of two standardised terms: that distance,
+               and 1 - cosine similarity of ``pooled_mid`` to its nearest bank
+               row. Fine-tuning pulls out-of-scope queries toward some intent
+               in the final layer; the middle layer keeps more of what sets
+               them apart (``benchmarks/oos_layer_study.py``: AUROC 0.974 ->
+               0.978 and FPR@95 13.1 -> 9.6 % on CLINC150). Each term is
+               standardised by its mean and deviation on in-scope validation
+               rows. Needs no OOS data at all: statistics and bank come from
+               training rows, scales and threshold from in-scope validation
+               rows (``DISTANCE_RETENTION`` of them are kept in scope).
+``train``      OOS is an extra class named ``"oos"``; score = confidence of
+               ``oos`` minus the best other confidence, threshold 0: OOS when
+               ``oos`` is strictly the top label (the "oos-train" baseline).
+
+Threshold choice (``choose_threshold``): with OOS validation rows, the
+threshold maximising validation accuracy with OOS as its own class (CLINC150's
+oos-threshold protocol, used by ``threshold``); without, the cut keeping
+``retention`` of in-scope validation rows in scope (``threshold`` without OOS
+rows: 95 %; ``distance`` always: 98 %).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from intentvcs.core.scoring import retention_threshold
+
+OOS_LABEL = "oos"
+RETENTION = 0.95
+# The distance rule never sees OOS rows, so its cut is a retention. On CLINC150
+# Full 98 % costs 1.4 points of in-scope accuracy (96.2 top-1 -> 94.8 kept and
+# right) for 77 % OOS recall; benchmarks/oos_bench.py tabulates other points.
+DISTANCE_RETENTION = 0.98
+# The neighbour bank is a stratified sample of at most this many training rows
+# (CLINC150 Full has 15,000), which bounds memory (float32 in RAM, float16
+# stored) and time: one matrix product of the batch with the whole bank.
+MAX_BANK_ROWS = 20_000
+# Queries per matrix product with the bank (bounds the [chunk, bank] buffer).
+BANK_CHUNK = 1024
+# Keeps the shrunk covariance invertible when Ledoit–Wolf estimates ~0.
+MIN_SHRINKAGE = 1e-4
+
+
+def choose_threshold(
+    scores: np.ndarray,
+    is_oos: np.ndarray | None = None,
+    correct: np.ndarray | None = None,
+    retention: float = RETENTION,
+) -> float:
+    """The score threshold of an OOS rule ("OOS when score > threshold").
+
+    ``scores`` float ``[N]`` on validation rows; ``is_oos`` bool ``[N]`` gold
+    OOS rows (None or all False: none available); ``correct`` bool ``[N]``,
+    whether the intent prediction of each in-scope row is right (None: all
+    right, so only the in/out split counts).
+
+    With OOS rows: maximise ``(#in-scope correct and kept + #OOS rejected) / N``
+    over cuts between consecutive distinct scores (the midpoint, so that the
+    cut sits inside the optimal plateau) or above all of them; ties go to the
+    lowest cut. Without: ``metrics.retention_threshold`` of in-scope scores.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    is_oos = np.zeros(len(scores), bool) if is_oos is None else np.asarray(is_oos, dtype=bool)
+    correct = np.ones(len(scores), bool) if correct is None else np.asarray(correct, dtype=bool)
+    if not scores.ndim == 1 or not scores.shape == is_oos.shape == correct.shape:
+        raise ValueError("scores, is_oos and correct must be equal-length 1-D arrays")
+    if not np.any(is_oos):
+        return retention_threshold(scores, retention)
+    distinct = np.unique(scores)
+    cuts = np.r_[(distinct[:-1] + distinct[1:]) / 2.0, distinct[-1]]
+    kept_correct = np.searchsorted(np.sort(scores[~is_oos & correct]), cuts, side="right")
+    oos_scores = np.sort(scores[is_oos])
+    rejected_oos = len(oos_scores) - np.searchsorted(oos_scores, cuts, side="right")
+    return float(cuts[np.argmax(kept_correct + rejected_oos)])
+
+
+def _as_matrix(array: Any, name: str, columns: int | None = None) -> np.ndarray:
+    matrix = np.asarray(array, dtype=np.float64)
+    if matrix.ndim != 2 or (columns is not None and matrix.shape[1] != columns):
+        want = f"[N, {columns}]" if columns is not None else "[N, H]"
+        raise ValueError(f"{name} must be {want}, got shape {list(matrix.shape)}")
+    return matrix
+
+
+def _require(d: Mapping[str, Any], keys: Sequence[str], rule: str) -> None:
+    missing = [k for k in keys if k not in d]
+    if missing:
+        raise ValueError(f"oos rule {rule!r}: missing key(s) {missing}")
+
+
+def _finite(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+class OOSRule:
+    """Common interface: ``score``, ``judge``, ``to_dict`` (``from_dict`` per rule)."""
+
+    name: ClassVar[str]
+    threshold: float
+
+    def score(self, confidences: np.ndarray, pooled: np.ndarray | None = None,
+              pooled_mid: np.ndarray | None = None) -> np.ndarray:
+        """OOS score, float ``[N]``, from confidences ``[N, L]`` and the pooled embeddings ``[N, H]``."""
+        raise NotImplementedError
+
+    def judge(self, confidences: np.ndarray, pooled: np.ndarray | None = None,
+              pooled_mid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(out_of_scope bool [N], score float [N])``."""
+        scores = self.score(confidences, pooled, pooled_mid)
+        return scores > self.threshold, scores
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass
+class NoRule(OOSRule):
+    """Never out of scope."""
+
+    name: ClassVar[str] = "none"
+    threshold: float = field(default=0.0, init=False)
+
+    def score(self, confidences: np.ndarray, pooled: np.ndarray | None = None,
+              pooled_mid: np.ndarray | None = None) -> np.ndarray:
+        return np.zeros(len(confidences))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.name}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "NoRule":
+        return cls()
+
+
+@dataclass
+class ThresholdRule(OOSRule):
+    """OOS when the top calibrated confidence is below ``1 - threshold``."""
+
+    name: ClassVar[str] = "threshold"
+    threshold: float = 0.5
+
+    def score(self, confidences: np.ndarray, pooled: np.ndarray | None = None,
+              pooled_mid: np.ndarray | None = None) -> np.ndarray:
+        return 1.0 - _as_matrix(confidences, "confidences").max(axis=1)
+
+    @classmethod
+    def fit(cls, confidences: np.ndarray, is_oos: np.ndarray | None = None,
+            correct: np.ndarray | None = None, retention: float = RETENTION) -> "ThresholdRule":
+        """Choose the threshold on validation confidences ``[N, L]`` (see ``choose_threshold``)."""
+        return cls(choose_threshold(cls().score(confidences), is_oos, correct, retention))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.name, "threshold": self.threshold}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ThresholdRule":
+        _require(d, ["threshold"], cls.name)
+        return cls(_finite(d["threshold"], "oos.threshold"))
+
+
+def shrunk_covariance(residuals: np.ndarray, shrinkage: float | None = None) -> tuple[np.ndarray, float]:
+    """``((1 - s) S + s mu I, s)`` for centred samples ``residuals`` ``[n, p]``.
+
+    ``S = R^T R / n`` and ``mu = trace(S) / p`` (shrinking toward the scaled
+    identity keeps the overall variance). ``shrinkage`` None picks s by
+    Ledoit–Wolf (2004); s is floored at ``MIN_SHRINKAGE`` so the result is
+    invertible even with fewer rows than dimensions.
+    """
+    n, p = residuals.shape
+    cov = residuals.T @ residuals / n
+    mu = np.trace(cov) / p
+    if mu <= 0:
+        raise ValueError("training embeddings have no within-class variance")
+    if shrinkage is None:
+        cov_sq = np.sum(cov**2)
+        # delta: how far S is from the target; beta: how noisy S is as an estimate.
+        delta = (cov_sq - p * mu**2) / p
+        squares = residuals**2
+        beta = (np.sum(squares.T @ squares) / n - cov_sq) / (p * n)
+        shrinkage = 0.0 if delta <= 0 else float(min(beta, delta) / delta)
+    if not 0.0 <= shrinkage <= 1.0:
+        raise ValueError(f"shrinkage must lie in [0, 1], got {shrinkage}")
+    weight = max(float(shrinkage), MIN_SHRINKAGE)
+    return (1.0 - weight) * cov + weight * mu * np.eye(p), weight
+
+
+def _l2_normalise(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def _encode_bank(bank: np.ndarray) -> dict[str, Any]:
+    """float16 bytes in base64: JSON-safe at ~2.7 characters per value, against ~20 as JSON numbers.
+
+    float16 moves nearest-neighbour cosines by ~1e-3, which changed no CLINC150 figure.
+    """
+    data = np.ascontiguousarray(bank, dtype="<f2")
+    return {"dtype": "float16", "shape": list(data.shape), "base64": base64.b64encode(data.tobytes()).decode("ascii")}
+
+
+def _decode_bank(d: Any) -> np.ndarray:
+    if not isinstance(d, Mapping) or d.get("dtype") != "float16" or not isinstance(d.get("base64"), str):
+        raise ValueError("oos.bank must be {'dtype': 'float16', 'shape': [M, H], 'base64': ...}")
+    shape = d.get("shape")
+    if (not isinstance(shape, list) or len(shape) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape)):
+        raise ValueError(f"oos.bank.shape must be two positive integers, got {shape!r}")
+    try:
+        raw = base64.b64decode(d["base64"], validate=True)
+    except ValueError as exc:
+        raise ValueError(f"oos.bank.base64 is not base64: {exc}") from None
+    if len(raw) != 2 * shape[0] * shape[1]:
+        raise ValueError(f"oos.bank holds {len(raw)} bytes, shape {shape} needs {2 * shape[0] * shape[1]}")
+    return np.frombuffer(raw, dtype="<f2").reshape(shape).astype(np.float32)
+
+
+def bank_sample(targets: np.ndarray, max_rows: int = MAX_BANK_ROWS, seed: int = 0) -> np.ndarray:
+    """Sorted row indices of a stratified sample of at most ``max_rows`` rows (all rows if fewer).
+
+    Every class keeps ``max(1, round(share))`` rows of its proportional share,
+    so a rare intent still has neighbours in the bank.
+    """
+    targets = np.asarray(targets)
+    if len(targets) <= max_rows:
+        return np.arange(len(targets))
+    rng = np.random.default_rng(seed)
+    keep = []
+    for label in np.unique(targets):
+        rows = np.flatnonzero(targets == label)
+        take = max(1, round(len(rows) * max_rows / len(targets)))
+        keep.append(rng.choice(rows, min(take, len(rows)), replace=False))
+    return np.sort(np.concatenate(keep))
+
+
+@dataclass(eq=False)
+class DistanceRule(OOSRule):
+    """Mahalanobis distance to the nearest class mean, plus an optional nearest-neighbour term.
+
+    ``means`` ``[C, H]`` (classes with training rows only), ``precision``
+    ``[H, H]`` (inverse shrunk covariance), ``normalize`` whether embeddings are
+    L2-normalised first, ``shrinkage`` the weight used (recorded for reports).
+    ``bank`` ``[M, H]`` L2-normalised middle-layer training embeddings and
+    ``scales`` ``[[mean, std] of the distance, [mean, std] of the neighbour
+    term]`` go together: with them the score is the sum of the two
+    standardised terms; without, the distance alone.
+    """
+
+    name: ClassVar[str] = "distance"
+    means: np.ndarray
+    precision: np.ndarray
+    threshold: float = 0.0
+    normalize: bool = True
+    shrinkage: float = 0.0
+    bank: np.ndarray | None = None
+    scales: np.ndarray | None = None
+    _precision_means: np.ndarray = field(init=False, repr=False)
+    _mean_terms: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.means = _as_matrix(self.means, "oos.means")
+        hidden = self.means.shape[1]
+        self.precision = _as_matrix(self.precision, "oos.precision", hidden)
+        if self.precision.shape[0] != hidden or not len(self.means):
+            raise ValueError(f"oos.precision must be [H, H] with H = {hidden} and means non-empty, "
+                             f"got means {list(self.means.shape)}, precision {list(self.precision.shape)}")
+        if (self.bank is None) != (self.scales is None):
+            raise ValueError("oos.bank and oos.scales go together: give both or neither")
+        if self.bank is not None:
+            # Rounded to float16 here, as stored: the rule fitted is the rule served.
+            self.bank = _as_matrix(self.bank, "oos.bank", hidden).astype(np.float16).astype(np.float32)
+            if not np.allclose(np.linalg.norm(self.bank, axis=1), 1.0, atol=1e-2):
+                raise ValueError("oos.bank rows must be L2-normalised")
+            self.scales = np.asarray(self.scales, dtype=np.float64)
+            if self.scales.shape != (2, 2) or not np.all(np.isfinite(self.scales)) or np.any(self.scales[:, 1] <= 0):
+                raise ValueError(f"oos.scales must be [[mean, std > 0], [mean, std > 0]], got {self.scales.tolist()}")
+        # d2(x, c) = x'Px - 2 x'P m_c + m_c'P m_c: the class terms are fixed, so
+        # a request costs two matrix products and no loop over classes.
+        self._precision_means = self.precision @ self.means.T
+        self._mean_terms = np.einsum("ch,hc->c", self.means, self._precision_means)
+
+    def score(self, confidences: np.ndarray, pooled: np.ndarray | None = None,
+              pooled_mid: np.ndarray | None = None) -> np.ndarray:
+        if pooled is None:
+            raise ValueError("the distance OOS rule needs pooled embeddings")
+        if self.bank is None:
+            return self.distances(pooled)
+        if pooled_mid is None:
+            raise ValueError("this distance OOS rule has a neighbour bank and needs the middle layer's embeddings")
+        return self.combine(self.distances(pooled), self.neighbour_distances(pooled_mid))
+
+    def combine(self, distances: np.ndarray, neighbour: np.ndarray) -> np.ndarray:
+        """The sum of both terms, each standardised by ``scales``."""
+        (d_mean, d_std), (n_mean, n_std) = self.scales
+        return (distances - d_mean) / d_std + (neighbour - n_mean) / n_std
+
+    def distances(self, pooled: np.ndarray) -> np.ndarray:
+        """Distance of each pooled embedding ``[N, H]`` to its nearest class mean, float ``[N]``."""
+        x = _as_matrix(pooled, "pooled", self.means.shape[1])
+        if self.normalize:
+            x = _l2_normalise(x)
+        own = np.einsum("nh,nh->n", x @ self.precision, x)
+        d2 = own[:, None] - 2.0 * (x @ self._precision_means) + self._mean_terms[None, :]
+        # Rounding can push a tiny squared distance below zero.
+        return np.sqrt(np.maximum(d2.min(axis=1), 0.0))
+
+    def neighbour_distances(self, pooled_mid: np.ndarray) -> np.ndarray:
+        """1 - cosine similarity of each middle-layer embedding ``[N, H]`` to its nearest bank row."""
+        if self.bank is None:
+            raise ValueError("this distance OOS rule has no neighbour bank")
+        x = _l2_normalise(_as_matrix(pooled_mid, "pooled_mid", self.bank.shape[1])).astype(np.float32)
+        nearest = [(x[i:i + BANK_CHUNK] @ self.bank.T).max(axis=1) for i in range(0, len(x), BANK_CHUNK)]
+        return 1.0 - np.concatenate(nearest).astype(np.float64) if nearest else np.zeros(0)
+
+    @classmethod
+    def fit_statistics(cls, train_pooled: np.ndarray, train_targets: np.ndarray,
+                       normalize: bool = True, shrinkage: float | None = None) -> "DistanceRule":
+        """Class means and tied precision from in-scope training rows; threshold left at 0, no bank.
+
+        ``train_pooled`` ``[N, H]``; ``train_targets`` int ``[N]`` the observed
+        label index of each row; ``shrinkage`` None for Ledoit–Wolf, else a
+        fixed weight in [0, 1] on ``mu * I``.
+        """
+        x = _as_matrix(train_pooled, "train_pooled")
+        targets = _targets(train_targets, len(x))
+        if normalize:
+            x = _l2_normalise(x)
+        classes, inverse = np.unique(targets, return_inverse=True)
+        counts = np.bincount(inverse)
+        means = np.zeros((len(classes), x.shape[1]))
+        np.add.at(means, inverse, x)
+        means /= counts[:, None]
+        # Tied covariance: every row centred on its own class mean, pooled.
+        cov, weight = shrunk_covariance(x - means[inverse], shrinkage)
+        precision = np.linalg.inv(cov)
+        return cls(means, (precision + precision.T) / 2.0, 0.0, normalize, weight)
+
+    @classmethod
+    def fit(cls, train_pooled: np.ndarray, train_targets: np.ndarray, valid_pooled: np.ndarray,
+            train_mid: np.ndarray | None = None, valid_mid: np.ndarray | None = None,
+            retention: float = DISTANCE_RETENTION, normalize: bool = True, shrinkage: float | None = None,
+            max_bank_rows: int = MAX_BANK_ROWS) -> "DistanceRule":
+        """Fit on training rows, scale and cut on in-scope validation rows; no OOS row is used.
+
+        ``*_pooled`` / ``*_mid`` ``[N, H]`` final / middle-layer embeddings
+        (``valid_*`` in-scope rows only). With ``train_mid`` and ``valid_mid``
+        the rule gets the neighbour term (bank: ``bank_sample`` of the training
+        rows); without, it is the distance alone. The threshold keeps
+        ``retention`` of the validation rows in scope.
+        """
+        rule = cls.fit_statistics(train_pooled, train_targets, normalize, shrinkage)
+        if (train_mid is None) != (valid_mid is None):
+            raise ValueError("give both train_mid and valid_mid, or neither")
+        distances = rule.distances(valid_pooled)
+        if valid_mid is not None and len(valid_mid) != len(distances):
+            raise ValueError(f"valid_mid has {len(valid_mid)} rows, valid_pooled {len(distances)}")
+        if train_mid is not None:
+            mid = _as_matrix(train_mid, "train_mid", rule.means.shape[1])
+            bank = _l2_normalise(mid[bank_sample(_targets(train_targets, len(mid)), max_bank_rows)])
+            # Scales need the bank's distances and the bank needs scales: fit with
+            # placeholder scales, then set the measured ones.
+            rule = replace(rule, bank=bank, scales=np.array([[0.0, 1.0], [0.0, 1.0]]))
+            neighbour = rule.neighbour_distances(valid_mid)
+            rule.scales = np.array([_location_scale(distances, "distance"), _location_scale(neighbour, "neighbour")])
+            distances = rule.combine(distances, neighbour)
+        rule.threshold = choose_threshold(distances, retention=retention)
+        return rule
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"rule": self.name, "threshold": self.threshold, "normalize": self.normalize,
+             "shrinkage": self.shrinkage, "means": self.means.tolist(), "precision": self.precision.tolist()}
+        if self.bank is not None:
+            d.update(scales=self.scales.tolist(), bank=_encode_bank(self.bank))
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "DistanceRule":
+        _require(d, ["threshold", "normalize", "shrinkage", "means", "precision"], cls.name)
+        if not isinstance(d["normalize"], bool):
+            raise ValueError(f"oos.normalize must be a boolean, got {d['normalize']!r}")
+        bank = _decode_bank(d["bank"]) if "bank" in d else None
+        return cls(d["means"], d["precision"], _finite(d["threshold"], "oos.threshold"), d["normalize"],
+                   _finite(d["shrinkage"], "oos.shrinkage"), bank, d.get("scales"))
+
+
+def _targets(train_targets: Any, n: int) -> np.ndarray:
+    targets = np.asarray(train_targets)
+    if targets.shape != (n,) or not np.issubdtype(targets.dtype, np.integer):
+        raise ValueError(f"train_targets must be {n} integer label indices")
+    return targets
+
+
+def _location_scale(values: np.ndarray, name: str) -> tuple[float, float]:
+    """Mean and standard deviation of a score on validation rows (the standardisation of one term)."""
+    if len(values) < 2 or not np.std(values) > 0:
+        raise ValueError(f"the {name} term needs at least two validation rows with differing scores")
+    return float(np.mean(values)), float(np.std(values))
+
+
+@dataclass
+class TrainRule(OOSRule):
+    """OOS when the ``oos`` class (column ``index``) is strictly the top confidence."""
+
+    name: ClassVar[str] = "train"
+    index: int = 0
+    threshold: float = field(default=0.0, init=False)
+
+    def score(self, confidences: np.ndarray, pooled: np.ndarray | None = None,
+              pooled_mid: np.ndarray | None = None) -> np.ndarray:
+        conf = _as_matrix(confidences, "confidences")
+        if not 0 <= self.index < conf.shape[1] or conf.shape[1] < 2:
+            raise ValueError(f"the train OOS rule needs column {self.index} and another, got {conf.shape[1]} columns")
+        others = np.delete(conf, self.index, axis=1).max(axis=1)
+        return conf[:, self.index] - others
+
+    @classmethod
+    def fit(cls, labels: Sequence[str]) -> "TrainRule":
+        """Locate the ``"oos"`` class among the model's labels."""
+        if OOS_LABEL not in labels:
+            raise ValueError(f"the train OOS rule needs a label named {OOS_LABEL!r}")
+        return cls(list(labels).index(OOS_LABEL))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.name, "index": self.index}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TrainRule":
+        _require(d, ["index"], cls.name)
+        if isinstance(d["index"], bool) or not isinstance(d["index"], int) or d["index"] < 0:
+            raise ValueError(f"oos.index must be a non-negative integer, got {d['index']!r}")
+        return cls(d["index"])
+
+
+RULES: dict[str, type] = {rule.name: rule for rule in (NoRule, ThresholdRule, DistanceRule, TrainRule)}
+
+
+def rule_from_dict(d: Any) -> OOSRule:
+    """Rebuild any rule from its ``to_dict`` object; errors name the problem."""
+    if not isinstance(d, Mapping) or not isinstance(d.get("rule"), str) or d["rule"] not in RULES:
+        got = d.get("rule") if isinstance(d, Mapping) else type(d).__name__
+        raise ValueError(f"oos: expected an object with 'rule' in {list(RULES)}, got {got!r}")
+    return RULES[d["rule"]].from_dict(d)

@@ -1,0 +1,163 @@
+"""LAUG operators (Liu et al., 2021): EDA word edits, speech disfluencies and
+speech-recognition errors, all outside protected (slot) spans.
+
+Signature as everywhere: ``op(example, rng) -> Example | None``. EDA operators
+change ``max(1, round(alpha * words))`` words, with EDA's default alpha 0.1.
+"""
+
+from __future__ import annotations
+
+import random
+
+from intentvcs.core.dataio import Example
+from intentvcs.core.perturb import lexicon
+from intentvcs.core.perturb.numbers import spoken_numbers
+from intentvcs.core.perturb.sites import distractor_sites, soundalike_sites, synonym_sites
+from intentvcs.core.perturb.text import Edit, Utterance, apply_edits, indefinite_article, match_case
+
+EDA_ALPHA = 0.1
+# A repair restarts at a determiner or preposition right before the wrong word.
+_REPAIR_ANCHORS = lexicon.DETERMINERS | lexicon.PREPOSITIONS
+
+
+def _count(utt: Utterance, alpha: float) -> int:
+    return max(1, round(alpha * len(utt.word_indices())))
+
+
+# -- EDA ---------------------------------------------------------------------
+def eda_synonym(example: Example, rng: random.Random, alpha: float = EDA_ALPHA) -> Example | None:
+    """Synonym replacement: ``alpha`` of the words get a WordNet synonym."""
+    utt = Utterance(example)
+    edits = []
+    for i, options in synonym_sites(utt, rng, n=_count(utt, alpha)):
+        edits.extend(utt.replace_word(i, rng.choice(options)))
+    return apply_edits(example, edits)
+
+
+def eda_insert(example: Example, rng: random.Random, alpha: float = EDA_ALPHA) -> Example | None:
+    """Random insertion: synonyms of ``alpha`` of the words, each inserted
+    between two words (or at either end) where no span is split."""
+    utt = Utterance(example)
+    positions = [0, *utt.gaps(), utt.body_end()]
+    edits = []
+    for _, options in synonym_sites(utt, rng, n=_count(utt, alpha)):
+        word = rng.choice(options)
+        at = rng.choice(positions)
+        if at == 0:
+            edits.extend(utt.prepend(word))
+        elif at == utt.body_end():
+            edits.append(utt.append(word))
+        else:
+            edits.append(Edit(at, at, word + " "))
+    return apply_edits(example, edits)
+
+
+def eda_swap(example: Example, rng: random.Random, alpha: float = EDA_ALPHA) -> Example | None:
+    """Random swap: two unprotected words trade places, ``alpha`` times."""
+    utt = Utterance(example)
+    free = utt.free_words(alpha=False)
+    words = {i: utt.tokens[i].text for i in free}
+    if len({w.lower() for w in words.values()}) < 2:
+        return None
+    for _ in range(_count(utt, alpha)):
+        a, b = rng.sample(free, 2)
+        while words[a].lower() == words[b].lower():  # a no-op swap; at least two words differ
+            a, b = rng.sample(free, 2)
+        words[a], words[b] = words[b], words[a]
+    return apply_edits(example, [utt.replace(i, w) for i, w in words.items() if w != utt.tokens[i].text])
+
+
+def eda_delete(example: Example, rng: random.Random, p: float = EDA_ALPHA) -> Example | None:
+    """Random deletion: each unprotected word goes with probability ``p``
+    (at least one goes; at least one word always stays)."""
+    utt = Utterance(example)
+    free = utt.free_words(alpha=False)
+    if not free or (len(free) == len(utt.word_indices()) and len(free) < 2):
+        return None
+    doomed = [i for i in free if rng.random() < p] or [rng.choice(free)]
+    if len(doomed) == len(utt.word_indices()):
+        doomed.remove(rng.choice(doomed))
+    return apply_edits(example, [utt.delete(i) for i in doomed])
+
+
+# -- disfluency --------------------------------------------------------------
+def disfluency_pause(example: Example, rng: random.Random) -> Example | None:
+    """Filled pause: ``i want um to book a table``."""
+    utt = Utterance(example)
+    pause = rng.choice(lexicon.FILLED_PAUSES)
+    positions = [0, *utt.gaps()]
+    at = rng.choice(positions)
+    edits = utt.prepend(pause) if at == 0 else [Edit(at, at, pause + " ")]
+    return apply_edits(example, edits)
+
+
+def disfluency_repeat(example: Example, rng: random.Random) -> Example | None:
+    """Repetition of one or two words: ``i i want to book``, ``i want i want to book``
+    (words only: repeating the ``7`` of ``7:30`` is not a spoken repeat)."""
+    utt = Utterance(example)
+    free = set(utt.free_words())
+    starts = []
+    for i in sorted(free):
+        starts.append((i, 1))
+        if i + 1 in free and utt.next_word(i) is not None:
+            starts.append((i, 2))
+    if not starts:
+        return None
+    i, length = rng.choice(starts)
+    last = utt.tokens[i + length - 1]
+    copy = utt.text[utt.tokens[i].start:last.end]
+    return apply_edits(example, utt.insert_before(i, copy))
+
+
+def disfluency_restart(example: Example, rng: random.Random) -> Example | None:
+    """Restart: a false start abandoned with a dash, ``i just— i want to book``."""
+    utt = Utterance(example)
+    return apply_edits(example, utt.prepend(rng.choice(lexicon.RESTART_STARTERS), sep="\u2014 "))
+
+
+def disfluency_repair(example: Example, rng: random.Random) -> Example | None:
+    """Repair that keeps the meaning: a wrong word, an edit term, then the
+    original words again: ``play jazz`` -> ``play rap, sorry i mean jazz``;
+    ``book a flight`` -> ``book a train, sorry i mean a flight``. The wrong word
+    is a co-hyponym of the original (``sites.distractor_sites``)."""
+    utt = Utterance(example)
+    sites = distractor_sites(utt, rng)
+    if not sites:
+        return None
+    i, options = sites[0]
+    wrong = match_case(utt.tokens[i].text, rng.choice(options[:5]))
+    # Speakers restart the correction at the determiner ("a train, i mean a flight").
+    j = i
+    prev = utt.prev_word(i)
+    if prev is not None and not prev.protected and prev.lower in _REPAIR_ANCHORS:
+        j = i - 1
+    lead = utt.text[utt.tokens[j].start:utt.tokens[i].start]
+    if j < i and utt.tokens[j].lower in ("a", "an"):  # "an alarm" -> "a drive"
+        lead = match_case(utt.tokens[j].text, indefinite_article(wrong)) + " "
+    reparandum = lead + wrong
+    marker = rng.choice(lexicon.REPAIR_MARKERS)
+    return apply_edits(example, utt.insert_before(j, f"{reparandum}, {marker}"))
+
+
+# -- speech recognition --------------------------------------------------------
+def asr_soundalike(example: Example, rng: random.Random) -> Example | None:
+    """Misheard words: one word (two in utterances of 8+ words) replaced by a
+    sound-alike within one phoneme, homophones included (``for`` -> ``four``)."""
+    utt = Utterance(example)
+    n = 2 if len(utt.word_indices()) >= 8 else 1
+    edits = []
+    for i, options in soundalike_sites(utt, rng, max_distance=1, function_words=True, n=n):
+        edits.extend(utt.replace_word(i, rng.choice(options[:3])))
+    return apply_edits(example, edits)
+
+
+def asr_numbers(example: Example, rng: random.Random) -> Example | None:
+    """Numbers as a recogniser writes them: ``set an alarm for 7:30 am`` ->
+    ``set an alarm for seven thirty a m`` (every number outside spans;
+    see ``numbers.spoken_numbers``). Deterministic: ``rng`` is unused."""
+    utt = Utterance(example)
+    edits = [
+        Edit(start, end, words) for start, end, words in spoken_numbers(example.text)
+        if not utt.overlaps_span(start, end)
+    ]
+    return apply_edits(example, edits)

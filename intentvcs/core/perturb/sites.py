@@ -1,0 +1,100 @@
+"""Where a word-replacing operator acts: unprotected words paired with the
+replacements they admit. Shared by NATURE (one word) and LAUG (several), so both
+pick words the same way.
+
+Each ``*_sites`` function returns up to ``n`` sites chosen at random by ``rng``.
+Candidate words are tried in a shuffled order and looked up only until ``n``
+sites are found, so a call costs one or two lexicon look-ups rather than one per
+word of the utterance.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable, Iterable
+
+from intentvcs.core.perturb import lexicon
+from intentvcs.core.perturb.phonetic import phonetic_index
+from intentvcs.core.perturb.tagging import guess_pos
+from intentvcs.core.perturb.text import Utterance
+from intentvcs.core.perturb.thesaurus import distractors, stopword_synonyms, synonyms
+
+Site = tuple[int, tuple[str, ...]]  # (token index, replacements in preference order)
+Lookup = Callable[[int], tuple[str, ...]]
+
+
+def _pick(rng: random.Random, groups: Iterable[list[int]], lookup: Lookup, n: int) -> list[Site]:
+    """Up to ``n`` sites: each group's indices in random order, earlier groups first."""
+    out: list[Site] = []
+    for group in groups:
+        order = list(group)
+        rng.shuffle(order)
+        for i in order:
+            found = lookup(i)
+            if found:
+                out.append((i, found))
+                if len(out) == n:
+                    return out
+    return out
+
+
+def _content_words(utt: Utterance) -> list[int]:
+    """Unprotected words outside the closed classes, of three letters or more:
+    shorter ones are abbreviations (``pm``, ``tv``) whose WordNet senses mislead
+    (``pm`` -> ``necropsy``)."""
+    return [
+        i for i in utt.free_words()
+        if len(utt.tokens[i].text) >= 3 and utt.tokens[i].lower not in lexicon.FUNCTION_WORDS
+    ]
+
+
+def synonym_sites(utt: Utterance, rng: random.Random, pos: str | None = None, n: int = 1) -> list[Site]:
+    """Content words (read as ``pos`` when given) with WordNet synonyms."""
+
+    def lookup(i: int) -> tuple[str, ...]:
+        guessed = guess_pos(utt, i)
+        if guessed is None or (pos is not None and guessed != pos):
+            return ()
+        return synonyms(utt.tokens[i].lower, guessed)
+
+    return _pick(rng, [_content_words(utt)], lookup, n)
+
+
+def stopword_sites(utt: Utterance, rng: random.Random, n: int = 1) -> list[Site]:
+    """Function words with a hand-listed near-synonym."""
+    return _pick(rng, [utt.free_words()], lambda i: stopword_synonyms(utt.tokens[i].lower), n)
+
+
+def soundalike_sites(utt: Utterance, rng: random.Random, max_distance: int = 2,
+                     function_words: bool = False, n: int = 1) -> list[Site]:
+    """Words with common sound-alikes within ``max_distance`` phoneme edits,
+    closest first. Function words take part only when ``function_words``, and
+    then only with exact homophones (``for`` -> ``four``): a one-phoneme slip
+    of a short word (``a`` -> ``uh``) is noise, not a misheard word."""
+    index = phonetic_index()
+
+    def lookup(i: int) -> tuple[str, ...]:
+        word = utt.tokens[i].lower
+        limit = 0 if word in lexicon.FUNCTION_WORDS else max_distance
+        return tuple(nb.word for nb in index.neighbours(word, limit))
+
+    candidates = _content_words(utt)
+    if function_words:
+        candidates += [i for i in utt.free_words() if utt.tokens[i].lower in lexicon.FUNCTION_WORDS]
+    return _pick(rng, [sorted(candidates)], lookup, n)
+
+
+def distractor_sites(utt: Utterance, rng: random.Random, n: int = 1) -> list[Site]:
+    """Nouns, then verbs and adjectives, with co-hyponyms a speaker could say by
+    mistake (``jazz`` -> ``rap``); when none has any, sound-alikes. Nouns first
+    because noun slips read as real repairs."""
+    by_pos: dict[str, list[int]] = {"n": [], "v": [], "a": []}
+    for i in _content_words(utt):
+        pos = guess_pos(utt, i)
+        if pos in by_pos:
+            by_pos[pos].append(i)
+
+    def lookup(i: int) -> tuple[str, ...]:
+        return distractors(utt.tokens[i].lower, guess_pos(utt, i))
+
+    return _pick(rng, by_pos.values(), lookup, n) or soundalike_sites(utt, rng, max_distance=1, n=n)

@@ -1,0 +1,267 @@
+"""Tokens, protected spans and span-preserving edits: the one place where text
+is changed, so every operator gets correct span offsets for free.
+
+An operator describes its change as a list of :class:`Edit` (replace the
+characters ``[start, end)`` of the *original* text with ``text``) and calls
+:func:`apply_edits`, which refuses any edit that would touch the inside of a
+protected span, shifts the spans, and returns ``None`` when nothing changed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from intentvcs.core.dataio import Example, Span
+
+# A word keeps inner apostrophes ("don't", "what's"); anything else that is not
+# a word character or space is a one-character punctuation token.
+_TOKEN_RE = re.compile(r"\w+(?:['\u2019]\w+)*|[^\w\s]")
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    start: int
+    end: int
+    protected: bool  # overlaps a protected span: never edited, moved or copied
+
+    @property
+    def is_word(self) -> bool:
+        return self.text[0].isalnum() or self.text[0] == "_"
+
+    @property
+    def is_alpha(self) -> bool:
+        """Letters (and inner apostrophes) only: the words lexicons know."""
+        return self.text.replace("'", "").replace("\u2019", "").isalpha()
+
+    @property
+    def lower(self) -> str:
+        return self.text.lower().replace("\u2019", "'")
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace ``[start, end)`` of the original text by ``text`` (insert when start == end)."""
+
+    start: int
+    end: int
+    text: str
+
+
+class Utterance:
+    """Tokenised, read-only view of an example, with helpers that build edits."""
+
+    def __init__(self, example: Example):
+        self.example = example
+        self.text = example.text
+        self.spans = example.spans
+        self.tokens: tuple[Token, ...] = tuple(
+            Token(m.group(), m.start(), m.end(), self.overlaps_span(m.start(), m.end()))
+            for m in _TOKEN_RE.finditer(example.text)
+        )
+
+    def overlaps_span(self, start: int, end: int) -> bool:
+        """True when ``[start, end)`` shares a character with a protected span."""
+        return any(start < s.end and end > s.start for s in self.spans)
+
+    def inside_span(self, position: int) -> bool:
+        """True when an insertion at ``position`` would split a protected span."""
+        return any(s.start < position < s.end for s in self.spans)
+
+    # -- selections -------------------------------------------------------
+    def free_words(self, alpha: bool = True) -> list[int]:
+        """Indices of unprotected word tokens (letters only when ``alpha``)."""
+        return [
+            i for i, t in enumerate(self.tokens)
+            if t.is_word and not t.protected and (t.is_alpha or not alpha)
+        ]
+
+    def word_indices(self) -> list[int]:
+        return [i for i, t in enumerate(self.tokens) if t.is_word]
+
+    def prev_word(self, i: int) -> Token | None:
+        """The word right before token ``i``; None at the start or after punctuation."""
+        if i == 0 or not self.tokens[i - 1].is_word:
+            return None
+        return self.tokens[i - 1]
+
+    def next_word(self, i: int) -> Token | None:
+        if i + 1 >= len(self.tokens) or not self.tokens[i + 1].is_word:
+            return None
+        return self.tokens[i + 1]
+
+    def gaps(self) -> list[int]:
+        """Starts of words after a space (not the ``30`` of ``7:30``) where an
+        insertion splits no span: the places a word can go in."""
+        return [
+            t.start for t in self.tokens[1:]
+            if t.is_word and self.text[t.start - 1].isspace() and not self.inside_span(t.start)
+        ]
+
+    def body_end(self) -> int:
+        """End of the last word: where an end-of-sentence phrase goes (before ``?``/``.``)."""
+        words = self.word_indices()
+        return self.tokens[words[-1]].end if words else len(self.text.rstrip())
+
+    # -- edits ------------------------------------------------------------
+    def replace(self, i: int, text: str) -> Edit:
+        t = self.tokens[i]
+        return Edit(t.start, t.end, text)
+
+    def replace_word(self, i: int, word: str) -> list[Edit]:
+        """Replace token ``i`` by ``word`` in the token's casing, and make a
+        preceding unprotected ``a``/``an`` agree (``a cheap`` -> ``an inexpensive``)."""
+        token = self.tokens[i]
+        edits = [Edit(token.start, token.end, match_case(token.text, word))]
+        prev = self.prev_word(i)
+        if prev is not None and not prev.protected and prev.lower in ("a", "an"):
+            article = indefinite_article(word)
+            if article != prev.lower:
+                edits.append(Edit(prev.start, prev.end, match_case(prev.text, article)))
+        return edits
+
+    def delete(self, i: int) -> Edit:
+        """Remove token ``i`` with the whitespace after it, or the whitespace before
+        it when punctuation or the end of the text follows (``to paris?`` -> ``to?``)."""
+        t = self.tokens[i]
+        after = t.end
+        while after < len(self.text) and self.text[after].isspace():
+            after += 1
+        if t.end < after < len(self.text):
+            return Edit(t.start, after, "")
+        start = t.start
+        while start > 0 and self.text[start - 1].isspace():
+            start -= 1
+        # "quickly, please?" loses "please" and its comma, not "quickly,?".
+        if start > 0 and self.text[start - 1] == "," and (after == len(self.text) or self.text[after] in ".?!"):
+            start -= 1
+        return Edit(start, t.end, "")
+
+    def insert_before(self, i: int, text: str) -> list[Edit]:
+        """Insert ``text`` before token ``i`` (via :meth:`prepend` at the very start)."""
+        if self.tokens[i].start == 0:
+            return self.prepend(text)
+        return [Edit(self.tokens[i].start, self.tokens[i].start, self.styled(text) + " ")]
+
+    def insert_after(self, i: int, text: str) -> Edit:
+        return Edit(self.tokens[i].end, self.tokens[i].end, " " + self.styled(text))
+
+    def styled(self, phrase: str) -> str:
+        """Write an inserted phrase in the utterance's style: all lower-case text
+        (CLINC150 style) keeps ``i``; cased text gets ``I``."""
+        if self.text == self.text.lower():
+            return phrase
+        return " ".join("I" + w[1:] if w == "i" or w.startswith("i'") else w for w in phrase.split(" "))
+
+    def prepend(self, phrase: str, sep: str = " ") -> list[Edit]:
+        """Put ``phrase`` first, moving the sentence-initial capital onto it.
+
+        ``Book a table`` + ``okay so`` -> ``Okay so book a table``; the first word is
+        lower-cased only when it is unprotected and not ``I`` or an acronym.
+        """
+        edits = []
+        phrase = self.styled(phrase)
+        first = self.tokens[0] if self.tokens else None
+        if self.text[:1].isupper():
+            phrase = phrase[:1].upper() + phrase[1:]
+            if (first is not None and first.is_word and not first.protected
+                    and first.start == 0 and not first.text.isupper()
+                    and first.lower not in {"i", "i'm", "i'd", "i'll", "i've"}):
+                edits.append(Edit(0, 1, first.text[0].lower()))
+        edits.append(Edit(0, 0, phrase + sep))
+        return edits
+
+    def append(self, phrase: str, sep: str = " ") -> Edit:
+        """Put ``phrase`` after the last word, before closing punctuation."""
+        at = self.body_end()
+        return Edit(at, at, sep + self.styled(phrase))
+
+
+def indefinite_article(word: str) -> str:
+    """``a`` or ``an`` before ``word``, by spelling with the common exceptions."""
+    w = word.lower()
+    if w.startswith(("hour", "honest", "honor", "honour", "heir")):
+        return "an"
+    if w.startswith(("uni", "use", "usu", "uti", "eu", "one", "once")):
+        return "a"
+    return "an" if w[:1] in ("a", "e", "i", "o", "u") else "a"
+
+
+def match_case(source: str, word: str) -> str:
+    """Give ``word`` the casing pattern of ``source`` (UPPER, Capitalised or lower)."""
+    if len(source) > 1 and source.isupper():
+        return word.upper()
+    if source[:1].isupper():
+        return word[:1].upper() + word[1:]
+    return word
+
+
+def apply_edits(example: Example, edits: Iterable[Edit]) -> Example | None:
+    """Apply ``edits`` (offsets into ``example.text``) and re-map the spans.
+
+    Overlapping deletions (empty ``text``) are merged, so deleting two adjacent
+    words composes. Returns a new example (labels, id and meta copied) or
+    ``None`` when other edits overlap each other, touch the inside of a protected span, leave the text
+    empty, or change nothing. Span ``[s, e)`` moves to ``[s', s' + e - s)`` where
+    ``s'`` counts every edit ending at or before ``s``: an insertion exactly at
+    a span's start lands before the span, one at its end lands after it.
+    """
+    ordered = [_tidy(e, example.text) for e in _merge_deletions(sorted(edits, key=lambda e: (e.start, e.end)))]
+    if not ordered:
+        return None
+    for a, b in zip(ordered, ordered[1:]):
+        if b.start < a.end:
+            return None
+    for edit in ordered:
+        if not 0 <= edit.start <= edit.end <= len(example.text):
+            raise ValueError(f"edit {edit} is outside the text")
+        for span in example.spans:
+            if edit.start == edit.end:
+                if span.start < edit.start < span.end:
+                    return None
+            elif edit.start < span.end and edit.end > span.start:
+                return None
+    pieces = []
+    cursor = 0
+    for edit in ordered:
+        pieces.append(example.text[cursor:edit.start])
+        pieces.append(edit.text)
+        cursor = edit.end
+    pieces.append(example.text[cursor:])
+    text = "".join(pieces)
+    if text == example.text or not text.strip():
+        return None
+    spans = tuple(_shift(span, ordered) for span in example.spans)
+    return Example(text, example.labels, example.id, spans, dict(example.meta))
+
+
+def _merge_deletions(edits: list[Edit]) -> list[Edit]:
+    merged: list[Edit] = []
+    for edit in edits:
+        last = merged[-1] if merged else None
+        if last is not None and not last.text and not edit.text and edit.start <= last.end:
+            merged[-1] = Edit(last.start, max(last.end, edit.end), "")
+        else:
+            merged.append(edit)
+    return merged
+
+
+def _tidy(edit: Edit, text: str) -> Edit:
+    """A deletion that now ends the text (or meets closing punctuation) also
+    takes the whitespace before it: "book a table for me" minus "for me" is
+    "book a table", not "book a table "."""
+    if edit.text or edit.start == edit.end:
+        return edit
+    if edit.end < len(text) and text[edit.end] not in ".?!,;:":
+        return edit
+    start = edit.start
+    while start > 0 and text[start - 1].isspace():
+        start -= 1
+    return Edit(start, edit.end, "")
+
+
+def _shift(span: Span, edits: Sequence[Edit]) -> Span:
+    delta = sum(len(e.text) - (e.end - e.start) for e in edits if e.end <= span.start)
+    return Span(span.start + delta, span.end + delta, span.label)

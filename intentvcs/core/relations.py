@@ -1,0 +1,338 @@
+"""Typed relations between intent labels, and the closure they impose.
+
+A relations file (``relations.json``, schema in docs/ARCHITECTURE.md) is written
+by the VCS builder (ground truth), by the audit (accepted fixes) and embedded in
+checkpoints and bundle manifests. Three relation types exist:
+
+``duplicate``  ``{"a", "b"}``: two names of one intent; symmetric.
+``subset``     ``{"child", "parent"}``: every ``child`` utterance is also ``parent``.
+``composite``  ``{"composite", "parts"}``: a ``composite`` utterance carries every part.
+
+Each relation is a set of *implications* "accepting x means accepting y"
+(duplicate: a->b and b->a; subset: child->parent; composite: composite->part).
+``implication_matrix`` is their reflexive-transitive closure, and ``close``
+(or a reusable ``Closure``) applies it to accepted labels at inference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Union
+
+import numpy as np
+
+from intentvcs.core import atomic
+
+FORMAT = "intentvcs-relations"
+FORMAT_VERSION = 1
+RELATION_TYPES = ("duplicate", "subset", "composite")
+
+
+class RelationsError(ValueError):
+    """A relations object is malformed or names an unknown label."""
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    a: str
+    b: str
+    type = "duplicate"
+
+    def labels(self) -> tuple[str, ...]:
+        return (self.a, self.b)
+
+    def implications(self) -> list[tuple[str, str]]:
+        return [(self.a, self.b), (self.b, self.a)]
+
+    def pairs(self) -> list[tuple[str, str]]:
+        # Symmetric, so one canonical (sorted) order makes pairs comparable.
+        return [tuple(sorted((self.a, self.b)))]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "a": self.a, "b": self.b}
+
+
+@dataclass(frozen=True)
+class Subset:
+    child: str
+    parent: str
+    type = "subset"
+
+    def labels(self) -> tuple[str, ...]:
+        return (self.child, self.parent)
+
+    def implications(self) -> list[tuple[str, str]]:
+        return [(self.child, self.parent)]
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [(self.child, self.parent)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "child": self.child, "parent": self.parent}
+
+
+@dataclass(frozen=True)
+class Composite:
+    composite: str
+    parts: tuple[str, ...]
+    type = "composite"
+
+    def labels(self) -> tuple[str, ...]:
+        return (self.composite, *self.parts)
+
+    def implications(self) -> list[tuple[str, str]]:
+        return [(self.composite, part) for part in self.parts]
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return self.implications()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "composite": self.composite, "parts": list(self.parts)}
+
+
+Relation = Union[Duplicate, Subset, Composite]
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise RelationsError(f"{where}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _string_list(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list):
+        raise RelationsError(f"{where}: expected a list of strings, got {type(value).__name__}")
+    return [_string(item, f"{where}[{i}]") for i, item in enumerate(value)]
+
+
+_FIELDS = {"duplicate": {"a", "b"}, "subset": {"child", "parent"}, "composite": {"composite", "parts"}}
+
+
+def relation_from_dict(obj: Any, where: str = "relation") -> Relation:
+    """Parse one relation object; raise ``RelationsError`` naming ``where``."""
+    if not isinstance(obj, Mapping):
+        raise RelationsError(f"{where}: expected an object, got {type(obj).__name__}")
+    kind = obj.get("type")
+    if kind not in _FIELDS:
+        raise RelationsError(f"{where}: unknown relation type {kind!r}; expected one of {list(RELATION_TYPES)}")
+    keys = set(obj) - {"type"}
+    if keys != _FIELDS[kind]:
+        raise RelationsError(f"{where}: a {kind} relation has keys {sorted(_FIELDS[kind])}, got {sorted(keys)}")
+    if kind == "duplicate":
+        relation: Relation = Duplicate(_string(obj["a"], f"{where}.a"), _string(obj["b"], f"{where}.b"))
+    elif kind == "subset":
+        relation = Subset(_string(obj["child"], f"{where}.child"), _string(obj["parent"], f"{where}.parent"))
+    else:
+        parts = _string_list(obj["parts"], f"{where}.parts")
+        relation = Composite(_string(obj["composite"], f"{where}.composite"), tuple(parts))
+    _check_relation_shape(relation, where)
+    return relation
+
+
+def _check_relation_shape(relation: Relation, where: str) -> None:
+    names = relation.labels()
+    if len(set(names)) != len(names):
+        raise RelationsError(f"{where}: a {relation.type} relation repeats a label: {list(names)}")
+    if isinstance(relation, Composite) and len(relation.parts) < 2:
+        raise RelationsError(f"{where}: a composite needs at least 2 parts, got {list(relation.parts)}")
+
+
+@dataclass(frozen=True)
+class LabelRelations:
+    """Labels, the typed relations between them, and named intent families.
+
+    ``labels``    every label the relations may mention (unique).
+    ``relations`` typed relations over ``labels``.
+    ``families``  family name -> member labels (the VCS builder groups each base
+                  intent with its versions and splits); may be empty.
+    ``details``   free-form JSON object (builder or audit evidence), kept as is.
+    Construction validates everything and raises ``RelationsError``.
+    """
+
+    labels: tuple[str, ...]
+    relations: tuple[Relation, ...] = ()
+    families: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", tuple(self.labels))
+        object.__setattr__(self, "relations", tuple(self.relations))
+        object.__setattr__(self, "families", {k: tuple(v) for k, v in self.families.items()})
+        seen: set[str] = set()
+        for label in self.labels:
+            _string(label, "labels[]")
+            if label in seen:
+                raise RelationsError(f"labels: {label!r} is listed twice")
+            seen.add(label)
+        for i, relation in enumerate(self.relations):
+            _check_relation_shape(relation, f"relations[{i}]")
+            self._check_known(relation.labels(), f"relations[{i}] ({relation.type})")
+        for name, members in self.families.items():
+            self._check_known(members, f"families[{name!r}]")
+
+    def _check_known(self, names: Iterable[str], where: str) -> None:
+        unknown = [n for n in names if n not in self.labels]
+        if unknown:
+            raise RelationsError(f"{where}: unknown label(s) {unknown}; not in 'labels'")
+
+    # ----------------------------------------------------------------- I/O
+    @classmethod
+    def from_dict(cls, obj: Any) -> "LabelRelations":
+        """Parse and validate a relations file object."""
+        if not isinstance(obj, Mapping):
+            raise RelationsError(f"relations file: expected an object, got {type(obj).__name__}")
+        if obj.get("format") != FORMAT:
+            raise RelationsError(f"format: expected {FORMAT!r}, got {obj.get('format')!r}")
+        version = obj.get("format_version")
+        if version != FORMAT_VERSION:
+            raise RelationsError(f"format_version: this code reads {FORMAT_VERSION}, got {version!r}")
+        relations = obj.get("relations", [])
+        if not isinstance(relations, list):
+            raise RelationsError(f"relations: expected a list, got {type(relations).__name__}")
+        families = obj.get("families", {})
+        if not isinstance(families, Mapping):
+            raise RelationsError(f"families: expected an object, got {type(families).__name__}")
+        details = obj.get("details", {})
+        if not isinstance(details, Mapping):
+            raise RelationsError(f"details: expected an object, got {type(details).__name__}")
+        return cls(
+            labels=tuple(_string_list(obj.get("labels"), "labels")),
+            relations=tuple(relation_from_dict(r, f"relations[{i}]") for i, r in enumerate(relations)),
+            families={_string(k, "families key"): tuple(_string_list(v, f"families[{k!r}]"))
+                      for k, v in families.items()},
+            details=dict(details),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-safe relations file object (inverse of ``from_dict``)."""
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "labels": list(self.labels),
+            "relations": [r.to_dict() for r in self.relations],
+            "families": {k: list(v) for k, v in self.families.items()},
+            "details": dict(self.details),
+        }
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "LabelRelations":
+        """Read and validate a relations file; errors name the path."""
+        with open(path, encoding="utf-8") as handle:
+            try:
+                return cls.from_dict(json.load(handle))
+            except RelationsError as exc:
+                raise RelationsError(f"{path}: {exc}") from None
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the relations file atomically."""
+        atomic.write_json(path, self.to_dict())
+
+    # ------------------------------------------------------------- queries
+    def of_type(self, kind: str) -> list[Relation]:
+        """Relations of one type (``duplicate``, ``subset`` or ``composite``)."""
+        if kind not in RELATION_TYPES:
+            raise RelationsError(f"unknown relation type {kind!r}; expected one of {list(RELATION_TYPES)}")
+        return [r for r in self.relations if r.type == kind]
+
+    def pairs(self, kind: str) -> set[tuple[str, str]]:
+        """Label pairs of one type, in a canonical order that makes sets comparable.
+
+        duplicate: ``(min(a, b), max(a, b))``; subset: ``(child, parent)``;
+        composite: one ``(composite, part)`` per part.
+        """
+        return {pair for r in self.of_type(kind) for pair in r.pairs()}
+
+    def typed_pairs(self) -> set[tuple[str, str, str]]:
+        """Every relation as ``(type, x, y)`` with ``pairs``' order (for scoring an audit)."""
+        return {(kind, x, y) for kind in RELATION_TYPES for x, y in self.pairs(kind)}
+
+    def family_of(self, label: str) -> str | None:
+        """The first family (in file order) listing ``label``, or ``None``."""
+        return next((name for name, members in self.families.items() if label in members), None)
+
+    def components(self) -> list[list[str]]:
+        """Labels grouped by the relation graph, ignoring direction.
+
+        Groups of two or more labels only, each sorted, ordered by first label;
+        derived from ``relations`` (``families`` is the builder's own naming).
+        """
+        reach = self.implication_matrix()
+        # Close the undirected graph: implication alone misses siblings such as
+        # two children of one parent.
+        linked = _transitive_closure(reach | reach.T)
+        groups: dict[int, list[str]] = {}
+        for i, label in enumerate(self.labels):
+            # The first member of a component keys it (rows are reflexive).
+            groups.setdefault(int(np.argmax(linked[i])), []).append(label)
+        return sorted((sorted(g) for g in groups.values() if len(g) > 1), key=lambda g: g[0])
+
+    # ------------------------------------------------------------- closure
+    def implication_matrix(self, labels: Iterable[str] | None = None) -> np.ndarray:
+        """``M[i, j]`` is True when accepting ``labels[i]`` implies accepting ``labels[j]``.
+
+        Reflexive and transitive over all relations (a chain through a label
+        missing from ``labels`` still counts). ``labels`` defaults to
+        ``self.labels``; a name unknown to the relations (e.g. ``"oos"``)
+        implies only itself. Returns bool ``[L, L]``.
+        """
+        order = self.labels if labels is None else tuple(labels)
+        index = {label: i for i, label in enumerate(self.labels)}
+        full = np.eye(len(self.labels), dtype=bool)
+        for relation in self.relations:
+            for src, dst in relation.implications():
+                full[index[src], index[dst]] = True
+        full = _transitive_closure(full)
+        out = np.eye(len(order), dtype=bool)
+        known = [i for i, label in enumerate(order) if label in index]
+        rows = [index[order[i]] for i in known]
+        out[np.ix_(known, known)] = full[np.ix_(rows, rows)]
+        return out
+
+    def closure(self, labels: Iterable[str] | None = None) -> "Closure":
+        """A reusable ``Closure`` for columns ``labels`` (default ``self.labels``)."""
+        return Closure(self.implication_matrix(labels))
+
+    def close(self, accepted: np.ndarray, labels: Iterable[str] | None = None) -> np.ndarray:
+        """Accepted labels plus everything they imply: bool ``[N, L]`` -> bool ``[N, L]``.
+
+        Columns follow ``labels`` (default ``self.labels``). Per-request callers
+        should build ``closure(labels)`` once and call it instead.
+        """
+        return self.closure(labels)(accepted)
+
+
+class Closure:
+    """Applies a fixed implication matrix to batches of accepted labels.
+
+    ``out[n, j] = any_i accepted[n, i] & M[i, j]``. Only the off-diagonal
+    implications are stored (few: each label implies its family), so a call
+    costs O(N * implications) gathers and no matrix product; BLAS would add
+    thread start-up to every small serving request.
+    """
+
+    def __init__(self, implication: np.ndarray):
+        implication = np.asarray(implication, dtype=bool)
+        self.n_labels = implication.shape[0]
+        # Edges src -> dst sorted by dst, so each dst's sources are one slice.
+        dst, src = np.nonzero(implication.T & ~np.eye(self.n_labels, dtype=bool))
+        self._src = src
+        self._dst, self._starts = np.unique(dst, return_index=True)
+
+    def __call__(self, accepted: np.ndarray) -> np.ndarray:
+        accepted = np.asarray(accepted, dtype=bool)
+        if accepted.ndim != 2 or accepted.shape[1] != self.n_labels:
+            raise ValueError(f"accepted must be [N, {self.n_labels}], got {list(accepted.shape)}")
+        closed = accepted.copy()
+        if len(self._src):
+            closed[:, self._dst] |= np.logical_or.reduceat(accepted[:, self._src], self._starts, axis=1)
+        return closed
+
+
+def _transitive_closure(adjacency: np.ndarray) -> np.ndarray:
+    """Warshall's algorithm, one vectorised [L, L] update per intermediate label."""
+    reach = adjacency.copy()
+    for k in range(reach.shape[0]):
+        reach |= reach[:, k : k + 1] & reach[k : k + 1, :]
+    return reach

@@ -1,0 +1,338 @@
+"""The robustness suite (MISSION.md section 3): how far a model's score drops on perturbed input.
+
+From one labelled test set and the operators of ``intentvcs.core.perturb``:
+
+- **per operator**: the operator applied (seed ``seed``) to every utterance it
+  applies to, protected spans kept; scored against the same rows clean.
+- **Random** (NATURE): one random applicable operator per utterance
+  (``perturb.random_set``) on every row, drawn ``draws`` times with seeds
+  ``seed, seed + 1, ...``; the mean and the sample standard deviation over
+  draws are reported (NATURE averages 10 draws; the CLI defaults to 5 to keep
+  a CPU run short). A row no operator applies to stays clean. Draw 0 uses the
+  per-operator seed, so it adds no text the per-operator sets lack.
+- **Hard** (NATURE): per utterance its worst per-operator variant *for the
+  model under test* (NATURE fixes one reference model; here each model meets
+  its own worst case). Worst means a wrong variant before a right one, then
+  the least firm: the lowest calibrated confidence among the gold labels (the
+  weakest gold label) for an in-scope row, the lowest OOS score for an
+  out-of-scope row. Right means: the top label is gold (metric ``accuracy``),
+  the accepted set equals the gold set (metric ``f1``), judged out of scope
+  (an out-of-scope row). Rows no operator applies to are left out.
+
+Scores come from ``intentvcs.core.evaluation.evaluate``, i.e. through the decision
+layer the service runs. The primary metric is ``accuracy`` (top label in the
+gold set, over in-scope rows, OOS verdict ignored) unless some gold row has
+more than one label, then micro ``f1`` (with ``exact_match`` tracked too).
+Out-of-scope rows (``labels == []``) never enter those in-scope scores; when
+the data has any, ``oos_recall`` is tracked as well, so a perturbation that
+makes junk look in scope shows. Every score is a percentage, every drop is
+``clean - perturbed`` in points (positive = worse) on the rows the set covers.
+
+Every distinct text (clean, per-operator, random) is run through the model
+once, in length-sorted chunks; all sets are then scored from those outputs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from intentvcs.core.dataio import Example
+from intentvcs.core.decision import Decision
+from intentvcs.core.evaluation import evaluate, gold_matrix
+from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.perturb import FAMILIES, FAMILY_OF, OPERATORS, perturb, random_set
+
+METRICS = ("auto", "accuracy", "f1")
+# Texts per model call. The texts are sorted by length first, so each call's
+# batches pad little; chunking only gives the progress bar something to count.
+CHUNK = 1024
+
+Infer = Callable[[Sequence[str]], GraphOutputs]
+
+
+def expand_operators(names: Sequence[str] | None) -> list[str]:
+    """Operator names for ``names`` (operator or family names; None or empty: all), in registry order."""
+    if not names:
+        return list(OPERATORS)
+    chosen: set[str] = set()
+    for name in names:
+        if name in FAMILIES:
+            chosen.update(FAMILIES[name])
+        elif name in OPERATORS:
+            chosen.add(name)
+        else:
+            raise ValueError(f"unknown operator or family {name!r}; families: {sorted(FAMILIES)}, "
+                             f"operators: {sorted(OPERATORS)}")
+    return [name for name in OPERATORS if name in chosen]
+
+
+def tracked_metrics(examples: Sequence[Example], metric: str = "auto") -> list[str]:
+    """The metrics to report, primary first (see the module docstring).
+
+    ``metric`` ``"auto"`` picks ``"f1"`` when any gold row has more than one
+    label and ``"accuracy"`` otherwise; ``"f1"`` brings ``"exact_match"``; data
+    with out-of-scope rows adds ``"oos_recall"``.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose from {', '.join(METRICS)}")
+    if metric == "auto":
+        metric = "f1" if any(len(ex.labels) > 1 for ex in examples) else "accuracy"
+    metrics = [metric, "exact_match"] if metric == "f1" else [metric]
+    if any(ex.is_out_of_scope for ex in examples):
+        metrics.append("oos_recall")
+    return metrics
+
+
+# -- building the perturbed sets ---------------------------------------------------
+@dataclass(frozen=True)
+class PerturbedSets:
+    """Perturbed texts of a test set; rows are indices into that set.
+
+    ``operators``       operator -> (rows int ``[n]``, texts) for the rows it applies to;
+    ``random``          per draw, one text per row (the clean text where nothing applied);
+    ``random_changed``  per draw, how many rows an operator changed.
+    """
+
+    operators: dict[str, tuple[np.ndarray, list[str]]]
+    random: list[list[str]]
+    random_changed: list[int]
+
+    def texts(self) -> list[str]:
+        """Every perturbed text, repeats included."""
+        return [t for _, texts in self.operators.values() for t in texts] + [t for d in self.random for t in d]
+
+
+def _operator_set(examples: Sequence[Example], name: str, seed: int) -> tuple[np.ndarray, list[str]]:
+    """``(rows, texts)`` of the examples operator ``name`` applies to."""
+    rows, texts = [], []
+    for row, example in enumerate(examples):
+        out = perturb(example, name, seed)
+        if out is not None:
+            rows.append(row)
+            texts.append(out.text)
+    return np.array(rows, dtype=np.int64), texts
+
+
+def build_sets(examples: Sequence[Example], operators: Sequence[str], draws: int, seed: int,
+               progress: bool = True) -> PerturbedSets:
+    """Perturb ``examples`` once per operator (seed ``seed``) and once per Random draw (seeds ``seed + d``)."""
+    per_operator, random_texts, changed = {}, [], []
+    with tqdm(total=len(operators) + draws, desc="perturb", unit="set", disable=not progress) as bar:
+        for name in operators:
+            per_operator[name] = _operator_set(examples, name, seed)
+            bar.update()
+        for draw in range(draws):
+            drawn = random_set(examples, seed + draw, operators)
+            random_texts.append([ex.text for ex in drawn])
+            changed.append(sum(ex.meta["perturbation"] is not None for ex in drawn))
+            bar.update()
+    return PerturbedSets(per_operator, random_texts, changed)
+
+
+# -- running the model ---------------------------------------------------------------
+@dataclass(frozen=True)
+class DistinctOutputs:
+    """The model's ``GraphOutputs`` on distinct texts, with ``row_of`` text -> row."""
+
+    outputs: GraphOutputs
+    row_of: dict[str, int]
+
+    def take(self, texts: Sequence[str]) -> GraphOutputs:
+        """The outputs' rows for ``texts``, in their order."""
+        return self.outputs.rows(np.fromiter((self.row_of[t] for t in texts), dtype=np.int64, count=len(texts)))
+
+
+def infer_distinct(infer: Infer, texts: Sequence[str], progress: bool = True) -> DistinctOutputs:
+    """Run every distinct text of ``texts`` through ``infer`` once (``texts`` must not be empty)."""
+    distinct = sorted(set(texts), key=lambda t: (len(t), t))
+    chunks = []
+    with tqdm(total=len(distinct), desc="inference", unit="text", disable=not progress) as bar:
+        for start in range(0, len(distinct), CHUNK):
+            chunk = distinct[start:start + CHUNK]
+            chunks.append(GraphOutputs(*infer(chunk)))
+            bar.update(len(chunk))
+    return DistinctOutputs(GraphOutputs.concatenate(chunks), {t: i for i, t in enumerate(distinct)})
+
+
+# -- scoring ---------------------------------------------------------------------------
+def _score(decision: Decision, outputs: DistinctOutputs, texts: Sequence[str], examples: Sequence[Example],
+           metrics: Sequence[str]) -> dict[str, float | None]:
+    """Each metric in percent for the model's outputs on ``texts`` against ``examples``' labels.
+
+    None where the rows give the metric no denominator (e.g. no in-scope row).
+    """
+    if not examples:
+        return dict.fromkeys(metrics)
+    figures = evaluate(decision, outputs.take(texts), examples, include_tables=False)
+    return {m: 100.0 * figures[m] if m in figures else None for m in metrics}
+
+
+def compare(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], rows: Sequence[int],
+            texts: Sequence[str], metrics: Sequence[str]) -> dict:
+    """``{"n", <metric>: {"clean", "perturbed", "drop"}}`` for ``texts``, the variants of ``examples[rows]``."""
+    subset = [examples[r] for r in rows]
+    clean = _score(decision, outputs, [ex.text for ex in subset], subset, metrics)
+    perturbed = _score(decision, outputs, texts, subset, metrics)
+    entry: dict = {"n": len(subset)}
+    for m in metrics:
+        drop = None if clean[m] is None or perturbed[m] is None else clean[m] - perturbed[m]
+        entry[m] = {"clean": clean[m], "perturbed": perturbed[m], "drop": drop}
+    return entry
+
+
+def outcomes(decision: Decision, outputs: GraphOutputs, gold: np.ndarray,
+             metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: ``right`` bool ``[N]`` and ``firmness`` float ``[N]`` (lower = closer to failing).
+
+    ``gold`` is bool ``[N, L + E]`` (``evaluation.gold_matrix``: the model's
+    labels first). Definitions in the module docstring (Hard set).
+    """
+    result = decision.apply(*outputs)
+    n_known = len(decision.labels)
+    in_scope = gold.any(axis=1)
+    if metric == "accuracy":
+        right = gold[np.arange(len(gold)), result.confidences.argmax(axis=1)]
+    else:
+        accepted = np.zeros_like(gold)
+        accepted[:, :n_known] = result.accepted
+        right = (accepted == gold).all(axis=1)
+    confidences = np.zeros(gold.shape)  # gold labels unknown to the model: confidence 0
+    confidences[:, :n_known] = result.confidences
+    weakest_gold = np.where(gold, confidences, np.inf).min(axis=1)
+    return (np.where(in_scope, right, result.out_of_scope),
+            np.where(in_scope, weakest_gold, result.oos_score))
+
+
+def worst_candidates(rows: np.ndarray, right: np.ndarray, firmness: np.ndarray) -> np.ndarray:
+    """Index of each distinct row's worst candidate, rows ascending.
+
+    Candidate ``k`` is a variant of row ``rows[k]``; wrong beats right, then the
+    lowest ``firmness``; ties go to the earliest candidate (lexsort is stable).
+    """
+    order = np.lexsort((firmness, right, rows))  # the last key sorts first
+    _, first = np.unique(rows[order], return_index=True)
+    return order[first]
+
+
+def hard_set(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], sets: PerturbedSets,
+             metric: str) -> tuple[np.ndarray, list[str], list[str]]:
+    """The Hard set: ``(rows, texts, operator names)``, one worst variant per row with any."""
+    names = list(sets.operators)
+    texts = [t for n in names for t in sets.operators[n][1]]
+    if not texts:
+        return np.zeros(0, dtype=np.int64), [], []
+    rows = np.concatenate([sets.operators[n][0] for n in names])
+    sources = [n for n in names for _ in sets.operators[n][1]]
+    gold, _ = gold_matrix(examples, decision.labels)
+    right, firmness = outcomes(decision, outputs.take(texts), gold[rows], metric)
+    chosen = worst_candidates(rows, right, firmness)
+    return rows[chosen], [texts[k] for k in chosen], [sources[k] for k in chosen]
+
+
+def _random_report(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], sets: PerturbedSets,
+                   metrics: Sequence[str], seed: int) -> dict:
+    rows = range(len(examples))
+    draws = [{"seed": seed + d, "changed": changed, **compare(decision, outputs, examples, rows, texts, metrics)}
+             for d, (texts, changed) in enumerate(zip(sets.random, sets.random_changed))]
+    report: dict = {"n": len(examples)}
+    for m in metrics:
+        if draws[0][m]["clean"] is None:
+            report[m] = None
+            continue
+        perturbed = np.array([d[m]["perturbed"] for d in draws])
+        drops = np.array([d[m]["drop"] for d in draws])
+        ddof = 1 if len(draws) > 1 else 0  # sample std across draws; 0 for a single draw
+        report[m] = {"clean": draws[0][m]["clean"],
+                     "perturbed_mean": float(perturbed.mean()), "perturbed_std": float(perturbed.std(ddof=ddof)),
+                     "drop_mean": float(drops.mean()), "drop_std": float(drops.std(ddof=ddof))}
+    report["draws"] = draws
+    return report
+
+
+def _hard_report(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], sets: PerturbedSets,
+                 metrics: Sequence[str]) -> dict:
+    rows, texts, sources = hard_set(decision, outputs, examples, sets, metrics[0])
+    counts = Counter(sources)
+    return {**compare(decision, outputs, examples, rows, texts, metrics),
+            "worst_operator": {name: counts[name] for name in sets.operators if counts[name]}}
+
+
+def run_suite(examples: Sequence[Example], infer: Infer, decision: Decision, operators: Sequence[str] | None,
+              draws: int, seed: int = 0, metric: str = "auto", progress: bool = True) -> dict:
+    """Build every set, run the model once per distinct text and return the JSON-safe report.
+
+    ``infer(texts) -> GraphOutputs`` is ``Engine.infer`` or
+    ``TorchPredictor.infer``; ``decision`` the model's ``Decision``;
+    ``operators`` operator or family names (None: all); ``draws`` Random-set
+    draws (>= 1); ``metric`` ``"auto"``, ``"accuracy"`` or ``"f1"``.
+    Report keys: ``metric``, ``metrics``, ``n``, ``n_out_of_scope``, ``seed``,
+    ``draws``, ``distinct_texts``, ``clean``, ``operators`` (name ->
+    ``{"family", "n", <metric>: {"clean", "perturbed", "drop"}}``), ``random``
+    (``{"n", <metric>: {"clean", "perturbed_mean", "perturbed_std",
+    "drop_mean", "drop_std"}, "draws": [...]}``), ``hard`` (like an operator,
+    plus ``worst_operator`` counts).
+    """
+    if not examples:
+        raise ValueError("no examples to perturb")
+    if draws < 1:
+        raise ValueError(f"draws must be >= 1, got {draws}")
+    operators = expand_operators(operators)
+    metrics = tracked_metrics(examples, metric)
+    sets = build_sets(examples, operators, draws, seed, progress)
+    clean_texts = [ex.text for ex in examples]
+    outputs = infer_distinct(infer, clean_texts + sets.texts(), progress)
+    return {
+        "metric": metrics[0],
+        "metrics": metrics,
+        "n": len(examples),
+        "n_out_of_scope": sum(ex.is_out_of_scope for ex in examples),
+        "seed": seed,
+        "draws": draws,
+        "distinct_texts": len(outputs.row_of),
+        "clean": _score(decision, outputs, clean_texts, examples, metrics),
+        "operators": {name: {"family": FAMILY_OF[name], **compare(decision, outputs, examples, rows, texts, metrics)}
+                      for name, (rows, texts) in sets.operators.items()},
+        "random": _random_report(decision, outputs, examples, sets, metrics, seed),
+        "hard": _hard_report(decision, outputs, examples, sets, metrics),
+    }
+
+
+# -- Markdown ------------------------------------------------------------------------------
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _plain(entry: dict) -> list[str]:
+    return [_fmt(entry["clean"]), _fmt(entry["perturbed"]), _fmt(entry["drop"])]
+
+
+def _spread(entry: dict) -> list[str]:
+    return [_fmt(entry["clean"]), f"{_fmt(entry['perturbed_mean'])} ± {_fmt(entry['perturbed_std'])}",
+            f"{_fmt(entry['drop_mean'])} ± {_fmt(entry['drop_std'])}"]
+
+
+def render_markdown(report: dict) -> str:
+    """The report as a Markdown table: one row per operator, then Random and Hard."""
+    metrics = report["metrics"]
+
+    def row(name: str, family: str, entry: dict, cells: Callable[[dict], list[str]]) -> str:
+        values = [c for m in metrics for c in (cells(entry[m]) if entry[m] is not None else ["–"] * 3)]
+        return f"| {name} | {family} | {entry['n']} | " + " | ".join(values) + " |"
+
+    lines = [
+        f"Scores in %; drop = clean − perturbed, in points, on the rows each set covers. Primary metric: "
+        f"{report['metric']}. Random: mean ± std over {report['draws']} draw(s) from seed {report['seed']}. "
+        f"Hard: each utterance's worst operator for this model.",
+        "",
+        "| set | family | n | " + " | ".join(f"{m} clean | {m} perturbed | {m} drop" for m in metrics) + " |",
+        "|---|---|---|" + "---|" * (3 * len(metrics)),
+        *(row(name, e["family"], e, _plain) for name, e in report["operators"].items()),
+        row("**Random**", "–", report["random"], _spread),
+        row("**Hard**", "–", report["hard"], _plain),
+    ]
+    return "\n".join(lines) + "\n"

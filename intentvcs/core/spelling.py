@@ -1,0 +1,173 @@
+"""Spelling normalisation: misspelt words back to the training vocabulary.
+
+Keyboard typos turn a word the model knows into word pieces it never saw
+(``balance`` -> ``balsnce``), and no amount of augmented training recovers all
+of it (the robustness benchmark's ``typo_keyboard`` drop). A word that is in
+neither the training vocabulary nor an English word list is usually a typo
+(or a name), and the closest training word is usually what was meant, so the
+model reads that instead. Real words are never touched: a typo that makes
+another English word (``book`` -> ``boot``) is left to the model. Nor are
+chat spellings of contractions (``dont``: "don" would lose the negation) or,
+in text that is not all one case, capitalised words after the first (names:
+``Gare du Nord``, ``my Amex``).
+
+The index is SymSpell's symmetric-delete lookup (``symspellpy``) over the
+training vocabulary only, so it is small (thousands of words, built in well
+under a second) and can only suggest words the model was trained on; the
+English list (SymSpell's bundled 82,765-word frequency dictionary) is only
+consulted as "is this a real word". Candidates are the training words at the
+smallest Damerau-Levenshtein distance (at most 1 for 3-4 letter words, 2 for
+longer ones; shorter words are left alone), ties going to the more frequent.
+
+Serialised as ``spelling.json`` in checkpoints and bundles (``to_dict``); pure
+Python, no torch, so the serving engine applies it before tokenising.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from symspellpy import SymSpell, Verbosity
+
+from intentvcs.core import atomic
+
+FORMAT = "intentvcs-spelling"
+FORMAT_VERSION = 1
+SPELLING_FILE = "spelling.json"
+MIN_LENGTH = 3
+# Words up to this many letters get edit distance 1, longer ones 2: at 2 edits
+# a 4-letter word is within reach of too many others to guess which was meant.
+SHORT_WORD = 4
+MAX_EDIT_DISTANCE = 2
+ENGLISH_DICTIONARY = "frequency_dictionary_en_82_765.txt"
+# Apostrophe-less contractions and chat shorthand: real words to their writers,
+# absent from the English list, and one edit from a word of another meaning.
+INFORMAL_WORDS = frozenset({
+    "dont", "cant", "wont", "didnt", "doesnt", "isnt", "arent", "wasnt", "werent", "havent", "hasnt",
+    "hadnt", "wouldnt", "couldnt", "shouldnt", "aint", "im", "ive", "youre", "youve", "youll", "youd",
+    "theyre", "theyve", "theyll", "whats", "thats", "theres", "heres", "wheres", "whos", "hows", "lets",
+    "hes", "shes", "weve", "gonna", "wanna", "gotta", "pls", "plz", "thx", "thanx", "lol", "btw", "asap",
+})
+# Runs of letters (any script): digits, amounts and times are not spelling, and
+# splitting at apostrophes leaves contractions' short halves ("s") under MIN_LENGTH.
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+class SpellingError(ValueError):
+    """A spelling file is unreadable or malformed; names the file and the problem."""
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+@lru_cache(maxsize=1)
+def english_words() -> frozenset[str]:
+    """The lowercase words of SymSpell's bundled English frequency dictionary."""
+    text = (resources.files("symspellpy") / ENGLISH_DICTIONARY).read_text(encoding="utf-8")
+    return frozenset(line.split(" ", 1)[0] for line in text.splitlines() if line)
+
+
+def vocabulary(texts: Iterable[str]) -> dict[str, int]:
+    """Lowercase word counts of ``texts`` (the words ``Spelling`` may correct to)."""
+    words = (word.lower() for text in texts for word in _WORD.findall(text))
+    # isalpha: a few numerals (Roman, fractions) are "word" characters, and a few
+    # capitals lowercase to a letter plus a combining mark.
+    return dict(Counter(word for word in words if word.isalpha()))
+
+
+class Spelling:
+    """Correct out-of-vocabulary non-words to the closest training word.
+
+    ``normalise(text)`` keeps everything but the corrected words as it was
+    (spacing, punctuation, digits) and carries each word's casing over.
+    """
+
+    def __init__(self, counts: Mapping[str, int]):
+        bad = [word for word, count in counts.items()
+               if not (isinstance(word, str) and word.isalpha() and word == word.lower())
+               or not isinstance(count, int) or isinstance(count, bool) or count < 1]
+        if bad:
+            raise ValueError(f"vocabulary entries must be lowercase letters with a positive count: {bad[:5]}")
+        self.counts = dict(counts)
+        self._index = SymSpell(max_dictionary_edit_distance=MAX_EDIT_DISTANCE, prefix_length=7)
+        for word, count in self.counts.items():
+            self._index.create_dictionary_entry(word, count)
+        self._known = english_words() | INFORMAL_WORDS | self.counts.keys()
+        self._correct = lru_cache(maxsize=65536)(self._correct_word)
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str]) -> "Spelling":
+        return cls(vocabulary(texts))
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def normalise(self, text: str) -> str:
+        words = list(_WORD.finditer(text))
+        # Capitals mark names only where case is used at all: not in all-lowercase,
+        # ALL-CAPS or Title Case text, where every word is corrected alike.
+        names_marked = any(m.group(0)[0].islower() for m in words) and any(
+            not m.group(0).islower() for m in words[1:])
+        pieces, end = [], 0
+        for index, match in enumerate(words):
+            word = match.group(0)
+            keep = names_marked and index > 0 and not word.islower()
+            pieces += [text[end:match.start()], word if keep else self._correct(word)]
+            end = match.end()
+        return "".join(pieces) + text[end:]
+
+    def normalise_all(self, texts: Iterable[str]) -> list[str]:
+        return [self.normalise(text) for text in texts]
+
+    def _correct_word(self, word: str) -> str:
+        lower = word.lower()
+        if len(lower) < MIN_LENGTH or lower in self._known:
+            return word
+        distance = 1 if len(lower) <= SHORT_WORD else MAX_EDIT_DISTANCE
+        suggestions = self._index.lookup(lower, Verbosity.CLOSEST, max_edit_distance=distance)
+        if not suggestions:
+            return word
+        best = max(suggestions, key=lambda s: (s.count, s.term)).term  # all at the same distance
+        return _with_casing(best, word)
+
+    # -- serialisation ---------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "vocabulary": dict(sorted(self.counts.items()))}
+
+    @classmethod
+    def from_dict(cls, body: Any) -> "Spelling":
+        if not isinstance(body, dict) or body.get("format") != FORMAT:
+            raise ValueError(f"not an {FORMAT} object")
+        if body.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"this intentvcs reads format_version {FORMAT_VERSION}, got {body.get('format_version')!r}")
+        if not isinstance(body.get("vocabulary"), dict):
+            raise ValueError("vocabulary: expected an object of word -> count")
+        return cls(body["vocabulary"])
+
+    def save(self, path: str | os.PathLike) -> Path:
+        return atomic.write_text(path, json.dumps(self.to_dict(), ensure_ascii=False) + "\n")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Spelling":
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+            raise SpellingError(path, str(exc)) from None
+
+
+def _with_casing(word: str, original: str) -> str:
+    """``word`` cased like ``original``: ALL CAPS, Capitalised or lowercase."""
+    if len(original) > 1 and original.isupper():
+        return word.upper()
+    if original[0].isupper():
+        return word.capitalize()
+    return word

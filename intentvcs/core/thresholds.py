@@ -1,0 +1,76 @@
+"""Per-label acceptance thresholds on calibrated confidence (pure numpy).
+
+A label is accepted when its confidence is ``>=`` its threshold. The
+confidence is the decision layer's: temperature-scaled, then PU-rescaled
+(``min(1, p_k / c_k)``), so 0.5 means "more likely than not to apply".
+
+Rules
+-----
+``"global"`` (the default): one threshold for every label, 0.5 unless told
+    otherwise. PU validation data shows only ONE observed label per row, and
+    tuning per-label thresholds against those rows would reward predicting one
+    label per utterance and so destroy the multi-label recall the PU method
+    exists for. No validation data is read.
+``"per_label_f1"``: only when FULL gold label sets are available (e.g. the VCS
+    builder's ``valid_gold``), and only when chosen explicitly. For each label
+    with at least ``min_positives`` gold validation positives, the grid
+    threshold maximising that label's F1 is shrunk toward the global value,
+    ``t_k = (n_k * best_k + m * global) / (n_k + m)`` with ``n_k`` positives
+    and pseudo-count ``m = shrinkage``, so scarce labels move little. Other
+    labels keep the global threshold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from intentvcs.core.scoring import per_label_f1
+
+DEFAULT_THRESHOLD = 0.5
+MIN_POSITIVES = 20
+SHRINKAGE = 20.0
+# Candidate thresholds: a coarse grid overfits less than every observed value.
+GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
+RULES = ("global", "per_label_f1")
+
+
+def global_thresholds(n_labels: int, value: float = DEFAULT_THRESHOLD) -> np.ndarray:
+    """``value`` for each of ``n_labels`` labels, float64 ``[L]``."""
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"a threshold must lie in [0, 1], got {value}")
+    return np.full(n_labels, float(value))
+
+
+def fit_thresholds(
+    confidences: np.ndarray,
+    gold: np.ndarray,
+    rule: str = "global",
+    global_threshold: float = DEFAULT_THRESHOLD,
+    min_positives: int = MIN_POSITIVES,
+    shrinkage: float = SHRINKAGE,
+    grid: np.ndarray = GRID,
+) -> np.ndarray:
+    """Thresholds ``[L]`` chosen by ``rule`` (see the module docstring).
+
+    ``confidences`` float ``[N, L]`` calibrated confidences on validation;
+    ``gold`` bool ``[N, L]`` FULL gold label sets (read by ``per_label_f1`` only).
+    F1 ties between grid values go to the one nearest ``global_threshold``.
+    """
+    if rule not in RULES:
+        raise ValueError(f"threshold rule must be one of {list(RULES)}, got {rule!r}")
+    if min_positives < 1 or shrinkage < 0:
+        raise ValueError(f"need min_positives >= 1 and shrinkage >= 0, got {min_positives}, {shrinkage}")
+    confidences, gold = np.asarray(confidences, dtype=np.float64), np.asarray(gold, dtype=bool)
+    if confidences.shape != gold.shape or confidences.ndim != 2:
+        raise ValueError(f"confidences and gold must both be [N, L], got {list(confidences.shape)}, {list(gold.shape)}")
+    thresholds = global_thresholds(confidences.shape[1], global_threshold)
+    if rule == "global":
+        return thresholds
+    grid = np.asarray(grid, dtype=np.float64)
+    # Visit the grid nearest-to-global first so that argmax breaks ties that way.
+    grid = grid[np.argsort(np.abs(grid - global_threshold), kind="stable")]
+    f1 = np.stack([per_label_f1(confidences >= t, gold) for t in grid])  # [G, L]
+    best = grid[np.argmax(f1, axis=0)]
+    positives = gold.sum(axis=0).astype(np.float64)
+    return np.divide(positives * best + shrinkage * global_threshold, positives + shrinkage,
+                     out=thresholds, where=positives >= min_positives)

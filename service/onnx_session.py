@@ -1,0 +1,173 @@
+"""One ONNX Runtime session over an intent graph, fed length-bucketed chunks.
+
+``OnnxRunner`` turns texts into the graph's raw ``GraphOutputs``. The
+engine wraps it with the bundle checks and the decision layer; the export's
+parity and int8 checks run it directly on the graph being written, so what
+is verified is the serving code path itself (tokenizer.json, padding,
+bucketing, session settings), not a reimplementation of it.
+
+Execution settings and why:
+- providers: ``"auto"`` takes CUDA when onnxruntime offers it, else CPU;
+  ``"cuda"`` refuses to start on CPU (a silent fallback would hide a broken
+  GPU install behind a 10-50x slower service).
+- intra-op threads default to ``os.cpu_count() // INTENTVCS_WORKERS`` so that
+  several worker processes on one host do not oversubscribe the cores;
+  inter-op 1 and sequential execution because an encoder graph is one chain of
+  large ops, where parallelism belongs inside each op.
+- ``ORT_ENABLE_ALL`` graph optimisation (attention / layer-norm / GELU fusion).
+- on CUDA, IO binding with outputs allocated on the device and copied back
+  once per chunk, instead of ORT's per-run host staging.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Sequence
+
+import numpy as np
+import onnxruntime as ort
+
+from intentvcs.core.manifest import BundleError
+from intentvcs.core.outputs import GRAPH_OUTPUTS, GraphOutputs
+from intentvcs.service.tokenization import SUPPORTED_INPUTS, BundleTokenizer, length_buckets, pad_chunk
+
+log = logging.getLogger(__name__)
+
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+PROVIDER_CHOICES = ("auto", "cpu", "cuda")
+WORKERS_ENV = "INTENTVCS_WORKERS"
+DEFAULT_MAX_BATCH = 32
+
+
+class EngineError(RuntimeError):
+    """The engine cannot run as configured (e.g. CUDA demanded but unavailable)."""
+
+
+def default_threads() -> int:
+    """Intra-op threads per worker: ``os.cpu_count() // $INTENTVCS_WORKERS`` (at least 1)."""
+    raw = os.environ.get(WORKERS_ENV, "1")
+    try:
+        workers = int(raw)
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        raise EngineError(f"{WORKERS_ENV} must be a positive integer, got {raw!r}")
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
+def default_workers(provider: str = "auto") -> int:
+    """Worker processes when none are set: one per core on CPU, one on a GPU.
+
+    On CPU the per-request Python work (HTTP, JSON, tokenising, metrics) of
+    one worker runs on one core at a time; one worker per core, each with one
+    ONNX Runtime thread, spreads it (measured: README "Service defaults").
+    On a GPU every worker would hold its own CUDA context and model copy.
+    """
+    if provider != "cpu" and CUDA in ort.get_available_providers():
+        return 1
+    return os.cpu_count() or 1
+
+
+def _providers(provider: str) -> list[str]:
+    """ONNX Runtime provider list for a ``PROVIDER_CHOICES`` name, CPU always last."""
+    if provider not in PROVIDER_CHOICES:
+        raise ValueError(f"provider must be one of {list(PROVIDER_CHOICES)}, got {provider!r}")
+    available = ort.get_available_providers()
+    if provider == "cuda" and CUDA not in available:
+        raise EngineError(f"provider 'cuda' requested but onnxruntime {ort.__version__} offers only {available} "
+                          "(install onnxruntime-gpu with a matching CUDA/cuDNN)")
+    if provider == "cpu" or CUDA not in available:
+        return [CPU]
+    return [CUDA, CPU]
+
+
+def _session_options(threads: int, spin: bool = True) -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    if not spin:
+        # Idle intra-op threads sleep instead of busy-waiting for the next run:
+        # in the service they would otherwise take CPU from the HTTP event loop
+        # and the tokenizer between batches.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return options
+
+
+class OnnxRunner:
+    """Run ``model_path`` on texts tokenised by ``tokenizer``.
+
+    ``provider``   ``"auto"``, ``"cpu"`` or ``"cuda"`` (see module docstring).
+    ``threads``    intra-op threads; default ``default_threads()``.
+    ``max_batch``  texts per graph run.
+    ``spin``       whether idle intra-op threads busy-wait (ORT's default).
+    After construction ``provider`` is the active ONNX Runtime provider and
+    ``output_widths`` maps each graph output name to its static second axis.
+    Raises ``BundleError`` (naming ``model_path``) when the graph cannot be
+    loaded or does not have the intent-graph signature, ``EngineError`` when
+    the provider cannot be used.
+    """
+
+    def __init__(self, model_path: str | os.PathLike, tokenizer: BundleTokenizer, provider: str = "auto",
+                 threads: int | None = None, max_batch: int = DEFAULT_MAX_BATCH, spin: bool = True):
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        threads = default_threads() if threads is None else threads
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        providers = _providers(provider)
+        try:
+            self._session = ort.InferenceSession(str(model_path), _session_options(threads, spin),
+                                                 providers=providers)
+        except Exception as exc:  # ORT raises its own pybind exception types
+            raise BundleError(model_path, f"ONNX Runtime cannot load the graph: {exc}") from None
+        self.provider = self._session.get_providers()[0]
+        if CUDA in providers and self.provider != CUDA:
+            # ORT falls back to CPU when the CUDA libraries fail to load.
+            if provider == "cuda":
+                raise EngineError(f"provider 'cuda' requested but ONNX Runtime started {self.provider} "
+                                  "(the onnxruntime log above has the CUDA error)")
+            log.warning("onnxruntime offers CUDA but could not start it; running on %s", self.provider)
+        self.input_names = [arg.name for arg in self._session.get_inputs()]
+        unknown = sorted(set(self.input_names) - set(SUPPORTED_INPUTS))
+        if unknown:
+            raise BundleError(model_path, f"graph inputs {unknown} are not supported (known: {list(SUPPORTED_INPUTS)})")
+        shapes = {arg.name: arg.shape for arg in self._session.get_outputs()}
+        if sorted(shapes) != sorted(GRAPH_OUTPUTS):
+            raise BundleError(model_path, f"graph outputs are {sorted(shapes)}, expected {list(GRAPH_OUTPUTS)}")
+        for name, shape in shapes.items():
+            if len(shape) != 2 or not isinstance(shape[1], int):
+                raise BundleError(model_path, f"output {name!r} has shape {shape}; expected [batch, static size]")
+        self.output_widths = {name: shapes[name][1] for name in GRAPH_OUTPUTS}
+        self.tokenizer = tokenizer
+        self.threads = threads
+        self.max_batch = max_batch
+        log.info("onnxruntime: %s on %s, %d intra-op thread(s), max batch %d",
+                 os.path.basename(model_path), self.provider, threads, max_batch)
+
+    def infer(self, texts: Sequence[str]) -> GraphOutputs:
+        """Raw outputs (float32), rows in input order."""
+        outputs = GraphOutputs(*(np.empty((len(texts), self.output_widths[name]), dtype=np.float32)
+                                 for name in GRAPH_OUTPUTS))
+        if not texts:
+            return outputs
+        encodings = self.tokenizer.encode(texts)
+        for rows in length_buckets([len(e.ids) for e in encodings], self.max_batch):
+            feed = pad_chunk([encodings[i] for i in rows], self.input_names, self.tokenizer.pad_id)
+            for array, chunk in zip(outputs, self._run(feed)):
+                array[rows] = chunk
+        return outputs
+
+    def _run(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        if self.provider != CUDA:
+            return self._session.run(list(GRAPH_OUTPUTS), feed)
+        binding = self._session.io_binding()
+        for name, array in feed.items():
+            binding.bind_cpu_input(name, array)
+        for name in GRAPH_OUTPUTS:
+            binding.bind_output(name, "cuda")
+        self._session.run_with_iobinding(binding)
+        return binding.copy_outputs_to_cpu()

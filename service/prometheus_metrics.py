@@ -1,0 +1,116 @@
+"""The service's own Prometheus metrics, exposed next to BentoML's on ``/metrics``.
+
+BentoML runs each worker in its own process and points ``PROMETHEUS_MULTIPROC_DIR``
+at a shared directory; its ``/metrics`` endpoint merges every process's files
+with ``prometheus_client.multiprocess.MultiProcessCollector``. Metrics made with
+``prometheus_client`` in a worker land in that directory, provided the library
+is imported after the variable is set, which is why ``prometheus_client`` is
+imported inside :class:`ServiceMetrics` (built on first use, in the worker)
+rather than at module import. (``bentoml.metrics``, which mirrored this API, is
+deprecated in BentoML 1.4 in favour of ``prometheus_client`` used this way.)
+
+Label cardinality is bounded by construction: ``intent`` takes only the
+bundle's labels plus ``out_of_scope``, and ``reason`` comes from the closed set
+in ``intentvcs.service.schemas.REJECTION_REASONS`` plus the server-side reasons below.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+OUT_OF_SCOPE = "out_of_scope"
+SERVER_ERROR_REASONS = ("internal_error", "overloaded")
+
+CONFIDENCE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
+LENGTH_BUCKETS = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+class ServiceMetrics:
+    """Counters and histograms of one worker process; see the module docstring."""
+
+    def __init__(self) -> None:
+        import prometheus_client as prom  # deferred: see the module docstring
+
+        self.predictions = prom.Counter(
+            "intentvcs_predictions_total",
+            "Utterances per accepted intent (an utterance counts once per accepted intent; "
+            "out-of-scope utterances count under intent=\"out_of_scope\").",
+            ["intent"],
+        )
+        self.out_of_scope = prom.Counter(
+            "intentvcs_out_of_scope_total", "Utterances judged out of scope."
+        )
+        self.spelling_corrected = prom.Counter(
+            "intentvcs_spelling_corrected_total",
+            "Utterances the spelling normaliser rewrote before the model read them.",
+        )
+        self.confidence = prom.Histogram(
+            "intentvcs_confidence", "Top calibrated confidence per utterance.", buckets=CONFIDENCE_BUCKETS
+        )
+        self.input_length = prom.Histogram(
+            "intentvcs_input_length_characters", "Utterance length in characters (Unicode code points).",
+            buckets=LENGTH_BUCKETS,
+        )
+        self.batch_size = prom.Histogram(
+            "intentvcs_batch_size", "Utterances per engine call (after adaptive batching).", buckets=BATCH_BUCKETS
+        )
+        self.errors = prom.Counter(
+            "intentvcs_request_errors_total", "Requests refused or failed, by reason.", ["reason"]
+        )
+        # Info metrics are not supported in multiprocess mode; the usual
+        # workaround is a gauge fixed at 1 whose labels carry the information.
+        self.model_info = prom.Gauge(
+            "intentvcs_model_info", "The served bundle (value is always 1).",
+            ["bundle_version", "created_at", "backbone", "provider"], multiprocess_mode="max",
+        )
+        self._intents: frozenset[str] = frozenset()
+
+    def bind_model(self, labels: Iterable[str], info: Mapping[str, Any], error_reasons: Iterable[str]) -> None:
+        """Fix the allowed intent labels and publish the model's identity.
+
+        Every child series starts at zero so that ``rate()`` sees the first
+        increment and dashboards show an intent or reason before it first occurs.
+        """
+        self._intents = frozenset(labels) | {OUT_OF_SCOPE}
+        for intent in self._intents:
+            self.predictions.labels(intent=intent)
+        for reason in (*error_reasons, *SERVER_ERROR_REASONS):
+            self.errors.labels(reason=reason)
+        self.model_info.labels(
+            bundle_version=str(info.get("bundle_version", "unknown")),
+            created_at=str(info.get("created_at", "unknown")),  # tells two exports of one format apart
+            backbone=str(info.get("backbone", "unknown")),
+            provider=str(info.get("provider", "unknown")),
+        ).set(1)
+
+    def record_predictions(self, texts: Sequence[str], predictions: Sequence[Mapping[str, Any]]) -> None:
+        """Count one engine answer per utterance (the engine's prediction dicts)."""
+        for text, prediction in zip(texts, predictions):
+            self.input_length.observe(len(text))
+            ranked = prediction["intents"]
+            self.confidence.observe(ranked[0]["confidence"] if ranked else 0.0)
+            if prediction["normalised"] is not None:
+                self.spelling_corrected.inc()
+            if prediction["out_of_scope"]:
+                self.out_of_scope.inc()
+                self.predictions.labels(intent=OUT_OF_SCOPE).inc()
+            for intent in prediction["accepted"]:
+                if intent in self._intents:  # never mint a series the bundle does not know
+                    self.predictions.labels(intent=intent).inc()
+
+    def record_batch(self, size: int) -> None:
+        """Observe the size of one engine call."""
+        self.batch_size.observe(size)
+
+    def record_error(self, reason: str) -> None:
+        """Count a refused or failed request."""
+        self.errors.labels(reason=reason).inc()
+
+
+@functools.cache
+def get() -> ServiceMetrics:
+    """This process's metrics, created on first use (after BentoML set up multiprocess mode)."""
+    return ServiceMetrics()

@@ -1,0 +1,169 @@
+"""Request schemas and their limits: what a client may send, and why not.
+
+The schemas are pydantic models, so one declaration gives three things: the
+validation itself, the OpenAPI spec BentoML publishes (limits included, as
+``maxLength`` / ``maxItems`` / ``maximum``), and 400 answers whose ``detail``
+names the field (``loc``, e.g. ``["texts", 3]``) and the limit (``msg``, e.g.
+"String should have at most 1000 characters"). Validation is strict: a number
+where a string belongs, or ``"5"`` / ``true`` for ``top_k``, is a wrong type,
+not something to coerce. Every rejection is counted in
+``intentvcs_request_errors_total{reason}`` with a reason from a fixed set.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import bentoml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from intentvcs.service import prometheus_metrics
+from intentvcs.service.settings import Limits
+
+LIMITS = Limits.from_env()
+
+
+def _not_blank(text: str) -> str:
+    # A whitespace-only utterance tokenizes to nothing; refusing it is clearer
+    # than answering with the model's guess for an empty string.
+    if not text.strip():
+        raise PydanticCustomError("empty_text", "String should contain at least one non-whitespace character")
+    return text
+
+
+Text = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=LIMITS.max_text_chars),
+    AfterValidator(_not_blank),
+    Field(description=f"An utterance, 1 to {LIMITS.max_text_chars} characters (Unicode code points)."),
+]
+Label = Annotated[str, StringConstraints(min_length=1, max_length=LIMITS.max_label_chars), AfterValidator(_not_blank)]
+
+
+class CountedRequest(bentoml.IODescriptor):
+    """Base of the request bodies: strict, closed, and counted when rejected."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    @classmethod
+    async def from_http_request(cls, request: Any, serde: Any) -> bentoml.IODescriptor:
+        # The one place every rejected body passes through, malformed JSON
+        # included (it fails before any field validator could see it).
+        try:
+            return await super().from_http_request(request, serde)
+        except ValidationError as exc:
+            prometheus_metrics.get().record_error(rejection_reason(exc))
+            raise
+
+
+class PredictRequest(CountedRequest):
+    """Classify one utterance (``text``) or several (``texts``), not both.
+
+    After validation ``texts`` always holds the utterances (``text`` folded in).
+    """
+
+    texts: list[Text] | None = Field(
+        None, min_length=1, max_length=LIMITS.max_texts,
+        description=f"Utterances to classify, 1 to {LIMITS.max_texts}.",
+    )
+    text: Text | None = Field(None, description="A single utterance; shorthand for texts=[text].")
+    top_k: int = Field(
+        LIMITS.default_top_k, ge=1, le=LIMITS.max_top_k,
+        description="How many ranked intents to return per utterance; "
+        "a value above the label count returns every label.",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_input(self) -> PredictRequest:
+        if (self.texts is None) == (self.text is None):
+            raise PydanticCustomError(
+                "text_or_texts", "Give exactly one of 'text' (a string) or 'texts' (a list of strings)"
+            )
+        if self.texts is None:
+            self.texts = [self.text]
+        return self
+
+
+class AuditRow(BaseModel):
+    """One labelled utterance in the canonical data format (``intentvcs.core.dataio``).
+
+    Other canonical keys (``spans``, ``meta``) are accepted and ignored, so rows
+    can be sent as they are read from a data file.
+    """
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    text: Text
+    labels: list[Label] = Field(
+        max_length=LIMITS.max_labels_per_row, description="Gold labels; an empty list means out of scope.",
+    )
+    id: str | None = Field(None, max_length=200)
+
+
+class AuditRequest(CountedRequest):
+    """An upgrade batch to audit with the served model, and optionally a sample of the old data."""
+
+    rows: list[AuditRow] = Field(
+        min_length=1, max_length=LIMITS.max_audit_rows,
+        description="The batch; labels the model does not know are the new intents under audit.",
+    )
+    training_rows: list[AuditRow] | None = Field(
+        None, max_length=LIMITS.max_audit_rows,
+        description="Optional sample of the old training data (preferred evidence for existing intents).",
+    )
+
+
+# Rejection reasons form a closed set so that the error counter's label stays
+# bounded whatever a client sends. Anything unforeseen is "invalid_request".
+_REASON_BY_TYPE = {
+    "json_invalid": "malformed_json",
+    "model_type": "malformed_json",  # valid JSON, but not an object
+    "model_attributes_type": "malformed_json",
+    "extra_forbidden": "unknown_field",
+    "missing": "missing_field",
+    "text_or_texts": "missing_field",
+    "greater_than_equal": "top_k_out_of_range",
+    "less_than_equal": "top_k_out_of_range",
+}
+_REASON_BY_FIELD = {  # emptiness and length limits, which depend on the field
+    ("string_too_short", "labels"): "empty_label",
+    ("empty_text", "labels"): "empty_label",
+    ("string_too_short", None): "empty_text",
+    ("empty_text", None): "empty_text",
+    ("string_too_long", "labels"): "label_too_long",
+    ("string_too_long", "id"): "id_too_long",
+    ("string_too_long", None): "text_too_long",
+    ("too_long", "texts"): "too_many_texts",
+    ("too_long", "rows"): "too_many_rows",
+    ("too_long", "labels"): "too_many_labels",
+    ("too_long", "training_rows"): "too_many_rows",
+    ("too_short", None): "empty_list",
+}
+REJECTION_REASONS = sorted(
+    {*_REASON_BY_TYPE.values(), *_REASON_BY_FIELD.values(), "wrong_type", "invalid_rows", "invalid_request",
+     "body_too_large"}
+)
+
+
+def rejection_reason(exc: ValidationError) -> str:
+    """Map a validation error to one of ``REJECTION_REASONS`` (its first error decides)."""
+    error = exc.errors(include_url=False, include_context=False, include_input=False)[0]
+    kind = error["type"]
+    if kind in _REASON_BY_TYPE:
+        return _REASON_BY_TYPE[kind]
+    field = next((part for part in reversed(error["loc"]) if isinstance(part, str)), None)
+    for key in ((kind, field), (kind, None)):
+        if key in _REASON_BY_FIELD:
+            return _REASON_BY_FIELD[key]
+    if kind.endswith(("_type", "_parsing")):
+        return "wrong_type"
+    return "invalid_request"

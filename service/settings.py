@@ -1,0 +1,129 @@
+"""Service settings, read once from the environment.
+
+Every knob of the HTTP service is an ``INTENTVCS_*`` environment variable so
+that the same bento runs unchanged in a container, under ``bentoml serve`` and
+under ``intentvcs serve`` (which only sets these variables). Values are read
+when ``intentvcs.service.app`` is imported, because BentoML needs the worker count and
+the request schema (whose limits appear in the OpenAPI spec) at that moment.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+ENV_PREFIX = "INTENTVCS_"
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(ENV_PREFIX + name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw not in ("1", "true", "yes", "0", "false", "no"):
+        raise ValueError(f"{ENV_PREFIX}{name}={raw!r} is not a boolean (1/0, true/false, yes/no)")
+    return raw in ("1", "true", "yes")
+
+
+def _env_int(name: str, default: int, minimum: int = 1) -> int:
+    raw = os.environ.get(ENV_PREFIX + name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_PREFIX}{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise ValueError(f"{ENV_PREFIX}{name}={value} is below its minimum {minimum}")
+    return value
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request limits; each is also published in the OpenAPI schema."""
+
+    max_text_chars: int = 1000  # per utterance, in Unicode code points
+    max_texts: int = 256  # utterances per /predict request
+    max_top_k: int = 100  # top_k above the label count returns every label
+    default_top_k: int = 10  # ranked intents per utterance when a request gives no top_k
+    max_audit_rows: int = 2000  # rows per /audit request
+    max_labels_per_row: int = 32  # labels of one audit row
+    max_label_chars: int = 200  # characters of one label name
+    # Request body bytes, checked before parsing (intentvcs.service.body_limit). The
+    # largest valid audit (2,000 rows of 1,000 characters and 32 labels, plus
+    # as many training rows) fits in about 30 MB of JSON.
+    max_body_bytes: int = 32 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.default_top_k > self.max_top_k:
+            raise ValueError(f"{ENV_PREFIX}DEFAULT_TOP_K={self.default_top_k} exceeds "
+                             f"{ENV_PREFIX}MAX_TOP_K={self.max_top_k}")
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        """``INTENTVCS_MAX_TEXT_CHARS``, ``INTENTVCS_MAX_TEXTS``, ... override the defaults."""
+        values = {f.name: _env_int(f.name.upper(), f.default) for f in fields(cls)}
+        if not os.environ.get(ENV_PREFIX + "DEFAULT_TOP_K", "").strip():
+            # Lowering the maximum alone lowers the default with it.
+            values["default_top_k"] = min(values["default_top_k"], values["max_top_k"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the bundle is and how to run it."""
+
+    bundle: str = "runs/default/bundle"  # relative to the working directory
+    provider: str = "auto"
+    threads: int | None = None  # onnxruntime intra-op threads; None: the engine decides
+    # The defaults below are chosen from benchmarks/service_defaults.py (README
+    # "Service defaults, measured"). Workers: one per core with one ONNX
+    # Runtime thread each on CPU (the most throughput, idle latency within
+    # 1 ms of one worker), one on a GPU (one CUDA context). Batch sizes
+    # 16, 32 and 64 measured within the noise (about 10 %) of one another; 32
+    # is the engine's graph-run size on CPU, so one batch is one graph run. The
+    # access log is a per-request cost (about 5 %) that /metrics makes redundant.
+    workers: int = 1  # BentoML worker processes, each with its own engine; from_env: runner.default_workers
+    max_batch_size: int = 32  # utterances per adaptive batch
+    max_latency_ms: int = 10_000  # past this a queued request is refused with 503
+    access_log: bool = False  # one log line per request; off by default (see above)
+    # BentoML's OpenTelemetry middleware costs ~0.4 ms of CPU per request even
+    # when no trace is sampled (its default); turn it on when traces are exported.
+    trace_requests: bool = False
+    # Busy-waiting ONNX Runtime threads between graph runs (ORT's default).
+    # Turning it off was measured to cost idle latency and no throughput gain.
+    ort_spin: bool = True
+    # The bundle's spelling normaliser (misspelt words back to training words),
+    # when it has one; off serves the graph the raw texts.
+    spelling: bool = True
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        from intentvcs.service.onnx_session import default_workers
+
+        provider = os.environ.get(ENV_PREFIX + "PROVIDER", cls.provider)
+        workers = _env_int("WORKERS", default_workers(provider))
+        threads = os.environ.get(ENV_PREFIX + "THREADS", "").strip()
+        return cls(
+            bundle=os.environ.get(ENV_PREFIX + "BUNDLE", cls.bundle),
+            provider=provider,
+            # The cores shared out among the workers: no oversubscription.
+            threads=_env_int("THREADS", 0) if threads else max(1, (os.cpu_count() or 1) // workers),
+            workers=workers,
+            max_batch_size=_env_int("MAX_BATCH_SIZE", cls.max_batch_size, minimum=2),
+            max_latency_ms=_env_int("MAX_LATENCY_MS", cls.max_latency_ms),
+            access_log=_env_bool("ACCESS_LOG", cls.access_log),
+            trace_requests=_env_bool("TRACE_REQUESTS", cls.trace_requests),
+            ort_spin=_env_bool("ORT_SPIN", cls.ort_spin),
+            spelling=_env_bool("SPELLING", cls.spelling),
+        )
+
+    def service_config(self, api_routes: list[str]) -> dict:
+        """Keyword arguments of ``@bentoml.service`` (BentoML's service config schema)."""
+        config = {
+            "workers": self.workers,
+            "traffic": {"timeout": 60},
+            "logging": {"access": {"enabled": self.access_log}},
+        }
+        if not self.trace_requests:
+            config["tracing"] = {"excluded_urls": api_routes}
+        return config
