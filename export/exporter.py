@@ -7,7 +7,7 @@ miss included) leaves no bundle and an existing one untouched:
 2. ``tokenizer.json``: the checkpoint's fast tokenizer with truncation at its
    ``max_length`` and its pad token recorded; ``spelling.json``, the
    checkpoint's spelling normaliser, when it has one;
-3. parity: PyTorch vs that graph run by the serving runner (``intentvcs.export.parity``);
+3. parity: PyTorch vs that graph run by the serving session (``intentvcs.export.parity``);
 4. optionally ``model.int8.onnx`` and its agreement/speed report (``intentvcs.export.quantize``);
 5. ``manifest.json`` (``intentvcs.core.manifest``), then the finished directory is
    loaded with ``intentvcs.service.engine.Engine`` exactly as the service will load it.
@@ -25,15 +25,15 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from intentvcs.export.onnx_export import export_onnx
-from intentvcs.export.parity import check_parity, parity_texts
-from intentvcs.export.quantize import quantization_report, quantize_int8
 from intentvcs.core import atomic, manifest
 from intentvcs.core.decision import Decision
 from intentvcs.core.manifest import INT8_MODEL_FILE, MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE
 from intentvcs.core.spelling import SPELLING_FILE
+from intentvcs.export.onnx_export import export_onnx
+from intentvcs.export.parity import check_parity, parity_texts
+from intentvcs.export.quantize import quantization_report, quantize_int8
 from intentvcs.service.engine import Engine
-from intentvcs.service.onnx_session import OnnxRunner
+from intentvcs.service.onnx_session import OnnxSession
 from intentvcs.service.tokenization import BundleTokenizer
 from intentvcs.training.checkpoint import META_FILE, read_checkpoint_meta, read_checkpoint_spelling
 from intentvcs.training.model import ENCODER_DIR, IntentModel, load_tokenizer
@@ -61,13 +61,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     decision = _checkpoint_decision(meta, checkpoint_dir / META_FILE)
     texts, source = parity_texts(parity_data)  # before any heavy work: a bad file fails fast
     max_length = meta["max_length"]
-
-    log.info("loading checkpoint %s (%d labels)", checkpoint_dir, len(decision.labels))
-    model = IntentModel.from_checkpoint(checkpoint_dir)
-    if model.head.out_features != len(decision.labels):
-        raise ValueError(f"{checkpoint_dir}: the head has {model.head.out_features} outputs "
-                         f"but {META_FILE} lists {len(decision.labels)} labels")
-    tokenizer = load_tokenizer(checkpoint_dir / ENCODER_DIR)
+    model, tokenizer = _load_model(checkpoint_dir, decision)
     spelling = read_checkpoint_spelling(checkpoint_dir)
 
     with atomic.directory(out_dir) as tmp:
@@ -76,20 +70,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         _write_tokenizer(tokenizer, max_length, tmp / TOKENIZER_FILE)
         if spelling is not None:
             spelling.save(tmp / SPELLING_FILE)
-
-        log.info("parity check on %d utterances (%s)", len(texts), source)
-        fp32 = OnnxRunner(tmp / MODEL_FILE, BundleTokenizer(tmp / TOKENIZER_FILE, max_length), provider="cpu")
-        fp32_outputs = fp32.infer(texts)
-        parity = check_parity(torch_infer(model, tokenizer, texts, max_length), fp32_outputs, decision, texts, source)
-        log.info("parity passed: max |logit diff| %.2e", parity["max_abs_logit_diff"])
-
-        quantization = None
-        if quantize:
-            log.info("quantising to dynamic int8")
-            quantize_int8(tmp / MODEL_FILE, tmp / INT8_MODEL_FILE)
-            int8 = OnnxRunner(tmp / INT8_MODEL_FILE, fp32.tokenizer, provider="cpu")
-            quantization = quantization_report(fp32_outputs, fp32.infer, int8.infer, decision, texts)
-
+        parity, quantization = _check_graphs(tmp, model, tokenizer, max_length, decision, (texts, source), quantize)
         files = {name: manifest.file_entry(tmp / name)
                  for name in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE) if (tmp / name).exists()}
         manifest.write(tmp / MANIFEST_FILE, manifest.create(
@@ -123,6 +104,39 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         "quantization": quantization,
         "seconds": round(time.perf_counter() - started, 2),
     }
+
+
+def _load_model(checkpoint_dir: Path, decision: Decision) -> tuple[IntentModel, Any]:
+    """The checkpoint's PyTorch model, whose head must have one output per label of ``decision``, and tokenizer."""
+    log.info("loading checkpoint %s (%d labels)", checkpoint_dir, len(decision.labels))
+    model = IntentModel.from_checkpoint(checkpoint_dir)
+    if model.head.out_features != len(decision.labels):
+        raise ValueError(f"{checkpoint_dir}: the head has {model.head.out_features} outputs "
+                         f"but {META_FILE} lists {len(decision.labels)} labels")
+    return model, load_tokenizer(checkpoint_dir / ENCODER_DIR)
+
+
+def _check_graphs(directory: Path, model: IntentModel, tokenizer, max_length: int, decision: Decision,
+                  parity_rows: tuple[list[str], str], quantize: bool) -> tuple[dict, dict | None]:
+    """Parity of ``directory``'s fp32 graph against PyTorch; then, with ``quantize``, the int8 graph.
+
+    Both graphs run through the serving session (``OnnxSession``), so what is
+    checked is the code path the service runs. Returns the parity report and
+    the int8 agreement/speed report (None without ``quantize``); raises
+    ``ParityError`` when the fp32 graph does not reproduce PyTorch.
+    """
+    texts, source = parity_rows
+    log.info("parity check on %d utterances (%s)", len(texts), source)
+    fp32 = OnnxSession(directory / MODEL_FILE, BundleTokenizer(directory / TOKENIZER_FILE, max_length), provider="cpu")
+    fp32_outputs = fp32.infer(texts)
+    parity = check_parity(torch_infer(model, tokenizer, texts, max_length), fp32_outputs, decision, texts, source)
+    log.info("parity passed: max |logit diff| %.2e", parity["max_abs_logit_diff"])
+    if not quantize:
+        return parity, None
+    log.info("quantising to dynamic int8")
+    quantize_int8(directory / MODEL_FILE, directory / INT8_MODEL_FILE)
+    int8 = OnnxSession(directory / INT8_MODEL_FILE, fp32.tokenizer, provider="cpu")
+    return parity, quantization_report(fp32_outputs, fp32.infer, int8.infer, decision, texts)
 
 
 def _checkpoint_decision(meta: dict[str, Any], meta_path: Path) -> Decision:

@@ -1,7 +1,7 @@
 """Parity between PyTorch and the exported graph: the gate every bundle passes.
 
 The export runs the checkpoint in PyTorch (``intentvcs.training.predict.infer``) and the
-new graph through the serving runner (``intentvcs.service.onnx_session.OnnxRunner``: the
+new graph through the serving session (``intentvcs.service.onnx_session.OnnxSession``: the
 bundle's tokenizer.json, per-chunk padding, ORT session settings) on held-out
 utterances, then requires
 

@@ -29,45 +29,18 @@ import bentoml
 # The dispatcher behind ``batchable=True`` APIs; internal, hence bentoml<1.5 in the serve extra.
 from bentoml._internal.marshal.dispatcher import CorkDispatcher
 from bentoml.exceptions import ServiceUnavailable
-from pydantic import BaseModel, Field
 from starlette.responses import JSONResponse
 
 from intentvcs.service import prometheus_metrics, schemas
-from intentvcs.service.body_limit import BodyLimit
 from intentvcs.service.audit import AuditConfig, AuditInputError, audit_batch
-from intentvcs.service.settings import Settings
+from intentvcs.service.body_limit import BodyLimit
 from intentvcs.service.engine import Engine
-from intentvcs.service.schemas import AuditRequest, AuditRow, PredictRequest
+from intentvcs.service.schemas import AuditRequest, AuditRow, PredictRequest, PredictResponse
+from intentvcs.service.settings import Settings
 
 SETTINGS = Settings.from_env()
 AUDIT_CONFIG = AuditConfig(progress=False)  # no progress bars in server logs
 log = logging.getLogger(__name__)
-
-
-# The response schema: the engine's answer dicts (docs/ARCHITECTURE.md), as published in OpenAPI.
-class RankedIntent(BaseModel):
-    intent: str
-    confidence: float = Field(description="Calibrated confidence in [0, 1].")
-
-
-class OOSDecision(BaseModel):
-    rule: str = Field(description="The bundle's out-of-scope rule: none, threshold, distance or train.")
-    score: float
-    threshold: float = Field(description="Out of scope when score > threshold.")
-
-
-class Prediction(BaseModel):
-    text: str = Field(description="The utterance as sent.")
-    normalised: str | None = Field(
-        None, description="The text the model read when the spelling normaliser rewrote it; null when unchanged.")
-    intents: list[RankedIntent] = Field(description="The top_k intents, most confident first.")
-    accepted: list[str] = Field(description="Accepted intents after label-relation closure, most confident first.")
-    out_of_scope: bool
-    oos: OOSDecision
-
-
-class PredictResponse(BaseModel):
-    predictions: list[Prediction] = Field(description="One per utterance, in request order.")
 
 
 Job = tuple[str, int]  # one utterance and the top_k its request asked for

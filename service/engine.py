@@ -15,10 +15,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from intentvcs.core.decision import Decision
 from intentvcs.core.manifest import BundleError
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.service.bundle import check_graph, open_bundle
-from intentvcs.service.onnx_session import DEFAULT_MAX_BATCH, EngineError, OnnxRunner, default_threads
+from intentvcs.service.onnx_session import DEFAULT_MAX_BATCH, EngineError, OnnxSession, default_threads
 
 __all__ = ["BundleError", "Engine", "EngineError", "default_threads"]
 
@@ -27,6 +28,9 @@ log = logging.getLogger(__name__)
 
 class Engine:
     """Serve one bundle: ``infer`` gives raw arrays, ``predict`` the decided answers.
+
+    An ``intentvcs.core.predictor.Predictor`` (``labels``, ``decision``, ``info``,
+    ``infer``), so evaluation, robustness and the audit run on it as on a checkpoint.
 
     ``bundle_dir``  a bundle written by ``intentvcs export``.
     ``provider``    ``"auto"`` (CUDA, else CPU), ``"cpu"`` or ``"cuda"``.
@@ -44,20 +48,25 @@ class Engine:
                  spelling: bool = True):
         self.bundle = open_bundle(bundle_dir, quantized=quantized)
         self.spelling = self.bundle.spelling if spelling else None
-        self.runner = OnnxRunner(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch, spin)
-        check_graph(self.bundle, self.runner.output_widths)
+        self.session = OnnxSession(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch, spin)
+        check_graph(self.bundle, self.session.output_widths)
         self.quantized = quantized
         log.info("engine: serving %s with %d labels on %s", self.bundle.directory, len(self.labels),
-                 self.runner.provider)
+                 self.session.provider)
 
     @property
     def labels(self) -> list[str]:
         return self.bundle.labels
 
     @property
+    def decision(self) -> Decision:
+        """The bundle's decision layer (calibration, thresholds, OOS rule, relations)."""
+        return self.bundle.decision
+
+    @property
     def provider(self) -> str:
         """The active ONNX Runtime execution provider."""
-        return self.runner.provider
+        return self.session.provider
 
     @property
     def info(self) -> dict[str, Any]:
@@ -71,19 +80,19 @@ class Engine:
             "data_fingerprint": manifest["data_fingerprint"],
             "model_file": self.bundle.model_path.name,
             "quantized": self.quantized,
-            "provider": self.runner.provider,
-            "threads": self.runner.threads,
-            "max_batch": self.runner.max_batch,
+            "provider": self.session.provider,
+            "threads": self.session.threads,
+            "max_batch": self.session.max_batch,
             "max_length": manifest["max_length"],
             "labels": len(self.labels),
-            "hidden_size": self.runner.output_widths["pooled"],
-            "oos_rule": self.bundle.decision.oos.name,
+            "hidden_size": self.session.output_widths["pooled"],
+            "oos_rule": self.decision.oos.name,
             "spelling_words": len(self.spelling) if self.spelling is not None else None,
         }
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs:
         """Raw outputs (float32: logits, pooled, pooled_mid), rows in input order."""
-        return self.runner.infer(self._model_texts(_check_texts(texts)))
+        return self.session.infer(self._model_texts(_check_texts(texts)))
 
     def predict(self, texts: Sequence[str], top_k: int | None = None) -> list[dict[str, Any]]:
         """Decided answers, one dict per text (schema in docs/ARCHITECTURE.md).
@@ -99,11 +108,11 @@ class Engine:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         texts = _check_texts(texts)
         model_texts = self._model_texts(texts)
-        result = self.bundle.decision.apply(*self.runner.infer(model_texts))
+        result = self.decision.apply(*self.session.infer(model_texts))
         # Stable sort on negated confidences: ties keep label order.
         ranking = np.argsort(-result.confidences, axis=1, kind="stable")
         labels = self.labels
-        threshold = self.bundle.decision.oos.threshold
+        threshold = self.decision.oos.threshold
         answers = []
         for i, (text, model_text) in enumerate(zip(texts, model_texts)):
             order = ranking[i]

@@ -1,6 +1,6 @@
 """One ONNX Runtime session over an intent graph, fed length-bucketed chunks.
 
-``OnnxRunner`` turns texts into the graph's raw ``GraphOutputs``. The
+``OnnxSession`` turns texts into the graph's raw ``GraphOutputs``. The
 engine wraps it with the bundle checks and the decision layer; the export's
 parity and int8 checks run it directly on the graph being written, so what
 is verified is the serving code path itself (tokenizer.json, padding,
@@ -30,13 +30,13 @@ import onnxruntime as ort
 
 from intentvcs.core.manifest import BundleError
 from intentvcs.core.outputs import GRAPH_OUTPUTS, GraphOutputs
+from intentvcs.service.settings import PROVIDERS
 from intentvcs.service.tokenization import SUPPORTED_INPUTS, BundleTokenizer, length_buckets, pad_chunk
 
 log = logging.getLogger(__name__)
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
-PROVIDER_CHOICES = ("auto", "cpu", "cuda")
 WORKERS_ENV = "INTENTVCS_WORKERS"
 DEFAULT_MAX_BATCH = 32
 
@@ -71,9 +71,9 @@ def default_workers(provider: str = "auto") -> int:
 
 
 def _providers(provider: str) -> list[str]:
-    """ONNX Runtime provider list for a ``PROVIDER_CHOICES`` name, CPU always last."""
-    if provider not in PROVIDER_CHOICES:
-        raise ValueError(f"provider must be one of {list(PROVIDER_CHOICES)}, got {provider!r}")
+    """ONNX Runtime provider list for a name of ``PROVIDERS``, CPU always last."""
+    if provider not in PROVIDERS:
+        raise ValueError(f"provider must be one of {list(PROVIDERS)}, got {provider!r}")
     available = ort.get_available_providers()
     if provider == "cuda" and CUDA not in available:
         raise EngineError(f"provider 'cuda' requested but onnxruntime {ort.__version__} offers only {available} "
@@ -97,7 +97,7 @@ def _session_options(threads: int, spin: bool = True) -> ort.SessionOptions:
     return options
 
 
-class OnnxRunner:
+class OnnxSession:
     """Run ``model_path`` on texts tokenised by ``tokenizer``.
 
     ``provider``   ``"auto"``, ``"cpu"`` or ``"cuda"`` (see module docstring).

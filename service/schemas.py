@@ -1,4 +1,4 @@
-"""Request schemas and their limits: what a client may send, and why not.
+"""Request and response schemas of the HTTP API: what a client may send (and why not), and what it gets.
 
 The schemas are pydantic models, so one declaration gives three things: the
 validation itself, the OpenAPI spec BentoML publishes (limits included, as
@@ -167,3 +167,30 @@ def rejection_reason(exc: ValidationError) -> str:
     if kind.endswith(("_type", "_parsing")):
         return "wrong_type"
     return "invalid_request"
+
+
+# ------------------------------------------------------------------ responses
+# The engine's answer dicts (docs/ARCHITECTURE.md), as published in OpenAPI.
+class RankedIntent(BaseModel):
+    intent: str
+    confidence: float = Field(description="Calibrated confidence in [0, 1].")
+
+
+class OOSDecision(BaseModel):
+    rule: str = Field(description="The bundle's out-of-scope rule: none, threshold, distance or train.")
+    score: float
+    threshold: float = Field(description="Out of scope when score > threshold.")
+
+
+class Prediction(BaseModel):
+    text: str = Field(description="The utterance as sent.")
+    normalised: str | None = Field(
+        None, description="The text the model read when the spelling normaliser rewrote it; null when unchanged.")
+    intents: list[RankedIntent] = Field(description="The top_k intents, most confident first.")
+    accepted: list[str] = Field(description="Accepted intents after label-relation closure, most confident first.")
+    out_of_scope: bool
+    oos: OOSDecision
+
+
+class PredictResponse(BaseModel):
+    predictions: list[Prediction] = Field(description="One per utterance, in request order.")

@@ -13,6 +13,9 @@ import os
 from dataclasses import dataclass, fields
 
 ENV_PREFIX = "INTENTVCS_"
+# Execution providers by the names users give them: "auto" takes CUDA when
+# onnxruntime offers it, else the CPU (intentvcs.service.onnx_session maps them).
+PROVIDERS = ("auto", "cpu", "cuda")
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -72,8 +75,8 @@ class Limits:
 class Settings:
     """Where the bundle is and how to run it."""
 
-    bundle: str = "runs/default/bundle"  # relative to the working directory
-    provider: str = "auto"
+    bundle: str = "runs/default/bundle"  # relative to the working directory; where `intentvcs demo` exports
+    provider: str = "auto"  # one of PROVIDERS
     threads: int | None = None  # onnxruntime intra-op threads; None: the engine decides
     # The defaults below are chosen from benchmarks/service_defaults.py (README
     # "Service defaults, measured"). Workers: one per core with one ONNX
@@ -82,7 +85,7 @@ class Settings:
     # 16, 32 and 64 measured within the noise (about 10 %) of one another; 32
     # is the engine's graph-run size on CPU, so one batch is one graph run. The
     # access log is a per-request cost (about 5 %) that /metrics makes redundant.
-    workers: int = 1  # BentoML worker processes, each with its own engine; from_env: runner.default_workers
+    workers: int = 1  # BentoML worker processes, each with its own engine; from_env: onnx_session.default_workers
     max_batch_size: int = 32  # utterances per adaptive batch
     max_latency_ms: int = 10_000  # past this a queued request is refused with 503
     access_log: bool = False  # one log line per request; off by default (see above)

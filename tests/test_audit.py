@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -47,11 +46,11 @@ KNOWN = LabelRelations(labels=EXISTING, relations=(Subset(child="K", parent="P")
 
 
 class FakeEngine:
-    """``labels``, ``infer`` and ``bundle.decision`` like ``intentvcs.service.engine.Engine``."""
+    """An ``intentvcs.core.predictor.Predictor`` (``labels``, ``decision``, ``info``, ``infer``) over a fixed table."""
 
     def __init__(self, table: dict[str, tuple[np.ndarray, np.ndarray]], relations=KNOWN):
         self.labels = list(EXISTING)
-        self.bundle = SimpleNamespace(decision=Decision(self.labels, activation="sigmoid", relations=relations))
+        self.decision = Decision(self.labels, activation="sigmoid", relations=relations)
         self.table = table
         self.info = {"bundle": "fake"}
         self.calls = 0
@@ -351,7 +350,7 @@ def test_new_intents_that_duplicate_each_other(world):
 def test_out_of_scope_verdict_is_set_aside_and_reported(world):
     engine = FakeEngine(world.table)
     # Out of scope unless the top confidence is ~1: every row of this world is rejected.
-    engine.bundle.decision = dataclasses.replace(engine.bundle.decision, oos=ThresholdRule(1e-6))
+    engine.decision = dataclasses.replace(engine.decision, oos=ThresholdRule(1e-6))
     report = audit_batch(engine, world.rows("dupA", 40, A_MIX, ("A",)), world.training(),
                          AuditConfig(progress=False))
     finding = report.findings[0]
@@ -532,7 +531,7 @@ def test_cli_exit_codes_and_outputs(world, tmp_path, monkeypatch):
     from intentvcs.cli.main import main
     from intentvcs.cli.commands import audit as audit_command
 
-    monkeypatch.setattr(audit_command, "load_engine", lambda bundle, provider: FakeEngine(world.table))
+    monkeypatch.setattr(audit_command, "load_predictor", lambda args: FakeEngine(world.table))
     blocking = _write_jsonl(tmp_path / "blocking.jsonl", world.rows("dupA", 30, A_MIX, ("A",)))
     subset = _write_jsonl(tmp_path / "subset.jsonl", world.rows("subA", 30, "a2", ("A",)))
     train = _write_jsonl(tmp_path / "train.jsonl", world.training(40))
@@ -548,6 +547,31 @@ def test_cli_exit_codes_and_outputs(world, tmp_path, monkeypatch):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "hi", "labels": ["A"]}\n{"text": "", "labels": []}\n', encoding="utf-8")
     assert main(common + ["--batch", str(bad)]) == 2
+
+
+def test_cli_audits_a_checkpoint_as_it_audits_its_bundle(tmp_path):
+    """``--checkpoint`` needs no export: PyTorch and the exported graph give one report."""
+    from intentvcs.cli.main import main
+    from tests.helpers.bundle import make_tiny_bundle
+
+    bundle = make_tiny_bundle(tmp_path / "model")
+    phrases = {"PlayMusic": "play music", "GetWeather": "will it rain", "BookRestaurant": "book a table",
+               "AddSong": "add this song to my playlist", "Forecast": "weather forecast for tomorrow"}
+    rows = [{"text": f"{phrase} {tail}", "labels": [label]} for label, phrase in phrases.items()
+            for tail in ("please", "tonight", "now", "for two", "at the cinema", "in snow", "okay", "thanks")]
+    batch = _write_jsonl(tmp_path / "batch.jsonl", rows)
+    reports = {}
+    for source in ("--checkpoint", "--bundle"):
+        out = tmp_path / f"report{source}.json"
+        model = bundle.parent / "checkpoint" if source == "--checkpoint" else bundle
+        assert main(["audit", source, str(model), "--batch", batch, "--out", str(out), "--fail-on", "never"]) == 0
+        reports[source] = json.loads(out.read_text())
+    torch_report, onnx_report = reports["--checkpoint"], reports["--bundle"]
+    assert torch_report["engine"]["runtime"] == "torch" and onnx_report["engine"]["provider"]
+    verdicts = {source: {f["intent"]: (f["relation"], f["existing"]) for f in report["findings"]}
+                for source, report in reports.items()}
+    assert sorted(verdicts["--checkpoint"]) == ["AddSong", "Forecast"]
+    assert verdicts["--checkpoint"] == verdicts["--bundle"]
 
 
 # ---------------------------------------------------------------------- cost

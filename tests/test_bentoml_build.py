@@ -88,3 +88,12 @@ def test_bento_dependencies_are_torch_free(bento):
     names = requirement_names(bento / "env" / "python" / "requirements.txt")
     assert SERVING_PACKAGES <= names
     assert not names & TRAINING_PACKAGES
+
+
+def test_bentofile_serves_the_default_bundle_with_the_thread_policy():
+    """The bento's environment repeats two defaults whose home is in the package; they must agree."""
+    from intentvcs import BLAS_THREADS
+    from intentvcs.service.settings import Settings
+
+    envs = {e["name"]: e["value"] for e in yaml.safe_load((ROOT / "bentofile.yaml").read_text())["envs"]}
+    assert envs == {"INTENTVCS_BUNDLE": Settings.bundle, **BLAS_THREADS}

@@ -43,8 +43,8 @@ def test_length_buckets_sort_by_length_and_keep_ties_in_order():
 
 def test_pad_chunk_pads_to_the_longest_in_the_chunk(engine):
     encodings = engine.bundle.tokenizer.encode(["hi", "play the new album"])
-    feed = pad_chunk(encodings, engine.runner.input_names, engine.bundle.tokenizer.pad_id)
-    assert list(feed) == engine.runner.input_names
+    feed = pad_chunk(encodings, engine.session.input_names, engine.bundle.tokenizer.pad_id)
+    assert list(feed) == engine.session.input_names
     lengths = [len(e.ids) for e in encodings]
     assert feed["input_ids"].shape == (2, max(lengths)) and feed["input_ids"].dtype == np.int64
     assert feed["attention_mask"].sum(axis=1).tolist() == lengths

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -79,9 +80,14 @@ def accuracy(pairs) -> float:
 DECISION = Decision(LABELS, activation="softmax")
 
 
+def predictor(infer, decision: Decision = DECISION) -> SimpleNamespace:
+    """``infer`` and ``decision`` as an ``intentvcs.core.predictor.Predictor``."""
+    return SimpleNamespace(labels=list(decision.labels), decision=decision, info={}, infer=infer)
+
+
 @pytest.fixture(scope="module")
 def report():
-    return run_suite(EXAMPLES, FakeModel().infer, DECISION, None, draws=3, seed=0, progress=False)
+    return run_suite(EXAMPLES, predictor(FakeModel().infer), None, draws=3, seed=0, progress=False)
 
 
 def test_casing_flips_every_row_and_punctuation_none(report):
@@ -135,14 +141,14 @@ def test_hard_set_is_wrong_wherever_any_operator_breaks_the_row(report):
 
 def test_each_distinct_text_is_inferred_once():
     model = FakeModel()
-    report = run_suite(EXAMPLES, model.infer, DECISION, ["raddle"], draws=2, seed=0, progress=False)
+    report = run_suite(EXAMPLES, predictor(model.infer), ["raddle"], draws=2, seed=0, progress=False)
     assert len(model.seen) == len(set(model.seen)) == report["distinct_texts"]
     assert {ex.text for ex in EXAMPLES} <= set(model.seen)
 
 
 def test_same_seed_same_report_other_seed_other_texts():
-    first = run_suite(EXAMPLES, FakeModel().infer, DECISION, None, draws=2, seed=5, progress=False)
-    again = run_suite(EXAMPLES, FakeModel().infer, DECISION, None, draws=2, seed=5, progress=False)
+    first = run_suite(EXAMPLES, predictor(FakeModel().infer), None, draws=2, seed=5, progress=False)
+    again = run_suite(EXAMPLES, predictor(FakeModel().infer), None, draws=2, seed=5, progress=False)
     assert json.dumps(first) == json.dumps(again)
     seed5 = build_sets(EXAMPLES, list(OPERATORS), 2, 5, progress=False)
     seed6 = build_sets(EXAMPLES, list(OPERATORS), 2, 6, progress=False)
@@ -172,8 +178,8 @@ def test_multi_label_data_is_scored_by_f1_and_exact_match():
 
     data = [row("play jazz and wake me at seven", "music", "alarm"), row("will it rain", "weather"),
             row("play the radio", "music")]
-    report = run_suite(data, infer, Decision(labels, activation="sigmoid"), ["casing", "punctuation"], draws=1,
-                       progress=False)
+    report = run_suite(data, predictor(infer, Decision(labels, activation="sigmoid")), ["casing", "punctuation"],
+                       draws=1, progress=False)
     assert report["metric"] == "f1" and report["metrics"] == ["f1", "exact_match"]
     assert report["clean"] == {"f1": 100.0, "exact_match": 100.0}
     casing = report["operators"]["casing"]
@@ -235,9 +241,9 @@ def test_markdown_has_a_row_per_set(report):
 
 def test_empty_data_and_bad_draws_are_refused():
     with pytest.raises(ValueError, match="no examples"):
-        run_suite([], FakeModel().infer, DECISION, None, draws=1)
+        run_suite([], predictor(FakeModel().infer), None, draws=1)
     with pytest.raises(ValueError, match="draws must be >= 1"):
-        run_suite(EXAMPLES, FakeModel().infer, DECISION, None, draws=0)
+        run_suite(EXAMPLES, predictor(FakeModel().infer), None, draws=0)
 
 
 # -- the CLI on a tiny bundle ---------------------------------------------------------------

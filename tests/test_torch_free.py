@@ -68,17 +68,20 @@ print(json.dumps({"answers": answers, "int8_shape": list(logits.shape), "loaded"
     assert out["info"]["provider"] == "CPUExecutionProvider"
 
 
-def test_core_package_imports_without_torch():
-    """Every ``intentvcs`` module (the core the engine may use) imports torch-free."""
+def test_core_service_and_cli_modules_import_without_torch():
+    """Every module of the core, the serving side and the command line imports torch-free
+    (commands import torch lazily, inside the commands that train)."""
     out = run_blocked("""
-import importlib, json, pkgutil
-import intentvcs
+import importlib, json, pkgutil, sys
+import intentvcs.cli, intentvcs.core, intentvcs.service
 failed = {}
-for info in pkgutil.walk_packages(intentvcs.__path__, "intentvcs."):
+packages = (intentvcs.cli, intentvcs.core, intentvcs.service)
+for info in (i for p in packages for i in pkgutil.walk_packages(p.__path__, p.__name__ + ".")):
     try:
         importlib.import_module(info.name)
     except ImportError as exc:
         failed[info.name] = str(exc)
-print(json.dumps({"failed": failed}))
+print(json.dumps({"failed": failed, "imported": len([m for m in sys.modules if m.startswith("intentvcs.")])}))
 """)
     assert out["failed"] == {}
+    assert out["imported"] > 40

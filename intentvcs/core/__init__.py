@@ -2,7 +2,7 @@
 
 The ground floor (docs/ARCHITECTURE.md): the canonical data format
 (``dataio``), atomic writes (``atomic``), versioned file formats
-(``formats``), the model interface every analysis takes (``model``), the
+(``formats``), the model interface every analysis takes (``predictor``), the
 decision layer (``decision``, ``calibration``, ``thresholds``, ``oos``),
 label relations, evaluation scores (``scoring``, ``evaluation``), the bundle
 manifest, the spelling normaliser, and the perturbation operators with the

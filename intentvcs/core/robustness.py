@@ -1,4 +1,4 @@
-"""The robustness suite (MISSION.md section 3): how far a model's score drops on perturbed input.
+"""The robustness suite (docs/RESEARCH.md, robustness): how far a model's score drops on perturbed input.
 
 From one labelled test set and the operators of ``intentvcs.core.perturb``:
 
@@ -46,6 +46,7 @@ from intentvcs.core.decision import Decision
 from intentvcs.core.evaluation import evaluate, gold_matrix
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.perturb import FAMILIES, FAMILY_OF, OPERATORS, perturb, random_set
+from intentvcs.core.predictor import Predictor
 
 METRICS = ("auto", "accuracy", "f1")
 # Texts per model call. The texts are sorted by length first, so each call's
@@ -262,12 +263,12 @@ def _hard_report(decision: Decision, outputs: DistinctOutputs, examples: Sequenc
             "worst_operator": {name: counts[name] for name in sets.operators if counts[name]}}
 
 
-def run_suite(examples: Sequence[Example], infer: Infer, decision: Decision, operators: Sequence[str] | None,
+def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence[str] | None,
               draws: int, seed: int = 0, metric: str = "auto", progress: bool = True) -> dict:
     """Build every set, run the model once per distinct text and return the JSON-safe report.
 
-    ``infer(texts) -> GraphOutputs`` is ``Engine.infer`` or
-    ``TorchPredictor.infer``; ``decision`` the model's ``Decision``;
+    ``model`` is any ``Predictor`` (the bundle's ``Engine``, a checkpoint's
+    ``TorchPredictor``), decided by its own ``decision``;
     ``operators`` operator or family names (None: all); ``draws`` Random-set
     draws (>= 1); ``metric`` ``"auto"``, ``"accuracy"`` or ``"f1"``.
     Report keys: ``metric``, ``metrics``, ``n``, ``n_out_of_scope``, ``seed``,
@@ -285,7 +286,8 @@ def run_suite(examples: Sequence[Example], infer: Infer, decision: Decision, ope
     metrics = tracked_metrics(examples, metric)
     sets = build_sets(examples, operators, draws, seed, progress)
     clean_texts = [ex.text for ex in examples]
-    outputs = infer_distinct(infer, clean_texts + sets.texts(), progress)
+    outputs = infer_distinct(model.infer, clean_texts + sets.texts(), progress)
+    decision = model.decision
     return {
         "metric": metrics[0],
         "metrics": metrics,

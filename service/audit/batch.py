@@ -1,4 +1,4 @@
-"""``audit_batch``: validate an upgrade batch, run the engine, decide, report.
+"""``audit_batch``: validate an upgrade batch, run the model, decide, report.
 
 Acceptance: the audit applies the bundle's decision layer (calibration, PU
 scaling, thresholds, relation closure) with its out-of-scope rule set aside,
@@ -8,7 +8,7 @@ uncertain traffic; the audit asks which existing intents the classifier puts
 an utterance in, and a tight OOS rule would hide exactly the overlaps it looks
 for (a duplicate's rows accepted at 0.9 confidence, rejected as OOS).
 
-Cost is linear in the batch: the engine scores the batch's rows of new intents
+Cost is linear in the batch: the model scores the batch's rows of new intents
 once (chunked, with a tqdm bar), then a capped sample of reference rows (at
 most ``reference_cap`` per candidate existing intent); every containment
 estimate works on capped samples (``intentvcs.service.audit.containment``).
@@ -32,6 +32,7 @@ from intentvcs.core.dataio import Example, parse_row
 from intentvcs.core.decision import Decision
 from intentvcs.core.oos import NoRule
 from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.predictor import Predictor
 from intentvcs.service.audit.config import AuditConfig
 from intentvcs.service.audit.containment import (
     Count,
@@ -84,13 +85,13 @@ def _progress(config: AuditConfig, total: int, desc: str) -> tqdm:
     return tqdm(total=total, desc=desc, unit="utt", disable=disable, leave=False)
 
 
-def _infer(engine: Any, texts: Sequence[str], config: AuditConfig, desc: str) -> GraphOutputs:
-    """``engine.infer`` over ``texts`` in chunks of ``infer_chunk``, with a progress bar."""
+def _infer(model: Predictor, texts: Sequence[str], config: AuditConfig, desc: str) -> GraphOutputs:
+    """``model.infer`` over ``texts`` in chunks of ``infer_chunk``, with a progress bar."""
     chunks = []
     with _progress(config, len(texts), desc) as bar:
         for start in range(0, len(texts), config.infer_chunk):
             chunk = list(texts[start:start + config.infer_chunk])
-            chunks.append(GraphOutputs(*engine.infer(chunk)))
+            chunks.append(GraphOutputs(*model.infer(chunk)))
             bar.update(len(chunk))
     return GraphOutputs.concatenate(chunks)
 
@@ -120,16 +121,15 @@ def _references(names: Iterable[str], batch: list[Example], training: list[Examp
     return out
 
 
-def audit_batch(engine: Any, rows: Iterable[Any], training_rows: Iterable[Any] | None = None,
+def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[Any] | None = None,
                 config: AuditConfig = AuditConfig()) -> AuditReport:
     """Audit an upgrade batch against the current model.
 
     Args:
-        engine: a ``intentvcs.service.engine.Engine`` or any object with ``labels``
-            (the model's label names), ``infer(texts) -> GraphOutputs`` and ``bundle.decision`` (an
-            ``intentvcs.core.decision.Decision``, whose ``relations`` are the
-            bundle's known relations); ``info`` (a JSON object) is copied into
-            the report when present.
+        model: the current model, an ``intentvcs.core.predictor.Predictor``
+            (the bundle's ``Engine`` or a checkpoint's ``TorchPredictor``); its
+            ``decision.relations`` are the known relations, and its ``info``
+            is copied into the report.
         rows: the batch, canonical rows (dicts or ``Example``s). Labels that
             the model does not know are the new intents under audit.
         training_rows: optional sample of the old data, the preferred source
@@ -144,32 +144,22 @@ def audit_batch(engine: Any, rows: Iterable[Any], training_rows: Iterable[Any] |
     started = time.perf_counter()
     batch = validate_rows(rows, "rows")
     training = None if training_rows is None else validate_rows(training_rows, "training_rows")
-    labels = list(engine.labels)
-    served = engine.bundle.decision
-    decision = dataclasses.replace(served, oos=NoRule())
-    known = decision.relations
+    labels = list(model.labels)
+    known = model.decision.relations
     label_set = set(labels)
     new_intents = list(dict.fromkeys(x for ex in batch for x in ex.labels if x not in label_set))
     audited = [ex for ex in batch if not label_set.issuperset(ex.labels)]
     findings, new_pairs, per_intent, timing, missing = [], [], {}, {}, []
     if audited:
-        outputs = _infer(engine, [ex.text for ex in audited], config, "audit: new intents")
+        audit = _score(model, audited, config)
         timing["inference"] = time.perf_counter() - started
-        result = decision.apply(*outputs)
-        audit = _Audit(
-            config=config, labels=labels, decision=decision, examples=audited, confidences=result.confidences,
-            accepted=result.accepted, ranked=top_two(result.confidences), vectors=normalise(outputs.pooled),
-            out_of_scope=served.oos.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0], oos_rule=served.oos,
-            implication=(known.implication_matrix(labels) if known is not None
-                         else np.eye(len(labels), dtype=bool)),
-            rng=np.random.default_rng(config.seed))
         per_intent = {name: audit.candidates(name) for name in new_intents}
-        segmented = audit.segment_pairs(engine, new_intents)
+        segmented = audit.segment_pairs(model, new_intents)
         needed = list(dict.fromkeys(labels[j] for _, _, keep in per_intent.values() for j in keep))
         references = _references(needed, batch, training, set(new_intents), config, audit.rng)
         missing = [name for name, ref in references.items() if not ref.examples]
         embedding = time.perf_counter()
-        audit.add_references(engine, references)
+        audit.add_references(model, references)
         timing["inference"] += time.perf_counter() - embedding
         findings = [audit.finding(name, *per_intent[name], segmented.get(name)) for name in new_intents]
         new_pairs = audit.new_pairs(findings)
@@ -184,9 +174,29 @@ def audit_batch(engine: Any, rows: Iterable[Any], training_rows: Iterable[Any] |
         batch_rows=len(batch),
         audited_rows=len(audited),
         missing_references=missing,
-        engine=dict(getattr(engine, "info", {}) or {}),
+        engine=dict(model.info),
         timing_s=timing,
     )
+
+
+def _score(model: Predictor, audited: list[Example], config: AuditConfig) -> _Audit:
+    """One model pass over the rows that carry new intents, decided as the model decides.
+
+    The decision runs without its OOS rule: a row judged out of scope accepts
+    nothing, and the audit needs every row's accepted labels; the OOS verdict
+    is judged apart, into ``out_of_scope``.
+    """
+    labels, served = list(model.labels), model.decision
+    decision = dataclasses.replace(served, oos=NoRule())
+    outputs = _infer(model, [ex.text for ex in audited], config, "audit: new intents")
+    result = decision.apply(*outputs)
+    known = decision.relations
+    return _Audit(
+        config=config, labels=labels, decision=decision, examples=audited, confidences=result.confidences,
+        accepted=result.accepted, ranked=top_two(result.confidences), vectors=normalise(outputs.pooled),
+        out_of_scope=served.oos.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0], oos_rule=served.oos,
+        implication=(known.implication_matrix(labels) if known is not None else np.eye(len(labels), dtype=bool)),
+        rng=np.random.default_rng(config.seed))
 
 
 @dataclass
@@ -224,12 +234,12 @@ class _Audit:
         keep = [int(j) for j in order if counts[j] >= floor or ranked[j] >= floor]
         return rows, counts, keep[:self.config.max_candidates]
 
-    def add_references(self, engine: Any, references: dict[str, Reference]) -> None:
-        """Score the reference rows (one engine pass over all of them)."""
+    def add_references(self, model: Predictor, references: dict[str, Reference]) -> None:
+        """Score the reference rows (one model pass over all of them)."""
         texts = [ex.text for ref in references.values() for ex in ref.examples]
         if not texts:
             return
-        outputs = _infer(engine, texts, self.config, "audit: references")
+        outputs = _infer(model, texts, self.config, "audit: references")
         pooled = normalise(outputs.pooled)
         ranked = top_two(self.decision.apply(*outputs).confidences)
         offset = 0
@@ -253,10 +263,10 @@ class _Audit:
             out[x, y] = out[y, x] = float((rows[:, a] & rows[:, b]).mean()) if len(rows) else 0.0
         return out
 
-    def segment_pairs(self, engine: Any, names: list[str]) -> dict[str, tuple[tuple[str, str], Count]]:
+    def segment_pairs(self, model: Predictor, names: list[str]) -> dict[str, tuple[tuple[str, str], Count]]:
         """Per new intent, its most frequent split pair of intents and its count (see ``segments``).
 
-        One engine pass over the halves of at most ``segment_cap`` sampled rows per intent.
+        One model pass over the halves of at most ``segment_cap`` sampled rows per intent.
         """
         sampled, cuts = {}, {}
         for name in names:
@@ -266,7 +276,7 @@ class _Audit:
         halves = [text for name in names for cut in cuts[name] for text in (cut.left, cut.right)]
         if not halves:
             return {}
-        outputs = _infer(engine, halves, self.config, "audit: split utterances")
+        outputs = _infer(model, halves, self.config, "audit: split utterances")
         result = self.decision.apply(*outputs)
         # A half must be in scope for the service: the halves of a novel
         # request are no requests the model knows, whatever it accepts.

@@ -1,8 +1,8 @@
-"""``intentvcs audit``: entanglement report of an upgrade batch against a bundle.
+"""``intentvcs audit``: entanglement report of an upgrade batch against a bundle or a checkpoint.
 
 Exit status: 0 when the overall severity is below ``--fail-on`` (default
 ``blocking``, so a CI step fails on duplicates), 1 when at or above it, 2 on a
-data or usage error (bad JSONL row, missing bundle).
+data or usage error (bad JSONL row, missing bundle or checkpoint).
 """
 
 from __future__ import annotations
@@ -11,34 +11,30 @@ import argparse
 import json
 import sys
 
-FAIL_LEVELS = ("blocking", "warning", "never")
+from intentvcs.cli.model_options import add_model_arguments, load_predictor
+from intentvcs.service.audit.config import SEVERITIES
+
+# A gate fails at a severity or above it: every severity but the lowest, most severe first, or never.
+FAIL_LEVELS = (*reversed(SEVERITIES[1:]), "never")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "audit", help="audit an upgrade batch (new intents) against a bundle",
+        "audit", help="audit an upgrade batch (new intents) against a bundle or a checkpoint",
         description="For every new intent of the batch (a label the bundle does not know) report whether it "
                     "duplicates, is a subset or superset of, or composes existing intents, with containment "
                     "figures, example utterances, old rows to relabel and a proposed relations fix.")
-    p.add_argument("--bundle", required=True, help="bundle directory (the current model)")
+    add_model_arguments(p)
     p.add_argument("--batch", required=True, help="upgrade batch, canonical JSONL")
     p.add_argument("--train", help="sample of the old data (JSONL): the preferred source of existing intents' "
                                    "utterances; default: the batch's own rows of them")
     p.add_argument("--out", required=True, help="report JSON")
     p.add_argument("--html", help="also write a self-contained HTML page with a co-occurrence heatmap")
     p.add_argument("--relations-out", help="write the proposed relations.json (known + proposed relations)")
-    p.add_argument("--fail-on", choices=FAIL_LEVELS, default="blocking",
-                   help="exit 1 when the overall severity reaches this level (default: blocking)")
+    p.add_argument("--fail-on", choices=FAIL_LEVELS, default=FAIL_LEVELS[0],
+                   help=f"exit 1 when the overall severity reaches this level (default: {FAIL_LEVELS[0]})")
     p.add_argument("--config", help="JSON object of AuditConfig overrides (thresholds, caps)")
-    p.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto", help="ONNX Runtime provider")
     p.set_defaults(func=run)
-
-
-def load_engine(bundle: str, provider: str):
-    """The serving engine for ``bundle`` (a seam for tests, which substitute a fake)."""
-    from intentvcs.service.engine import Engine
-
-    return Engine(bundle, provider=provider)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
             config = AuditConfig.from_dict(json.load(handle))
     batch = read_jsonl(args.batch)
     training = read_jsonl(args.train) if args.train else None
-    report = audit_batch(load_engine(args.bundle, args.provider), batch, training, config)
+    report = audit_batch(load_predictor(args), batch, training, config)
     document = report.to_dict()
     atomic.write_json(args.out, document)
     if args.html:

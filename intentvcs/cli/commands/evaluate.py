@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from intentvcs.cli.model_options import add_model_arguments, load_predictor, model_source
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="evaluate a checkpoint or a bundle on a JSONL test file",
@@ -20,43 +22,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    """``--checkpoint`` | ``--bundle`` [``--quantized``] [``--no-spelling``]: what ``load_predictor`` loads."""
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", help="checkpoint directory (PyTorch path)")
-    source.add_argument("--bundle", help="bundle directory (ONNX engine path, what the service runs)")
-    p.add_argument("--quantized", action="store_true", help="bundle: use the int8 graph")
-    p.add_argument("--no-spelling", dest="spelling", action="store_false",
-                   help="feed the model the raw texts, without the model's spelling normaliser (to measure it)")
-
-
-def load_predictor(args: argparse.Namespace):
-    """Return ``(infer_fn, decision)`` for a checkpoint or a bundle."""
-    from intentvcs.core.decision import Decision
-
-    if args.checkpoint:
-        from intentvcs.training.checkpoint import read_checkpoint_meta
-        from intentvcs.training.predict import TorchPredictor
-
-        meta = read_checkpoint_meta(args.checkpoint)
-        predictor = TorchPredictor(args.checkpoint, meta["max_length"], spelling=args.spelling)
-        return (lambda texts: predictor.infer(texts, progress=True)), Decision.from_dict(meta["decision"])
-    from intentvcs.service.engine import Engine
-
-    engine = Engine(args.bundle, quantized=args.quantized, spelling=args.spelling)
-    return engine.infer, engine.bundle.decision
-
-
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
 
     examples = read_jsonl(args.data)
-    infer, decision = load_predictor(args)
-    figures = evaluate(decision, infer([ex.text for ex in examples]), examples)
-    figures["source"] = {"checkpoint": args.checkpoint, "bundle": args.bundle, "data": args.data,
-                         "quantized": bool(args.quantized), "spelling": args.spelling}
+    model = load_predictor(args)
+    figures = evaluate(model.decision, model.infer([ex.text for ex in examples]), examples)
+    figures["source"] = {**model_source(args), "data": args.data}
     atomic.write_json(args.out, figures)
     if args.heatmap:
         from intentvcs.training.plots import cooccurrence_heatmap

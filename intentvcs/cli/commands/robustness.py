@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from intentvcs.cli.commands.evaluate import add_model_arguments
+from intentvcs.cli.model_options import add_model_arguments, load_predictor, model_source
+from intentvcs.core.robustness import METRICS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "kept), build NATURE's Random set (one random applicable operator per utterance, several "
                     "draws) and Hard set (each utterance's worst operator for this model), run every distinct "
                     "text once through the model and report the score on each set against the same rows "
-                    "clean. Definitions: intentvcs/robustness.py.")
+                    "clean. Definitions: intentvcs/core/robustness.py.")
     add_model_arguments(p)
     p.add_argument("--data", required=True, help="JSONL test file with gold label sets ([] = out of scope)")
     p.add_argument("--out", required=True, help="report JSON")
@@ -24,23 +25,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     # NATURE averages 10 draws; 5 keeps a CPU run short and the std shows whether that is enough.
     p.add_argument("--draws", type=int, default=5, help="Random-set draws, seeds SEED..SEED+DRAWS-1 (default 5)")
     p.add_argument("--seed", type=int, default=0, help="perturbation seed (default 0)")
-    p.add_argument("--metric", default="auto", choices=["auto", "accuracy", "f1"],
+    p.add_argument("--metric", default=METRICS[0], choices=METRICS,
                    help="primary score; auto: f1 if any gold row has several labels, else accuracy")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.cli.commands.evaluate import load_predictor
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.robustness import expand_operators, render_markdown, run_suite
 
     operators = expand_operators(args.operators)  # a typo fails before the model loads
     examples = read_jsonl(args.data)
-    infer, decision = load_predictor(args)
-    report = run_suite(examples, infer, decision, operators, args.draws, args.seed, args.metric)
-    report["source"] = {"checkpoint": args.checkpoint, "bundle": args.bundle, "data": args.data,
-                        "quantized": bool(args.quantized), "spelling": args.spelling}
+    report = run_suite(examples, load_predictor(args), operators, args.draws, args.seed, args.metric)
+    report["source"] = {**model_source(args), "data": args.data}
     atomic.write_json(args.out, report)
     markdown = render_markdown(report)
     if args.md:

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from intentvcs import BLAS_THREADS
+from intentvcs.service.settings import ENV_PREFIX, PROVIDERS, Settings
 
 SERVICE = "intentvcs.service.app:IntentService"
-DEFAULT_BUNDLE = "runs/default/bundle"
 
 
 def register(subparsers) -> None:
@@ -33,13 +33,13 @@ def register(subparsers) -> None:
         description="Run the BentoML service on a bundle. Limits and batching are set with INTENTVCS_* "
         "environment variables (e.g. INTENTVCS_MAX_TEXTS=256, INTENTVCS_MAX_TEXT_CHARS=1000).",
     )
-    parser.add_argument("--bundle", default=os.environ.get("INTENTVCS_BUNDLE", DEFAULT_BUNDLE),
-                        help=f"bundle directory (default: $INTENTVCS_BUNDLE or {DEFAULT_BUNDLE})")
+    parser.add_argument("--bundle", default=os.environ.get(f"{ENV_PREFIX}BUNDLE", Settings.bundle),
+                        help=f"bundle directory (default: ${ENV_PREFIX}BUNDLE or {Settings.bundle})")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; 0.0.0.0 for all)")
     parser.add_argument("--port", type=int, default=3000)
     parser.add_argument("--workers", type=int, help="worker processes, each with its own engine "
                         "(default: one per core on CPU, one on a GPU)")
-    parser.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--provider", choices=PROVIDERS, default=Settings.provider)
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker "
                         "(default: cores / workers)")
     parser.add_argument("--no-spelling", dest="spelling", action="store_false",
@@ -61,7 +61,7 @@ def server_home(port: int) -> Path:
     return base / "intentvcs-serve" / f"port-{port}"
 
 
-def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None, provider: str = "auto",
+def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None, provider: str = Settings.provider,
                 threads: int | None = None, extra: Mapping[str, str] | None = None,
                 home: str | os.PathLike | None = None) -> dict[str, str]:
     """The environment the service on ``port`` reads: the current one, the ``INTENTVCS_*`` settings
@@ -69,9 +69,11 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
 
     ``workers`` None leaves the count to the service (``intentvcs.service.onnx_session.default_workers``).
     """
+    from intentvcs.core.manifest import MANIFEST_FILE
+
     bundle = Path(bundle).resolve()
-    if not (bundle / "manifest.json").is_file():
-        raise FileNotFoundError(f"{bundle} is not a bundle (no manifest.json); run `intentvcs export` first")
+    if not (bundle / MANIFEST_FILE).is_file():
+        raise FileNotFoundError(f"{bundle} is not a bundle (no {MANIFEST_FILE}); run `intentvcs export` first")
     if workers is not None and workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     env = dict(os.environ)
@@ -79,12 +81,12 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
     # BentoML may import numpy before our package sets the thread policy: see intentvcs.BLAS_THREADS.
     for name, value in BLAS_THREADS.items():
         env.setdefault(name, value)
-    env.update({"INTENTVCS_BUNDLE": str(bundle), "INTENTVCS_PROVIDER": provider,
+    env.update({f"{ENV_PREFIX}BUNDLE": str(bundle), f"{ENV_PREFIX}PROVIDER": provider,
                 "BENTOML_HOME": str(home or server_home(port))})
     if workers is not None:
-        env["INTENTVCS_WORKERS"] = str(workers)
+        env[f"{ENV_PREFIX}WORKERS"] = str(workers)
     if threads is not None:
-        env["INTENTVCS_THREADS"] = str(threads)
+        env[f"{ENV_PREFIX}THREADS"] = str(threads)
     env.update(extra or {})
     return env
 
@@ -99,11 +101,11 @@ def run(args) -> NoReturn:
 
 
 def serve_bundle(bundle: str | os.PathLike, port: int = 3000, host: str = "127.0.0.1", workers: int | None = None,
-                 provider: str = "auto", threads: int | None = None, spelling: bool = True) -> NoReturn:
+                 provider: str = Settings.provider, threads: int | None = None, spelling: bool = True) -> NoReturn:
     """Replace this process with ``bentoml serve`` on ``bundle`` (``intentvcs serve``, and the demo's last step)."""
     env = service_env(bundle, port, workers, provider, threads,
-                      extra=None if spelling else {"INTENTVCS_SPELLING": "0"})
-    print(f"serving {env['INTENTVCS_BUNDLE']} on http://{host}:{port} "
+                      extra=None if spelling else {f"{ENV_PREFIX}SPELLING": "0"})
+    print(f"serving {env[f'{ENV_PREFIX}BUNDLE']} on http://{host}:{port} "
           f"({f'{workers} worker(s)' if workers else 'one worker per core on CPU, one on a GPU'}); "
           "docs at /, OpenAPI at /docs.json", file=sys.stderr)
     # exec: signals (Ctrl-C, SIGTERM from an orchestrator) reach BentoML directly.

@@ -1,0 +1,44 @@
+"""The model options the analysing commands share, and the ``Predictor`` they load.
+
+``evaluate``, ``robustness`` and ``audit`` run on a checkpoint (PyTorch, before
+export) or a bundle (the ONNX engine the service runs) through one interface,
+``intentvcs.core.predictor.Predictor``, so each takes the same options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from intentvcs.core.predictor import Predictor
+from intentvcs.service.settings import PROVIDERS, Settings
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """``--checkpoint`` | ``--bundle`` [``--quantized``] [``--provider``] [``--no-spelling``]."""
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", help="checkpoint directory (PyTorch path, no export needed)")
+    source.add_argument("--bundle", help="bundle directory (ONNX engine path, what the service runs)")
+    p.add_argument("--quantized", action="store_true", help="bundle: use the int8 graph")
+    p.add_argument("--provider", choices=PROVIDERS, default=Settings.provider,
+                   help=f"bundle: ONNX Runtime execution provider (default {Settings.provider})")
+    p.add_argument("--no-spelling", dest="spelling", action="store_false",
+                   help="feed the model the raw texts, without the model's spelling normaliser (to measure it)")
+
+
+def load_predictor(args: argparse.Namespace) -> Predictor:
+    """The checkpoint (``TorchPredictor``) or the bundle (``Engine``) the options name."""
+    if args.checkpoint:
+        from intentvcs.training.predict import TorchPredictor
+
+        # A progress bar on a terminal only: logs and CI output stay quiet.
+        return TorchPredictor(args.checkpoint, spelling=args.spelling, progress=sys.stderr.isatty())
+    from intentvcs.service.engine import Engine
+
+    return Engine(args.bundle, provider=args.provider, quantized=args.quantized, spelling=args.spelling)
+
+
+def model_source(args: argparse.Namespace) -> dict:
+    """What a result was computed on, for its ``source`` field."""
+    return {"checkpoint": args.checkpoint, "bundle": args.bundle, "quantized": bool(args.quantized),
+            "spelling": args.spelling}

@@ -1,0 +1,42 @@
+"""The one model interface every analysis takes: labels, the decision, and ``infer``.
+
+Evaluation, the robustness suite and the upgrade audit need the same three
+things of a model, whichever runtime holds it: the label names, the decision
+layer that turns raw outputs into answers, and raw outputs for texts. The ONNX
+engine (``intentvcs.service.engine.Engine``, what the service runs) and the
+PyTorch predictor (``intentvcs.training.predict.TorchPredictor``, on a
+checkpoint before export) both offer them, so each analysis is written once and
+runs on either, and a figure taken through the engine is a figure of the
+shipped bundle.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+from intentvcs.core.decision import Decision
+from intentvcs.core.outputs import GraphOutputs
+
+
+@runtime_checkable
+class Predictor(Protocol):
+    """A loaded intent model.
+
+    ``labels``    label names, in the order of the logits' columns.
+    ``decision``  the decision layer the model's answers are decided by.
+    ``info``      what is loaded (source, backbone, runtime...), JSON-ready, for reports.
+    ``infer``     raw ``GraphOutputs`` (logits ``[N, L]``, pooled and middle-layer pooled
+                  ``[N, H]``, float32), rows in input order, after the model's own
+                  input normalisation (its spelling normaliser).
+    """
+
+    @property
+    def labels(self) -> list[str]: ...
+
+    @property
+    def decision(self) -> Decision: ...
+
+    @property
+    def info(self) -> dict[str, Any]: ...
+
+    def infer(self, texts: Sequence[str]) -> GraphOutputs: ...
