@@ -29,17 +29,15 @@ def accuracy_records(checkpoint: str, bundle: Path, data: str) -> list[dict]:
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
     from intentvcs.service.engine import Engine
-    from intentvcs.training.checkpoint import read_checkpoint_meta
     from intentvcs.training.predict import TorchPredictor
 
     examples = read_jsonl(data)
     texts = [ex.text for ex in examples]
-    meta = read_checkpoint_meta(checkpoint)
-    torch_arrays = TorchPredictor(checkpoint, meta["max_length"]).infer(texts)
+    torch_arrays = TorchPredictor(checkpoint).infer(texts)
     fp32 = Engine(bundle, provider="cpu")
-    backends = {"torch": (fp32.bundle.decision, torch_arrays), "onnx-fp32": (fp32.bundle.decision, fp32.infer(texts))}
+    backends = {"torch": (fp32.decision, torch_arrays), "onnx-fp32": (fp32.decision, fp32.infer(texts))}
     int8 = Engine(bundle, provider="cpu", quantized=True)
-    backends["onnx-int8"] = (int8.bundle.decision, int8.infer(texts))
+    backends["onnx-int8"] = (int8.decision, int8.infer(texts))
     figures = {name: headline(evaluate(decision, arrays, examples, include_tables=False))
                for name, (decision, arrays) in backends.items()}
     records = []

@@ -49,7 +49,7 @@ def main() -> int:
     args = parser.parse_args()
 
     engine = Engine(args.bundle, provider="cpu", threads=args.threads)
-    served = engine.bundle.decision
+    served = engine.decision
     if served.oos.name != "distance" or served.oos.bank is None:
         raise SystemExit(f"{args.bundle}: the decision has no neighbour bank (rule {served.oos.name!r})")
     alone = dataclasses.replace(served, oos=dataclasses.replace(served.oos, bank=None, scales=None))

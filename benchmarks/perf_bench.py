@@ -299,7 +299,7 @@ def torch_backend(checkpoint: str, manifest: dict, threads: int, max_batch: int,
         if meta[key] != manifest[key]:
             raise ValueError(f"{checkpoint} is not the checkpoint the bundle was exported from: {key} differs")
     torch.set_num_threads(threads)
-    predictor = TorchPredictor(checkpoint, meta["max_length"], batch_size=max_batch)
+    predictor = TorchPredictor(checkpoint, batch_size=max_batch)
     return predictor.infer if device == "cpu" else cuda_infer(predictor)
 
 

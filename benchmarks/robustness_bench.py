@@ -112,7 +112,7 @@ def robustness_report(bundle: Path, test: list, draws: int, seed: int) -> dict:
     from intentvcs.service.engine import Engine
 
     engine = Engine(bundle, provider="cpu")
-    return run_suite(test, engine.infer, engine.bundle.decision, None, draws, seed, metric="accuracy")
+    return run_suite(test, engine, None, draws, seed, metric="accuracy")
 
 
 def _points(value: float | None) -> float | None:

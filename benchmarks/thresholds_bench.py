@@ -24,15 +24,12 @@ WORK = ROOT / "runs" / "bench" / "vcs"
 
 def compare(checkpoint: Path, data: Path) -> dict:
     from intentvcs.core.dataio import read_jsonl
-    from intentvcs.core.decision import Decision
     from intentvcs.core.evaluation import evaluate, gold_matrix, headline
     from intentvcs.core.thresholds import fit_thresholds
-    from intentvcs.training.checkpoint import read_checkpoint_meta
     from intentvcs.training.predict import TorchPredictor
 
-    meta = read_checkpoint_meta(checkpoint)
-    decision = Decision.from_dict(meta["decision"])
-    predictor = TorchPredictor(checkpoint, meta["max_length"])
+    predictor = TorchPredictor(checkpoint)
+    decision = predictor.decision
     valid, test = read_jsonl(data / "valid_gold.jsonl"), read_jsonl(data / "test.jsonl")
     valid_logits = predictor.infer([ex.text for ex in valid]).logits
     gold, _ = gold_matrix(valid, decision.labels)
@@ -42,7 +39,8 @@ def compare(checkpoint: Path, data: Path) -> dict:
     rows = {}
     for rule, candidate in (("global", decision), ("per_label_f1", replace(decision, thresholds=per_label))):
         rows[rule] = headline(evaluate(candidate, test_outputs, test, include_tables=False))
-    return {"dataset": data.name.split("-seed")[0], "method": meta["method"], "checkpoint": checkpoint.name,
+    return {"dataset": data.name.split("-seed")[0], "method": predictor.meta["method"],
+            "checkpoint": checkpoint.name,
             **{f"{k}_{rule}": round(100 * rows[rule][m], 2) for rule in rows
                for k, m in (("F1", "f1"), ("EM", "exact_match"))},
             "labels_with_own_threshold": int((per_label != decision.thresholds).sum())}

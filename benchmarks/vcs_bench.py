@@ -56,7 +56,6 @@ def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads:
     from dataclasses import replace
 
     from intentvcs.core.dataio import read_jsonl
-    from intentvcs.core.decision import Decision
     from intentvcs.core.evaluation import evaluate, headline
     from intentvcs.core.relations import LabelRelations
     from intentvcs.training.checkpoint import read_checkpoint_meta
@@ -86,8 +85,9 @@ def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads:
         meta = read_checkpoint_meta(out)
     else:
         logging.info("reusing finished run %s", out)
-    decision = Decision.from_dict(meta["decision"])
-    outputs = TorchPredictor(out, meta["max_length"]).infer([ex.text for ex in test])
+    predictor = TorchPredictor(out)
+    decision = predictor.decision
+    outputs = predictor.infer([ex.text for ex in test])
     closed = replace(decision, relations=LabelRelations.load(data / "relations.json"))
     return {
         "test": headline(evaluate(decision, outputs, test, include_tables=False)),
