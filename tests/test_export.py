@@ -91,7 +91,7 @@ def test_parity_report_and_independent_check(exported):
     from intentvcs.training.predict import TorchPredictor
 
     texts = list(SAMPLE_UTTERANCES)
-    torch_outputs = TorchPredictor(exported.checkpoint, MAX_LENGTH).infer(texts)
+    torch_outputs = TorchPredictor(exported.checkpoint).infer(texts)
     onnx_outputs = Engine(exported.bundle, provider="cpu").infer(texts)
     for torch_array, onnx_array in zip(torch_outputs, onnx_outputs):
         assert np.abs(torch_array - onnx_array).max() <= PARITY_ATOL
@@ -131,7 +131,7 @@ def test_the_engine_reads_what_the_spelling_normaliser_makes_of_a_text(exported)
     # The PyTorch side applies the checkpoint's copy the same way.
     from intentvcs.training.predict import TorchPredictor
 
-    torch_logits = TorchPredictor(exported.checkpoint, MAX_LENGTH).infer([typed]).logits
+    torch_logits = TorchPredictor(exported.checkpoint).infer([typed]).logits
     assert np.abs(torch_logits - engine.infer([meant]).logits).max() <= PARITY_ATOL
 
 
@@ -147,7 +147,6 @@ def test_a_checkpoint_without_spelling_exports_a_bundle_without(tmp_path):
 @pytest.mark.parametrize("mutate, field", [
     (lambda m: m.pop("labels"), "labels"),
     (lambda m: m.update(extra=1), "extra"),
-    (lambda m: m.update(format="something-else"), "format"),
     (lambda m: m.update(max_length=0), "max_length"),
     (lambda m: m["decision"].update(temperature=-1), "decision"),
     (lambda m: m["decision"].update(labels=list(reversed(m["labels"]))), "decision.labels"),

@@ -112,7 +112,7 @@ def test_round_trip_and_file(spelling, tmp_path):
 
 @pytest.mark.parametrize("content, reason", [
     ("{not json", "Expecting property name"),
-    (json.dumps({"format": "something-else"}), "not an intentvcs-spelling object"),
+    (json.dumps({"format": "something-else"}), "this is not a spelling normaliser"),
     (json.dumps({"format": "intentvcs-spelling", "format_version": 9, "vocabulary": {}}), "format_version"),
     (json.dumps({"format": "intentvcs-spelling", "format_version": 1, "vocabulary": ["a"]}), "vocabulary"),
     (json.dumps({"format": "intentvcs-spelling", "format_version": 1, "vocabulary": {"Caps": 1}}), "lowercase"),

@@ -4,6 +4,9 @@ Layout (docs/ARCHITECTURE.md): ``encoder/`` (HF weights + tokenizer),
 ``head.safetensors``, ``checkpoint.json`` and, unless training turned it off,
 ``spelling.json`` (``intentvcs.core.spelling``). Written into a temporary sibling
 and renamed, so a crashed run never leaves a loadable half-checkpoint.
+``checkpoint.json`` is a versioned file, ``CHECKPOINT_FORMAT``
+(``intentvcs.core.formats``): its header and the fields export needs are
+checked when it is written and when it is read.
 """
 
 from __future__ import annotations
@@ -14,24 +17,26 @@ from pathlib import Path
 from typing import Any
 
 from intentvcs.core import atomic
+from intentvcs.core.formats import HEADER, FileFormat, anything
 from intentvcs.core.spelling import SPELLING_FILE, Spelling
 
-FORMAT = "intentvcs-checkpoint"
-FORMAT_VERSION = 1
+# A checkpoint's metadata cannot be refitted when its own header is stale
+# (``intentvcs refit`` reads it first), so the remedy is a new training run.
+CHECKPOINT_FORMAT = FileFormat(
+    "intentvcs-checkpoint", 1, "checkpoint", "retrain it (intentvcs train)",
+    fields=dict.fromkeys(("labels", "backbone", "max_length", "method", "decision"), anything),
+)
 META_FILE = "checkpoint.json"
 
 
 def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, Any],
                      spelling: Spelling | None = None) -> Path:
     """Save model, tokenizer, ``meta`` (labels, decision, config, metrics...) and the spelling normaliser."""
-    required = {"labels", "backbone", "max_length", "method", "decision"}
-    missing = required - set(meta)
-    if missing:
-        raise ValueError(f"checkpoint metadata lacks {sorted(missing)}")
+    body = _stamped(meta)  # checked before anything is written
     with atomic.directory(path) as tmp:
         model.save(tmp, tokenizer)
         write_checkpoint_spelling(tmp, spelling)
-        write_checkpoint_meta(tmp, meta)
+        write_checkpoint_meta(tmp, body)
     return Path(path)
 
 
@@ -52,9 +57,14 @@ def read_checkpoint_spelling(path: str | os.PathLike) -> Spelling | None:
 
 def write_checkpoint_meta(path: str | os.PathLike, meta: dict[str, Any]) -> None:
     """(Re)write ``checkpoint.json`` alone, atomically (``intentvcs refit`` changes no weights)."""
-    body = {"format": FORMAT, "format_version": FORMAT_VERSION,
-            **{k: v for k, v in meta.items() if k not in ("format", "format_version")}}
-    atomic.write_text(Path(path) / META_FILE, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+    atomic.write_text(Path(path) / META_FILE, json.dumps(_stamped(meta), indent=2, ensure_ascii=False) + "\n")
+
+
+def _stamped(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` under this version's header (a header it carries is replaced), checked."""
+    body = {**CHECKPOINT_FORMAT.stamp(), **{k: v for k, v in meta.items() if k not in HEADER}}
+    CHECKPOINT_FORMAT.check(body, "checkpoint metadata")
+    return body
 
 
 def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
@@ -66,11 +76,7 @@ def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{meta_path}: invalid JSON: {exc.msg}") from None
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{meta_path}: format is {meta.get('format')!r}, expected {FORMAT!r}")
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{meta_path}: format_version {meta.get('format_version')!r} is not supported "
-                         f"(expected {FORMAT_VERSION})")
+    CHECKPOINT_FORMAT.check(meta, str(meta_path))
     return meta
 
 

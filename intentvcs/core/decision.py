@@ -11,26 +11,35 @@ The same object runs after PyTorch (evaluation) and after ONNX Runtime
 4. ``accepted = confidence >= thresholds`` (``intentvcs.core.thresholds``), never
    the ``"oos"`` class itself, then closed under ``relations``
    (``intentvcs.core.relations``); rows judged OOS accept nothing.
+
+Serialised (``to_dict``) as a versioned object, ``DECISION_FORMAT``
+(``intentvcs.core.formats``), inside ``checkpoint.json`` and the bundle manifest.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from intentvcs.core.calibration import check_activation, probabilities
+from intentvcs.core.formats import FileFormat, anything, json_list, message_error
 from intentvcs.core.oos import OOS_LABEL, NoRule, OOSRule, TrainRule, rule_from_dict
 from intentvcs.core.relations import Closure, LabelRelations
 from intentvcs.core.thresholds import global_thresholds
 
-FORMAT = "intentvcs-decision"
-FORMAT_VERSION = 1
-
 
 class DecisionError(ValueError):
     """A decision object or its input has the wrong shape, type or value."""
+
+
+DECISION_FORMAT = FileFormat(
+    "intentvcs-decision", 1, "decision", "refit the checkpoint (intentvcs refit), then re-export it (intentvcs export)",
+    fields={"labels": json_list, **dict.fromkeys(
+        ("activation", "temperature", "label_scale", "thresholds", "oos", "relations"), anything)},
+    error=message_error(DecisionError),
+)
 
 
 @dataclass(frozen=True)
@@ -150,8 +159,7 @@ class Decision:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe, versioned object (inverse of ``from_dict``)."""
         return {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            **DECISION_FORMAT.stamp(),
             "labels": list(self.labels),
             "activation": self.activation,
             "temperature": self.temperature,
@@ -164,17 +172,7 @@ class Decision:
     @classmethod
     def from_dict(cls, d: Any) -> "Decision":
         """Rebuild from ``to_dict`` output; raises ``DecisionError`` naming the bad field."""
-        if not isinstance(d, Mapping):
-            raise DecisionError(f"decision: expected an object, got {type(d).__name__}")
-        if d.get("format") != FORMAT or d.get("format_version") != FORMAT_VERSION:
-            raise DecisionError(f"decision: expected format {FORMAT!r} version {FORMAT_VERSION}, "
-                                f"got {d.get('format')!r} version {d.get('format_version')!r}")
-        keys = ("labels", "activation", "temperature", "label_scale", "thresholds", "oos", "relations")
-        missing = [k for k in keys if k not in d]
-        if missing:
-            raise DecisionError(f"decision: missing key(s) {missing}")
-        if not isinstance(d["labels"], list):
-            raise DecisionError(f"labels: expected a list, got {type(d['labels']).__name__}")
+        DECISION_FORMAT.check(d)
         try:
             oos = rule_from_dict(d["oos"])
         except ValueError as exc:

@@ -5,7 +5,7 @@ A bundle directory (docs/ARCHITECTURE.md) holds ``model.onnx``, optionally
 (``intentvcs.core.spelling``) and this manifest. The manifest is the
 bundle's single source of truth for everything that is not a tensor:
 
-``format``, ``format_version``  ``"intentvcs-bundle"``, ``FORMAT_VERSION``
+``format``, ``format_version``  ``"intentvcs-bundle"``, ``FORMAT_VERSION``, as declared by ``BUNDLE_FORMAT``
 ``created_at``, ``intentvcs_version``  provenance of the export run
 ``labels``            output columns of the graph's ``logits``, in order
 ``backbone``          backbone the checkpoint was trained from (name or path)
@@ -23,7 +23,9 @@ bundle's single source of truth for everything that is not a tensor:
 
 Validation is strict (unknown keys are errors, as in ``intentvcs.core.dataio``):
 within one ``format_version`` the schema is fixed, so an unexpected key means
-a writer bug or hand edit. Every error is a ``BundleError`` naming the file
+a writer bug or hand edit. The checks run through ``intentvcs.core.formats``
+(``BUNDLE_FORMAT``), so a manifest of another version is refused in the words
+every versioned file uses; every error is a ``BundleError`` naming the file
 and the field. Pure stdlib + the torch-free core: the serving engine uses it.
 """
 
@@ -34,59 +36,31 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from intentvcs import __version__
 
 from intentvcs.core import atomic
 from intentvcs.core.decision import Decision
+from intentvcs.core.formats import (FileFormat, FormatError, is_int, json_object, non_empty_string, nullable,
+                                    positive_int)
 from intentvcs.core.outputs import GRAPH_OUTPUTS
 from intentvcs.core.relations import LabelRelations, RelationsError
 from intentvcs.core.spelling import SPELLING_FILE
 
-FORMAT = "intentvcs-bundle"
-# 2: the graph gained the ``pooled_mid`` output and ``model`` its ``mid_layer``.
-# 3: the spelling normaliser (``spelling`` and ``spelling.json``).
-FORMAT_VERSION = 3
 MANIFEST_FILE = "manifest.json"
 MODEL_FILE = "model.onnx"
 INT8_MODEL_FILE = "model.int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 
 
-class BundleError(ValueError):
-    """A bundle is missing, corrupt or incompatible; names the file and the problem."""
-
-    def __init__(self, path: str | os.PathLike, reason: str, field: str | None = None):
-        self.path = str(path)
-        self.field = field
-        self.reason = reason
-        where = f"{self.path}: {field}" if field else self.path
-        super().__init__(f"{where}: {reason}")
+class BundleError(FormatError):
+    """A bundle is missing, corrupt or incompatible; names the file (``path``), the ``field`` and the problem."""
 
 
 # --------------------------------------------------------------- field checks
-# Each check returns an error message, or None when the value is acceptable.
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _str(value: Any) -> str | None:
-    return None if isinstance(value, str) and value else f"expected a non-empty string, got {value!r}"
-
-
-def _optional(check: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
-    return lambda value: None if value is None else check(value)
-
-
-def _object(value: Any) -> str | None:
-    return None if isinstance(value, dict) else f"expected an object, got {type(value).__name__}"
-
-
-def _positive_int(value: Any) -> str | None:
-    return None if _is_int(value) and value > 0 else f"expected a positive integer, got {value!r}"
-
+# Each check returns an error message, or None when the value is acceptable
+# (``intentvcs.core.formats.Check``); the generic ones are imported from there.
 
 def _labels(value: Any) -> str | None:
     if not isinstance(value, list) or not value:
@@ -98,14 +72,8 @@ def _labels(value: Any) -> str | None:
     return None
 
 
-def _format_version(value: Any) -> str | None:
-    if value == FORMAT_VERSION and _is_int(value):
-        return None
-    return f"this intentvcs reads bundle format_version {FORMAT_VERSION}, got {value!r} (re-export the checkpoint)"
-
-
 def _decision(value: Any) -> str | None:
-    if (error := _object(value)) is not None:
+    if (error := json_object(value)) is not None:
         return error
     try:
         Decision.from_dict(value)
@@ -123,7 +91,7 @@ def _relations(value: Any) -> str | None:
 
 
 def _model(value: Any) -> str | None:
-    if (error := _object(value)) is not None:
+    if (error := json_object(value)) is not None:
         return error
     inputs = value.get("inputs")
     if not isinstance(inputs, list) or not inputs or not all(isinstance(v, str) for v in inputs):
@@ -131,16 +99,16 @@ def _model(value: Any) -> str | None:
     if value.get("outputs") != list(GRAPH_OUTPUTS):
         return f"outputs: expected {list(GRAPH_OUTPUTS)}, got {value.get('outputs')!r}"
     for key in ("opset", "hidden_size"):
-        if (error := _positive_int(value.get(key))) is not None:
+        if (error := positive_int(value.get(key))) is not None:
             return f"{key}: {error}"
     mid_layer = value.get("mid_layer")
-    if not _is_int(mid_layer) or mid_layer < 0:
+    if not is_int(mid_layer) or mid_layer < 0:
         return f"mid_layer: expected a non-negative integer, got {mid_layer!r}"
     return None
 
 
 def _files(value: Any) -> str | None:
-    if (error := _object(value)) is not None:
+    if (error := json_object(value)) is not None:
         return error
     for name in (MODEL_FILE, TOKENIZER_FILE):
         if name not in value:
@@ -149,56 +117,54 @@ def _files(value: Any) -> str | None:
         if name not in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE):
             return f"unexpected file {name!r}"
         if (not isinstance(entry, dict) or set(entry) != {"sha256", "bytes"}
-                or not isinstance(entry["sha256"], str) or not _is_int(entry["bytes"])):
+                or not isinstance(entry["sha256"], str) or not is_int(entry["bytes"])):
             return f"{name}: expected {{'sha256': str, 'bytes': int}}, got {entry!r}"
     return None
 
 
 def _spelling(value: Any) -> str | None:
-    if (error := _object(value)) is not None:
+    if (error := json_object(value)) is not None:
         return error
-    if set(value) != {"words"} or (error := _positive_int(value["words"])) is not None:
+    if set(value) != {"words"} or (error := positive_int(value["words"])) is not None:
         return f"expected {{'words': positive int}}, got {value!r}"
     return None
 
 
-FIELDS: dict[str, Callable[[Any], str | None]] = {
-    "format": lambda v: None if v == FORMAT else f"expected {FORMAT!r}, got {v!r}",
-    "format_version": _format_version,
-    "created_at": _str,
-    "intentvcs_version": _str,
-    "labels": _labels,
-    "backbone": _str,
-    "max_length": _positive_int,
-    "decision": _decision,
-    "relations": _optional(_relations),
-    "data_fingerprint": _optional(_str),
-    "source": _object,
-    "evaluation": _object,
-    "model": _model,
-    "files": _files,
-    "parity": _object,
-    "quantization": _optional(_object),
-    "spelling": _optional(_spelling),
-}
+BUNDLE_FORMAT = FileFormat(
+    # 2: the graph gained the ``pooled_mid`` output and ``model`` its ``mid_layer``.
+    # 3: the spelling normaliser (``spelling`` and ``spelling.json``).
+    "intentvcs-bundle", 3, "bundle manifest", "re-export the bundle from its checkpoint (intentvcs export)",
+    fields={
+        "created_at": non_empty_string,
+        "intentvcs_version": non_empty_string,
+        "labels": _labels,
+        "backbone": non_empty_string,
+        "max_length": positive_int,
+        "decision": _decision,
+        "relations": nullable(_relations),
+        "data_fingerprint": nullable(non_empty_string),
+        "source": json_object,
+        "evaluation": json_object,
+        "model": _model,
+        "files": _files,
+        "parity": json_object,
+        "quantization": nullable(json_object),
+        "spelling": nullable(_spelling),
+    },
+    strict=True,
+    error=BundleError,
+)
+FORMAT_VERSION = BUNDLE_FORMAT.version  # the version this code reads and writes, for callers
 
 
 def validate(manifest: Any, path: str | os.PathLike = MANIFEST_FILE) -> dict[str, Any]:
     """Check ``manifest`` against the schema; return it, or raise ``BundleError``.
 
-    ``format`` and ``format_version`` are checked first so that a bundle from a
-    newer (or unrelated) writer reports the version problem, not a symptom of it.
+    ``format`` and ``format_version`` are checked first (``BUNDLE_FORMAT.check``)
+    so that a bundle from a newer (or unrelated) writer reports the version
+    problem, not a symptom of it; then every field, then their agreement.
     """
-    if not isinstance(manifest, dict):
-        raise BundleError(path, f"expected a JSON object, got {type(manifest).__name__}")
-    for name, check in FIELDS.items():
-        if name not in manifest:
-            raise BundleError(path, "missing", field=name)
-        if (error := check(manifest[name])) is not None:
-            raise BundleError(path, error, field=name)
-    unknown = sorted(set(manifest) - set(FIELDS))
-    if unknown:
-        raise BundleError(path, f"unknown field(s) for format_version {FORMAT_VERSION}", field=", ".join(unknown))
+    BUNDLE_FORMAT.check(manifest, str(path))
     if manifest["decision"]["labels"] != manifest["labels"]:
         raise BundleError(path, "decision labels differ from the manifest's labels", field="decision.labels")
     if (INT8_MODEL_FILE in manifest["files"]) != (manifest["quantization"] is not None):
@@ -212,8 +178,7 @@ def validate(manifest: Any, path: str | os.PathLike = MANIFEST_FILE) -> dict[str
 def create(**fields: Any) -> dict[str, Any]:
     """A validated manifest from the content ``fields``; format, version and provenance are filled in."""
     return validate({
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        **BUNDLE_FORMAT.stamp(),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "intentvcs_version": __version__,
         **fields,

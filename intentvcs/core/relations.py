@@ -12,6 +12,8 @@ Each relation is a set of *implications* "accepting x means accepting y"
 (duplicate: a->b and b->a; subset: child->parent; composite: composite->part).
 ``implication_matrix`` is their reflexive-transitive closure, and ``close``
 (or a reusable ``Closure``) applies it to accepted labels at inference.
+The file's header and top-level fields are ``RELATIONS_FORMAT``
+(``intentvcs.core.formats``).
 """
 
 from __future__ import annotations
@@ -24,14 +26,22 @@ from typing import Any, Iterable, Mapping, Union
 import numpy as np
 
 from intentvcs.core import atomic
+from intentvcs.core.formats import FileFormat, json_list, json_object, message_error, non_empty_string
 
-FORMAT = "intentvcs-relations"
-FORMAT_VERSION = 1
 RELATION_TYPES = ("duplicate", "subset", "composite")
 
 
 class RelationsError(ValueError):
     """A relations object is malformed or names an unknown label."""
+
+
+RELATIONS_FORMAT = FileFormat(
+    "intentvcs-relations", 1, "relations file",
+    "rebuild it (intentvcs build-vcs, or intentvcs audit --relations-out)",
+    fields={"labels": json_list, "relations": json_list, "families": json_object, "details": json_object},
+    optional=frozenset({"relations", "families", "details"}),
+    error=message_error(RelationsError),
+)
 
 
 @dataclass(frozen=True)
@@ -96,8 +106,8 @@ Relation = Union[Duplicate, Subset, Composite]
 
 
 def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise RelationsError(f"{where}: expected a non-empty string, got {value!r}")
+    if (error := non_empty_string(value)) is not None:
+        raise RelationsError(f"{where}: {error}")
     return value
 
 
@@ -181,24 +191,10 @@ class LabelRelations:
     @classmethod
     def from_dict(cls, obj: Any) -> "LabelRelations":
         """Parse and validate a relations file object."""
-        if not isinstance(obj, Mapping):
-            raise RelationsError(f"relations file: expected an object, got {type(obj).__name__}")
-        if obj.get("format") != FORMAT:
-            raise RelationsError(f"format: expected {FORMAT!r}, got {obj.get('format')!r}")
-        version = obj.get("format_version")
-        if version != FORMAT_VERSION:
-            raise RelationsError(f"format_version: this code reads {FORMAT_VERSION}, got {version!r}")
-        relations = obj.get("relations", [])
-        if not isinstance(relations, list):
-            raise RelationsError(f"relations: expected a list, got {type(relations).__name__}")
-        families = obj.get("families", {})
-        if not isinstance(families, Mapping):
-            raise RelationsError(f"families: expected an object, got {type(families).__name__}")
-        details = obj.get("details", {})
-        if not isinstance(details, Mapping):
-            raise RelationsError(f"details: expected an object, got {type(details).__name__}")
+        RELATIONS_FORMAT.check(obj)
+        relations, families, details = obj.get("relations", []), obj.get("families", {}), obj.get("details", {})
         return cls(
-            labels=tuple(_string_list(obj.get("labels"), "labels")),
+            labels=tuple(_string_list(obj["labels"], "labels")),
             relations=tuple(relation_from_dict(r, f"relations[{i}]") for i, r in enumerate(relations)),
             families={_string(k, "families key"): tuple(_string_list(v, f"families[{k!r}]"))
                       for k, v in families.items()},
@@ -208,8 +204,7 @@ class LabelRelations:
     def to_dict(self) -> dict[str, Any]:
         """The JSON-safe relations file object (inverse of ``from_dict``)."""
         return {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            **RELATIONS_FORMAT.stamp(),
             "labels": list(self.labels),
             "relations": [r.to_dict() for r in self.relations],
             "families": {k: list(v) for k, v in self.families.items()},

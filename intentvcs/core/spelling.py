@@ -19,8 +19,9 @@ consulted as "is this a real word". Candidates are the training words at the
 smallest Damerau-Levenshtein distance (at most 1 for 3-4 letter words, 2 for
 longer ones; shorter words are left alone), ties going to the more frequent.
 
-Serialised as ``spelling.json`` in checkpoints and bundles (``to_dict``); pure
-Python, no torch, so the serving engine applies it before tokenising.
+Serialised as ``spelling.json`` in checkpoints and bundles (``to_dict``, a
+versioned file: ``SPELLING_FORMAT``, ``intentvcs.core.formats``); pure Python,
+no torch, so the serving engine applies it before tokenising.
 """
 
 from __future__ import annotations
@@ -37,9 +38,8 @@ from typing import Any, Iterable, Mapping
 from symspellpy import SymSpell, Verbosity
 
 from intentvcs.core import atomic
+from intentvcs.core.formats import FileFormat, FormatError, json_object, message_error
 
-FORMAT = "intentvcs-spelling"
-FORMAT_VERSION = 1
 SPELLING_FILE = "spelling.json"
 MIN_LENGTH = 3
 # Words up to this many letters get edit distance 1, longer ones 2: at 2 edits
@@ -60,13 +60,16 @@ INFORMAL_WORDS = frozenset({
 _WORD = re.compile(r"[^\W\d_]+")
 
 
-class SpellingError(ValueError):
-    """A spelling file is unreadable or malformed; names the file and the problem."""
+class SpellingError(FormatError):
+    """A spelling file is unreadable or malformed; names the file (``path``) and the problem."""
 
-    def __init__(self, path: str | os.PathLike, reason: str):
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
+
+# ``from_dict`` raises ValueError (no file to name); ``load`` makes it a SpellingError.
+SPELLING_FORMAT = FileFormat(
+    "intentvcs-spelling", 1, "spelling normaliser",
+    "refit the checkpoint (intentvcs refit), then re-export it (intentvcs export)",
+    fields={"vocabulary": json_object}, error=message_error(ValueError),
+)
 
 
 @lru_cache(maxsize=1)
@@ -141,16 +144,11 @@ class Spelling:
 
     # -- serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, "vocabulary": dict(sorted(self.counts.items()))}
+        return {**SPELLING_FORMAT.stamp(), "vocabulary": dict(sorted(self.counts.items()))}
 
     @classmethod
     def from_dict(cls, body: Any) -> "Spelling":
-        if not isinstance(body, dict) or body.get("format") != FORMAT:
-            raise ValueError(f"not an {FORMAT} object")
-        if body.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"this intentvcs reads format_version {FORMAT_VERSION}, got {body.get('format_version')!r}")
-        if not isinstance(body.get("vocabulary"), dict):
-            raise ValueError("vocabulary: expected an object of word -> count")
+        SPELLING_FORMAT.check(body)
         return cls(body["vocabulary"])
 
     def save(self, path: str | os.PathLike) -> Path:

@@ -1,8 +1,9 @@
 """The audit report: findings, the co-occurrence matrix and the proposed fix.
 
 ``AuditReport.to_dict()`` is the JSON document described by
-``report.schema.json`` (next to this module; JSON Schema draft 2020-12). The
-proposed fix is data:
+``report.schema.json`` (next to this module; JSON Schema draft 2020-12), a
+versioned file (``REPORT_FORMAT``, ``intentvcs.core.formats``) that
+``read_report`` reads back, e.g. to re-render it. The proposed fix is data:
 
 * duplicate N of E: ``label_map`` ``{N: E}`` (merge N's rows into E before
   training), and the relation ``duplicate(N, E)`` for teams that keep both
@@ -21,22 +22,32 @@ what the decision layer closes over at inference.
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from intentvcs.core.formats import FileFormat
 from intentvcs.core.relations import Composite, Duplicate, LabelRelations, Relation, Subset
 from intentvcs.service.audit.config import RELATIONS, SEVERITIES, AuditConfig
 from intentvcs.service.audit.containment import Count, TwoSample
 from intentvcs.service.audit.rules import Verdict
 from intentvcs.service.audit.slots import EntityPivot
 
-FORMAT = "intentvcs-audit"
-FORMAT_VERSION = 1
+# The schema's "format" and "format_version" enums follow this (tests check written reports against it).
+REPORT_FORMAT = FileFormat("intentvcs-audit", 1, "audit report", "re-run the audit (intentvcs audit)")
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 
 _ACTIONS = {"duplicate": "merge", "subset": "link", "superset": "link", "composite": "multi_label",
             "novel": "none"}
+
+
+def read_report(path: str | os.PathLike) -> dict[str, Any]:
+    """A saved report (``AuditReport.to_dict()`` as JSON); one of another format or version is refused."""
+    body = json.loads(Path(path).read_text(encoding="utf-8"))
+    REPORT_FORMAT.check(body, str(path))
+    return body
 
 
 def proposed_relations(verdict: Verdict) -> list[Relation]:
@@ -207,7 +218,7 @@ class AuditReport:
             relations=tuple(relations),
             families=dict(known.families) if known is not None else {},
             details={**(dict(known.details) if known is not None else {}),
-                     "audit": {"proposed_by": FORMAT,
+                     "audit": {"proposed_by": REPORT_FORMAT.name,
                                "findings": {f.verdict.intent: f.verdict.relation for f in self.findings}}},
         )
 
@@ -222,8 +233,7 @@ class AuditReport:
             # Merge the second into the first, or into what the first merges into.
             label_map[pair.second] = label_map.get(pair.first, pair.first)
         return {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            **REPORT_FORMAT.stamp(),
             "engine": self.engine,
             "config": self.config.to_dict(),
             "summary": {
