@@ -41,8 +41,8 @@ WORKERS_ENV = "INTENTVCS_WORKERS"
 DEFAULT_MAX_BATCH = 32
 
 
-class EngineError(RuntimeError):
-    """The engine cannot run as configured (e.g. CUDA demanded but unavailable)."""
+class EngineError(ValueError):
+    """The engine cannot run as configured (e.g. CUDA demanded but unavailable): a bad setting, not a bug."""
 
 
 def default_threads() -> int:

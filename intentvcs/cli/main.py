@@ -13,9 +13,10 @@ import importlib
 import logging
 import pkgutil
 import sys
+import traceback
 
 from intentvcs import __version__
-from intentvcs.cli import commands
+from intentvcs.cli import commands, exit_codes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,13 +42,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return exit_codes.BAD_INPUT
     try:
-        return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as exc:
-        # Data and usage errors are the user's to fix: one clear line, no traceback.
+        return int(args.func(args) or exit_codes.OK)
+    except (ValueError, OSError, ImportError) as exc:
+        # Data, usage and environment errors (typed errors name the file, line
+        # or setting; an ImportError names the package to install): one clear
+        # line, no traceback.
         print(f"intentvcs {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return exit_codes.BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"intentvcs {args.command}: interrupted", file=sys.stderr)
+        return exit_codes.INTERRUPTED
+    except Exception:
+        # Anything else is ours: its own code, so that a CI gate can tell a
+        # crash from a finding, and the traceback to report it with.
+        traceback.print_exc()
+        print(f"intentvcs {args.command}: internal error (a bug in intentvcs; the traceback above says where)",
+              file=sys.stderr)
+        return exit_codes.INTERNAL_ERROR
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ Each line is an object with
              or slots, end exclusive (optional),
   ``meta``   free-form object (optional).
 Any other key is an error, so a typo such as ``"label"`` is caught instead of
-silently training on nothing. Errors name the file, the line and the reason.
+silently training on nothing. Errors name the file, the line and the reason:
+a line that is not UTF-8, not JSON, nested deeper than ``MAX_NESTING``, or
+whose text is longer than ``MAX_TEXT_CHARS`` or is not valid Unicode (a lone
+surrogate such as ``"\ud800"``, which JSON can spell but no tokenizer reads).
 """
 
 from __future__ import annotations
@@ -22,6 +25,14 @@ from typing import Any, Iterable, Iterator
 from intentvcs.core import atomic
 
 ALLOWED_KEYS = frozenset({"text", "labels", "id", "spans", "meta"})
+# An utterance, not a document: the model reads at most its max_length tokens
+# (64 by default), and a text of megabytes would cost minutes and gigabytes in
+# tokenisation and reports before that truncation. 10,000 code points is two
+# orders of magnitude above any utterance of the public sets.
+MAX_TEXT_CHARS = 10_000
+# JSON nesting (objects and lists) one row may have: a row needs 3 (spans);
+# deeper input would only exhaust the parser's recursion.
+MAX_NESTING = 32
 
 
 class DataError(ValueError):
@@ -83,6 +94,9 @@ def parse_row(obj: Any) -> Example:
         raise ValueError("'text' must be a string")
     if not text.strip():
         raise ValueError("'text' is empty")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(f"'text' has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+    _check_unicode("'text'", text)
     if "labels" not in obj:
         raise ValueError("'labels' is missing (use [] for out-of-scope)")
     labels = obj["labels"]
@@ -90,10 +104,17 @@ def parse_row(obj: Any) -> Example:
         raise ValueError("'labels' must be a list of non-empty strings")
     if len(set(labels)) != len(labels):
         raise ValueError(f"'labels' has duplicates: {labels}")
+    for label in labels:
+        _check_unicode("a label", label)
     ident = obj.get("id")
     if ident is not None and not isinstance(ident, str):
         raise ValueError("'id' must be a string")
-    spans = tuple(_parse_span(s, len(text)) for s in obj.get("spans") or [])
+    if ident is not None:
+        _check_unicode("'id'", ident)
+    spans = obj.get("spans") or []
+    if not isinstance(spans, list):
+        raise ValueError(f"'spans' must be a list of {{start, end, label}} objects, got {type(spans).__name__}")
+    spans = tuple(_parse_span(s, len(text)) for s in spans)
     meta = obj.get("meta") or {}
     if not isinstance(meta, dict):
         raise ValueError("'meta' must be an object")
@@ -108,26 +129,74 @@ def _parse_span(obj: Any, text_len: int) -> Span:
         raise ValueError(f"span [{start}, {end}) is outside the text (length {text_len})")
     if not isinstance(label, str) or not label:
         raise ValueError("span 'label' must be a non-empty string")
+    _check_unicode("a span label", label)
     return Span(start, end, label)
 
 
+def _check_unicode(what: str, value: str) -> None:
+    """Refuse a lone surrogate: valid in a JSON string, not text, and fatal to the tokenizer later."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{what} holds a lone surrogate (\\u{ord(value[exc.start]):04x} at character "
+                         f"{exc.start}), which is not valid Unicode text") from None
+
+
+def _nesting(line: str) -> int:
+    """How deeply a JSON line nests objects and lists (brackets inside strings do not count)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def iter_jsonl(path: str | os.PathLike) -> Iterator[Example]:
-    """Yield examples from a JSONL file; blank lines are skipped."""
+    """Yield examples from a JSONL file; blank lines are skipped.
+
+    Raises ``DataError`` naming the file, and the line where there is one.
+    """
     path = Path(path)
+    if path.is_dir():
+        raise DataError(path, None, "is a directory, not a JSONL file")
     if not path.is_file():
         raise DataError(path, None, "file not found")
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(path, number, f"invalid JSON: {exc.msg}") from None
-            try:
-                yield parse_row(obj)
-            except ValueError as exc:
-                raise DataError(path, number, str(exc)) from None
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            yield from _parse_line(path, number, raw)
+
+
+def _parse_line(path: Path, number: int, raw: bytes) -> Iterator[Example]:
+    """The example on one line, as 0 (blank) or 1 item; ``DataError`` for anything else."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(path, number, f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from None
+    if not line.strip():
+        return
+    if _nesting(line) > MAX_NESTING:
+        raise DataError(path, number, f"JSON nested deeper than {MAX_NESTING} levels")
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(path, number, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    try:
+        yield parse_row(obj)
+    except ValueError as exc:
+        raise DataError(path, number, str(exc)) from None
 
 
 def read_jsonl(path: str | os.PathLike) -> list[Example]:

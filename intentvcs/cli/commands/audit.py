@@ -1,8 +1,10 @@
 """``intentvcs audit``: entanglement report of an upgrade batch against a bundle or a checkpoint.
 
-Exit status: 0 when the overall severity is below ``--fail-on`` (default
-``blocking``, so a CI step fails on duplicates), 1 when at or above it, 2 on a
-data or usage error (bad JSONL row, missing bundle or checkpoint).
+Exit status (``intentvcs.cli.exit_codes``): 0 when the overall severity is below
+``--fail-on`` (default ``blocking``, so a CI step fails on duplicates), 1 when
+at or above it, 2 on a data or usage error (bad JSONL row, missing bundle or
+checkpoint), 3 on an internal error (a bug), so a gate can tell a crash from a
+finding.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import json
 import sys
 
+from intentvcs.cli import exit_codes
 from intentvcs.cli.model_options import add_model_arguments, load_predictor
 from intentvcs.service.audit.config import SEVERITIES
 
@@ -67,4 +70,4 @@ def run(args: argparse.Namespace) -> int:
     print(f"audit: overall {report.severity}, {len(report.findings)} new intent(s), {len(report.new_pairs)} "
           f"duplicate pair(s) among them; report {args.out}",
           file=sys.stderr)
-    return 1 if args.fail_on != "never" and report.fails(args.fail_on) else 0
+    return exit_codes.GATE_FAILED if args.fail_on != "never" and report.fails(args.fail_on) else exit_codes.OK

@@ -13,6 +13,8 @@ import json
 import sys
 from typing import Any
 
+from intentvcs.cli import exit_codes
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         _emit({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
                "parity": exc.report}, args.result)
         print(f"intentvcs export: {exc}; no bundle written", file=sys.stderr)
-        return 1
+        return exit_codes.GATE_FAILED
     _summarise(result)
     _emit(result, args.result)
     return 0

@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 
-class ResourceUnavailable(RuntimeError):
-    """A data file the perturbation operators need is not installed."""
+class ResourceUnavailable(FileNotFoundError):
+    """A data file the perturbation operators need is not installed (a file the user can provide)."""
 
 
 def package_path(package: str, relative: str) -> Path | None:
