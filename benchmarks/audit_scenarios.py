@@ -1,4 +1,4 @@
-"""Upgrade scenarios with known answers, for scoring the audit (issue 6, item 4).
+"""Upgrade scenarios with known answers, for scoring the audit's verdicts.
 
 A scenario is what a team faces at an upgrade: an existing model trained on
 the original intents, and a batch of new utterances under new intent names,

@@ -3,7 +3,7 @@
 Every script writes ``benchmarks/results/<name>.json`` as
 ``{"command", "machine", "date", "records": [...]}`` (docs: DESIGN.md,
 "Benchmarks and their results") and a Markdown table next to it, which
-``benchmarks/render_readme.py`` copies into the README.
+``python -m benchmarks.render_results`` renders into docs/RESULTS.md and the README.
 """
 
 from __future__ import annotations

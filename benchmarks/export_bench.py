@@ -1,4 +1,4 @@
-"""Export benchmark (issue "ONNX export ... torch-free inference engine").
+"""Export benchmark: ONNX export, parity with PyTorch and the torch-free inference engine.
 
 Exports a trained SNIPS-VCS checkpoint (fp32 + dynamic int8), then measures on
 the SNIPS-VCS test set, all in one run:

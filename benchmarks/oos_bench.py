@@ -1,5 +1,5 @@
-"""CLINC150 out-of-scope benchmark (MISSION.md section 2, issue "Calibrated
-confidences and out-of-scope detection").
+"""CLINC150 out-of-scope benchmark: calibrated confidences and out-of-scope
+detection (docs/RESEARCH.md section 2).
 
 Per variant (Full, Small, Imbalanced, OOS+) one model is trained on in-scope
 training rows only (no OOS data for training), then each OOS rule is fitted on

@@ -1,4 +1,4 @@
-"""What the distance rule's neighbour term costs a request (issue "Calibrated confidences and OOS").
+"""What the out-of-scope distance rule's neighbour term costs a request (docs/RESEARCH.md section 2).
 
 Loads a bundle served with the two-term ``distance`` rule (e.g. CLINC150 Full,
 a 15,000-row bank) and times, on the served engine, ``predict`` on batches of

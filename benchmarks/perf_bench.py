@@ -79,7 +79,7 @@ SPEEDUPS = {
 
 
 class Target(NamedTuple):
-    """A goal of the performance issue: ``field`` of the record matching ``where`` against ``bound``."""
+    """A performance goal: ``field`` of the record matching ``where`` against ``bound``."""
 
     name: str
     where: dict
@@ -522,7 +522,7 @@ def target_records(records: Sequence[dict]) -> list[dict]:
 
 
 def markdown(settings: dict, records: Sequence[dict]) -> str:
-    """README tables: targets, engine, service, GPU and the compute ceiling."""
+    """The docs/RESULTS.md tables: targets, engine, service, GPU and the compute ceiling."""
     by = {component: [r for r in records if r["component"] == component]
           for component in ("target", "engine", "service", "gpu", "limit")}
     verdict = {True: "yes", False: "**no**", None: "–"}

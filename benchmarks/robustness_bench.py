@@ -1,4 +1,4 @@
-"""Robust training benchmark (MISSION.md section 3, issue "Robustness suite").
+"""Robust training benchmark: baseline vs augmented models (docs/RESEARCH.md section 3).
 
 Per data set, two PU models on the same backbone and seed: a **baseline** and
 an **augmented** one (``TrainConfig.augment_ratio`` / ``augment_mix``: perturbed

@@ -1,11 +1,11 @@
-"""Measure the service's settings side by side, to choose its defaults (issue "Performance").
+"""Measure the service's settings side by side, to choose its defaults.
 
 Each configuration starts the real BentoML service on the default bundle
 (``intentvcs.cli.commands.serve.running``: loopback, its own process group), sends
 ``--idle-requests`` single requests one at a time, then runs ``--clients``
 closed-loop clients for ``--duration`` seconds (``benchmarks/load_test.py``'s
 client), and stops it. The settings are the service's environment variables
-(``service/config.py``):
+(``service/settings.py``):
 
 * ``ORT's and BentoML's defaults``: access log on, ORT threads spinning,
   adaptive batches of up to 64 utterances, one worker;
@@ -14,7 +14,7 @@ client), and stops it. The settings are the service's environment variables
 * the changes kept (no access log, batches of 32), with one and with two workers.
 
 Every configuration sets each of these settings explicitly, so the table
-does not depend on what ``service/config.py`` defaults to; the row equal to
+does not depend on what ``service/settings.py`` defaults to; the row equal to
 those defaults is marked.
 
 The engine's own batch-32 throughput (2 threads) is measured once at the end

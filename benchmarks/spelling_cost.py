@@ -1,4 +1,4 @@
-"""What the spelling normaliser costs and does on a served bundle (issue "Robustness suite").
+"""What the spelling normaliser costs and does on a served bundle (robustness to typos).
 
 Loads a bundle that carries a spelling normaliser and, on a data set's test
 split, measures: how many clean utterances it changes (and how many words),

@@ -14,10 +14,9 @@ Writes ``benchmarks/results/spelling_effect.json`` and ``.md``.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
-from pathlib import Path
-
 
 from benchmarks.common import RESULTS, write_results
 from benchmarks.robustness_bench import MODELS, recipe, seed_means
@@ -90,7 +89,9 @@ def render(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    # No options; parsing still answers --help instead of rewriting the results.
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     runs = [load(name) for name in RUNS.values()]
     seeds = common_seeds(*runs)
     records = compare(*(means(run, seeds) for run in runs))

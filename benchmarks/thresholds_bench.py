@@ -1,10 +1,10 @@
 """Per-label acceptance thresholds vs the global 0.5 on the DialogVCS sets.
 
-Issue "Calibrated confidences...": thresholds chosen on validation must not
-destroy PU multi-label exact match. For each trained VCS checkpoint, the
-``per_label_f1`` rule (``intentvcs.core.thresholds``) is fitted on the validation
-rows with their full gold sets (``valid_gold.jsonl``; only a benchmark has
-them) and the test figures are compared with the global threshold.
+Thresholds chosen on validation must not destroy PU multi-label exact match.
+For each trained VCS checkpoint, the ``per_label_f1`` rule
+(``intentvcs.core.thresholds``) is fitted on the validation rows with their
+full gold sets (``valid_gold.jsonl``; only a benchmark has them) and the test
+figures are compared with the global threshold.
 
     python -m benchmarks.thresholds_bench
 """

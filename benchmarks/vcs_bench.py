@@ -1,4 +1,4 @@
-"""Reproduce the DialogVCS table (MISSION.md section 1) on SNIPS-VCS and ATIS-VCS.
+"""Reproduce the DialogVCS table (docs/RESEARCH.md section 1.6) on SNIPS-VCS and ATIS-VCS.
 
 Every method is trained on the same benchmark files with the default backbone
 and scored on the test gold sets (micro F1 and exact match, threshold 0.5 on
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results
 
-# Published BERT-base figures (median of 5 seeds), F1 / EM, from MISSION.md.
+# Published BERT-base figures (median of 5 seeds), F1 / EM: docs/RESEARCH.md section 1.6.
 PAPER = {
     "snips": {"bce": (10.00, 14.29), "negative_sampling": (93.73, 85.14), "ls_focal": (95.90, 92.86),
               "mlce": (87.04, 65.14), "upper_bound": (96.57, 95.86)},

@@ -62,7 +62,7 @@ def default_workers(provider: str = "auto") -> int:
 
     On CPU the per-request Python work (HTTP, JSON, tokenising, metrics) of
     one worker runs on one core at a time; one worker per core, each with one
-    ONNX Runtime thread, spreads it (measured: README "Service defaults").
+    ONNX Runtime thread, spreads it (measured: docs/RESULTS.md "Service defaults, measured").
     On a GPU every worker would hold its own CUDA context and model copy.
     """
     if provider != "cpu" and CUDA in ort.get_available_providers():

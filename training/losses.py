@@ -5,7 +5,7 @@ Every loss takes ``logits`` [B, L] and a target matrix ``targets`` [B, L] of
 set) and returns a scalar. ``LOSSES`` maps method names to factories so the
 trainer and the CLI share one list.
 
-Methods (DialogVCS baselines, MISSION.md section 1, plus our PU method):
+Methods (DialogVCS baselines, docs/RESEARCH.md section 1.5, plus our PU method):
 - ``bce``: every unobserved label is a negative. Learns to predict one label.
 - ``negative_sampling``: the positive plus ``theta * L`` random negatives per
   row; all other labels stay out of the loss.

@@ -1,4 +1,4 @@
-"""DialogVCS benchmark builder (docs MISSION.md section 1).
+"""DialogVCS benchmark builder (docs/RESEARCH.md section 1).
 
 Turns a public intent data set into a benchmark where every utterance carries
 *one* observed label but the truth is a *set* of entangled labels.

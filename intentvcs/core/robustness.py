@@ -1,4 +1,4 @@
-"""The robustness suite (docs/RESEARCH.md, robustness): how far a model's score drops on perturbed input.
+"""The robustness suite (docs/RESEARCH.md section 3): how far a model's score drops on perturbed input.
 
 From one labelled test set and the operators of ``intentvcs.core.perturb``:
 

@@ -3,7 +3,7 @@
 Before retraining, a team hands over a batch of labelled rows, often with new
 intents (labels the bundle does not know). For each new intent N the audit
 reports its relation to the existing intents E, with figures, evidence and a
-fix that is data (DialogVCS, docs/MISSION.md section 1):
+fix that is data (DialogVCS, docs/RESEARCH.md section 1):
 
 ``duplicate``  same meaning as one E (version conflict)      -> merge / duplicate relation
 ``subset``     N within E, too specific (version conflict)   -> subset(child=N, parent=E)

@@ -1,6 +1,6 @@
 """Seeded perturbation operators for robustness evaluation and augmentation.
 
-Three families, after the papers they reproduce (MISSION.md section 3):
+Three families, after the papers they reproduce (docs/RESEARCH.md section 3):
 ``nature`` (NATURE: fillers, synonyms, speako), ``laug`` (LAUG: EDA edits,
 disfluencies, ASR errors) and ``raddle`` (RADDLE: typos, verbosity,
 simplification, casing, punctuation). Every operator is

@@ -67,7 +67,7 @@ ADJECTIVE_CUES = frozenset({
     "pretty", "more", "most", "less", "least", "looks", "seems", "feel", "feels",
 })
 
-# NATURE fillers (Dong et al. 2022 list "okay so", "if you can", "like",
+# NATURE fillers (Alfonso-Hermelo et al. 2021 list "okay so", "if you can", "like",
 # "actually", "basically"), extended with common spoken variants.
 FILLERS_BEGIN = ("okay so", "hey", "um", "so", "well", "okay", "hi", "alright so")
 FILLERS_END = ("if you can", "please", "thanks", "thank you", "if possible", "for me", "right now")

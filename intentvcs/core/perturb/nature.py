@@ -1,4 +1,4 @@
-"""NATURE operators (Dong et al., 2022): one small, realistic change per utterance.
+"""NATURE operators (Alfonso-Hermelo et al., 2021; docs/RESEARCH.md section 3): one small, realistic change per utterance.
 
 Every operator has the signature ``op(example, rng) -> Example | None``: it
 returns a perturbed copy (labels, id, meta kept; spans re-mapped) or ``None``

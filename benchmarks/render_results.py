@@ -1,0 +1,284 @@
+"""Render the benchmark results into docs/RESULTS.md and the README's headline table.
+
+    python -m benchmarks.render_results            # bring both files up to date
+    python -m benchmarks.render_results --check    # exit 1, changing nothing, when either is stale
+
+``docs/RESULTS.md`` carries the narrative of every benchmark (written by hand,
+outside the markers) and one marker pair per result,
+``<!-- results:NAME -->`` ... ``<!-- /results:NAME -->``. The text between a
+pair is replaced by ``benchmarks/results/NAME.md`` followed by the command,
+machine and date recorded in ``NAME.json``. A result that has no marker pair
+yet gets a section of its own at the end of the file, so no result is left out.
+
+``README.md`` carries one pair, ``<!-- results:headline -->``: a short table
+of each benchmark's key figures, computed here from the results JSON files,
+each row linking to its section of docs/RESULTS.md (a link to a heading that
+does not exist is an error). No figure of either file is typed by hand, and
+running the script twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Callable
+
+from benchmarks.common import RESULTS, ROOT
+from intentvcs.core import atomic
+
+RESULTS_DOC = ROOT / "docs" / "RESULTS.md"
+README = ROOT / "README.md"
+HEADLINE = "headline"
+
+
+# --------------------------------------------------------------------------- the results files
+
+def load(name: str) -> dict | None:
+    """``benchmarks/results/<name>.json``, or None when that benchmark has not been run."""
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def result_names() -> list[str]:
+    """Every result that has both its table (``.md``) and its raw figures (``.json``)."""
+    return sorted(p.stem for p in RESULTS.glob("*.md") if p.with_suffix(".json").exists())
+
+
+def where(meta: dict) -> str:
+    m = meta["machine"]
+    return f"{m['cores']} cores, {m['cpu']}" + (f", GPU {m['gpu']}" if m.get("gpu") else "")
+
+
+def render_block(name: str) -> str:
+    """One result's table plus the command, machine and date it was measured with."""
+    table = (RESULTS / f"{name}.md").read_text(encoding="utf-8").strip()
+    meta = load(name)
+    return (f"{table}\n\nMeasured {meta['date']} on {where(meta)} with `{meta['command']}` "
+            f"(raw figures: `benchmarks/results/{name}.json`).")
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    pattern = re.compile(rf"(<!-- results:{re.escape(name)} -->\n).*?(<!-- /results:{re.escape(name)} -->)", re.S)
+    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+
+
+def render_results_doc(text: str) -> str:
+    """docs/RESULTS.md with every result block rendered; results without a block are appended."""
+    present = set(re.findall(r"<!-- results:([\w-]+) -->", text))
+    for name in result_names():
+        if name not in present:
+            text = text.rstrip("\n") + (f"\n\n## Result `{name}`\n\n"
+                                        f"<!-- results:{name} -->\n<!-- /results:{name} -->\n")
+    for name in re.findall(r"<!-- results:([\w-]+) -->", text):
+        if (RESULTS / f"{name}.json").exists() and (RESULTS / f"{name}.md").exists():
+            text = replace_block(text, name, render_block(name))
+    return text
+
+
+# --------------------------------------------------------------------------- links into docs/RESULTS.md
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    kept = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return kept.replace(" ", "-")
+
+
+def anchors(markdown: str) -> set[str]:
+    return {slug(h) for h in re.findall(r"^#{1,6} +(.+?) *$", markdown, re.M)}
+
+
+# --------------------------------------------------------------------------- the headline table
+
+Row = tuple[str, str, str]  # figure, measured, reference
+
+
+def fmt(value: float, digits: int = 2) -> str:
+    return f"{value:.{digits}f}"
+
+
+def vcs_rows() -> list[Row]:
+    meta = load("vcs")
+    if meta is None:
+        return []
+    from benchmarks.vcs_bench import METHOD_NAMES
+
+    rows = []
+    for dataset in dict.fromkeys(r["dataset"] for r in meta["records"]):
+        records = [r for r in meta["records"] if r["dataset"] == dataset]
+        ours = next((r for r in records if r["method"] == "pu"), None)
+        if ours is None:
+            continue
+        published = [r for r in records if r["method"] not in ("pu", "upper_bound") and r.get("paper_F1") is not None]
+        best = max(published, key=lambda r: r["paper_F1"], default=None)
+        reference = "–" if best is None else (
+            f"best published baseline, BERT-base ({METHOD_NAMES.get(best['method'], best['method'])}): "
+            f"{fmt(best['paper_F1'])} / {fmt(best['paper_EM'])}")
+        seeds = f", median of {ours['seeds']} seeds" if ours.get("seeds", 1) > 1 else ""
+        rows.append((f"{dataset.upper()}, PU method: F1 / EM{seeds}",
+                     f"{fmt(ours['F1'])} / {fmt(ours['EM'])}", reference))
+    return rows
+
+
+def oos_rows() -> list[Row]:
+    meta = load("oos")
+    if meta is None:
+        return []
+    full = [r for r in meta["records"] if r["dataset"] == "clinc150-full" and not r.get("operating_point")]
+    served = next((r for r in full if r["oos_rule"] == "distance"), None)
+    if served is None:
+        return []
+    paper = next((r for r in full if r["oos_rule"] == "threshold" and r.get("paper_in_scope_acc") is not None), None)
+    reference = "–" if paper is None else (
+        f"published BERT, confidence threshold: {paper['paper_in_scope_acc']} / {paper['paper_oos_recall']}")
+    retention = f", {served['oos_retention']:.0%} retention" if served.get("oos_retention") else ""
+    return [
+        (f"CLINC150 Full, distance rule{retention}: in-scope accuracy / OOS recall",
+         f"{fmt(served['in_scope_acc'])} / {fmt(served['oos_recall'])}", reference),
+        ("CLINC150 Full, distance rule: AUROC / FPR@95 (%) / ECE after temperature scaling (%)",
+         f"{served['auroc']:.3f} / {fmt(served['fpr95'])} / {fmt(served['ece'])}", "–"),
+    ]
+
+
+def robustness_rows() -> list[Row]:
+    meta = load("robustness")
+    if meta is None:
+        return []
+    from benchmarks.robustness_bench import seed_means
+
+    means = {(r["dataset"], r["model"], r["set"]): r for r in seed_means(meta["records"])}
+    limits = {t["dataset"]: t["limit"] for t in meta.get("targets", []) if t["target"] == "random mean drop"}
+    parts = []
+    for dataset in dict.fromkeys(r["dataset"] for r in meta["records"]):
+        augmented, baseline = means.get((dataset, "augmented", "random")), means.get((dataset, "baseline", "random"))
+        if augmented is None or augmented.get("drop") is None:
+            continue
+        before = "" if baseline is None or baseline.get("drop") is None else f" ({fmt(baseline['drop'])})"
+        parts.append(f"{dataset.upper()} {fmt(augmented['drop'])}{before}")
+    if not parts:
+        return []
+    limit = set(limits.values())
+    reference = f"target ≤ {limit.pop()} for the augmented model" if len(limit) == 1 else "–"
+    return [("Random-set accuracy drop in points, augmented model (untreated baseline)", ", ".join(parts),
+             reference)]
+
+
+def export_rows() -> list[Row]:
+    meta = load("export")
+    parity = None if meta is None else next((r for r in meta["records"] if r["component"] == "parity"), None)
+    if parity is None:
+        return []
+    return [("ONNX graph vs PyTorch: largest logit difference; label sets identical",
+             f"{parity['max_abs_logit_diff']:.1e}; {parity['label_set_agreement']:.1%}",
+             f"gate {parity['atol']:.0e}".replace("e-0", "e-"))]
+
+
+def perf_rows() -> list[Row]:
+    meta = load("perf")
+    if meta is None:
+        return []
+    targets = {r["target"]: r for r in meta["records"] if r["component"] == "target" and r.get("measured") is not None}
+    groups = (
+        ("engine fp32 throughput, batch 32 (utt/s); fp32 vs PyTorch, batch 1; int8 vs fp32, batch 32",
+         ("engine fp32 throughput, batch 32", "engine fp32 vs PyTorch, batch 1", "engine int8 vs fp32, batch 32"),
+         ("", "×", "×")),
+        ("HTTP service at 32 clients, share of the engine's batch-32 throughput; idle single-request p50 (ms)",
+         ("service at concurrency 32 vs engine batch 32", "service idle single-request p50"), ("", "")),
+    )
+    rows = []
+    threads = f" ({meta['threads']} threads)" if meta.get("threads") else ""
+    for figure, names, units in groups:
+        found = [(targets[n], unit) for n, unit in zip(names, units) if n in targets]
+        if found:
+            rows.append((f"CPU{threads}: {figure}" if not rows else figure,
+                         "; ".join(f"{t['measured']:g}{unit}" for t, unit in found),
+                         "goals " + "; ".join(t["goal"] for t, _ in found)))
+    return rows
+
+
+def audit_rows() -> list[Row]:
+    meta = load("audit")
+    if meta is None:
+        return []
+    accuracy = [r for r in meta["records"] if r.get("measure") == "accuracy"]
+    timing = next((r for r in meta["records"] if r.get("measure") == "timing"), None)
+    rows = []
+    if accuracy:
+        rows.append(("relation accuracy per scenario (% of new intents typed right): "
+                     + ", ".join(r["scenario"] for r in accuracy),
+                     " / ".join(f"{r['relation_acc']:.1f}" for r in accuracy), "–"))
+    if timing:
+        rows.append((f"audit of {timing['batch_rows']:,} utterances, end to end",
+                     f"{timing['seconds']:.1f} s ({timing['utt_per_s']:.0f} utt/s)", "–"))
+    return rows
+
+
+# (heading of the section in docs/RESULTS.md the rows link to, the link's text, the rows)
+SECTIONS: tuple[tuple[str, str, Callable[[], list[Row]]], ...] = (
+    ("DialogVCS: PU multi-label intents (SNIPS-VCS, ATIS-VCS)", "DialogVCS", vcs_rows),
+    ("Calibration and out-of-scope detection (CLINC150)", "Out of scope", oos_rows),
+    ("Robustness to natural perturbations", "Robustness", robustness_rows),
+    ("Export: parity, int8, engine vs PyTorch (SNIPS-VCS)", "Export", export_rows),
+    ("Performance", "Speed", perf_rows),
+    ("Upgrade audit against known relations", "Upgrade audit", audit_rows),
+)
+HEADLINE_SOURCES = ("vcs", "oos", "robustness", "export", "perf", "audit")
+
+
+def render_headline(results_doc: str) -> str:
+    known = anchors(results_doc)
+    lines = ["| benchmark | figure | measured | reference |", "|---|---|---|---|"]
+    for heading, label, rows in SECTIONS:
+        anchor = slug(heading)
+        if anchor not in known:
+            raise SystemExit(f"render_results: docs/RESULTS.md has no heading {heading!r} for the headline "
+                             f"table to link to")
+        for i, (figure, measured, reference) in enumerate(rows()):
+            name = f"[{label}](docs/RESULTS.md#{anchor})" if i == 0 else ""
+            lines.append(f"| {name} | {figure} | {measured} | {reference} |")
+    metas = [m for m in (load(n) for n in HEADLINE_SOURCES) if m is not None]
+    dates = sorted({m["date"] for m in metas})
+    machines = sorted({where(m) for m in metas})
+    gpu = "" if any(m["machine"].get("gpu") for m in metas) else " (no GPU)"
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    lines += ["", f"Measured {when} on {'; '.join(machines)}{gpu}; computed by `python -m benchmarks.render_results` "
+                  f"from `benchmarks/results/*.json`."]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- main
+
+def render() -> dict[Path, str]:
+    """The new text of each file this script owns."""
+    results_doc = render_results_doc(RESULTS_DOC.read_text(encoding="utf-8"))
+    readme = README.read_text(encoding="utf-8")
+    if f"<!-- results:{HEADLINE} -->" not in readme:
+        raise SystemExit(f"render_results: README.md has no <!-- results:{HEADLINE} --> marker")
+    readme = replace_block(readme, HEADLINE, render_headline(results_doc))
+    return {RESULTS_DOC: results_doc, README: readme}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.render_results",
+                                     description="Render benchmarks/results into docs/RESULTS.md and the "
+                                                 "README's headline table.")
+    parser.add_argument("--check", action="store_true",
+                        help="change nothing; exit 1 when a file is not up to date with the results")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in render().items():
+        if path.read_text(encoding="utf-8") != text:
+            stale.append(path.relative_to(ROOT))
+            if not args.check:
+                atomic.write_text(path, text)
+    if args.check and stale:
+        print("out of date: " + ", ".join(map(str, stale)) + " (run python -m benchmarks.render_results)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

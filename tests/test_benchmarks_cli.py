@@ -1,0 +1,58 @@
+"""The benchmark scripts answer ``--help`` (without measuring anything), and the docs show their results.
+
+Every ``python -m benchmarks.<name>`` is run with ``--help`` in one interpreter
+(the imports are shared, so the whole check takes seconds); a script that
+ignored its arguments would instead measure and rewrite its results file,
+which the test would see.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem not in ("__init__", "common"))
+
+RUN_ALL = """
+import contextlib, io, json, runpy, sys
+codes = {}
+for name in sys.argv[1:]:
+    sys.argv = [name, "--help"]
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            runpy.run_module(f"benchmarks.{name}", run_name="__main__")
+            codes[name] = ("returned without exiting", "")
+        except SystemExit as exc:
+            codes[name] = (exc.code, out.getvalue()[:200])
+print(json.dumps(codes))
+"""
+
+
+def results_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "benchmarks" / "results").iterdir()):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_every_benchmark_answers_help_and_measures_nothing():
+    before = results_digest()
+    proc = subprocess.run([sys.executable, "-c", RUN_ALL, *SCRIPTS], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    codes = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(codes) == set(SCRIPTS) and len(SCRIPTS) > 10
+    for name, (code, usage) in codes.items():
+        assert code in (0, None) and usage.startswith("usage:"), (name, code, usage)
+    assert results_digest() == before
+
+
+def test_docs_show_the_recorded_results():
+    """docs/RESULTS.md and the README's headline table are rendered from benchmarks/results as they are now."""
+    from benchmarks import render_results
+
+    assert render_results.main(["--check"]) == 0
