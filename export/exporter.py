@@ -46,11 +46,15 @@ SMOKE_TEXTS = 8
 
 
 def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, quantize: bool = False,
-                  parity_data: str | os.PathLike | None = None, opset: int | None = None) -> dict[str, Any]:
+                  parity_data: str | os.PathLike | None = None, opset: int | None = None,
+                  force: bool = False) -> dict[str, Any]:
     """Export ``checkpoint_dir`` to the bundle ``out_dir``; return the result summary.
 
     ``parity_data`` is a canonical JSONL file of held-out utterances (default:
-    the built-in sample); ``opset`` overrides Optimum's default. Raises
+    the built-in sample); ``opset`` overrides Optimum's default. An existing
+    ``out_dir`` is replaced when it is an earlier bundle or empty, any other
+    folder only with ``force`` (``FileExistsError``, raised before the export
+    starts). Raises
     ``intentvcs.export.parity.ParityError`` when the graph does not reproduce PyTorch,
     ``ValueError``/``FileNotFoundError`` for bad inputs; ``out_dir`` is then
     left as it was.
@@ -60,11 +64,12 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     meta = read_checkpoint_meta(checkpoint_dir)
     decision = _checkpoint_decision(meta, checkpoint_dir / META_FILE)
     texts, source = parity_texts(parity_data)  # before any heavy work: a bad file fails fast
+    atomic.check_replaceable(out_dir, MANIFEST_FILE, force)
     max_length = meta["max_length"]
     model, tokenizer = _load_model(checkpoint_dir, decision)
     spelling = read_checkpoint_spelling(checkpoint_dir)
 
-    with atomic.directory(out_dir) as tmp:
+    with atomic.directory(out_dir, MANIFEST_FILE, force) as tmp:
         log.info("exporting the ONNX graph with Optimum")
         model_info = export_onnx(model, tmp / MODEL_FILE, opset)
         _write_tokenizer(tokenizer, max_length, tmp / TOKENIZER_FILE)

@@ -276,13 +276,6 @@ def test_build_writes_every_file_and_cli_summary(tmp_path, capsys):
     assert all(t.labels[0] in g.labels and t.id == g.id for t, g in zip(train, gold))
 
 
-def test_cli_choices_mirror_the_registries():
-    from intentvcs.cli.commands import data
-    from intentvcs.training import loaders
-
-    assert data.FORMATS == loaders.FORMATS and data.DATASETS == tuple(vcs.SPECS)
-
-
 def test_build_with_a_custom_spec(tmp_path):
     write_tiny_snips(tmp_path)
     info = vcs.build("snips", tmp_path, tmp_path / "out", spec=vcs.VCSSpec("CUSTOM", versions=3))

@@ -30,10 +30,14 @@ META_FILE = "checkpoint.json"
 
 
 def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, Any],
-                     spelling: Spelling | None = None) -> Path:
-    """Save model, tokenizer, ``meta`` (labels, decision, config, metrics...) and the spelling normaliser."""
+                     spelling: Spelling | None = None, force: bool = False) -> Path:
+    """Save model, tokenizer, ``meta`` (labels, decision, config, metrics...) and the spelling normaliser.
+
+    An existing ``path`` is replaced when it is an earlier checkpoint or empty,
+    any other folder only with ``force`` (``atomic.check_replaceable``).
+    """
     body = _stamped(meta)  # checked before anything is written
-    with atomic.directory(path) as tmp:
+    with atomic.directory(path, META_FILE, force) as tmp:
         model.save(tmp, tokenizer)
         write_checkpoint_spelling(tmp, spelling)
         write_checkpoint_meta(tmp, body)

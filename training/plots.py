@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 from typing import Sequence
 
 import numpy as np
 
 
-def cooccurrence_heatmap(counts: Sequence[Sequence[int]], labels: Sequence[str], path: Path,
-                         title: str = "Label co-occurrence of predictions") -> Path:
-    """Row-normalised co-occurrence (P(column predicted | row predicted)) as a PNG.
+def cooccurrence_png(counts: Sequence[Sequence[int]], labels: Sequence[str],
+                     title: str = "Label co-occurrence of predictions") -> bytes:
+    """Row-normalised co-occurrence (P(column predicted | row predicted)) as PNG bytes.
 
     Entangled labels (versions, splits, composites) show up as bright
-    off-diagonal blocks. Written to a temporary file and renamed.
+    off-diagonal blocks. Bytes, not a file: the caller writes them with its
+    other outputs, all or none (``intentvcs.core.atomic.write_files``).
     """
     import matplotlib
 
@@ -31,9 +32,7 @@ def cooccurrence_heatmap(counts: Sequence[Sequence[int]], labels: Sequence[str],
     ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="P(column | row)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=120)
     plt.close(fig)
-    tmp.replace(path)
-    return path
+    return png.getvalue()

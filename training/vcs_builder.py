@@ -86,6 +86,7 @@ from intentvcs.core.relations import Composite, Duplicate, LabelRelations, Subse
 COMPOSITE_SEPARATOR = "&"
 SPLITS = ("train", "valid", "test")
 DIFFICULTIES = ("full", "easy", "hard")
+INFO_FILE = "info.json"  # what the benchmark is and how it was built; marks a benchmark directory
 GROUPS = (1, 2, 4)
 TRAIN_FRACTION = 0.8
 
@@ -417,8 +418,13 @@ def build(
     difficulty: str = "full",
     groups: int | None = None,
     spec: VCSSpec | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Load ``dataset``, build its benchmark and write ``out`` atomically.
+
+    An existing ``out`` is replaced when it is an earlier benchmark (it holds
+    ``info.json``) or empty, any other folder only with ``force``
+    (``intentvcs.core.atomic.check_replaceable``).
 
     ``out`` receives ``train.jsonl``, ``train_gold.jsonl``, ``valid.jsonl``,
     ``valid_gold.jsonl``, ``test.jsonl``, ``relations.json`` and ``info.json``;
@@ -448,11 +454,11 @@ def build(
         "sources": [{"path": str(p.resolve()), "sha256": _sha256(p)} for p in sources],
         "rule": RULE,
     }
-    with atomic.directory(out) as tmp:
+    with atomic.directory(out, INFO_FILE, force) as tmp:
         for name, rows in bench.files.items():
             write_jsonl(tmp / f"{name}.jsonl", rows)
         bench.relations.save(tmp / "relations.json")
-        atomic.write_json(tmp / "info.json", info)
+        atomic.write_json(tmp / INFO_FILE, info)
     return info
 
 

@@ -49,15 +49,17 @@ def run(args: argparse.Namespace) -> int:
     if args.config:
         with open(args.config, encoding="utf-8") as handle:
             config = AuditConfig.from_dict(json.load(handle))
+    atomic.check_targets((args.out, args.html, args.relations_out))
     batch = read_jsonl(args.batch)
     training = read_jsonl(args.train) if args.train else None
     report = audit_batch(load_predictor(args), batch, training, config)
     document = report.to_dict()
-    atomic.write_json(args.out, document)
+    outputs = {args.out: atomic.json_text(document)}
     if args.html:
-        atomic.write_text(args.html, render_html(document))
+        outputs[args.html] = render_html(document)
     if args.relations_out:
-        report.fix_relations().save(args.relations_out)
+        outputs[args.relations_out] = atomic.json_text(report.fix_relations().to_dict())
+    atomic.write_files(outputs)  # the report, its page and the relations, or none of them
     for finding in report.findings:
         v = finding.verdict
         print(f"{v.severity:8s} {v.intent}: {v.relation} {', '.join(v.existing)}".rstrip(), file=sys.stderr)

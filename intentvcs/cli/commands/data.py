@@ -11,10 +11,9 @@ import argparse
 import json
 import sys
 
-# Mirrors of intentvcs.training.loaders.FORMATS and intentvcs.training.vcs_builder.SPECS, kept here so that
-# building the parser imports nothing from training (tests check they agree).
-FORMATS = ("clinc150", "snips", "atis", "multiwoz", "crosswoz")
-DATASETS = ("snips", "atis", "multiwoz", "crosswoz")
+# The loaders and the builder import numpy, not torch: cheap enough to offer their names as choices.
+from intentvcs.training.loaders import FORMATS
+from intentvcs.training.vcs_builder import DIFFICULTIES, GROUPS, SPECS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,14 +37,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "train_gold.jsonl, valid.jsonl, valid_gold.jsonl, test.jsonl, relations.json "
                     "and info.json (written atomically).",
     )
-    p.add_argument("--dataset", required=True, choices=DATASETS)
+    p.add_argument("--dataset", required=True, choices=tuple(SPECS))
     p.add_argument("--data-root", default="../shared/data", help="folder holding snips/, atis/, ...")
-    p.add_argument("--out", required=True, help="benchmark directory to write")
+    p.add_argument("--out", required=True, help="benchmark directory to write (an earlier benchmark there, one "
+                   "with info.json, is replaced; any other non-empty folder only with --force)")
+    p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier benchmark")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--difficulty", default="full", choices=("full", "easy", "hard"),
+    p.add_argument("--difficulty", default=DIFFICULTIES[0], choices=DIFFICULTIES,
                    help="full: every family as in the paper; easy k: k families get versions; "
                         "hard k: k families get split/composite + versions")
-    p.add_argument("--groups", type=int, choices=(1, 2, 4), help="k for easy/hard")
+    p.add_argument("--groups", type=int, choices=GROUPS, help="k for easy/hard")
     p.set_defaults(func=run_build_vcs)
 
 
@@ -71,8 +72,8 @@ def run_build_vcs(args: argparse.Namespace) -> int:
     from intentvcs.training import vcs_builder as vcs
 
     info = vcs.build(args.dataset, args.data_root, args.out, seed=args.seed,
-                     difficulty=args.difficulty, groups=args.groups)
-    summary = {"out": args.out, "info": f"{args.out}/info.json"}
+                     difficulty=args.difficulty, groups=args.groups, force=args.force)
+    summary = {"out": args.out, "info": f"{args.out}/{vcs.INFO_FILE}"}
     summary.update({k: info[k] for k in ("benchmark", "labels", "paper_labels", "counts", "selected_families")})
     json.dump(summary, sys.stdout, indent=2)
     print()

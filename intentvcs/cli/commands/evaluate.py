@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from intentvcs.cli.model_options import add_model_arguments, load_predictor, model_source
 
@@ -27,16 +26,18 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
 
+    atomic.check_targets((args.out, args.heatmap))
     examples = read_jsonl(args.data)
     model = load_predictor(args)
     figures = evaluate(model.decision, model.infer([ex.text for ex in examples]), examples)
     figures["source"] = {**model_source(args), "data": args.data}
-    atomic.write_json(args.out, figures)
+    outputs: dict[str, str | bytes] = {args.out: atomic.json_text(figures)}
     if args.heatmap:
-        from intentvcs.training.plots import cooccurrence_heatmap
+        from intentvcs.training.plots import cooccurrence_png
 
-        cooccurrence_heatmap(figures["cooccurrence"]["counts"], figures["cooccurrence"]["labels"],
-                             Path(args.heatmap))
+        outputs[args.heatmap] = cooccurrence_png(figures["cooccurrence"]["counts"],
+                                                 figures["cooccurrence"]["labels"])
+    atomic.write_files(outputs)  # the JSON and the picture, or neither
     json.dump(headline(figures), sys.stdout, indent=2)
     print()
     return 0

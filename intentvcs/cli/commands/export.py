@@ -23,7 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "tokenizer and a versioned manifest, and refuse to write the bundle unless ONNX reproduces "
                     "PyTorch on held-out utterances (logits within 1e-4, identical label sets and OOS verdicts).")
     p.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint directory (intentvcs train)")
-    p.add_argument("--out", required=True, metavar="BUNDLE", help="bundle directory to write (atomically)")
+    p.add_argument("--out", required=True, metavar="BUNDLE",
+                   help="bundle directory to write (atomically); an earlier bundle there is replaced, any other "
+                        "non-empty folder only with --force")
+    p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier bundle")
     p.add_argument("--quantize", action="store_true",
                    help="also write model.int8.onnx (dynamic int8) and record its agreement and speed-up")
     p.add_argument("--parity-data", metavar="FILE.jsonl",
@@ -39,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = export_bundle(args.checkpoint, args.out, quantize=args.quantize,
-                               parity_data=args.parity_data, opset=args.opset)
+                               parity_data=args.parity_data, opset=args.opset, force=args.force)
     except ParityError as exc:
         _emit({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
                "parity": exc.report}, args.result)

@@ -36,12 +36,11 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core.robustness import expand_operators, render_markdown, run_suite
 
     operators = expand_operators(args.operators)  # a typo fails before the model loads
+    atomic.check_targets((args.out, args.md))
     examples = read_jsonl(args.data)
     report = run_suite(examples, load_predictor(args), operators, args.draws, args.seed, args.metric)
     report["source"] = {**model_source(args), "data": args.data}
-    atomic.write_json(args.out, report)
     markdown = render_markdown(report)
-    if args.md:
-        atomic.write_text(args.md, markdown)
+    atomic.write_files({args.out: atomic.json_text(report), **({args.md: markdown} if args.md else {})})
     print(markdown, end="")
     return 0
