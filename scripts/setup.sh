@@ -1,15 +1,39 @@
 #!/usr/bin/env bash
 # Create .venv and install intentvcs with everything (train, export, serve, test).
-# torch is pinned to the CPU build first: an unpinned torch would pull a
-# multi-GB CUDA build. On a GPU machine install onnxruntime-gpu afterwards.
+#
+# torch first, and explicitly its CPU build: on Linux, PyPI's torch wheels are
+# CUDA builds that pull ~20 nvidia-* packages (several GB), which a CPU machine
+# never uses. The CPU build carries the local version "+cpu" and lives on
+# PyTorch's CPU wheel index; pip finds it when that index is configured (pip's
+# extra-index-url, or PIP_EXTRA_INDEX_URL for this run). Where it is not, this
+# script stops and says how to proceed, instead of downloading the CUDA build
+# behind your back. TORCH_SPEC overrides the requirement (e.g. TORCH_SPEC=torch==2.13.0
+# to accept the default build on a GPU machine). macOS wheels are CPU builds
+# without the suffix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+TORCH_VERSION=${TORCH_VERSION:-2.13.0}
+if [ "$(uname -s)" = Darwin ]; then
+  TORCH_SPEC=${TORCH_SPEC:-torch==$TORCH_VERSION}
+else
+  TORCH_SPEC=${TORCH_SPEC:-torch==$TORCH_VERSION+cpu}
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
-python -m pip install -q "torch==${TORCH_VERSION:-2.13.0}"
+if ! python -m pip install -q "$TORCH_SPEC"; then
+  cat >&2 <<MESSAGE
+setup.sh: could not install $TORCH_SPEC from the configured package index.
+  The CPU build of torch is published on PyTorch's CPU wheel index, not on PyPI.
+  Either add that index for this run (PIP_EXTRA_INDEX_URL=<PyTorch's CPU wheel index> bash $0;
+  the address is the --index-url that pytorch.org's install selector gives for "CPU"),
+  or accept PyPI's default build, which on Linux is the CUDA build (several GB):
+  TORCH_SPEC=torch==$TORCH_VERSION bash $0
+MESSAGE
+  exit 1
+fi
 python -m pip install -q -e ".[all]"
 echo "setup: $(python --version), torch $(python -c 'import torch; print(torch.__version__)')"

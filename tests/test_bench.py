@@ -114,11 +114,15 @@ def test_run_end_to_end_without_service(tiny):
     lengths = [len(e.ids) for e in opened.tokenizer.encode(TEXTS)]
     assert limit["mflop_per_utt"] == pytest.approx(bench.encoder_flops(config, lengths, len(opened.labels)) / 1e6,
                                                    abs=1e-3)
-    assert limit["matmul_gflops"] > 0 and limit["best_fp32_utt_per_s"] == max(
-        engine["onnx-fp32", n]["utt_per_s"] for n in (1, 4))
+    assert limit["best_fp32_utt_per_s"] == max(engine["onnx-fp32", n]["utt_per_s"] for n in (1, 4))
+    # Any CPU this runs on multiplies fp32 matrices at more than a GFLOP/s; the
+    # ceiling is that rate over the FLOPs an utterance needs.
+    assert limit["matmul_gflops"] > 1.0
+    assert limit["ceiling_utt_per_s"] == pytest.approx(limit["matmul_gflops"] * 1e3 / limit["mflop_per_utt"],
+                                                       rel=0.01)
 
     (gpu, *_) = [r for r in records if r["component"] == "gpu"]
-    assert "skipped" in gpu or gpu["utt_per_s"] > 0
+    assert "CUDAExecutionProvider" in gpu.get("skipped", "") or gpu["utt_per_s"] > 100
     assert not [r for r in records if r["component"] == "service"]
     assert len([r for r in records if r["component"] == "target"]) == len(bench.TARGETS)
     assert "| onnx-int8 | cpu | 4 |" in out.with_suffix(".md").read_text()
@@ -152,6 +156,8 @@ def test_service_figures_on_the_workload(tiny):
     assert (idle["mode"], idle["requests"], idle["errors"]) == ("idle", bench.IDLE_REQUESTS, 0)
     assert (load["mode"], load["concurrency"], load["errors"]) == ("load", 2, 0) and load["requests"] > 0
     assert load["vs_engine_batch32"] == pytest.approx(load["utt_per_s"] / 1000.0, abs=1e-3)
-    assert startup["metric"] == "startup_s" and startup["value"] > 0
-    assert rss["metric"] == "rss_mb_per_worker" and rss["workers"] == 1 and rss["value"] > 10
+    # BentoML's own imports take over a second; running() gives up after 120 s.
+    assert startup["metric"] == "startup_s" and 1.0 < startup["value"] < 120
+    # A worker holds Python, BentoML, ONNX Runtime and the graph: tens of MB, not gigabytes.
+    assert rss["metric"] == "rss_mb_per_worker" and rss["workers"] == 1 and 30 < rss["value"] < 2000
     assert load_test.UTTERANCES == before  # the workload swap is undone

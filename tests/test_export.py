@@ -175,9 +175,19 @@ def test_quantization_report(exported):
     assert report["weight_type"] == "int8" and report["per_channel"] and report["op_types"] == ["MatMul"]
     agreement = report["agreement"]
     assert agreement["utterances"] == len(SAMPLE_UTTERANCES)
-    assert 0.0 <= agreement["label_set_agreement"] <= 1.0 and 0.0 <= agreement["oos_agreement"] <= 1.0
+    # The recorded agreement is what the two graphs of the bundle do, recomputed here.
+    texts = list(SAMPLE_UTTERANCES)
+    fp32, int8 = (Engine(exported.bundle, provider="cpu", quantized=q, spelling=False) for q in (False, True))
+    ref, cand = (engine.decision.apply(*engine.infer(texts)) for engine in (fp32, int8))
+    assert agreement["label_set_agreement"] == pytest.approx(np.all(ref.accepted == cand.accepted, axis=1).mean(),
+                                                             abs=1e-3)
+    assert agreement["oos_agreement"] == pytest.approx((ref.out_of_scope == cand.out_of_scope).mean(), abs=1e-3)
+    assert agreement["max_confidence_diff"] == pytest.approx(np.abs(ref.confidences - cand.confidences).max(),
+                                                             abs=1e-3)
     assert agreement["max_confidence_diff"] < 0.5
-    assert report["timing"]["speedup"] > 0
+    timing = report["timing"]
+    assert timing["fp32_ms"] > 0 and timing["int8_ms"] > 0
+    assert timing["speedup"] == pytest.approx(timing["fp32_ms"] / timing["int8_ms"], rel=0.01)
 
 
 def test_parity_failure_exits_nonzero_and_writes_nothing(exported, tmp_path, monkeypatch):
