@@ -73,7 +73,8 @@ class Engine:
         """What is being served, for health endpoints and logs."""
         manifest = self.bundle.manifest
         return {
-            "bundle": str(self.bundle.directory),
+            # The content hash names the bundle: a server's folder layout is nobody's business.
+            "bundle_digest": manifest["digest"],
             "bundle_version": manifest["format_version"],
             "created_at": manifest["created_at"],
             "backbone": manifest["backbone"],

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 
+from intentvcs.core import manifest
 from intentvcs.export.parity import SAMPLE_UTTERANCES
 from intentvcs.service.engine import Engine, EngineError, default_threads
 from intentvcs.service.tokenization import length_buckets, pad_chunk
@@ -127,7 +129,10 @@ def test_bare_string_is_rejected(engine):
 
 def test_info(engine, bundle):
     info = engine.info
-    assert info["bundle_version"] == 3 and info["labels"] == len(DEFAULT_LABELS)
+    assert info["bundle_version"] == manifest.FORMAT_VERSION and info["labels"] == len(DEFAULT_LABELS)
+    # Named by content, never by the server's path.
+    assert info["bundle_digest"] == json.loads((bundle / "manifest.json").read_text())["digest"]
+    assert str(bundle) not in json.dumps(info)
     assert info["spelling_words"] is None  # the fixture bundle was exported without one
     assert info["provider"] == "CPUExecutionProvider" and info["backbone"] == "tiny-random-bert"
     assert Engine(bundle, provider="cpu", quantized=True).info["model_file"] == "model.int8.onnx"

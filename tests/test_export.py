@@ -253,12 +253,21 @@ def test_not_a_checkpoint_is_a_usage_error(tmp_path, capsys):
 
 # ------------------------------------------------------------ corrupt bundles
 
-def _rewrite_manifest(bundle: Path, edit) -> None:
-    """Hand-edit manifest.json, bypassing validation (as a person or a bad tool would)."""
+def _rewrite_manifest(bundle: Path, edit, reseal: bool = True) -> None:
+    """Edit manifest.json, bypassing validation. ``reseal`` recomputes its digest, as a tool that knows
+    the format would (the only way to reach the checks behind the digest); a person's edit does not."""
     path = bundle / "manifest.json"
     data = json.loads(path.read_text())
     edit(data)
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(manifest.seal(data) if reseal else data))
+
+
+def labels_swapped_by_hand(bundle):
+    def swap(m):
+        for labels in (m["labels"], m["decision"]["labels"]):
+            labels[0], labels[1] = labels[1], labels[0]
+
+    _rewrite_manifest(bundle, swap, reseal=False)
 
 
 def truncate_model(bundle):
@@ -319,6 +328,7 @@ def tokenizer_truncation_disagrees(bundle):
     (spelling_file_edited, "spelling.json", "sha256"),
     (fewer_labels_than_the_graph, "model.onnx", "labels"),
     (tokenizer_truncation_disagrees, "tokenizer.json", "max_length"),
+    (labels_swapped_by_hand, "manifest.json", "edited after export"),
 ])
 def test_corrupt_bundle_fails_at_load_naming_the_file(exported, tmp_path, corrupt, file, message):
     bundle = tmp_path / "bundle"

@@ -20,10 +20,14 @@ bundle's single source of truth for everything that is not a tensor:
 ``parity``            PyTorch vs ONNX parity report (an export that fails it writes nothing)
 ``quantization``      int8 report, or null when no int8 graph was exported
 ``spelling``          ``{"words": n}`` for the spelling normaliser in ``spelling.json``, or null
+``digest``            ``"sha256:<hex>"`` of every other field (``content_digest``); as the
+                      payload files' digests are among them, it names the whole bundle
 
 Validation is strict (unknown keys are errors, as in ``intentvcs.core.dataio``):
 within one ``format_version`` the schema is fixed, so an unexpected key means
-a writer bug or hand edit. The checks run through ``intentvcs.core.formats``
+a writer bug or hand edit. The digest catches the edits the schema cannot:
+two labels swapped consistently in ``labels`` and ``decision`` make a valid
+manifest that answers every question with the wrong intent. The checks run through ``intentvcs.core.formats``
 (``BUNDLE_FORMAT``), so a manifest of another version is refused in the words
 every versioned file uses; every error is a ``BundleError`` naming the file
 and the field. Pure stdlib + the torch-free core: the serving engine uses it.
@@ -130,10 +134,17 @@ def _spelling(value: Any) -> str | None:
     return None
 
 
+def _digest(value: Any) -> str | None:
+    if not isinstance(value, str) or not value.startswith("sha256:") or len(value) != len("sha256:") + 64:
+        return f"expected 'sha256:' and 64 hex digits, got {value!r}"
+    return None
+
+
 BUNDLE_FORMAT = FileFormat(
     # 2: the graph gained the ``pooled_mid`` output and ``model`` its ``mid_layer``.
     # 3: the spelling normaliser (``spelling`` and ``spelling.json``).
-    "intentvcs-bundle", 3, "bundle manifest", "re-export the bundle from its checkpoint (intentvcs export)",
+    # 4: ``digest``, the manifest's own content hash, checked at load.
+    "intentvcs-bundle", 4, "bundle manifest", "re-export the bundle from its checkpoint (intentvcs export)",
     fields={
         "created_at": non_empty_string,
         "intentvcs_version": non_empty_string,
@@ -150,6 +161,7 @@ BUNDLE_FORMAT = FileFormat(
         "parity": json_object,
         "quantization": nullable(json_object),
         "spelling": nullable(_spelling),
+        "digest": _digest,
     },
     strict=True,
     error=BundleError,
@@ -172,17 +184,33 @@ def validate(manifest: Any, path: str | os.PathLike = MANIFEST_FILE) -> dict[str
                           field="quantization")
     if (SPELLING_FILE in manifest["files"]) != (manifest["spelling"] is not None):
         raise BundleError(path, f"a spelling entry goes with {SPELLING_FILE} and only with it", field="spelling")
+    # Last: a manifest with a bad field reports the field, a valid-looking edit the digest.
+    if manifest["digest"] != content_digest(manifest):
+        raise BundleError(path, "does not match the manifest's content: the manifest was edited after export "
+                                "(re-export the bundle from its checkpoint: intentvcs export)", field="digest")
     return manifest
 
 
+def content_digest(manifest: Mapping[str, Any]) -> str:
+    """``"sha256:<hex>"`` of the manifest's fields but ``digest``, as canonical JSON (sorted keys, no spaces)."""
+    body = {key: value for key, value in manifest.items() if key != "digest"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return f"sha256:{hashlib.sha256(canonical.encode('utf-8')).hexdigest()}"
+
+
+def seal(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """``manifest`` with its ``digest`` (re)computed: what the exporter writes."""
+    return {**manifest, "digest": content_digest(manifest)}
+
+
 def create(**fields: Any) -> dict[str, Any]:
-    """A validated manifest from the content ``fields``; format, version and provenance are filled in."""
-    return validate({
+    """A validated, sealed manifest from the content ``fields``; format, version and provenance are filled in."""
+    return validate(seal({
         **BUNDLE_FORMAT.stamp(),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "intentvcs_version": __version__,
         **fields,
-    }, path="manifest (new)")
+    }), path="manifest (new)")
 
 
 def read(path: str | os.PathLike) -> dict[str, Any]:
