@@ -57,6 +57,7 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
     from intentvcs.core import calibration
     from intentvcs.core.dataio import fingerprint
     from intentvcs.core.evaluation import evaluate, headline
+    from intentvcs.training.config import DecisionConfig
     from intentvcs.training.decision_fit import fit_decision, first_label_index, observed_matrix
     from intentvcs.training.loaders.clinc150 import load_split
     from intentvcs.training.checkpoint import write_checkpoint
@@ -123,14 +124,14 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
     valid_outputs = infer(trained.model, trained.tokenizer, [r.text for r in valid], 64)
     for rule in rules:
         decision, _ = fit_decision(trained.labels, "softmax", valid, valid_outputs, train_in, train_outputs,
-                                   oos_rule=rule)
+                                   DecisionConfig(oos_rule=rule))
         records.append(score(decision, rule, trained, test))
         logging.info("%s", records[-1])
         if rule == "distance":
             records[-1]["oos_retention"] = DISTANCE_RETENTION
             for retention in operating_points:
                 point, _ = fit_decision(trained.labels, "softmax", valid, valid_outputs, train_in, train_outputs,
-                                        oos_rule=rule, distance_retention=retention)
+                                        DecisionConfig(oos_rule=rule, oos_retention=retention))
                 records.append({**score(point, rule, trained, test), "oos_retention": retention,
                                 "operating_point": True})
     keep(trained, path, decision)  # with the last rule's decision
@@ -139,7 +140,7 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
         trained_c, path_c = trained_on(train_c, valid_c)
         valid_outputs = infer(trained_c.model, trained_c.tokenizer, [r.text for r in valid_c], 64)
         decision, _ = fit_decision(trained_c.labels, "softmax", valid_c, valid_outputs, train_c, None,
-                                   oos_rule="train")
+                                   DecisionConfig(oos_rule="train"))
         keep(trained_c, path_c, decision)
         # Scored on the original test rows: OOS rows have no gold label, and the
         # train rule's "oos" column is a verdict, never an accepted intent.

@@ -92,6 +92,7 @@ def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool 
     from intentvcs.export.exporter import export_bundle
     from intentvcs.core.dataio import fingerprint
     from intentvcs.training.checkpoint import read_checkpoint_meta, training_seconds
+    from intentvcs.training.config import DecisionConfig
     from intentvcs.training.pipeline import refit_checkpoint, train_pipeline
 
     checkpoint = directory / "checkpoint"
@@ -99,10 +100,11 @@ def train_bundle(config, train: list, valid: list, directory: Path, reuse: bool 
     if meta is not None and (meta["data_fingerprint"], type(config).from_stored(meta["train_config"]).to_dict()) == (
             fingerprint(train, valid), config.to_dict()):
         logging.info("reusing %s", checkpoint)
-        refit_checkpoint(checkpoint, train, valid, oos_rule="none", spelling=spelling)
+        refit_checkpoint(checkpoint, train, valid, None, DecisionConfig(oos_rule="none", spelling=spelling))
         result = {"train_seconds": training_seconds(meta), "best_epoch": meta["best_epoch"]}
     else:
-        result = train_pipeline(config, train, valid, checkpoint, oos_rule="none", spelling=spelling)
+        result = train_pipeline(train, valid, None, config, DecisionConfig(oos_rule="none", spelling=spelling),
+                                checkpoint)
     return Path(export_bundle(checkpoint, directory / "bundle")["bundle"]), result
 
 

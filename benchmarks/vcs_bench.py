@@ -61,7 +61,7 @@ def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads:
     from intentvcs.training.checkpoint import read_checkpoint_meta
     from intentvcs.training.pipeline import train_pipeline
     from intentvcs.training.predict import TorchPredictor
-    from intentvcs.training.trainer import TrainConfig
+    from intentvcs.training.config import DecisionConfig, TrainConfig
 
     gold = method == "upper_bound"
     config = TrainConfig(method=method, epochs=epochs, seed=seed, threads=threads)
@@ -77,10 +77,9 @@ def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads:
         return None
     if meta is None:
         train_pipeline(
-            config,
             train=read_jsonl(data / ("train_gold.jsonl" if gold else "train.jsonl")),
             valid=read_jsonl(data / ("valid_gold.jsonl" if gold else "valid.jsonl")),
-            test=test, out=out, oos_rule="none",
+            test=test, config=config, decision=DecisionConfig(oos_rule="none"), out=out,
         )
         meta = read_checkpoint_meta(out)
     else:

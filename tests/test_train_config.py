@@ -1,6 +1,8 @@
+import json
+
 import pytest
 
-from intentvcs.training.trainer import TrainConfig
+from intentvcs.training.config import DecisionConfig, TrainConfig
 
 
 def test_resampling_is_the_default_when_augmenting_and_off_without_copies():
@@ -15,6 +17,11 @@ def test_a_stored_config_keeps_what_its_run_did():
     assert TrainConfig.from_stored(old) == TrainConfig(epochs=3, augment_ratio=2.0, augment_resample=False)
     today = TrainConfig(augment_ratio=2.0, consistency_weight=0.5)
     assert TrainConfig.from_stored(today.to_dict()) == today
+
+
+def test_an_unknown_method_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown method 'magic'; choose from"):
+        TrainConfig(method="magic")
 
 
 def test_bad_consistency_settings_are_clear_errors():
@@ -36,3 +43,30 @@ def test_the_default_backbone_is_named_not_located():
     assert TrainConfig().backbone_name() == "sentence-transformers/all-MiniLM-L6-v2"
     assert TrainConfig().resolved_backbone().endswith("model")  # the weights still load from the package
     assert TrainConfig(backbone="/models/mine").backbone_name() == "/models/mine"
+
+
+def test_decision_config_round_trips():
+    for config in (DecisionConfig(), DecisionConfig(oos_rule="threshold", oos_retention=0.9,
+                                                    threshold_rule="per_label_f1", spelling=False)):
+        assert DecisionConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    assert set(DecisionConfig().to_dict()) == {"oos_rule", "oos_retention", "threshold_rule", "spelling"}
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['oos_threshold'\]"):
+        DecisionConfig.from_dict({"oos_rule": "none", "oos_threshold": 0.5})
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"oos_rule": "magic"}, "unknown oos rule 'magic'"),
+    ({"threshold_rule": "observed_f1"}, "unknown threshold rule 'observed_f1'"),
+    ({"oos_retention": 1.0}, "strictly between 0 and 1"),
+])
+def test_decision_config_refuses_what_no_fit_can_do(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DecisionConfig(**kwargs)
+
+
+def test_train_config_records_the_same_keys():
+    # checkpoint.json's train_config, which benchmarks compare recipes by.
+    assert list(TrainConfig().to_dict()) == [
+        "backbone", "method", "epochs", "batch_size", "learning_rate", "weight_decay", "warmup_ratio", "max_length",
+        "dropout", "seed", "patience", "freeze_embeddings", "negative_theta", "focal_beta", "threads",
+        "augment_ratio", "augment_mix", "augment_resample", "consistency_weight", "validate_perturbed", "labels"]

@@ -1,9 +1,10 @@
 """Fit the decision layer of a trained model on its validation data.
 
 Order matters: the temperature is fitted first (on observed labels), the PU
-selection rates c_k are estimated on the temperature-scaled probabilities, and
-the OOS rule is fitted last on the final confidences, because each step reads
-the output of the one before it.
+selection rates c_k are estimated on the temperature-scaled probabilities,
+then the acceptance thresholds and the OOS rule on the final confidences,
+because each step reads the output of the one before it. What is fitted, and
+how, is a ``DecisionConfig`` (``intentvcs.training.config``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.relations import LabelRelations
-from intentvcs.core.thresholds import global_thresholds
+from intentvcs.core.thresholds import fit_thresholds, global_thresholds
+from intentvcs.training.config import DecisionConfig
 from intentvcs.training.pu import estimate_label_scale
 
 
@@ -42,9 +44,8 @@ def fit_decision(
     valid_outputs: GraphOutputs,
     train_examples: Sequence[Example],
     train_outputs: GraphOutputs | None,
-    oos_rule: str = "distance",
+    config: DecisionConfig,
     relations: LabelRelations | None = None,
-    distance_retention: float = oos.DISTANCE_RETENTION,
 ) -> tuple[Decision, dict]:
     """Return the fitted ``Decision`` and a JSON-safe report of what was fitted.
 
@@ -52,40 +53,52 @@ def fit_decision(
     left out of calibration and used only to place the ``threshold`` rule's
     cut (the ``distance`` rule never reads them). ``train_outputs`` (the
     model's outputs on ``train_examples``) are needed for the ``pu`` prior
-    (softmax heads) and the ``distance`` rule; pass None otherwise.
-    ``distance_retention`` is the distance rule's operating point.
+    (softmax heads) and the ``distance`` rule; pass None otherwise. ``config``:
+    the OOS rule (and its operating point) and the threshold rule; its
+    ``spelling`` is the caller's (texts come normalised).
     """
     labels = list(labels)
-    valid_logits = valid_outputs.logits
     valid_obs = observed_matrix(valid_examples, labels)
     in_scope = valid_obs.any(axis=1)
-    is_oos = ~in_scope
-    z_in = valid_logits[in_scope]
+    z_in = valid_outputs.logits[in_scope]
 
     targets = first_label_index(valid_obs[in_scope]) if activation == "softmax" else valid_obs[in_scope]
     temperature = calibration.fit_temperature(z_in, targets, activation)
     report: dict = {"calibration": calibration.calibration_report(z_in, targets, activation, temperature)}
-
     label_scale = None
     if activation == "softmax":
-        probs_valid = calibration.probabilities(z_in, activation, temperature)
-        prior = None
-        if train_outputs is not None:
-            train_obs = observed_matrix(train_examples, labels)
-            prior = (calibration.probabilities(train_outputs.logits, activation, temperature), train_obs)
-        label_scale = estimate_label_scale(probs_valid, valid_obs[in_scope], *(prior or (None, None)))
+        label_scale = _label_scale(labels, temperature, z_in, valid_obs[in_scope], train_examples, train_outputs)
         report["label_scale"] = dict(zip(labels, np.round(label_scale, 4).tolist()))
 
+    # Global thresholds until they are fitted below: confidences do not read them.
     decision = Decision(
         labels=labels, activation=activation, temperature=temperature,
         label_scale=None if label_scale is None else label_scale.tolist(),
         thresholds=global_thresholds(len(labels)).tolist(), oos=oos.NoRule(), relations=relations,
     )
-    decision = replace(decision, oos=_fit_oos_rule(oos_rule, decision, valid_outputs, valid_obs, is_oos,
-                                                   train_examples, train_outputs, labels, distance_retention))
-    report["oos"] = {"rule": oos_rule, "threshold": decision.oos.threshold,
-                     "fitted_with_oos_rows": oos_rule == "threshold" and bool(is_oos.any())}
+    fitted = fit_thresholds(decision.confidences(z_in), valid_obs[in_scope], config.threshold_rule)
+    decision = replace(decision, thresholds=fitted.tolist())
+    if config.threshold_rule != "global":  # the global rule reads no data: nothing to report
+        report["thresholds"] = {"rule": config.threshold_rule,
+                                "values": dict(zip(labels, np.round(fitted, 4).tolist()))}
+
+    rule, is_oos = config.oos_rule, ~in_scope
+    decision = replace(decision, oos=_fit_oos_rule(rule, decision, valid_outputs, valid_obs, is_oos,
+                                                   train_examples, train_outputs, labels, config.oos_retention))
+    report["oos"] = {"rule": rule, "threshold": decision.oos.threshold,
+                     "fitted_with_oos_rows": rule == "threshold" and bool(is_oos.any())}
     return decision, report
+
+
+def _label_scale(labels: list[str], temperature: float, z_in: np.ndarray, observed_in: np.ndarray,
+                 train_examples: Sequence[Example], train_outputs: GraphOutputs | None) -> np.ndarray:
+    """PU selection rates c_k of a softmax head, on its temperature-scaled probabilities
+    (with the training rows' as the prior when their outputs are given)."""
+    prior = (None, None)
+    if train_outputs is not None:
+        prior = (calibration.probabilities(train_outputs.logits, "softmax", temperature),
+                 observed_matrix(train_examples, labels))
+    return estimate_label_scale(calibration.probabilities(z_in, "softmax", temperature), observed_in, *prior)
 
 
 def _fit_oos_rule(rule: str, decision: Decision, valid: GraphOutputs, valid_obs, is_oos,
@@ -107,4 +120,4 @@ def _fit_oos_rule(rule: str, decision: Decision, valid: GraphOutputs, valid_obs,
         inside = valid.rows(~is_oos)
         return oos.DistanceRule.fit(train.pooled[keep], first_label_index(train_obs[keep]), inside.pooled,
                                     train.pooled_mid[keep], inside.pooled_mid, distance_retention)
-    raise ValueError(f"unknown OOS rule {rule!r}; choose none, threshold, distance or train")
+    raise ValueError(f"unknown OOS rule {rule!r}; choose from {list(oos.RULES)}")

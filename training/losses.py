@@ -28,6 +28,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from intentvcs.training.config import METHOD_TABLE
+
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -124,13 +126,5 @@ class Method:
 
 
 METHODS: dict[str, Method] = {
-    m.name: m
-    for m in (
-        Method("bce", bce_loss, "sigmoid"),
-        Method("negative_sampling", negative_sampling_loss, "sigmoid"),
-        Method("ls_focal", ls_focal_loss, "sigmoid"),
-        Method("mlce", mlce_loss, "sigmoid"),
-        Method("upper_bound", bce_loss, "sigmoid"),  # trained on gold label sets
-        Method("pu", observed_softmax_loss, "softmax"),
-    )
+    name: Method(name, globals()[loss], activation) for name, (loss, activation) in METHOD_TABLE.items()
 }

@@ -36,7 +36,7 @@ def infer(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, 
     if progress:
         from tqdm.auto import tqdm
 
-        batches = tqdm(batches, desc="infer", unit="batch", leave=False)
+        batches = tqdm(batches, desc="infer", unit="batch", leave=False, disable=None)  # quiet off a terminal
     for idx in batches:
         batch = collate(encoded, idx, tokenizer.pad_token_id)
         for array, tensor in zip(outputs, model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])):

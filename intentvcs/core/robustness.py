@@ -123,7 +123,8 @@ def build_sets(examples: Sequence[Example], operators: Sequence[str], draws: int
                progress: bool = True) -> PerturbedSets:
     """Perturb ``examples`` once per operator (seed ``seed``) and once per Random draw (seeds ``seed + d``)."""
     per_operator, random_texts, changed = {}, [], []
-    with tqdm(total=len(operators) + draws, desc="perturb", unit="set", disable=not progress) as bar:
+    # disable=None when asked for progress: a bar on a terminal, quiet in logs and CI.
+    with tqdm(total=len(operators) + draws, desc="perturb", unit="set", disable=None if progress else True) as bar:
         for name in operators:
             per_operator[name] = _operator_set(examples, name, seed)
             bar.update()
@@ -152,7 +153,7 @@ def infer_distinct(infer: Infer, texts: Sequence[str], progress: bool = True) ->
     """Run every distinct text of ``texts`` through ``infer`` once (``texts`` must not be empty)."""
     distinct = sorted(set(texts), key=lambda t: (len(t), t))
     chunks = []
-    with tqdm(total=len(distinct), desc="inference", unit="text", disable=not progress) as bar:
+    with tqdm(total=len(distinct), desc="inference", unit="text", disable=None if progress else True) as bar:
         for start in range(0, len(distinct), CHUNK):
             chunk = distinct[start:start + CHUNK]
             chunks.append(GraphOutputs(*infer(chunk)))

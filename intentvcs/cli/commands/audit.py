@@ -10,11 +10,11 @@ finding.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from intentvcs.cli import exit_codes
 from intentvcs.cli.model_options import add_model_arguments, load_predictor
+from intentvcs.cli.options import json_object_file
 from intentvcs.service.audit.config import SEVERITIES
 
 # A gate fails at a severity or above it: every severity but the lowest, most severe first, or never.
@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--relations-out", help="write the proposed relations.json (known + proposed relations)")
     p.add_argument("--fail-on", choices=FAIL_LEVELS, default=FAIL_LEVELS[0],
                    help=f"exit 1 when the overall severity reaches this level (default: {FAIL_LEVELS[0]})")
-    p.add_argument("--config", help="JSON object of AuditConfig overrides (thresholds, caps)")
+    p.add_argument("--config", type=json_object_file, metavar="FILE.json",
+                   help="a JSON object of AuditConfig overrides (thresholds, caps)")
     p.set_defaults(func=run)
 
 
@@ -45,10 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.service.audit import AuditConfig, audit_batch, render_html
 
-    config = AuditConfig()
-    if args.config:
-        with open(args.config, encoding="utf-8") as handle:
-            config = AuditConfig.from_dict(json.load(handle))
+    config = AuditConfig.from_dict(args.config) if args.config else AuditConfig()
     atomic.check_targets((args.out, args.html, args.relations_out))
     batch = read_jsonl(args.batch)
     training = read_jsonl(args.train) if args.train else None

@@ -13,17 +13,25 @@ import json
 import logging
 from pathlib import Path
 
+from intentvcs.cli.options import add_option, config_from_args
+from intentvcs.core import oos
+from intentvcs.training.config import DecisionConfig, TrainConfig
+
 log = logging.getLogger(__name__)
+
+# The default data set is small (a few hundred training rows): it takes more epochs than TrainConfig's default.
+EPOCHS = 8
+# Not "train": the default data has no out-of-scope training rows to make a class of.
+OOS_RULES = tuple(rule for rule in oos.RULES if rule != oos.TrainRule.name)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="train, export, evaluate and serve the default model",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/default", help="working directory (checkpoint/, bundle/, *.json)")
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--oos-rule", default="distance", choices=["none", "threshold", "distance"],
-                   help="out-of-scope rule (default distance: best AUROC on CLINC150 and the default data)")
-    p.add_argument("--backbone", help="local Hugging Face model dir (default: packaged all-MiniLM-L6-v2)")
+    add_option(p, TrainConfig, "epochs", default=EPOCHS)
+    add_option(p, DecisionConfig, "oos_rule", choices=OOS_RULES)
+    add_option(p, TrainConfig, "backbone")
     p.add_argument("--no-serve", action="store_true", help="stop after export and evaluation")
     p.add_argument("--port", type=int, default=3000)
     p.set_defaults(func=run)
@@ -37,13 +45,12 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.service.engine import Engine
     from intentvcs.training import DEFAULT_DATA
     from intentvcs.training.pipeline import train_pipeline
-    from intentvcs.training.trainer import TrainConfig
 
     out = Path(args.out)
     data = {split: read_jsonl(DEFAULT_DATA / f"{split}.jsonl") for split in ("train", "valid", "test")}
     log.info("1/4 training on %s (%d rows)", DEFAULT_DATA, len(data["train"]))
-    train_pipeline(TrainConfig(backbone=args.backbone, epochs=args.epochs), data["train"], data["valid"],
-                   out / "checkpoint", test=data["test"], oos_rule=args.oos_rule)
+    train_pipeline(data["train"], data["valid"], data["test"], config_from_args(TrainConfig, args),
+                   config_from_args(DecisionConfig, args), out / "checkpoint")
 
     log.info("2/4 exporting to %s", out / "bundle")
     export_bundle(out / "checkpoint", out / "bundle", quantize=True, parity_data=DEFAULT_DATA / "valid.jsonl")

@@ -1,9 +1,14 @@
 """``intentvcs serve``: the HTTP service (``bentoml serve intentvcs.service.app:IntentService``) on a bundle.
 
 The service reads its settings from ``INTENTVCS_*`` variables (see
-``intentvcs.service.settings``); this command only sets them from its options and hands
-over to BentoML. ``running()`` starts the same server in the background for
-tests and benchmarks and always stops it.
+``intentvcs.service.settings``); this command only sets them from its options,
+checks the bundle (manifest and file hashes, so a corrupt bundle is one error
+here rather than a worker BentoML restarts forever) and hands over to
+BentoML; the rest of the environment (``INTENTVCS_API_TOKEN`` included)
+passes through. It binds what ``--host`` says: loopback by default, whereas
+``bentoml serve`` without ``--host`` and the container bind every interface
+(0.0.0.0). ``running()`` starts the same server in the background for tests
+and benchmarks and always stops it.
 """
 
 from __future__ import annotations
@@ -31,11 +36,15 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "serve", help="serve a bundle over HTTP (BentoML): /predict, /audit, /metrics",
         description="Run the BentoML service on a bundle. Limits and batching are set with INTENTVCS_* "
-        "environment variables (e.g. INTENTVCS_MAX_TEXTS=256, INTENTVCS_MAX_TEXT_CHARS=1000).",
+        "environment variables (e.g. INTENTVCS_MAX_TEXTS=256, INTENTVCS_MAX_TEXT_CHARS=1000), which pass "
+        "through; INTENTVCS_API_TOKEN makes /predict and /audit require 'Authorization: Bearer <token>'. "
+        "This command binds --host (default 127.0.0.1); `bentoml serve` and the container bind 0.0.0.0, "
+        "every interface, unless told otherwise.",
     )
     parser.add_argument("--bundle", default=os.environ.get(f"{ENV_PREFIX}BUNDLE", Settings.bundle),
                         help=f"bundle directory (default: ${ENV_PREFIX}BUNDLE or {Settings.bundle})")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; 0.0.0.0 for all)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; 0.0.0.0 for all, "
+                        "as `bentoml serve` and the container do by default: set INTENTVCS_API_TOKEN then)")
     parser.add_argument("--port", type=int, default=3000)
     parser.add_argument("--workers", type=int, help="worker processes, each with its own engine "
                         "(default: one per core on CPU, one on a GPU)")
@@ -68,12 +77,18 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
     and its own ``BENTOML_HOME``: ``home``, or :func:`server_home` of the port.
 
     ``workers`` None leaves the count to the service (``intentvcs.service.onnx_session.default_workers``).
+    Raises ``BundleError`` (a ``ValueError`` naming the file) when the bundle
+    does not open: its workers would fail to load it and BentoML restart them
+    forever. Opening checks the manifest and every file's size and sha256, not
+    the graph (ONNX Runtime parses it in the worker).
     """
     from intentvcs.core.manifest import MANIFEST_FILE
+    from intentvcs.service.bundle import open_bundle
 
     bundle = Path(bundle).resolve()
     if not (bundle / MANIFEST_FILE).is_file():
         raise FileNotFoundError(f"{bundle} is not a bundle (no {MANIFEST_FILE}); run `intentvcs export` first")
+    open_bundle(bundle)
     if workers is not None and workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     env = dict(os.environ)
@@ -123,19 +138,22 @@ def free_port(host: str = "127.0.0.1") -> int:
 @contextlib.contextmanager
 def running(bundle: str | os.PathLike, port: int | None = None, workers: int | None = 1,
             extra_env: Mapping[str, str] | None = None, timeout_s: float = 120.0,
-            threads: int | None = None, provider: str = "cpu") -> Iterator[str]:
+            threads: int | None = None, provider: str = "cpu",
+            log_path: str | os.PathLike | None = None) -> Iterator[str]:
     """Serve ``bundle`` on loopback in the background; yield its base URL once ``/readyz`` is 200.
 
     The server runs in its own process group, so leaving the block (normally,
     by an exception or by Ctrl-C) stops BentoML and every worker it started.
     Raises ``RuntimeError`` with the server's log tail if it exits or does not
-    become ready within ``timeout_s``.
+    become ready within ``timeout_s``. The server's output goes to
+    ``log_path`` when given (for a caller to read), else to a temporary file.
     """
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
+    log_file = open(log_path, "w+") if log_path is not None else tempfile.TemporaryFile("w+")
     # A throw-away BentoML home: background servers (tests, benchmarks) on random
     # ports would otherwise leave a folder each under ~/bentoml.
-    with tempfile.TemporaryDirectory(prefix="intentvcs-bentoml-") as home, tempfile.TemporaryFile("w+") as log:
+    with tempfile.TemporaryDirectory(prefix="intentvcs-bentoml-") as home, log_file as log:
         env = service_env(bundle, port, workers, provider, threads, extra_env, home=home)
         process = subprocess.Popen(server_command(port), env=env, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True)

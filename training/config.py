@@ -1,0 +1,189 @@
+"""The settings of a training job: ``TrainConfig`` (the model and how it is
+trained) and ``DecisionConfig`` (what is fitted on the trained model: OOS
+rule, thresholds, spelling normaliser; ``intentvcs refit`` changes these alone).
+
+Each setting is written once, here: its default, its help text
+(``metadata["help"]``) and, for a closed vocabulary, its ``choices``, taken
+from the module that owns the vocabulary. The command line derives its
+options from these fields (``intentvcs.cli.options``). The comments say why a
+default is what it is; the figures behind them are in ``benchmarks/results``.
+
+Torch-free, so that parsing the command line never loads torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from intentvcs.core import oos, thresholds
+
+
+# The training objectives: name -> (its loss function in intentvcs.training.losses,
+# how the decision layer reads the logits). The table lives here, torch-free,
+# so that a typo in --method is refused before torch loads; losses.py builds
+# its METHODS from it. pu is the method this project exists for; the others
+# are the DialogVCS baselines (docs/RESEARCH.md section 1.5).
+METHOD_TABLE = {
+    "bce": ("bce_loss", "sigmoid"),
+    "negative_sampling": ("negative_sampling_loss", "sigmoid"),
+    "ls_focal": ("ls_focal_loss", "sigmoid"),
+    "mlce": ("mlce_loss", "sigmoid"),
+    "upper_bound": ("bce_loss", "sigmoid"),  # BCE trained on the gold label sets
+    "pu": ("observed_softmax_loss", "softmax"),
+}
+METHOD_NAMES = tuple(METHOD_TABLE)
+
+
+def setting(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
+    """A dataclass field with its command-line help text and, for a vocabulary, its choices."""
+    return field(default=default, metadata={"help": help, **({"choices": choices} if choices else {})})
+
+
+def _check_choices(config: Any) -> None:
+    for spec in fields(config):
+        choices = spec.metadata.get("choices")
+        if choices and getattr(config, spec.name) not in choices:
+            raise ValueError(f"unknown {spec.name.replace('_', ' ')} {getattr(config, spec.name)!r}; "
+                             f"choose from {sorted(choices)}")
+
+
+# What runs recorded before a setting existed did: copies were drawn once.
+LEGACY_SETTINGS = {"augment_resample": False}
+
+
+@dataclass
+class TrainConfig:
+    backbone: str | None = setting(None, "local Hugging Face model directory (default: the packaged "
+                                         "all-MiniLM-L6-v2)")
+    # pu: the method this project exists for; the others are the DialogVCS baselines.
+    method: str = setting("pu", "training objective (intentvcs.training.losses)", METHOD_NAMES)
+    epochs: int = setting(4, "training epochs; the one with the lowest validation loss is kept")
+    batch_size: int = setting(32, "training rows per optimiser step")
+    learning_rate: float = setting(1e-4, "AdamW peak learning rate (linear warm-up, then linear decay)")
+    weight_decay: float = setting(0.01, "AdamW weight decay")
+    warmup_ratio: float = setting(0.1, "share of the steps over which the learning rate warms up")
+    max_length: int = setting(64, "tokens kept per text")
+    dropout: float = setting(0.1, "dropout before the classification head")
+    seed: int = setting(0, "seeds the head's initialisation, the batch order and the perturbed copies")
+    patience: int = setting(1, "epochs without validation improvement before stopping")
+    # The word-embedding matrix is half of MiniLM's weights; freezing it costs
+    # no accuracy on intent data and makes every CPU step markedly cheaper.
+    freeze_embeddings: bool = setting(True, "keep the word-embedding matrix frozen")
+    negative_theta: float = setting(0.1, "negative_sampling: theta x L sampled negatives per row")
+    focal_beta: float = setting(0.2, "ls_focal: label-smoothing beta")
+    threads: int | None = setting(None, "torch intra-op threads (default: all cores)")
+    # Off: copies multiply the training time, and plain training is the
+    # baseline that robust training is measured against.
+    augment_ratio: float = setting(0.0, "robust training: add RATIO x N perturbed copies of the training "
+                                        "rows (intentvcs.core.perturb)")
+    augment_mix: dict[str, float] | None = setting(
+        None, 'weights of the copies\' operators or families ("nature", "laug", "raddle"), e.g. '
+              '{"nature": 2, "raddle": 1} (default: uniform over all operators)')
+    # Fresh copies every epoch: a fixed set is learnt by heart within a few
+    # epochs and stops teaching robustness (README "Robustness"). Runs recorded
+    # before the setting existed drew their copies once (LEGACY_SETTINGS).
+    augment_resample: bool = setting(True, "draw fresh perturbed copies every epoch; off reuses the first "
+                                           "epoch's")
+    # Off: on CLINC150 it did not lower the robustness drop and lengthened
+    # training (benchmarks/results/robustness_recipes.md).
+    consistency_weight: float = setting(0.0, "weight of a KL term pulling each perturbed copy's prediction "
+                                             "towards its clean source's (needs augmentation; 0: off)")
+    # Off: it changes which epoch is kept, and the recorded SNIPS and ATIS
+    # commands, which meet their targets without it, must still reproduce;
+    # CLINC150's main-table recipe turns it on
+    # (benchmarks/results/robustness_validate_perturbed.md).
+    validate_perturbed: bool = setting(False, "validate on the validation rows plus one perturbed copy of each, "
+                                              "so that early stopping and the kept epoch reward robustness, not "
+                                              "clean loss alone (needs augmentation)")
+    labels: list[str] | None = setting(None, "fixed label order (default: sorted from the training data)")
+
+    def __post_init__(self) -> None:
+        _check_choices(self)
+        for name in ("epochs", "batch_size", "max_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if not self.augment_ratio:
+            # Nothing to draw: recorded as off, so runs without augmentation
+            # compare equal whatever the resampling default was when they ran.
+            self.augment_resample = False
+        if self.consistency_weight < 0:
+            raise ValueError("consistency_weight must be >= 0")
+        if self.consistency_weight > 0 and self.augment_ratio <= 0:
+            raise ValueError("consistency_weight needs augment_ratio > 0: it compares rows with their perturbed copies")
+        if self.validate_perturbed and self.augment_ratio <= 0:
+            raise ValueError("validate_perturbed needs augment_ratio > 0: it validates on the training mix's copies")
+
+    @classmethod
+    def from_stored(cls, stored: dict) -> "TrainConfig":
+        """The configuration a checkpoint recorded (``checkpoint.json``'s ``train_config``).
+
+        Keys this version does not know are dropped; settings added after the
+        checkpoint was written take the value that run had, not today's default.
+        """
+        known = {f.name for f in fields(cls)}
+        return cls(**{**LEGACY_SETTINGS, **{k: v for k, v in stored.items() if k in known}})
+
+    def resolved_backbone(self) -> str:
+        """Where the backbone's weights are: the ``backbone`` given, or the default's package."""
+        from intentvcs.training.model import default_backbone  # imports torch
+
+        return self.backbone or default_backbone()
+
+    def backbone_name(self) -> str:
+        """How the checkpoint names its backbone: as given, or the default's model name."""
+        from intentvcs.training.model import DEFAULT_BACKBONE_NAME  # imports torch
+
+        return self.backbone or DEFAULT_BACKBONE_NAME
+
+    def to_dict(self) -> dict:
+        """What ``checkpoint.json`` records as ``train_config``."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DecisionConfig:
+    # The distance rule needs no out-of-scope rows and ranks them best on
+    # CLINC150 and the default data (benchmarks/results/oos.md).
+    oos_rule: str = setting(
+        "distance",
+        "how out-of-scope is decided, stored in the checkpoint and served as is: distance needs no OOS rows, its cut "
+        "keeps the retention share of the in-scope validation rows; threshold cuts the calibrated confidence where "
+        "validation accuracy with OOS as a class is best when the validation data has OOS rows, else keeps "
+        f"{oos.RETENTION:.0%} of in-scope rows; train makes OOS rows a class of their own (the training data needs "
+        "some); none for data without out-of-scope traffic",
+        tuple(oos.RULES))
+    oos_retention: float = setting(
+        oos.DISTANCE_RETENTION,
+        "distance rule's operating point: the share of in-scope validation rows kept in scope (lower rejects more "
+        "out-of-scope queries and more in-scope ones)")
+    # global: PU validation rows show one label each, and tuning per-label
+    # cuts on them would destroy the multi-label recall (intentvcs.core.thresholds).
+    threshold_rule: str = setting(
+        "global",
+        f"how the per-label acceptance thresholds are chosen: global accepts at confidence "
+        f"{thresholds.DEFAULT_THRESHOLD}; per_label_f1 tunes each label's on the validation rows, which must then "
+        "carry full gold label sets",
+        thresholds.RULES)
+    # On: it undoes most keyboard typos and barely changes clean texts
+    # (benchmarks/results/spelling_effect.md, spelling_cost.md).
+    spelling: bool = setting(
+        True,
+        "build the spelling normaliser from the training texts: at inference a word in neither the training "
+        "vocabulary nor an English word list is replaced by the closest training word, so keyboard typos read as "
+        "what was meant (stored in the checkpoint and the bundle)")
+
+    def __post_init__(self) -> None:
+        _check_choices(self)
+        if not 0.0 < self.oos_retention < 1.0:
+            raise ValueError(f"oos_retention must lie strictly between 0 and 1, got {self.oos_retention}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DecisionConfig":
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"decision config: unknown key(s) {unknown}")
+        return cls(**d)
