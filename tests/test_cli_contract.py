@@ -143,3 +143,16 @@ def test_an_unexpected_error_is_exit_3_with_its_traceback(tiny, tmp_path, capsys
     err = capsys.readouterr().err
     assert code == exit_codes.INTERNAL_ERROR
     assert "Traceback" in err and "ZeroDivisionError: a bug" in err and "internal error" in err
+
+
+def test_write_files_is_all_or_nothing_when_a_write_fails(tmp_path):
+    from intentvcs.core import atomic
+
+    first, second = tmp_path / "a.json", tmp_path / "b.txt"
+    first.write_text("the earlier a")
+    with pytest.raises(UnicodeEncodeError):
+        atomic.write_files({first: "the new a", second: "not text: \ud800"})  # the second cannot be encoded
+    assert first.read_text() == "the earlier a" and not second.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]  # no temporary file either
+    atomic.write_files({first: "the new a", second: "b"})
+    assert (first.read_text(), second.read_text()) == ("the new a", "b")

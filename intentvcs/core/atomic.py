@@ -77,6 +77,9 @@ def check_targets(paths: Iterable[str | os.PathLike | None]) -> list[Path]:
     for target in targets:
         if target.is_dir():
             raise IsADirectoryError(f"{target} is a directory; give a file path")
+        folder = next(parent for parent in target.parents if parent.exists())  # "/" always exists
+        if not folder.is_dir():
+            raise NotADirectoryError(f"cannot write {target}: {folder} is a file, not a folder")
     return targets
 
 

@@ -217,6 +217,8 @@ class LabelRelations:
         with open(path, encoding="utf-8") as handle:
             try:
                 return cls.from_dict(json.load(handle))
+            except json.JSONDecodeError as exc:
+                raise RelationsError(f"{path}: not JSON: {exc}") from None
             except RelationsError as exc:
                 raise RelationsError(f"{path}: {exc}") from None
 

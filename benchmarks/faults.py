@@ -1,0 +1,412 @@
+"""Fault injection: bad files, corrupt bundles, hostile HTTP bodies, audit floods and interrupted writes.
+
+    python -m benchmarks.faults                 # every case; writes benchmarks/results/faults.json and .md
+    python -m benchmarks.faults --cases NAME... # some of them (--list names them)
+
+Each case drives the real command line (``python -m intentvcs.cli.main`` in a
+subprocess) or a real BentoML server on loopback (``running()``), on a tiny
+random model built for the run, and records ``case``, ``input``,
+``expected``, ``observed`` and ``passed``. ``tests/test_faults.py`` runs the
+same cases in CI, so the results file is what the suite checks. The HTTP
+cases share one server per configuration (``SERVERS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.common import RESULTS, write_results
+from intentvcs.cli import exit_codes
+from intentvcs.core.dataio import MAX_NESTING, MAX_TEXT_CHARS
+
+CLI_TIMEOUT_S = 180
+
+
+@dataclass
+class Workspace:
+    """A scratch folder with a tiny exported model, shared by the cases of one run."""
+
+    root: Path
+    servers: dict[str, str] = field(default_factory=dict)  # configuration -> base URL, started on demand
+    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "model" / "checkpoint"
+
+    @property
+    def bundle(self) -> Path:
+        return self.root / "model" / "bundle"
+
+    def fresh(self, name: str) -> Path:
+        """An empty folder of its own for one case."""
+        folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
+        return folder
+
+    def copy_of_bundle(self, name: str) -> Path:
+        import shutil
+
+        target = self.fresh(name) / "bundle"
+        shutil.copytree(self.bundle, target)
+        return target
+
+    def server(self, configuration: str) -> str:
+        """The base URL of a server on the tiny bundle with ``SERVERS[configuration]``'s environment."""
+        if configuration not in self.servers:
+            from intentvcs.cli.commands.serve import running
+
+            log = self.root / f"server-{configuration}.log"
+            self.servers[configuration] = self._stack.enter_context(
+                running(self.bundle, extra_env=SERVERS[configuration], log_path=log))
+        return self.servers[configuration]
+
+    def server_log(self, configuration: str) -> str:
+        return (self.root / f"server-{configuration}.log").read_text(encoding="utf-8", errors="replace")
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+@contextlib.contextmanager
+def workspace() -> Iterator[Workspace]:
+    from tests.helpers.bundle import make_tiny_bundle
+
+    with tempfile.TemporaryDirectory(prefix="intentvcs-faults-") as root:
+        space = Workspace(Path(root))
+        make_tiny_bundle(space.root / "model", quantize=False, spelling_texts=["play some music"])
+        try:
+            yield space
+        finally:
+            space.close()
+
+
+# ----------------------------------------------------------------------------- the command line
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    err: str
+    seconds: float
+
+
+def cli(*args: str | os.PathLike, timeout_s: float = CLI_TIMEOUT_S) -> Ran:
+    """Run ``intentvcs ARGS`` as a user would, in a fresh interpreter."""
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "intentvcs.cli.main", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return Ran(proc.returncode, proc.stderr.strip(), time.perf_counter() - started)
+
+
+def last_line(text: str) -> str:
+    return text.strip().splitlines()[-1] if text.strip() else ""
+
+
+def exit_2_naming(ran: Ran, *needles: str) -> tuple[str, bool]:
+    """Exit 2 with one error line holding every needle and no traceback."""
+    observed = f"exit {ran.code}: {last_line(ran.err)[:300]}"
+    return observed, (ran.code == exit_codes.BAD_INPUT and "Traceback" not in ran.err
+                      and all(n in ran.err for n in needles))
+
+
+def bad_file(content: bytes, line: int, reason: str) -> Callable[[Workspace], tuple[str, bool]]:
+    """``intentvcs evaluate`` on a data file with ``content``: exit 2 naming file, ``line`` and ``reason``."""
+    def check(space: Workspace) -> tuple[str, bool]:
+        folder = space.fresh("data")
+        data, out = folder / "data.jsonl", folder / "out.json"
+        data.write_bytes(content)
+        observed, passed = exit_2_naming(cli("evaluate", "--bundle", space.bundle, "--data", data, "--out", out),
+                                         f"{data}:{line}: ", reason)
+        return observed, passed and not out.exists()
+    return check
+
+
+GOOD = b'{"text": "play some music", "labels": ["PlayMusic"]}\n'
+
+
+def output_is_a_directory(space: Workspace) -> tuple[str, bool]:
+    folder = space.fresh("outdir")
+    data = folder / "data.jsonl"
+    data.write_bytes(GOOD)
+    ran = cli("evaluate", "--bundle", space.bundle, "--data", data, "--out", folder)
+    return exit_2_naming(ran, f"{folder} is a directory")
+
+
+def heatmap_to_a_bad_path(space: Workspace) -> tuple[str, bool]:
+    folder = space.fresh("heatmap")
+    data, blocker = folder / "data.jsonl", folder / "blocker"
+    data.write_bytes(GOOD * 3)
+    blocker.write_text("a file where a folder should be")
+    ran = cli("evaluate", "--bundle", space.bundle, "--data", data, "--out", folder / "x.json",
+              "--heatmap", blocker / "h.png")
+    observed, passed = exit_2_naming(ran)
+    left = sorted(p.name for p in folder.iterdir() if p.name not in ("data.jsonl", "blocker"))
+    return f"{observed}; files left: {left}", passed and not left
+
+
+def audit_page_to_a_bad_path(space: Workspace) -> tuple[str, bool]:
+    folder = space.fresh("auditpage")
+    batch, blocker = folder / "batch.jsonl", folder / "blocker"
+    batch.write_text("".join(json.dumps({"text": f"play some music {i}", "labels": ["PlayTunes"]}) + "\n"
+                             for i in range(6)))
+    blocker.write_text("a file where a folder should be")
+    ran = cli("audit", "--bundle", space.bundle, "--batch", batch, "--out", folder / "r.json",
+              "--html", blocker / "r.html")
+    observed, passed = exit_2_naming(ran)
+    left = sorted(p.name for p in folder.iterdir() if p.name not in ("batch.jsonl", "blocker"))
+    return f"{observed}; files left: {left}", passed and not left
+
+
+def export_over_a_foreign_folder(space: Workspace) -> tuple[str, bool]:
+    mine = space.fresh("foreign")
+    (mine / "notes.txt").write_text("the user's own work")
+    ran = cli("export", "--checkpoint", space.checkpoint, "--out", mine)
+    observed, passed = exit_2_naming(ran, "holds no manifest.json", "--force")
+    kept = [p.name for p in mine.iterdir()] == ["notes.txt"]
+    return f"{observed}; folder kept: {kept}", passed and kept
+
+
+def export_over_the_working_folder(space: Workspace) -> tuple[str, bool]:
+    work = space.fresh("cwd")
+    (work / "keep.txt").write_text("x")
+    proc = subprocess.run([sys.executable, "-m", "intentvcs.cli.main", "export", "--checkpoint",
+                           str(space.checkpoint), "--out", "."], cwd=work, capture_output=True, text=True,
+                          timeout=CLI_TIMEOUT_S)
+    ran = Ran(proc.returncode, proc.stderr.strip(), 0.0)
+    observed, passed = exit_2_naming(ran, "refusing to replace it")
+    kept = sorted(p.name for p in work.iterdir()) == ["keep.txt"]
+    return f"{observed}; folder kept: {kept}", passed and kept
+
+
+def export_over_a_file(space: Workspace) -> tuple[str, bool]:
+    target = space.fresh("file") / "bundle"
+    target.write_text("keep me")
+    ran = cli("export", "--checkpoint", space.checkpoint, "--out", target, "--force")
+    observed, passed = exit_2_naming(ran, "is not a directory")
+    return observed, passed and target.read_text() == "keep me"
+
+
+def train_over_a_foreign_folder(space: Workspace) -> tuple[str, bool]:
+    folder = space.fresh("train")
+    mine = folder / "mine"
+    mine.mkdir()
+    (mine / "x.txt").write_text("keep")
+    data = folder / "d.jsonl"
+    data.write_bytes(GOOD)
+    ran = cli("train", "--train", data, "--valid", data, "--out", mine)
+    observed, passed = exit_2_naming(ran, "holds no checkpoint.json")
+    # Refused before any training: in seconds, not after the epochs.
+    return f"{observed} ({ran.seconds:.1f} s)", passed and (mine / "x.txt").exists() and ran.seconds < 60
+
+
+def bad_option_value(option: str, value: str, *needles: str) -> Callable[[Workspace], tuple[str, bool]]:
+    def check(space: Workspace) -> tuple[str, bool]:
+        folder = space.fresh("option")
+        data = folder / "d.jsonl"
+        data.write_bytes(GOOD)
+        given = value.replace("{folder}", str(folder))
+        if given.endswith(".json") and not Path(given).exists():
+            Path(given).write_text("{not json")
+        ran = cli("train", "--train", data, "--valid", data, "--out", folder / "ckpt", option, given)
+        return exit_2_naming(ran, *needles)
+    return check
+
+
+def audit_config_not_json(space: Workspace) -> tuple[str, bool]:
+    folder = space.fresh("config")
+    config, batch = folder / "config.json", folder / "batch.jsonl"
+    config.write_text("{oops")
+    batch.write_bytes(GOOD)
+    ran = cli("audit", "--bundle", space.bundle, "--batch", batch, "--out", folder / "r.json", "--config", config)
+    return exit_2_naming(ran, "--config", str(config))
+
+
+# ----------------------------------------------------------------------------- corrupt bundles
+
+def corrupt_bundle(corrupt: Callable[[Path], None], *needles: str) -> Callable[[Workspace], tuple[str, bool]]:
+    """``intentvcs evaluate`` on a copy of the bundle damaged by ``corrupt``: exit 2 naming the file."""
+    def check(space: Workspace) -> tuple[str, bool]:
+        bundle = space.copy_of_bundle("corrupt")
+        corrupt(bundle)
+        data = bundle.parent / "data.jsonl"
+        data.write_bytes(GOOD)
+        ran = cli("evaluate", "--bundle", bundle, "--data", data, "--out", bundle.parent / "out.json")
+        return exit_2_naming(ran, *needles)
+    return check
+
+
+def truncate_graph(bundle: Path) -> None:
+    data = (bundle / "model.onnx").read_bytes()
+    (bundle / "model.onnx").write_bytes(data[: len(data) // 2])
+
+
+def swap_two_labels(bundle: Path) -> None:
+    path = bundle / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for labels in (manifest["labels"], manifest["decision"]["labels"]):
+        labels[0], labels[1] = labels[1], labels[0]
+    path.write_text(json.dumps(manifest))
+
+
+def newer_format(bundle: Path) -> None:
+    path = bundle / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["format_version"] += 1
+    path.write_text(json.dumps(manifest))
+
+
+def serve_a_corrupt_bundle(space: Workspace) -> tuple[str, bool]:
+    bundle = space.copy_of_bundle("serve")
+    truncate_graph(bundle)
+    ran = cli("serve", "--bundle", bundle, "--port", "1", timeout_s=60)
+    observed, passed = exit_2_naming(ran, "model.onnx")
+    return f"{observed} ({ran.seconds:.1f} s)", passed
+
+
+def interrupted_export(space: Workspace) -> tuple[str, bool]:
+    """SIGKILL an export that is replacing an earlier bundle: the earlier bundle still loads, unchanged."""
+    from intentvcs.service.engine import Engine
+
+    bundle = space.copy_of_bundle("interrupted")
+    before = (bundle / "manifest.json").read_bytes()
+    process = subprocess.Popen([sys.executable, "-m", "intentvcs.cli.main", "export", "--checkpoint",
+                                str(space.checkpoint), "--out", str(bundle), "--quantize"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Killed once it is writing: its temporary folder beside the bundle exists.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(bundle.parent.glob(".bundle.*.tmp")):
+        time.sleep(0.05)
+    writing = bool(list(bundle.parent.glob(".bundle.*.tmp")))
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    unchanged = (bundle / "manifest.json").read_bytes() == before
+    loads = Engine(bundle, provider="cpu").predict(["play some music"])[0]["intents"] != []
+    observed = f"killed while writing: {writing}; earlier bundle unchanged: {unchanged}, loads: {loads}"
+    return observed, writing and unchanged and loads
+
+
+# ----------------------------------------------------------------------------- the catalogue
+
+@dataclass(frozen=True)
+class Fault:
+    case: str
+    input: str
+    expected: str
+    check: Callable[[Workspace], tuple[str, bool]]
+
+
+FAULTS: list[Fault] = [
+    Fault("data: spans not a list", '{"text": "hi", "labels": [], "spans": 5} on line 2', "exit 2, file:2, reason",
+          bad_file(GOOD + b'{"text": "hi", "labels": [], "spans": 5}\n', 2, "'spans' must be a list")),
+    Fault("data: deeply nested JSON", "100,000 nested brackets", "exit 2, file:1, nesting limit",
+          bad_file(b'{"text": "hi", "labels": [], "meta": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n", 1,
+                   f"nested deeper than {MAX_NESTING}")),
+    Fault("data: lone surrogate", '"text": "caf\\ud800"', "exit 2, file:1, names the surrogate",
+          bad_file(b'{"text": "caf\\ud800", "labels": []}\n', 1, "lone surrogate")),
+    Fault("data: non-UTF-8 byte", "byte 0xe9 on line 3", "exit 2, file:3, byte and column",
+          bad_file(GOOD * 2 + b'{"text": "caf\xe9", "labels": []}\n', 3, "byte 0xe9 at column 14")),
+    Fault("data: text over the limit", f"a text of {MAX_TEXT_CHARS + 1} characters", "exit 2, file:1, the limit",
+          bad_file(b'{"text": "' + b"a" * (MAX_TEXT_CHARS + 1) + b'", "labels": []}\n', 1,
+                   f"the limit is {MAX_TEXT_CHARS}")),
+    Fault("data: invalid JSON", "a truncated object on line 2", "exit 2, file:2",
+          bad_file(GOOD + b'{"text": "hi", "labels": [}\n', 2, "invalid JSON")),
+    Fault("data: unknown key", '"label" instead of "labels"', "exit 2, file:1, names the key",
+          bad_file(b'{"text": "hi", "label": "x"}\n', 1, "unknown key(s) ['label']")),
+    Fault("data: span outside its text", "span [0, 9) on a 2-character text", "exit 2, file:1",
+          bad_file(b'{"text": "hi", "labels": [], "spans": [{"start": 0, "end": 9, "label": "x"}]}\n', 1,
+                   "outside the text")),
+    Fault("data: a directory as the data file", "--data <a folder>", "exit 2, 'is a directory'",
+          lambda space: exit_2_naming(cli("evaluate", "--bundle", space.bundle, "--data", space.root,
+                                          "--out", space.fresh("o") / "o.json"), "is a directory")),
+    Fault("output: --out is a directory", "evaluate --out <a folder>", "exit 2 before the model runs",
+          output_is_a_directory),
+    Fault("output: heatmap to a bad path", "evaluate --heatmap under a file", "exit 2, no JSON or temp file left",
+          heatmap_to_a_bad_path),
+    Fault("output: audit page to a bad path", "audit --html under a file", "exit 2, no report left",
+          audit_page_to_a_bad_path),
+    Fault("output: export over the user's folder", "export --out <folder with notes.txt>",
+          "exit 2, folder untouched, --force named", export_over_a_foreign_folder),
+    Fault("output: export --out .", "export --out . in a folder with keep.txt", "exit 2, folder untouched",
+          export_over_the_working_folder),
+    Fault("output: export over a file", "export --out <a file> --force", "exit 2, file untouched",
+          export_over_a_file),
+    Fault("output: train over the user's folder", "train --out <folder with x.txt>",
+          "exit 2 before training, folder untouched", train_over_a_foreign_folder),
+    Fault("option: --augment-mix not JSON", "--augment-mix '{bad'", "exit 2 naming the option",
+          bad_option_value("--augment-mix", "{bad", "--augment-mix")),
+    Fault("option: --relations not a relations file", "--relations <file of '{not json'>",
+          "exit 2 naming the file", bad_option_value("--relations", "{folder}/relations.json", "relations.json")),
+    Fault("option: unknown --method", "--method nope", "exit 2 naming the choices",
+          bad_option_value("--method", "nope", "--method", "invalid choice")),
+    Fault("option: audit --config not JSON", "--config <file of '{oops'>", "exit 2 naming option and file",
+          audit_config_not_json),
+    Fault("bundle: truncated graph", "model.onnx cut in half", "exit 2 naming model.onnx",
+          corrupt_bundle(truncate_graph, "model.onnx", "truncated")),
+    Fault("bundle: two labels swapped by hand", "labels[0] <-> labels[1] in manifest.json",
+          "exit 2: edited after export", corrupt_bundle(swap_two_labels, "manifest.json", "edited after export")),
+    Fault("bundle: newer format_version", "format_version + 1", "exit 2 naming the remedy",
+          corrupt_bundle(newer_format, "manifest.json", "format_version", "re-export")),
+    Fault("serve: corrupt bundle", "intentvcs serve on a truncated graph", "exit 2 at once naming the file",
+          serve_a_corrupt_bundle),
+    Fault("interrupted write: export killed", "SIGKILL during an export over an earlier bundle",
+          "the earlier bundle unchanged and loading", interrupted_export),
+]
+
+# Server configurations of the HTTP cases: the environment each server starts with.
+SERVERS: dict[str, dict[str, str]] = {"default": {}}
+
+
+def run(faults: list[Fault], space: Workspace) -> list[dict]:
+    records = []
+    for fault in faults:
+        try:
+            observed, passed = fault.check(space)
+        except Exception as exc:  # a case that crashes is a failed case, with the reason
+            observed, passed = f"the case raised {type(exc).__name__}: {exc}", False
+        records.append({"case": fault.case, "input": fault.input, "expected": fault.expected,
+                        "observed": observed, "passed": bool(passed)})
+        print(f"{'ok  ' if passed else 'FAIL'} {fault.case}: {observed}", file=sys.stderr)
+    return records
+
+
+def markdown(records: list[dict]) -> str:
+    rows = ["| case | input | expected | observed | passed |", "|---|---|---|---|---|"]
+    for r in records:
+        cells = [r["case"], r["input"], r["expected"], r["observed"], "yes" if r["passed"] else "**no**"]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    passed = sum(r["passed"] for r in records)
+    return "\n".join(rows) + f"\n\n{passed} of {len(records)} cases passed.\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="+", metavar="NAME", help="run only these cases (default: all)")
+    parser.add_argument("--list", action="store_true", help="print the case names and exit")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS, help="where faults.json and faults.md go")
+    args = parser.parse_args(argv)
+    if args.list:
+        print("\n".join(f.case for f in FAULTS))
+        return 0
+    chosen = [f for f in FAULTS if not args.cases or f.case in args.cases]
+    unknown = set(args.cases or ()) - {f.case for f in FAULTS}
+    if unknown:
+        parser.error(f"unknown case(s): {sorted(unknown)}")
+    with workspace() as space:
+        records = run(chosen, space)
+    path = write_results("faults", records, markdown(records), directory=args.results_dir)
+    print(f"wrote {path}", file=sys.stderr)
+    return 0 if all(r["passed"] for r in records) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
