@@ -142,29 +142,22 @@ def output_is_a_directory(space: Workspace) -> tuple[str, bool]:
     return exit_2_naming(ran, f"{folder} is a directory")
 
 
-def heatmap_to_a_bad_path(space: Workspace) -> tuple[str, bool]:
-    folder = space.fresh("heatmap")
-    data, blocker = folder / "data.jsonl", folder / "blocker"
-    data.write_bytes(GOOD * 3)
-    blocker.write_text("a file where a folder should be")
-    ran = cli("evaluate", "--bundle", space.bundle, "--data", data, "--out", folder / "x.json",
-              "--heatmap", blocker / "h.png")
-    observed, passed = exit_2_naming(ran)
-    left = sorted(p.name for p in folder.iterdir() if p.name not in ("data.jsonl", "blocker"))
-    return f"{observed}; files left: {left}", passed and not left
-
-
-def audit_page_to_a_bad_path(space: Workspace) -> tuple[str, bool]:
-    folder = space.fresh("auditpage")
-    batch, blocker = folder / "batch.jsonl", folder / "blocker"
-    batch.write_text("".join(json.dumps({"text": f"play some music {i}", "labels": ["PlayTunes"]}) + "\n"
-                             for i in range(6)))
-    blocker.write_text("a file where a folder should be")
-    ran = cli("audit", "--bundle", space.bundle, "--batch", batch, "--out", folder / "r.json",
-              "--html", blocker / "r.html")
-    observed, passed = exit_2_naming(ran)
-    left = sorted(p.name for p in folder.iterdir() if p.name not in ("batch.jsonl", "blocker"))
-    return f"{observed}; files left: {left}", passed and not left
+def second_output_under_a_file(command: str) -> Callable[[Workspace], tuple[str, bool]]:
+    """``command`` with its second output under a file: exit 2 and none of its outputs written."""
+    def check(space: Workspace) -> tuple[str, bool]:
+        folder = space.fresh(command)
+        data, blocker = folder / "data.jsonl", folder / "blocker"
+        data.write_text("".join(json.dumps({"text": f"play some music {i}", "labels": ["PlayTunes"]}) + "\n"
+                                for i in range(6)))
+        blocker.write_text("a file where a folder should be")
+        if command == "evaluate":
+            args = ("--data", data, "--out", folder / "x.json", "--heatmap", blocker / "h.png")
+        else:
+            args = ("--batch", data, "--out", folder / "r.json", "--html", blocker / "r.html")
+        observed, passed = exit_2_naming(cli(command, "--bundle", space.bundle, *args), "is a file, not a folder")
+        left = sorted(p.name for p in folder.iterdir() if p.name not in ("data.jsonl", "blocker"))
+        return f"{observed}; files left: {left}", passed and not left
+    return check
 
 
 def export_over_a_foreign_folder(space: Workspace) -> tuple[str, bool]:
@@ -331,9 +324,9 @@ FAULTS: list[Fault] = [
     Fault("output: --out is a directory", "evaluate --out <a folder>", "exit 2 before the model runs",
           output_is_a_directory),
     Fault("output: heatmap to a bad path", "evaluate --heatmap under a file", "exit 2, no JSON or temp file left",
-          heatmap_to_a_bad_path),
+          second_output_under_a_file("evaluate")),
     Fault("output: audit page to a bad path", "audit --html under a file", "exit 2, no report left",
-          audit_page_to_a_bad_path),
+          second_output_under_a_file("audit")),
     Fault("output: export over the user's folder", "export --out <folder with notes.txt>",
           "exit 2, folder untouched, --force named", export_over_a_foreign_folder),
     Fault("output: export --out .", "export --out . in a folder with keep.txt", "exit 2, folder untouched",

@@ -76,24 +76,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         if spelling is not None:
             spelling.save(tmp / SPELLING_FILE)
         parity, quantization = _check_graphs(tmp, model, tokenizer, max_length, decision, (texts, source), quantize)
-        files = {name: manifest.file_entry(tmp / name)
-                 for name in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE) if (tmp / name).exists()}
-        manifest.write(tmp / MANIFEST_FILE, manifest.create(
-            labels=list(decision.labels),
-            backbone=meta["backbone"],
-            max_length=max_length,
-            decision=decision.to_dict(),
-            relations=meta.get("relations"),
-            data_fingerprint=meta.get("data_fingerprint"),
-            source={"checkpoint": str(checkpoint_dir.resolve()), "method": meta["method"],
-                    "train_config": meta.get("train_config", {})},
-            evaluation=meta.get("metrics", {}),
-            model=model_info,
-            files=files,
-            parity=parity,
-            quantization=quantization,
-            spelling=None if spelling is None else {"words": len(spelling)},
-        ))
+        written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, parity, quantization, spelling)
         for quantized in (False, True) if quantize else (False,):
             Engine(tmp, provider="cpu", quantized=quantized).predict(texts[:SMOKE_TEXTS])
 
@@ -104,11 +87,36 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         "checkpoint": str(checkpoint_dir),
         "labels": len(decision.labels),
         "model": model_info,
-        "files": files,
+        "files": written["files"],
         "parity": parity,
         "quantization": quantization,
         "seconds": round(time.perf_counter() - started, 2),
     }
+
+
+def _write_manifest(directory: Path, checkpoint_dir: Path, meta: dict[str, Any], decision: Decision,
+                    model_info: dict, parity: dict, quantization: dict | None, spelling) -> dict[str, Any]:
+    """Write (and return) the sealed manifest of the bundle files in ``directory``."""
+    files = {name: manifest.file_entry(directory / name)
+             for name in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE) if (directory / name).exists()}
+    body = manifest.create(
+        labels=list(decision.labels),
+        backbone=meta["backbone"],
+        max_length=meta["max_length"],
+        decision=decision.to_dict(),
+        relations=meta.get("relations"),
+        data_fingerprint=meta.get("data_fingerprint"),
+        source={"checkpoint": str(checkpoint_dir.resolve()), "method": meta["method"],
+                "train_config": meta.get("train_config", {})},
+        evaluation=meta.get("metrics", {}),
+        model=model_info,
+        files=files,
+        parity=parity,
+        quantization=quantization,
+        spelling=None if spelling is None else {"words": len(spelling)},
+    )
+    manifest.write(directory / MANIFEST_FILE, body)
+    return body
 
 
 def _load_model(checkpoint_dir: Path, decision: Decision) -> tuple[IntentModel, Any]:
