@@ -82,6 +82,7 @@ class Engine:
             "model_file": self.bundle.model_path.name,
             "quantized": self.quantized,
             "provider": self.session.provider,
+            "cuda_fallback": self.session.cuda_fallback,
             "threads": self.session.threads,
             "max_batch": self.session.max_batch,
             "max_length": manifest["max_length"],

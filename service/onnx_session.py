@@ -125,12 +125,20 @@ class OnnxSession:
         except Exception as exc:  # ORT raises its own pybind exception types
             raise BundleError(model_path, f"ONNX Runtime cannot load the graph: {exc}") from None
         self.provider = self._session.get_providers()[0]
+        # Why a CUDA build runs on the CPU, or None: reported in Engine.info (so in
+        # /status and intentvcs_model_info), since a silent fallback would hide a
+        # broken GPU install behind a 10-50x slower service.
+        self.cuda_fallback: str | None = None
         if CUDA in providers and self.provider != CUDA:
-            # ORT falls back to CPU when the CUDA libraries fail to load.
+            # ORT falls back to CPU when the CUDA libraries fail to load (onnxruntime-gpu
+            # installed without a GPU, or without matching CUDA/cuDNN libraries).
+            self.cuda_fallback = (f"onnxruntime {ort.__version__} offers {CUDA} but could not start it "
+                                  "(its log above has the CUDA error)")
             if provider == "cuda":
-                raise EngineError(f"provider 'cuda' requested but ONNX Runtime started {self.provider} "
-                                  "(the onnxruntime log above has the CUDA error)")
-            log.warning("onnxruntime offers CUDA but could not start it; running on %s", self.provider)
+                raise EngineError(f"provider 'cuda' requested but ONNX Runtime started {self.provider}: "
+                                  f"{self.cuda_fallback}")
+            log.error("%s; SERVING ON %s. Fix the CUDA install, or install the cpu extra in place of gpu "
+                      "to run on CPU on purpose.", self.cuda_fallback, self.provider)
         self.input_names = [arg.name for arg in self._session.get_inputs()]
         unknown = sorted(set(self.input_names) - set(SUPPORTED_INPUTS))
         if unknown:

@@ -184,3 +184,21 @@ def test_cuda_matches_cpu(bundle, engine):
     texts = list(SAMPLE_UTTERANCES)
     np.testing.assert_allclose(gpu.infer(texts)[0], engine.infer(texts)[0], atol=1e-3)
     assert [a["accepted"] for a in gpu.predict(texts)] == [a["accepted"] for a in engine.predict(texts)]
+
+
+def test_a_cuda_build_that_cannot_start_cuda_says_so(bundle, monkeypatch, caplog):
+    """onnxruntime-gpu on a machine whose CUDA cannot start: auto serves on CPU loudly, cuda refuses."""
+    from intentvcs.service import onnx_session
+
+    # As onnxruntime-gpu reports it: CUDA offered; the session still starts on CPU only (no CUDA here).
+    monkeypatch.setattr(onnx_session.ort, "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    with caplog.at_level("ERROR", logger="intentvcs.service.onnx_session"):
+        engine = Engine(bundle, provider="auto")
+    assert engine.provider == "CPUExecutionProvider"
+    assert "could not start it" in engine.info["cuda_fallback"]
+    assert any("SERVING ON CPUExecutionProvider" in r.message for r in caplog.records)
+    with pytest.raises(EngineError, match="provider 'cuda' requested but ONNX Runtime started CPUExecutionProvider"):
+        Engine(bundle, provider="cuda")
+    monkeypatch.undo()
+    assert Engine(bundle, provider="auto").info["cuda_fallback"] is None  # a CPU build falls back to nothing

@@ -16,6 +16,10 @@ from intentvcs.core import scoring
 from intentvcs.core.dataio import Example
 from intentvcs.core.outputs import GraphOutputs
 
+# The score a report leads with: "accuracy" (the top intent is a gold one) or
+# "f1" (micro over labels); "auto" picks f1 when any gold row has several labels.
+PRIMARY_METRICS = ("auto", "accuracy", "f1")
+
 
 def gold_matrix(examples: Sequence[Example], labels: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     """Bool ``[N, L + E]`` gold matrix; gold labels the model does not know are

@@ -43,12 +43,11 @@ from tqdm.auto import tqdm
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
-from intentvcs.core.evaluation import evaluate, gold_matrix
+from intentvcs.core.evaluation import PRIMARY_METRICS, evaluate, gold_matrix
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.perturb import FAMILIES, FAMILY_OF, OPERATORS, perturb, random_set
 from intentvcs.core.predictor import Predictor
 
-METRICS = ("auto", "accuracy", "f1")
 # Texts per model call. The texts are sorted by length first, so each call's
 # batches pad little; chunking only gives the progress bar something to count.
 CHUNK = 1024
@@ -79,8 +78,8 @@ def tracked_metrics(examples: Sequence[Example], metric: str = "auto") -> list[s
     label and ``"accuracy"`` otherwise; ``"f1"`` brings ``"exact_match"``; data
     with out-of-scope rows adds ``"oos_recall"``.
     """
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; choose from {', '.join(METRICS)}")
+    if metric not in PRIMARY_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose from {', '.join(PRIMARY_METRICS)}")
     if metric == "auto":
         metric = "f1" if any(len(ex.labels) > 1 for ex in examples) else "accuracy"
     metrics = [metric, "exact_match"] if metric == "f1" else [metric]

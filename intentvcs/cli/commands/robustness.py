@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from intentvcs.cli.model_options import add_model_arguments, load_predictor, model_source
-from intentvcs.core.robustness import METRICS
+# Not from intentvcs.core.robustness: that imports the perturbation extra, which serving does not install.
+from intentvcs.core.evaluation import PRIMARY_METRICS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     # NATURE averages 10 draws; 5 keeps a CPU run short and the std shows whether that is enough.
     p.add_argument("--draws", type=int, default=5, help="Random-set draws, seeds SEED..SEED+DRAWS-1 (default 5)")
     p.add_argument("--seed", type=int, default=0, help="perturbation seed (default 0)")
-    p.add_argument("--metric", default=METRICS[0], choices=METRICS,
+    p.add_argument("--metric", default=PRIMARY_METRICS[0], choices=PRIMARY_METRICS,
                    help="primary score; auto: f1 if any gold row has several labels, else accuracy")
     p.set_defaults(func=run)
 
