@@ -16,6 +16,7 @@ import sys
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -23,17 +24,23 @@ import yaml
 from tests.helpers.bundle import make_tiny_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVING_PACKAGES = {"numpy", "onnxruntime", "tokenizers", "symspellpy", "bentoml", "prometheus-client", "uvloop",
-                    "httptools"}
+SERVING_PACKAGES = {"numpy", "tokenizers", "symspellpy", "bentoml", "prometheus-client", "uvloop", "httptools"}
+RUNTIME = {"bentofile.yaml": "onnxruntime", "bentofile.gpu.yaml": "onnxruntime-gpu"}
 TRAINING_PACKAGES = {"torch", "transformers", "optimum", "optimum-onnx", "safetensors", "sentence-transformers"}
 
 
-@pytest.fixture(scope="module")
-def bento(tmp_path_factory) -> Path:
+class Built(NamedTuple):
+    path: Path  # the bento's folder in the temporary store
+    bentofile: str  # which variant it was built from
+
+
+@pytest.fixture(scope="module", params=sorted(RUNTIME))
+def bento(request, tmp_path_factory) -> Built:
+    """The bento built from one of the two bentofiles (CPU, GPU)."""
     tmp = tmp_path_factory.mktemp("bento")
     context = tmp / "context"
     context.mkdir()
-    shutil.copy(ROOT / "bentofile.yaml", context)
+    shutil.copy(ROOT / request.param, context)
     # Built from a copy: setuptools builds in the source folder, and its build/ there could hold stale modules.
     source = tmp / "source"
     for name in ("intentvcs", "training", "export", "service"):
@@ -49,12 +56,12 @@ def bento(tmp_path_factory) -> Path:
     shutil.copytree(bundle, context / "runs" / "default" / "bundle")
     env = {**os.environ, "BENTOML_HOME": str(tmp / "home"), "BENTOML_DO_NOT_TRACK": "True"}
     # bentoml build refuses a build context outside the working directory.
-    result = subprocess.run([sys.executable, "-m", "bentoml", "build", "."], cwd=context, env=env, check=False,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-m", "bentoml", "build", "-f", request.param, "."], cwd=context,
+                            env=env, check=False, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     tag = re.search(r'Bento\(tag="([^"]+)"\)', result.stdout).group(1)
     name, version = tag.split(":")
-    return tmp / "home" / "bentos" / name / version
+    return Built(tmp / "home" / "bentos" / name / version, request.param)
 
 
 def requirement_names(path: Path) -> set[str]:
@@ -67,6 +74,7 @@ def requirement_names(path: Path) -> set[str]:
 
 
 def test_bento_ships_service_and_bundle(bento):
+    bento, bentofile = bento
     meta = yaml.safe_load((bento / "bento.yaml").read_text())
     assert meta["service"] == "intentvcs.service.app:IntentService"
     assert {route["route"] for route in meta["schema"]["routes"]} == {"/predict", "/audit"}
@@ -84,10 +92,23 @@ def test_bento_ships_service_and_bundle(bento):
     assert not list((bento / "src").rglob("*.py"))
 
 
-def test_bento_dependencies_are_torch_free(bento):
+def test_bento_dependencies_are_torch_free_with_one_onnx_runtime(bento):
+    bento, bentofile = bento
     names = requirement_names(bento / "env" / "python" / "requirements.txt")
-    assert SERVING_PACKAGES <= names
+    assert SERVING_PACKAGES | {RUNTIME[bentofile]} <= names
     assert not names & TRAINING_PACKAGES
+    assert not names & (set(RUNTIME.values()) - {RUNTIME[bentofile]})  # never both wheels
+
+
+def test_the_gpu_bento_runs_on_cuda_or_not_at_all(bento):
+    bento, bentofile = bento
+    meta = yaml.safe_load((bento / "bento.yaml").read_text())
+    envs = {e["name"]: e["value"] for e in meta.get("envs", [])}
+    dockerfile = (bento / "env" / "docker" / "Dockerfile").read_text()
+    if bentofile == "bentofile.gpu.yaml":
+        assert envs["INTENTVCS_PROVIDER"] == "cuda" and "nvidia/cuda" in dockerfile
+    else:
+        assert "INTENTVCS_PROVIDER" not in envs and "nvidia/cuda" not in dockerfile
 
 
 def test_bentofile_serves_the_default_bundle_with_the_thread_policy():
@@ -97,3 +118,12 @@ def test_bentofile_serves_the_default_bundle_with_the_thread_policy():
 
     envs = {e["name"]: e["value"] for e in yaml.safe_load((ROOT / "bentofile.yaml").read_text())["envs"]}
     assert envs == {"INTENTVCS_BUNDLE": Settings.bundle, **BLAS_THREADS}
+
+
+def test_the_two_bentofiles_differ_only_where_the_gpu_needs_it():
+    cpu, gpu = (yaml.safe_load((ROOT / name).read_text()) for name in ("bentofile.yaml", "bentofile.gpu.yaml"))
+    assert (gpu["name"], gpu["docker"].pop("cuda_version")) == ("intentvcs-gpu", "12.6.3")
+    gpu["name"] = cpu["name"]
+    gpu["python"]["packages"] = [p.replace("onnxruntime-gpu", "onnxruntime") for p in gpu["python"]["packages"]]
+    gpu["envs"] = [e for e in gpu["envs"] if e != {"name": "INTENTVCS_PROVIDER", "value": "cuda"}]
+    assert gpu == cpu
