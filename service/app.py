@@ -6,6 +6,12 @@ and a warm-up prediction has run), ``/metrics`` (BentoML's and
 ``intentvcs.service.prometheus_metrics``) and ``/docs.json`` (OpenAPI). Settings come from
 ``INTENTVCS_*`` variables (``intentvcs.service.settings``).
 
+In front of the API, ASGI middleware, each in its module with its reasons:
+an optional bearer token (``auth``), JSON bodies only (``media_type``), a
+bound on a worker's audits (``audit_control``) and on body size
+(``body_limit``). Every refusal is one log line and one count
+(``rejections``).
+
 Adaptive batching: the utterances of concurrent ``/predict`` requests are
 merged into one engine call by BentoML's own adaptive dispatcher (the one
 behind ``@bentoml.api(batchable=True)``), run in-process. The alternatives,
@@ -31,15 +37,19 @@ from bentoml._internal.marshal.dispatcher import CorkDispatcher
 from bentoml.exceptions import ServiceUnavailable
 from starlette.responses import JSONResponse
 
-from intentvcs.service import prometheus_metrics, schemas
+from intentvcs.service import prometheus_metrics, rejections, schemas
 from intentvcs.service.audit import AuditConfig, AuditInputError, audit_batch
+from intentvcs.service.audit_control import AuditGate, AuditRunner, AuditTimeout, ClientGone
+from intentvcs.service.auth import BearerAuth
 from intentvcs.service.body_limit import BodyLimit
 from intentvcs.service.engine import Engine
-from intentvcs.service.schemas import AuditRequest, AuditRow, PredictRequest, PredictResponse
-from intentvcs.service.settings import Settings
+from intentvcs.service.media_type import JsonOnly
+from intentvcs.service.schemas import LIMITS, AuditRequest, AuditRow, PredictRequest, PredictResponse
+from intentvcs.service.settings import ENV_PREFIX, Settings
 
 SETTINGS = Settings.from_env()
 AUDIT_CONFIG = AuditConfig(progress=False)  # no progress bars in server logs
+API_ROUTES = ["/predict", "/audit"]
 log = logging.getLogger(__name__)
 
 
@@ -69,13 +79,22 @@ def _as_dicts(rows: list[AuditRow] | None) -> list[dict[str, Any]] | None:
     return None if rows is None else [row.model_dump(exclude_none=True) for row in rows]
 
 
+def _refused(ctx: bentoml.Context, status: int, reason: str, message: str) -> JSONResponse:
+    # With a ctx parameter BentoML takes the status from ctx.response.
+    rejections.refused("POST", "/audit", status, reason)
+    ctx.response.status_code = status
+    return JSONResponse({"error": message}, status_code=status)
+
+
 def _overloaded() -> None:
     # The dispatcher's fallback when a queued request would exceed max_latency_ms.
     prometheus_metrics.get().record_error("overloaded")
     raise ServiceUnavailable("the service is overloaded; retry later")
 
 
-@bentoml.service(name="intentvcs", **SETTINGS.service_config(api_routes=["/predict", "/audit"]))
+# BentoML's own request timeout outlasts the audit deadline, which ends an audit cleanly.
+@bentoml.service(name="intentvcs", **SETTINGS.service_config(api_routes=API_ROUTES,
+                                                             timeout_s=max(60, LIMITS.audit_timeout_s + 15)))
 class IntentService:
     """Intent classification (multi-label, calibrated, with out-of-scope) for one bundle."""
 
@@ -91,6 +110,7 @@ class IntentService:
         dispatcher = CorkDispatcher(SETTINGS.max_latency_ms, SETTINGS.max_batch_size,
                                     fallback=_overloaded, get_batch_size=lambda job: 1)
         self._batched_predict = dispatcher(lambda jobs: predict_jobs(self.engine, jobs))
+        self.auditor = AuditRunner(LIMITS.audit_timeout_s)
         self.ready = True  # what /readyz reports: bundle loaded and warm-up done
         log.info("serving %s", self.engine.info)
 
@@ -105,19 +125,45 @@ class IntentService:
         return PredictResponse(predictions=answers)
 
     @bentoml.api(route="/audit", input_spec=AuditRequest)
-    def audit(self, rows: list[AuditRow], training_rows: list[AuditRow] | None) -> dict[str, Any]:
+    async def audit(self, rows: list[AuditRow], training_rows: list[AuditRow] | None,
+                    ctx: bentoml.Context) -> dict[str, Any]:
         """Entanglement report of an upgrade batch's new intents (``intentvcs.service.audit.audit_batch``)."""
+        new = {label for row in rows for label in row.labels}.difference(self.engine.labels)
+        if len(new) > LIMITS.max_audit_new_intents:
+            return _refused(ctx, 413, "too_many_new_intents",
+                            f"the batch has {len(new)} new intents; the limit per request is "
+                            f"{LIMITS.max_audit_new_intents} (setting {ENV_PREFIX}MAX_AUDIT_NEW_INTENTS); split "
+                            "the batch or run `intentvcs audit`")
+
+        def job(should_stop) -> dict[str, Any]:  # on the audit thread
+            return audit_batch(self.engine, _as_dicts(rows), _as_dicts(training_rows), config=AUDIT_CONFIG,
+                               should_stop=should_stop).to_dict()
+
         try:
-            report = audit_batch(self.engine, _as_dicts(rows), _as_dicts(training_rows), config=AUDIT_CONFIG)
+            return await self.auditor.run(job, client_gone=ctx.request.is_disconnected)
         except AuditInputError as exc:  # rows the schema admits but the data format refuses
-            prometheus_metrics.get().record_error("invalid_rows")
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            return _refused(ctx, 400, "invalid_rows", str(exc))
+        except AuditTimeout:
+            return _refused(ctx, 504, "audit_timeout",
+                            f"the audit did not finish within {LIMITS.audit_timeout_s} s (setting "
+                            f"{ENV_PREFIX}AUDIT_TIMEOUT_S) and was stopped; send fewer rows or new intents, "
+                            "or run `intentvcs audit`")
+        except ClientGone:  # nobody reads this answer
+            return _refused(ctx, 499, "audit_cancelled", "the client disconnected; the audit was stopped")
         except Exception:
             prometheus_metrics.get().record_error("internal_error")
             raise
-        return report.to_dict()
 
 
-# Oversized bodies are refused before they are read into memory and parsed.
-IntentService.add_asgi_middleware(BodyLimit, max_bytes=schemas.LIMITS.max_body_bytes,
-                                  on_reject=lambda: prometheus_metrics.get().record_error("body_too_large"))
+# Outermost first: who may ask (auth), in what form (media_type), how many
+# audits at once (audit_control), how big (body_limit). All of them answer
+# before the body is read.
+if SETTINGS.api_token:
+    IntentService.add_asgi_middleware(
+        BearerAuth, token=SETTINGS.api_token, on_reject=rejections.refused_scope,
+        routes=[*API_ROUTES, *(["/metrics"] if SETTINGS.metrics_token_required else [])])
+IntentService.add_asgi_middleware(JsonOnly, routes=API_ROUTES, on_reject=rejections.refused_scope)
+IntentService.add_asgi_middleware(AuditGate, route="/audit", max_in_flight=LIMITS.max_audits_in_flight,
+                                  retry_after_s=min(5, LIMITS.audit_timeout_s), on_reject=rejections.refused_scope)
+IntentService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.max_body_bytes, on_reject=rejections.refused_scope)
+rejections.quiet_bentoml({cls.__name__ for cls in (PredictRequest, AuditRequest)})

@@ -12,12 +12,14 @@ replayed to the application unchanged.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Awaitable, Callable
+
+from intentvcs.service.rejections import respond
 
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+OnReject = Callable[[dict[str, Any], int, str], None]  # (scope, status, reason)
 SETTING = "INTENTVCS_MAX_BODY_BYTES"
 
 
@@ -25,7 +27,7 @@ class BodyLimit:
     """Wrap ``app``; ``max_bytes`` is the largest accepted request body."""
 
     def __init__(self, app: Callable[..., Awaitable[None]], max_bytes: int,
-                 on_reject: Callable[[], None] = lambda: None):
+                 on_reject: OnReject = lambda scope, status, reason: None):
         self.app = app
         self.max_bytes = max_bytes
         self.on_reject = on_reject
@@ -36,7 +38,7 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send, int(declared))
+            await self._refuse(scope, send, int(declared))
             return
         messages, size = [], 0
         while True:
@@ -46,7 +48,7 @@ class BodyLimit:
                 break  # the client went away; let the application see it
             size += len(message.get("body", b""))
             if size > self.max_bytes:
-                await self._refuse(send, size, at_least=True)
+                await self._refuse(scope, send, size, at_least=True)
                 return
             if not message.get("more_body", False):
                 break
@@ -58,11 +60,7 @@ class BodyLimit:
 
         await self.app(scope, replayed, send)
 
-    async def _refuse(self, send: Send, size: int, at_least: bool = False) -> None:
-        self.on_reject()
-        body = json.dumps({"error": f"request body of {'at least ' if at_least else ''}{size} bytes exceeds the "
-                                    f"limit of {self.max_bytes} bytes (setting {SETTING})"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+    async def _refuse(self, scope: dict[str, Any], send: Send, size: int, at_least: bool = False) -> None:
+        self.on_reject(scope, 413, "body_too_large")
+        await respond(send, 413, f"request body of {'at least ' if at_least else ''}{size} bytes exceeds the "
+                                 f"limit of {self.max_bytes} bytes (setting {SETTING})")

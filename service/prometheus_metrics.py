@@ -21,7 +21,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 OUT_OF_SCOPE = "out_of_scope"
-SERVER_ERROR_REASONS = ("internal_error", "overloaded")
+# overloaded: /predict's batch queue (503); audit_busy: a worker's audits in
+# flight (429); audit_timeout: an audit past its deadline (504);
+# audit_cancelled: an audit stopped because its client went away.
+SERVER_ERROR_REASONS = ("internal_error", "overloaded", "audit_busy", "audit_timeout", "audit_cancelled")
 
 CONFIDENCE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
 LENGTH_BUCKETS = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)

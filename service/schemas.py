@@ -7,7 +7,8 @@ names the field (``loc``, e.g. ``["texts", 3]``) and the limit (``msg``, e.g.
 "String should have at most 1000 characters"). Validation is strict: a number
 where a string belongs, or ``"5"`` / ``true`` for ``top_k``, is a wrong type,
 not something to coerce. Every rejection is counted in
-``intentvcs_request_errors_total{reason}`` with a reason from a fixed set.
+``intentvcs_request_errors_total{reason}`` with a reason from a fixed set,
+and logged as one line without the input (``intentvcs.service.rejections``).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from intentvcs.service import prometheus_metrics
-from intentvcs.service.settings import Limits
+from intentvcs.service import rejections
+from intentvcs.service.settings import ENV_PREFIX, Limits
 
 LIMITS = Limits.from_env()
 
@@ -58,10 +61,13 @@ class CountedRequest(bentoml.IODescriptor):
     async def from_http_request(cls, request: Any, serde: Any) -> bentoml.IODescriptor:
         # The one place every rejected body passes through, malformed JSON
         # included (it fails before any field validator could see it).
+        # BentoML answers the re-raised error with 400 and a body naming the
+        # field and the limit, and logs it with its traceback, which
+        # rejections.QuietRequestErrors drops: the line logged here replaces it.
         try:
             return await super().from_http_request(request, serde)
         except ValidationError as exc:
-            prometheus_metrics.get().record_error(rejection_reason(exc))
+            rejections.refused(request.method, request.url.path, 400, rejection_reason(exc))
             raise
 
 
@@ -93,20 +99,56 @@ class PredictRequest(CountedRequest):
         return self
 
 
-class AuditRow(BaseModel):
-    """One labelled utterance in the canonical data format (``intentvcs.core.dataio``).
+class AuditSpan(BaseModel):
+    """An entity or slot: characters ``[start, end)`` of the row's text (code points), and its type."""
 
-    Other canonical keys (``spans``, ``meta``) are accepted and ignored, so rows
-    can be sent as they are read from a data file.
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=1)
+    label: Label = Field(description="The entity type, e.g. 'artist'.")
+
+
+class AuditRow(BaseModel):
+    """One labelled utterance in the canonical data format (``intentvcs.core.dataio``), sent as read from a file.
+
+    Its keys are the format's; any other key is refused, naming it, as the
+    data files refuse it, so a typo (``"label"``) is not silently ignored.
     """
 
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     text: Text
     labels: list[Label] = Field(
         max_length=LIMITS.max_labels_per_row, description="Gold labels; an empty list means out of scope.",
     )
     id: str | None = Field(None, max_length=200)
+    spans: list[AuditSpan] | None = Field(
+        None, max_length=LIMITS.max_spans_per_row,
+        description=f"Entity annotations, at most {LIMITS.max_spans_per_row}, each inside the text "
+        "(0 <= start < end <= its length). The audit compares which entity types new and existing "
+        "intents carry (a new intent that keeps only an existing intent's utterances with, say, an "
+        "artist is a subset of it, not a duplicate).",
+    )
+    meta: dict[str, Any] | None = Field(
+        None, description="Free-form; accepted so that rows can be sent as read, not used by the audit "
+        "(bounded by the request body limit only).",
+    )
+
+    @field_validator("spans")
+    @classmethod
+    def _spans_inside_text(cls, spans: list[AuditSpan] | None, info: ValidationInfo) -> list[AuditSpan] | None:
+        text = info.data.get("text")
+        if spans is None or text is None:  # a text already refused has no length to check against
+            return spans
+        for i, span in enumerate(spans):
+            if not span.start < span.end <= len(text):
+                raise PydanticCustomError(
+                    "span_outside_text",
+                    "Span {index} [{start}, {end}) should satisfy 0 <= start < end <= {length} (the text's length)",
+                    {"index": i, "start": span.start, "end": span.end, "length": len(text)},
+                )
+        return spans
 
 
 class AuditRequest(CountedRequest):
@@ -114,7 +156,12 @@ class AuditRequest(CountedRequest):
 
     rows: list[AuditRow] = Field(
         min_length=1, max_length=LIMITS.max_audit_rows,
-        description="The batch; labels the model does not know are the new intents under audit.",
+        description=f"The batch, 1 to {LIMITS.max_audit_rows} rows; labels the model does not know are the new "
+        f"intents under audit, at most {LIMITS.max_audit_new_intents} per request ({ENV_PREFIX}MAX_AUDIT_NEW_INTENTS;"
+        f" more: 413). An audit that has not finished {LIMITS.audit_timeout_s} s after its request was read stops "
+        f"and answers 504 ({ENV_PREFIX}AUDIT_TIMEOUT_S); a worker runs audits one at a time and holds at most "
+        f"{LIMITS.max_audits_in_flight} ({ENV_PREFIX}MAX_AUDITS_IN_FLIGHT; more: 429 with Retry-After). "
+        "Larger batches: `intentvcs audit`, which has none of these limits.",
     )
     training_rows: list[AuditRow] | None = Field(
         None, max_length=LIMITS.max_audit_rows,
@@ -131,12 +178,18 @@ _REASON_BY_TYPE = {
     "extra_forbidden": "unknown_field",
     "missing": "missing_field",
     "text_or_texts": "missing_field",
-    "greater_than_equal": "top_k_out_of_range",
-    "less_than_equal": "top_k_out_of_range",
+    "span_outside_text": "invalid_span",
 }
-_REASON_BY_FIELD = {  # emptiness and length limits, which depend on the field
+_REASON_BY_FIELD = {  # emptiness, length and range limits, which depend on the field
+    ("greater_than_equal", "top_k"): "top_k_out_of_range",
+    ("less_than_equal", "top_k"): "top_k_out_of_range",
+    ("greater_than_equal", "start"): "invalid_span",
+    ("greater_than_equal", "end"): "invalid_span",
     ("string_too_short", "labels"): "empty_label",
     ("empty_text", "labels"): "empty_label",
+    ("string_too_short", "label"): "empty_label",  # a span's entity type
+    ("empty_text", "label"): "empty_label",
+    ("string_too_long", "label"): "label_too_long",
     ("string_too_short", None): "empty_text",
     ("empty_text", None): "empty_text",
     ("string_too_long", "labels"): "label_too_long",
@@ -146,12 +199,14 @@ _REASON_BY_FIELD = {  # emptiness and length limits, which depend on the field
     ("too_long", "rows"): "too_many_rows",
     ("too_long", "labels"): "too_many_labels",
     ("too_long", "training_rows"): "too_many_rows",
+    ("too_long", "spans"): "too_many_spans",
     ("too_short", None): "empty_list",
 }
-REJECTION_REASONS = sorted(
-    {*_REASON_BY_TYPE.values(), *_REASON_BY_FIELD.values(), "wrong_type", "invalid_rows", "invalid_request",
-     "body_too_large"}
-)
+# Refusals decided outside the schemas: body_limit, media_type, auth, and the
+# new-intent cap of /audit (it needs the bundle's labels).
+OTHER_REJECTIONS = ("wrong_type", "invalid_rows", "invalid_request", "body_too_large", "unsupported_media_type",
+                    "unauthorized", "too_many_new_intents")
+REJECTION_REASONS = sorted({*_REASON_BY_TYPE.values(), *_REASON_BY_FIELD.values(), *OTHER_REJECTIONS})
 
 
 def rejection_reason(exc: ValidationError) -> str:

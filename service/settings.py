@@ -10,7 +10,7 @@ the request schema (whose limits appear in the OpenAPI spec) at that moment.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 ENV_PREFIX = "INTENTVCS_"
 # Execution providers by the names users give them: "auto" takes CUDA when
@@ -55,6 +55,14 @@ class Limits:
     # largest valid audit (2,000 rows of 1,000 characters and 32 labels, plus
     # as many training rows) fits in about 30 MB of JSON.
     max_body_bytes: int = 32 * 1024 * 1024
+    max_spans_per_row: int = 64  # entity spans of one audit row
+    # The cost of one /audit (intentvcs.service.audit_control). The duplicate
+    # search compares new intents pairwise: 100 new intents of 3 rows each
+    # took 17 s with a tiny model on 2 cores (4,950 pairs), 200 took over a
+    # minute; bigger batches belong to `intentvcs audit`, which has no deadline.
+    max_audit_new_intents: int = 100  # labels the bundle does not know, per request; beyond: 413
+    audit_timeout_s: int = 45  # from parsed request to report, queueing included; beyond: 504, the audit stops
+    max_audits_in_flight: int = 2  # per worker, the one computing included (they run one at a time); beyond: 429
 
     def __post_init__(self) -> None:
         if self.default_top_k > self.max_top_k:
@@ -98,6 +106,17 @@ class Settings:
     # The bundle's spelling normaliser (misspelt words back to training words),
     # when it has one; off serves the graph the raw texts.
     spelling: bool = True
+    # A bearer token the API routes (/predict, /audit) require when set
+    # (intentvcs.service.auth); health probes and the OpenAPI document stay open.
+    # Not in repr: Settings may be logged.
+    api_token: str | None = field(default=None, repr=False)
+    # Require the token on /metrics too (INTENTVCS_METRICS_TOKEN_REQUIRED=1);
+    # off by default because Prometheus scrapes usually come from inside.
+    metrics_token_required: bool = False
+
+    def __post_init__(self) -> None:
+        if self.metrics_token_required and not self.api_token:
+            raise ValueError(f"{ENV_PREFIX}METRICS_TOKEN_REQUIRED is set but {ENV_PREFIX}API_TOKEN is not")
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -118,13 +137,19 @@ class Settings:
             trace_requests=_env_bool("TRACE_REQUESTS", cls.trace_requests),
             ort_spin=_env_bool("ORT_SPIN", cls.ort_spin),
             spelling=_env_bool("SPELLING", cls.spelling),
+            api_token=os.environ.get(ENV_PREFIX + "API_TOKEN", "").strip() or None,
+            metrics_token_required=_env_bool("METRICS_TOKEN_REQUIRED", cls.metrics_token_required),
         )
 
-    def service_config(self, api_routes: list[str]) -> dict:
-        """Keyword arguments of ``@bentoml.service`` (BentoML's service config schema)."""
+    def service_config(self, api_routes: list[str], timeout_s: int = 60) -> dict:
+        """Keyword arguments of ``@bentoml.service`` (BentoML's service config schema).
+
+        ``timeout_s``: BentoML's own request timeout (504), which must outlast
+        the service's own deadlines so that they, not it, end a request.
+        """
         config = {
             "workers": self.workers,
-            "traffic": {"timeout": 60},
+            "traffic": {"timeout": timeout_s},
             "logging": {"access": {"enabled": self.access_log}},
         }
         if not self.trace_requests:

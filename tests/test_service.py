@@ -234,6 +234,21 @@ def test_oversized_bodies_are_refused_before_parsing(tight_url):
     assert total(scrape(tight_url), "intentvcs_request_errors_total", reason="body_too_large") >= 2
 
 
+def test_only_json_bodies_reach_the_api(url):
+    """A web page can POST text/plain, form or multipart (or no type) without a CORS preflight: all 415."""
+    before = total(scrape(url), "intentvcs_request_errors_total", reason="unsupported_media_type")
+    refused = [
+        httpx.post(f"{url}/predict", content='{"text": "hi"}', headers={"content-type": "text/plain"}, timeout=30),
+        httpx.post(f"{url}/predict", data={"text": "hi"}, timeout=30),
+        httpx.post(f"{url}/audit", files={"rows": ("rows.json", b"[]")}, timeout=30),
+        httpx.post(f"{url}/audit", content=b'{"rows": []}', timeout=30),  # no Content-Type
+    ]
+    for response in refused:
+        assert response.status_code == 415, response.text
+        assert response.json()["error"].endswith("send the body as application/json")
+    assert total(scrape(url), "intentvcs_request_errors_total", reason="unsupported_media_type") == before + 4
+
+
 def test_service_imports_no_torch():
     # The serving path must stay importable with torch, transformers and optimum absent.
     code = ("import sys; [sys.modules.__setitem__(m, None) for m in ('torch', 'transformers', 'optimum')]; "

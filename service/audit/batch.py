@@ -12,6 +12,10 @@ Cost is linear in the batch: the model scores the batch's rows of new intents
 once (chunked, with a tqdm bar), then a capped sample of reference rows (at
 most ``reference_cap`` per candidate existing intent); every containment
 estimate works on capped samples (``intentvcs.service.audit.containment``).
+The search for duplicate new intents is the exception: one test per
+candidate pair of new intents, quadratic when many share a verdict. A
+caller with a deadline (the service) passes ``should_stop``, checked between
+steps (each chunk of inference, each finding, each pair).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -57,6 +61,19 @@ class AuditInputError(ValueError):
     """A batch or training row is invalid; the message names the row (``rows[3]: ...``)."""
 
 
+class AuditStopped(Exception):
+    """``audit_batch`` stopped between two steps because its ``should_stop`` said so."""
+
+
+def _never() -> bool:
+    return False
+
+
+def _check(should_stop: Callable[[], bool]) -> None:
+    if should_stop():
+        raise AuditStopped("the audit was asked to stop")
+
+
 def validate_rows(rows: Iterable[Any], name: str = "rows") -> list[Example]:
     """Rows as ``Example``s; dicts are checked by ``intentvcs.core.dataio.parse_row``.
 
@@ -85,11 +102,13 @@ def _progress(config: AuditConfig, total: int, desc: str) -> tqdm:
     return tqdm(total=total, desc=desc, unit="utt", disable=disable, leave=False)
 
 
-def _infer(model: Predictor, texts: Sequence[str], config: AuditConfig, desc: str) -> GraphOutputs:
+def _infer(model: Predictor, texts: Sequence[str], config: AuditConfig, desc: str,
+           should_stop: Callable[[], bool] = _never) -> GraphOutputs:
     """``model.infer`` over ``texts`` in chunks of ``infer_chunk``, with a progress bar."""
     chunks = []
     with _progress(config, len(texts), desc) as bar:
         for start in range(0, len(texts), config.infer_chunk):
+            _check(should_stop)
             chunk = list(texts[start:start + config.infer_chunk])
             chunks.append(GraphOutputs(*model.infer(chunk)))
             bar.update(len(chunk))
@@ -122,7 +141,7 @@ def _references(names: Iterable[str], batch: list[Example], training: list[Examp
 
 
 def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[Any] | None = None,
-                config: AuditConfig = AuditConfig()) -> AuditReport:
+                config: AuditConfig = AuditConfig(), should_stop: Callable[[], bool] = _never) -> AuditReport:
     """Audit an upgrade batch against the current model.
 
     Args:
@@ -135,11 +154,14 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         training_rows: optional sample of the old data, the preferred source
             of existing intents' utterances for contain(E->N).
         config: thresholds and caps (``AuditConfig``).
+        should_stop: called between steps; when it returns True the audit
+            raises ``AuditStopped`` (the service's deadline).
     Returns:
         An ``AuditReport``; one finding per new intent, in order of first
         appearance in the batch.
     Raises:
         AuditInputError: a row is malformed (the message names it).
+        AuditStopped: ``should_stop`` returned True.
     """
     started = time.perf_counter()
     batch = validate_rows(rows, "rows")
@@ -151,7 +173,7 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
     audited = [ex for ex in batch if not label_set.issuperset(ex.labels)]
     findings, new_pairs, per_intent, timing, missing = [], [], {}, {}, []
     if audited:
-        audit = _score(model, audited, config)
+        audit = _score(model, audited, config, should_stop)
         timing["inference"] = time.perf_counter() - started
         per_intent = {name: audit.candidates(name) for name in new_intents}
         segmented = audit.segment_pairs(model, new_intents)
@@ -161,7 +183,10 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         embedding = time.perf_counter()
         audit.add_references(model, references)
         timing["inference"] += time.perf_counter() - embedding
-        findings = [audit.finding(name, *per_intent[name], segmented.get(name)) for name in new_intents]
+        findings = []
+        for name in new_intents:
+            _check(should_stop)
+            findings.append(audit.finding(name, *per_intent[name], segmented.get(name)))
         new_pairs = audit.new_pairs(findings)
     timing["total"] = time.perf_counter() - started
     return AuditReport(
@@ -179,7 +204,8 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
     )
 
 
-def _score(model: Predictor, audited: list[Example], config: AuditConfig) -> _Audit:
+def _score(model: Predictor, audited: list[Example], config: AuditConfig,
+           should_stop: Callable[[], bool] = _never) -> _Audit:
     """One model pass over the rows that carry new intents, decided as the model decides.
 
     The decision runs without its OOS rule: a row judged out of scope accepts
@@ -188,7 +214,7 @@ def _score(model: Predictor, audited: list[Example], config: AuditConfig) -> _Au
     """
     labels, served = list(model.labels), model.decision
     decision = dataclasses.replace(served, oos=NoRule())
-    outputs = _infer(model, [ex.text for ex in audited], config, "audit: new intents")
+    outputs = _infer(model, [ex.text for ex in audited], config, "audit: new intents", should_stop)
     result = decision.apply(*outputs)
     known = decision.relations
     return _Audit(
@@ -196,7 +222,7 @@ def _score(model: Predictor, audited: list[Example], config: AuditConfig) -> _Au
         accepted=result.accepted, ranked=top_two(result.confidences), vectors=normalise(outputs.pooled),
         out_of_scope=served.oos.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0], oos_rule=served.oos,
         implication=(known.implication_matrix(labels) if known is not None else np.eye(len(labels), dtype=bool)),
-        rng=np.random.default_rng(config.seed))
+        rng=np.random.default_rng(config.seed), should_stop=should_stop)
 
 
 @dataclass
@@ -215,6 +241,7 @@ class _Audit:
     vectors: np.ndarray      # unit-norm pooled [n, H]
     implication: np.ndarray  # bool [L, L], known relations
     rng: np.random.Generator
+    should_stop: Callable[[], bool] = _never
     references: dict[str, Reference] = field(default_factory=dict)
     reference_vectors: dict[str, np.ndarray] = field(default_factory=dict)
     reference_ranked: dict[str, np.ndarray] = field(default_factory=dict)
@@ -239,7 +266,7 @@ class _Audit:
         texts = [ex.text for ref in references.values() for ex in ref.examples]
         if not texts:
             return
-        outputs = _infer(model, texts, self.config, "audit: references")
+        outputs = _infer(model, texts, self.config, "audit: references", self.should_stop)
         pooled = normalise(outputs.pooled)
         ranked = top_two(self.decision.apply(*outputs).confidences)
         offset = 0
@@ -276,7 +303,7 @@ class _Audit:
         halves = [text for name in names for cut in cuts[name] for text in (cut.left, cut.right)]
         if not halves:
             return {}
-        outputs = _infer(model, halves, self.config, "audit: split utterances")
+        outputs = _infer(model, halves, self.config, "audit: split utterances", self.should_stop)
         result = self.decision.apply(*outputs)
         # A half must be in scope for the service: the halves of a novel
         # request are no requests the model knows, whatever it accepts.
@@ -373,6 +400,7 @@ class _Audit:
             pairs |= {tuple(sorted((x, novel[int(closeness[i].argmax())]))) for i, x in enumerate(novel)}
         out = []
         for a, b in sorted(pairs):
+            _check(self.should_stop)
             test = two_sample_test(vectors[a], vectors[b], k=config.knn_k, min_rows=config.min_rows,
                                    cap=config.reference_cap, permutations=config.permutations, rng=self.rng)
             if test is None or test.p_value < config.same_alpha:

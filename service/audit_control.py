@@ -1,0 +1,100 @@
+"""Bounds on what one worker spends on ``/audit``: how many audits at once, and for how long.
+
+An audit is seconds to minutes of CPU (its duplicate search compares new
+intents pairwise), and without bounds concurrent audits queued without
+limit, and one past BentoML's request timeout went on computing after its
+client had been answered 504. Two bounds, per worker process:
+
+``AuditGate``    an ASGI middleware admitting at most ``max_in_flight``
+                 ``/audit`` requests at once (from the first byte read to the
+                 answer); beyond, 429 with ``Retry-After`` before the body is
+                 read, so a queue of 30 MB batches cannot build up either.
+``AuditRunner``  runs the admitted audits one at a time on a worker thread,
+                 with a deadline counted from the parsed request, queueing
+                 included. It hands the audit a stop flag, which
+                 ``audit_batch(should_stop=...)`` checks between its steps;
+                 past the deadline (``AuditTimeout``), or when the client has
+                 gone (``ClientGone``), the flag is set and the request is
+                 answered at once; the thread stops at its next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from intentvcs.service.rejections import respond
+
+T = TypeVar("T")
+OnReject = Callable[[dict[str, Any], int, str], None]  # (scope, status, reason)
+
+
+class AuditTimeout(Exception):
+    """The audit did not finish before its deadline; it has been told to stop."""
+
+
+class ClientGone(Exception):
+    """The client disconnected while its audit waited or ran; it has been told to stop."""
+
+
+class AuditGate:
+    """Wrap ``app``; at most ``max_in_flight`` requests to ``route`` at once, the rest get 429."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], route: str, max_in_flight: int, retry_after_s: int,
+                 on_reject: OnReject = lambda scope, status, reason: None):
+        self.app = app
+        self.route = route
+        self.max_in_flight = max_in_flight
+        self.retry_after_s = retry_after_s
+        self.on_reject = on_reject
+        self.in_flight = 0  # one event loop per worker: no lock needed
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope["path"] != self.route or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.max_in_flight:
+            self.on_reject(scope, 429, "audit_busy")
+            await respond(send, 429, f"this worker is running or holding {self.in_flight} audits, its limit "
+                                     f"(setting INTENTVCS_MAX_AUDITS_IN_FLIGHT); retry later",
+                          headers=[(b"retry-after", str(self.retry_after_s).encode())])
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+
+class AuditRunner:
+    """One audit at a time on a worker thread, each with a deadline and a stop flag."""
+
+    def __init__(self, timeout_s: float, poll_s: float = 0.25):
+        self.timeout_s = timeout_s
+        self.poll_s = poll_s  # how often the client's connection is checked
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="intentvcs-audit")
+
+    async def run(self, job: Callable[[Callable[[], bool]], T], client_gone: Callable[[], Awaitable[bool]]) -> T:
+        """``job(should_stop)`` on the audit thread; its result, or ``AuditTimeout`` / ``ClientGone``."""
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+        future = loop.run_in_executor(self.pool, job, stop.is_set)
+        # A job stopped after its request was answered ends in an exception nobody awaits.
+        future.add_done_callback(lambda done: done.cancelled() or done.exception())
+        deadline = loop.time() + self.timeout_s
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise AuditTimeout
+                done, _ = await asyncio.wait({future}, timeout=min(self.poll_s, remaining))
+                if done:
+                    return future.result()
+                if await client_gone():
+                    raise ClientGone
+        finally:
+            stop.set()  # a running job stops at its next step
+            future.cancel()  # a queued one never starts
