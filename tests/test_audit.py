@@ -347,6 +347,22 @@ def test_new_intents_that_duplicate_each_other(world):
     assert "New intents that duplicate each other" in render_html(d)
 
 
+def test_pairs_of_new_intents_are_capped_closest_first(world, monkeypatch):
+    """With many candidate pairs, only max_new_pairs are tested, and a true duplicate pair is among them."""
+    from intentvcs.service.audit import batch as batch_module
+
+    tested = []
+    real_test = batch_module.two_sample_test
+    monkeypatch.setattr(batch_module, "two_sample_test",
+                        lambda a, b, **kw: tested.append((len(a), len(b))) or real_test(a, b, **kw))
+    rows = (world.rows("newX1", 40, "X") + world.rows("newX2", 40, "X")
+            + [row for region in ("Y", "C", "D", "P") for row in world.rows(f"far{region}", 30, region)])
+    report = audit_batch(FakeEngine(world.table), rows, world.training(),
+                         AuditConfig(progress=False, max_new_pairs=1))
+    assert len(tested) == 1  # without the cap: every candidate pair
+    assert {(p.first, p.second) for p in report.new_pairs} == {("newX1", "newX2")}  # the closest pair
+
+
 def test_out_of_scope_verdict_is_set_aside_and_reported(world):
     engine = FakeEngine(world.table)
     # Out of scope unless the top confidence is ~1: every row of this world is rejected.

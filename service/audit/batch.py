@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import logging
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -55,6 +56,9 @@ from intentvcs.service.audit.rules import Evidence, decide
 from intentvcs.service.audit.segments import best_pairs
 from intentvcs.service.audit.segments import splits as segment_splits
 from intentvcs.service.audit.slots import entity_pivot
+
+
+log = logging.getLogger(__name__)
 
 
 class AuditInputError(ValueError):
@@ -156,12 +160,9 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         config: thresholds and caps (``AuditConfig``).
         should_stop: called between steps; when it returns True the audit
             raises ``AuditStopped`` (the service's deadline).
-    Returns:
-        An ``AuditReport``; one finding per new intent, in order of first
-        appearance in the batch.
-    Raises:
-        AuditInputError: a row is malformed (the message names it).
-        AuditStopped: ``should_stop`` returned True.
+    Returns an ``AuditReport``: one finding per new intent, in order of first
+    appearance in the batch. Raises ``AuditInputError`` for a malformed row
+    (the message names it), ``AuditStopped`` when ``should_stop`` said so.
     """
     started = time.perf_counter()
     batch = validate_rows(rows, "rows")
@@ -399,7 +400,7 @@ class _Audit:
             np.fill_diagonal(closeness, -np.inf)
             pairs |= {tuple(sorted((x, novel[int(closeness[i].argmax())]))) for i, x in enumerate(novel)}
         out = []
-        for a, b in sorted(pairs):
+        for a, b in self._closest(sorted(pairs), vectors):
             _check(self.should_stop)
             test = two_sample_test(vectors[a], vectors[b], k=config.knn_k, min_rows=config.min_rows,
                                    cap=config.reference_cap, permutations=config.permutations, rng=self.rng)
@@ -417,6 +418,17 @@ class _Audit:
                 out.append(NewPair(a, b, "duplicate", a_in_b.count, b_in_a.count, test,
                                    config.severity["duplicate"]))
         return out
+
+    def _closest(self, pairs: list[tuple[str, str]], vectors: dict[str, np.ndarray]) -> list[tuple[str, str]]:
+        """At most ``max_new_pairs`` of ``pairs``, the closest first (cosine of the two centroids)."""
+        cap = self.config.max_new_pairs
+        if len(pairs) <= cap:
+            return pairs
+        centroid = {name: normalise(rows.mean(axis=0, keepdims=True))[0] for name, rows in vectors.items()}
+        ranked = sorted(pairs, key=lambda pair: -float(centroid[pair[0]] @ centroid[pair[1]]))
+        log.warning("audit: %d candidate pairs of new intents; testing the %d closest (max_new_pairs)",
+                    len(pairs), cap)
+        return ranked[:cap]
 
 
 def _cooccurrence(per_intent: dict[str, tuple[np.ndarray, np.ndarray, list[int]]],

@@ -61,6 +61,9 @@ class AuditConfig:
       reference_cap: most rows per intent used by the kNN test (random, seeded),
                      which bounds its cost whatever the batch size.
       max_candidates: most existing intents scored per new intent.
+      max_new_pairs: most pairs of new intents tested for duplication, the
+                     closest first (centroid cosine): the pairs grow with
+                     the square of the new intents, each a permutation test.
       permutations:  label permutations of the two-sample test.
       segment_cap:   most rows per new intent split at conjunctions and
                      scored half by half (``intentvcs.service.audit.segments``).
@@ -88,6 +91,7 @@ class AuditConfig:
     min_rows: int = 3
     reference_cap: int = 200
     max_candidates: int = 5
+    max_new_pairs: int = 200
     permutations: int = 200
     segment_cap: int = 50
     seed: int = 0
@@ -106,8 +110,8 @@ class AuditConfig:
                 raise ValueError(f"AuditConfig.{name} must be in [0, 1], got {value}")
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"AuditConfig.confidence must be in (0, 1), got {self.confidence}")
-        for name in ("knn_k", "min_rows", "reference_cap", "max_candidates", "permutations", "segment_cap",
-                     "infer_chunk"):
+        for name in ("knn_k", "min_rows", "reference_cap", "max_candidates", "max_new_pairs", "permutations",
+                     "segment_cap", "infer_chunk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"AuditConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.min_rows < 2:
