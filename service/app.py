@@ -48,7 +48,7 @@ from intentvcs.service.schemas import LIMITS, AuditRequest, AuditRow, PredictReq
 from intentvcs.service.settings import ENV_PREFIX, Settings
 
 SETTINGS = Settings.from_env()
-AUDIT_CONFIG = AuditConfig(progress=False)  # no progress bars in server logs
+AUDIT_CONFIG = AuditConfig.from_dict({**SETTINGS.audit_config, "progress": False})  # no bars in server logs
 API_ROUTES = ["/predict", "/audit"]
 log = logging.getLogger(__name__)
 

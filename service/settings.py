@@ -9,8 +9,10 @@ the request schema (whose limits appear in the OpenAPI spec) at that moment.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
 
 ENV_PREFIX = "INTENTVCS_"
 # Execution providers by the names users give them: "auto" takes CUDA when
@@ -18,8 +20,11 @@ ENV_PREFIX = "INTENTVCS_"
 PROVIDERS = ("auto", "cpu", "cuda")
 
 
-def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(ENV_PREFIX + name, "").strip().lower()
+# Each reader takes the environment to read (``os.environ`` by default), so that
+# ``intentvcs serve`` can check the settings a server will read before it starts.
+
+def _env_bool(name: str, default: bool, environ: Mapping[str, str] = os.environ) -> bool:
+    raw = environ.get(ENV_PREFIX + name, "").strip().lower()
     if raw == "":
         return default
     if raw not in ("1", "true", "yes", "0", "false", "no"):
@@ -27,8 +32,8 @@ def _env_bool(name: str, default: bool) -> bool:
     return raw in ("1", "true", "yes")
 
 
-def _env_int(name: str, default: int, minimum: int = 1) -> int:
-    raw = os.environ.get(ENV_PREFIX + name)
+def _env_int(name: str, default: int, minimum: int = 1, environ: Mapping[str, str] = os.environ) -> int:
+    raw = environ.get(ENV_PREFIX + name)
     if raw is None or raw.strip() == "":
         return default
     try:
@@ -37,6 +42,19 @@ def _env_int(name: str, default: int, minimum: int = 1) -> int:
         raise ValueError(f"{ENV_PREFIX}{name}={raw!r} is not an integer") from None
     if value < minimum:
         raise ValueError(f"{ENV_PREFIX}{name}={value} is below its minimum {minimum}")
+    return value
+
+
+def _env_json_object(name: str, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    raw = environ.get(ENV_PREFIX + name, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{ENV_PREFIX}{name} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{ENV_PREFIX}{name} must be a JSON object, got {type(value).__name__}")
     return value
 
 
@@ -70,10 +88,10 @@ class Limits:
                              f"{ENV_PREFIX}MAX_TOP_K={self.max_top_k}")
 
     @classmethod
-    def from_env(cls) -> Limits:
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:
         """``INTENTVCS_MAX_TEXT_CHARS``, ``INTENTVCS_MAX_TEXTS``, ... override the defaults."""
-        values = {f.name: _env_int(f.name.upper(), f.default) for f in fields(cls)}
-        if not os.environ.get(ENV_PREFIX + "DEFAULT_TOP_K", "").strip():
+        values = {f.name: _env_int(f.name.upper(), f.default, environ=environ) for f in fields(cls)}
+        if not environ.get(ENV_PREFIX + "DEFAULT_TOP_K", "").strip():
             # Lowering the maximum alone lowers the default with it.
             values["default_top_k"] = min(values["default_top_k"], values["max_top_k"])
         return cls(**values)
@@ -86,8 +104,8 @@ class Settings:
     bundle: str = "runs/default/bundle"  # relative to the working directory; where `intentvcs demo` exports
     provider: str = "auto"  # one of PROVIDERS
     threads: int | None = None  # onnxruntime intra-op threads; None: the engine decides
-    # The defaults below are chosen from benchmarks/service_defaults.py (README
-    # "Service defaults, measured"). Workers: one per core with one ONNX
+    # The defaults below are chosen from benchmarks/service_defaults.py
+    # (docs/RESULTS.md, "Service defaults, measured"). Workers: one per core with one ONNX
     # Runtime thread each on CPU (the most throughput, idle latency within
     # 1 ms of one worker), one on a GPU (one CUDA context). Batch sizes
     # 16, 32 and 64 measured within the noise (about 10 %) of one another; 32
@@ -113,32 +131,40 @@ class Settings:
     # Require the token on /metrics too (INTENTVCS_METRICS_TOKEN_REQUIRED=1);
     # off by default because Prometheus scrapes usually come from inside.
     metrics_token_required: bool = False
+    # AuditConfig overrides for /audit (INTENTVCS_AUDIT_CONFIG, a JSON object of
+    # thresholds and caps, as `intentvcs audit --config` takes them).
+    audit_config: Mapping[str, Any] = field(default_factory=dict)
+    # GPUs each worker asks the platform for (BentoML's resources); the GPU
+    # bento sets 1. Zero: no request, whatever the provider.
+    gpus: int = 0
 
     def __post_init__(self) -> None:
         if self.metrics_token_required and not self.api_token:
             raise ValueError(f"{ENV_PREFIX}METRICS_TOKEN_REQUIRED is set but {ENV_PREFIX}API_TOKEN is not")
 
     @classmethod
-    def from_env(cls) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
         from intentvcs.service.onnx_session import default_workers
 
-        provider = os.environ.get(ENV_PREFIX + "PROVIDER", cls.provider)
-        workers = _env_int("WORKERS", default_workers(provider))
-        threads = os.environ.get(ENV_PREFIX + "THREADS", "").strip()
+        provider = environ.get(ENV_PREFIX + "PROVIDER", cls.provider)
+        workers = _env_int("WORKERS", default_workers(provider), environ=environ)
+        threads = environ.get(ENV_PREFIX + "THREADS", "").strip()
         return cls(
-            bundle=os.environ.get(ENV_PREFIX + "BUNDLE", cls.bundle),
+            bundle=environ.get(ENV_PREFIX + "BUNDLE", cls.bundle),
             provider=provider,
             # The cores shared out among the workers: no oversubscription.
-            threads=_env_int("THREADS", 0) if threads else max(1, (os.cpu_count() or 1) // workers),
+            threads=_env_int("THREADS", 0, environ=environ) if threads else max(1, (os.cpu_count() or 1) // workers),
             workers=workers,
-            max_batch_size=_env_int("MAX_BATCH_SIZE", cls.max_batch_size, minimum=2),
-            max_latency_ms=_env_int("MAX_LATENCY_MS", cls.max_latency_ms),
-            access_log=_env_bool("ACCESS_LOG", cls.access_log),
-            trace_requests=_env_bool("TRACE_REQUESTS", cls.trace_requests),
-            ort_spin=_env_bool("ORT_SPIN", cls.ort_spin),
-            spelling=_env_bool("SPELLING", cls.spelling),
-            api_token=os.environ.get(ENV_PREFIX + "API_TOKEN", "").strip() or None,
-            metrics_token_required=_env_bool("METRICS_TOKEN_REQUIRED", cls.metrics_token_required),
+            max_batch_size=_env_int("MAX_BATCH_SIZE", cls.max_batch_size, minimum=2, environ=environ),
+            max_latency_ms=_env_int("MAX_LATENCY_MS", cls.max_latency_ms, environ=environ),
+            access_log=_env_bool("ACCESS_LOG", cls.access_log, environ),
+            trace_requests=_env_bool("TRACE_REQUESTS", cls.trace_requests, environ),
+            ort_spin=_env_bool("ORT_SPIN", cls.ort_spin, environ),
+            spelling=_env_bool("SPELLING", cls.spelling, environ),
+            api_token=environ.get(ENV_PREFIX + "API_TOKEN", "").strip() or None,
+            metrics_token_required=_env_bool("METRICS_TOKEN_REQUIRED", cls.metrics_token_required, environ),
+            audit_config=_env_json_object("AUDIT_CONFIG", environ),
+            gpus=_env_int("GPUS", cls.gpus, minimum=0, environ=environ),
         )
 
     def service_config(self, api_routes: list[str], timeout_s: int = 60) -> dict:
@@ -154,4 +180,6 @@ class Settings:
         }
         if not self.trace_requests:
             config["tracing"] = {"excluded_urls": api_routes}
+        if self.gpus:
+            config["resources"] = {"gpu": self.gpus}
         return config

@@ -1,10 +1,21 @@
-"""The Grafana dashboard imports as is, and every panel's PromQL returns data from a real Prometheus.
+"""The Grafana dashboard loads by import and by file provisioning, and every panel query and alert rule works
+against a real Prometheus.
 
-The end-to-end test starts the service (``bentoml serve``) and a real
-Prometheus (Debian package ``prometheus``) scraping it every second, sends
-traffic (good, refused and audit requests), then evaluates each panel's
-``targets[].expr`` through Prometheus' HTTP API. A query that returns nothing
-means a wrong metric name or label in the dashboard.
+The end-to-end tests start the service (``bentoml serve``) and a real
+Prometheus (Debian package ``prometheus``) scraping it every second with the
+alerting rules of ``deploy/prometheus/alerts.yml`` loaded, send traffic (good,
+refused and audit requests), then, through Prometheus' HTTP API:
+
+- evaluate each panel's ``targets[].expr``: a query that returns nothing means
+  a wrong metric name or label in the dashboard;
+- evaluate each alert rule's ``expr`` (it must parse and evaluate; most return
+  nothing, as no alert should fire), check that every series selector in it
+  matches a series the service exports (a misspelt metric or label would leave
+  an alert that can never fire), and that ``/api/v1/rules`` lists every rule,
+  evaluated and healthy.
+
+Whether each alert fires on the anomaly it is for is ``promtool test rules``'
+job (tests/test_deploy.py), on synthetic series with a day of history.
 """
 
 from __future__ import annotations
@@ -18,17 +29,22 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 import httpx
 import pytest
+import yaml
 
 from intentvcs.cli.commands.serve import free_port, running
 from tests.helpers.bundle import make_tiny_bundle
 
-DASHBOARD = Path(__file__).resolve().parents[1] / "monitoring" / "grafana" / "intentvcs-dashboard.json"
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARD = ROOT / "monitoring" / "grafana" / "intentvcs-dashboard.json"
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 GRAFANA_VARIABLES = {"$__rate_interval": "15s", "$__interval": "15s", "$__range": "15s"}
 
 
@@ -44,22 +60,53 @@ def panel_queries(dashboard: dict) -> list[tuple[str, str]]:
     return queries
 
 
-def test_dashboard_is_importable_as_is():
-    dashboard = json.loads(DASHBOARD.read_text())
-    assert [i["name"] for i in dashboard["__inputs"]] == ["DS_PROMETHEUS"]
-    assert dashboard["__inputs"][0]["pluginId"] == "prometheus"
+def test_dashboard_loads_by_import_and_by_provisioning():
+    """No ``__inputs`` (file provisioning does not resolve them, grafana/grafana#10786): a datasource variable."""
+    text = DASHBOARD.read_text()
+    dashboard = json.loads(text)
+    assert "__inputs" not in dashboard and "DS_PROMETHEUS" not in text
+    variables = dashboard["templating"]["list"]
+    assert [v for v in variables if v["type"] == "datasource"] == [variables[0]]
+    assert (variables[0]["name"], variables[0]["query"]) == ("datasource", "prometheus")
+    # The only dashboard variable anything refers to is that one (plus Grafana's own $__ ones).
+    assert set(re.findall(r"\$\{?(\w+)", text)) - {"__rate_interval", "__interval", "__range"} == {"datasource"}
     assert isinstance(dashboard["schemaVersion"], int) and dashboard["id"] is None and dashboard["uid"]
     ids = [panel["id"] for panel in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     for panel in dashboard["panels"]:
-        assert panel["datasource"]["uid"] == "${DS_PROMETHEUS}"
+        assert panel["datasource"] == DATASOURCE, panel["title"]
         assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"] == DATASOURCE, f"{panel['title']} [{target['refId']}]"
     queries = [expr for _, expr in panel_queries(dashboard)]
     assert not [q for q in queries if "$" in q], "unsubstituted Grafana variable"
     for needed in ("bentoml_service_request_duration_seconds_bucket", "intentvcs_predictions_total",
                    "intentvcs_out_of_scope_total", "intentvcs_confidence_bucket", "intentvcs_batch_size",
                    "intentvcs_request_errors_total", "intentvcs_model_info", "intentvcs_spelling_corrected_total"):
         assert any(needed in q for q in queries), needed
+
+
+def alert_rules() -> list[dict]:
+    """Every rule of deploy/prometheus/alerts.yml (each a dict with ``alert``, ``expr``, ...)."""
+    return [rule for group in yaml.safe_load(ALERTS.read_text())["groups"] for rule in group["rules"]]
+
+
+# The series selectors of an expression: our metrics, BentoML's, and `up`.
+SELECTOR = re.compile(r"\b((?:intentvcs|bentoml)_\w+|up)\b(\{[^}]*\})?")
+
+
+def selectors(expr: str) -> set[str]:
+    return {name + (matchers or "") for name, matchers in SELECTOR.findall(expr)}
+
+
+def test_selectors_are_found_in_alert_expressions():
+    """The extraction the end-to-end test relies on sees every metric of every rule."""
+    found = {s for rule in alert_rules() for s in selectors(rule["expr"])}
+    assert 'up{job="intentvcs"}' in found
+    assert 'intentvcs_confidence_bucket{le="0.5"}' in found
+    assert {"intentvcs_out_of_scope_total", "intentvcs_predictions_total", "intentvcs_confidence_sum"} <= found
+    for rule in alert_rules():
+        assert selectors(rule["expr"]), rule["alert"]
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -86,14 +133,16 @@ def prometheus_binary() -> str:
 
 
 @contextlib.contextmanager
-def prometheus(target: str, workdir: Path):
-    """A Prometheus on loopback scraping ``target`` (host:port) every second; yields its URL."""
+def prometheus(target: str, workdir: Path, rule_files: tuple[Path, ...] = ()):
+    """A Prometheus on loopback scraping ``target`` (host:port) every second as job ``intentvcs`` (the job the
+    alert rules select), evaluating ``rule_files`` every second; yields its URL."""
     port = free_port()
     config = workdir / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        f"scrape_configs:\n  - job_name: intentvcs\n    static_configs: [{{targets: ['{target}']}}]\n"
-    )
+    config.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(path) for path in rule_files],
+        "scrape_configs": [{"job_name": "intentvcs", "static_configs": [{"targets": [target]}]}],
+    }))
     command = [prometheus_binary(), f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
                f"--web.listen-address=127.0.0.1:{port}"]
     with open(workdir / "prometheus.log", "w") as log:
@@ -139,20 +188,73 @@ def send_traffic(url: str, seconds: float) -> None:
         list(pool.map(client, range(4)))
 
 
-@pytest.mark.slow
-def test_every_panel_query_returns_data(tmp_path):
-    dashboard = json.loads(DASHBOARD.read_text())
-    bundle = make_tiny_bundle(tmp_path / "tiny", spelling_texts=["play some music", "book a table for two"])
-    with running(bundle) as service, prometheus(re.sub(r"^http://", "", service), tmp_path) as prom:
+class Scraped(NamedTuple):
+    prometheus: str  # its URL
+    started_at: float  # when the service was ready
+    evaluated_at: float  # the end of the traffic: the time every query is evaluated at
+
+
+@pytest.fixture(scope="module")
+def scraped(tmp_path_factory) -> Iterator[Scraped]:
+    """One service and one Prometheus (with the alert rules) for the end-to-end tests, after 8 s of traffic."""
+    tmp = tmp_path_factory.mktemp("scraped")
+    bundle = make_tiny_bundle(tmp / "tiny", spelling_texts=["play some music", "book a table for two"])
+    with running(bundle) as service, prometheus(re.sub(r"^http://", "", service), tmp, (ALERTS,)) as prom:
+        started_at = time.time()
         send_traffic(service, seconds=8)
         evaluated_at = time.time()
         time.sleep(2.5)  # the last scrapes after the traffic
-        empty = []
-        for title, expr in panel_queries(dashboard):
-            response = httpx.get(f"{prom}/api/v1/query", params={"query": expr, "time": evaluated_at}, timeout=10)
-            assert response.status_code == 200, f"{title}: {response.text}"
-            result = response.json()["data"]["result"]
-            values = [float(sample["value"][1]) for sample in result]
-            if not any(math.isfinite(value) for value in values):
-                empty.append(f"{title}: {expr} -> {result}")
-        assert not empty, "panel queries without data:\n" + "\n".join(empty)
+        yield Scraped(prom, started_at, evaluated_at)
+
+
+def query(scraped: Scraped, expr: str) -> httpx.Response:
+    return httpx.get(f"{scraped.prometheus}/api/v1/query", params={"query": expr, "time": scraped.evaluated_at},
+                     timeout=10)
+
+
+@pytest.mark.slow
+def test_every_panel_query_returns_data(scraped):
+    dashboard = json.loads(DASHBOARD.read_text())
+    empty = []
+    for title, expr in panel_queries(dashboard):
+        response = query(scraped, expr)
+        assert response.status_code == 200, f"{title}: {response.text}"
+        result = response.json()["data"]["result"]
+        values = [float(sample["value"][1]) for sample in result]
+        if not any(math.isfinite(value) for value in values):
+            empty.append(f"{title}: {expr} -> {result}")
+    assert not empty, "panel queries without data:\n" + "\n".join(empty)
+
+
+@pytest.mark.slow
+def test_every_alert_rule_evaluates_on_live_series(scraped):
+    rules = alert_rules()
+    dead = []
+    for rule in rules:
+        response = query(scraped, rule["expr"])
+        assert response.status_code == 200 and response.json()["status"] == "success", \
+            f"{rule['alert']}: {response.text}"
+        assert response.json()["data"]["resultType"] == "vector", rule["alert"]
+        for selector in sorted(selectors(rule["expr"])):
+            series = httpx.get(f"{scraped.prometheus}/api/v1/series", timeout=10, params={
+                "match[]": selector, "start": scraped.started_at - 5, "end": scraped.evaluated_at + 5})
+            assert series.status_code == 200, f"{rule['alert']}: {selector}: {series.text}"
+            if not series.json()["data"]:
+                dead.append(f"{rule['alert']}: {selector}")
+    assert not dead, "alert selectors that match no series of the service:\n" + "\n".join(dead)
+
+    # Prometheus loaded every rule and evaluates it without error.
+    deadline = time.monotonic() + 30
+    while True:
+        listed = httpx.get(f"{scraped.prometheus}/api/v1/rules", params={"type": "alert"}, timeout=10).json()
+        loaded = {rule["name"]: rule for group in listed["data"]["groups"] for rule in group["rules"]}
+        assert set(loaded) == {rule["alert"] for rule in rules}
+        unhealthy = {name: (rule["health"], rule.get("lastError")) for name, rule in loaded.items()
+                     if rule["health"] != "ok"}
+        if not unhealthy:
+            break
+        assert time.monotonic() < deadline, f"rules not healthy: {unhealthy}"
+        time.sleep(0.5)
+    # Nothing is wrong with this service: no alert fires (a rule that fires here is miswritten).
+    firing = {name: rule["alerts"] for name, rule in loaded.items() if rule["state"] == "firing"}
+    assert not firing, firing

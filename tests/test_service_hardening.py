@@ -11,6 +11,7 @@ rows carry entity spans) has new intents to audit.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -43,6 +44,8 @@ ENV = {
     "INTENTVCS_MAX_AUDITS_IN_FLIGHT": "1",
     "INTENTVCS_MAX_AUDIT_NEW_INTENTS": str(MAX_NEW_INTENTS),
     "INTENTVCS_MAX_SPANS_PER_ROW": str(MAX_SPANS),
+    # Every pair of new intents tested (the default caps them at 200): the slow audit of the deadline tests.
+    "INTENTVCS_AUDIT_CONFIG": json.dumps({"max_new_pairs": 10_000}),
 }
 # Loaded by every Python process of the server: delays the engine's warm-up
 # call and marks its start and end in a file, for test_readyz_waits_for_warm_up.
@@ -133,8 +136,8 @@ def new_intent_batch(intents: int, rows_each: int = 3) -> list[dict]:
 
     The module's random model accepts one existing intent on all these rows
     alike, so every new intent gets the same verdict (subset of it) and the
-    duplicate search tests every pair: at the default cap of 100, 4,950
-    pairs, about 20 s on 2 cores.
+    duplicate search, uncapped in this module's server, tests every pair: at
+    the default limit of 100 new intents, 4,950 pairs, about 20 s on 2 cores.
     """
     return [{"text": f"turn on the lights in room {i} now", "labels": [f"new_intent_{i}"]}
             for i in range(intents) for _ in range(rows_each)]

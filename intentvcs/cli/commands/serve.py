@@ -103,7 +103,22 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
     if threads is not None:
         env[f"{ENV_PREFIX}THREADS"] = str(threads)
     env.update(extra or {})
+    _check_settings(env)
     return env
+
+
+def _check_settings(env: Mapping[str, str]) -> None:
+    """Read the service's settings from ``env`` as each worker will, so that a bad
+    ``INTENTVCS_*`` value is one error here, not a worker BentoML restarts forever."""
+    from intentvcs.service.audit import AuditConfig
+    from intentvcs.service.settings import Limits
+
+    settings = Settings.from_env(env)
+    Limits.from_env(env)
+    try:
+        AuditConfig.from_dict(settings.audit_config)
+    except ValueError as exc:
+        raise ValueError(f"{ENV_PREFIX}AUDIT_CONFIG: {exc}") from None
 
 
 def server_command(port: int, host: str = "127.0.0.1") -> list[str]:

@@ -1,0 +1,40 @@
+"""The service's settings (``INTENTVCS_*``): read from any environment, checked by ``intentvcs serve`` first."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from intentvcs.service.settings import Limits, Settings
+from tests.helpers.bundle import make_tiny_bundle
+
+
+def test_gpus_ask_the_platform_for_resources():
+    assert "resources" not in Settings.from_env({}).service_config(["/predict"])
+    config = Settings.from_env({"INTENTVCS_GPUS": "1", "INTENTVCS_PROVIDER": "cpu"}).service_config(["/predict"])
+    assert config["resources"] == {"gpu": 1}
+
+
+def test_audit_overrides_and_limits_come_from_the_given_environment():
+    settings = Settings.from_env({"INTENTVCS_AUDIT_CONFIG": '{"max_new_pairs": 5}', "INTENTVCS_PROVIDER": "cpu"})
+    assert settings.audit_config == {"max_new_pairs": 5}
+    assert Limits.from_env({"INTENTVCS_MAX_TEXTS": "7"}).max_texts == 7
+    with pytest.raises(ValueError, match="INTENTVCS_AUDIT_CONFIG must be a JSON object"):
+        Settings.from_env({"INTENTVCS_AUDIT_CONFIG": "[1]"})
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("INTENTVCS_AUDIT_CONFIG", '{"nope": 1}', "INTENTVCS_AUDIT_CONFIG: unknown audit config key(s) ['nope']"),
+    ("INTENTVCS_AUDIT_CONFIG", "{oops", "INTENTVCS_AUDIT_CONFIG is not JSON"),
+    ("INTENTVCS_MAX_TEXTS", "zero", "INTENTVCS_MAX_TEXTS='zero' is not an integer"),
+    ("INTENTVCS_METRICS_TOKEN_REQUIRED", "1", "INTENTVCS_API_TOKEN is not"),
+])
+def test_serve_refuses_a_bad_setting_before_starting(tmp_path, variable, value, message):
+    """A bad value would otherwise crash every worker at import, and BentoML restart them forever."""
+    bundle = make_tiny_bundle(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "intentvcs.cli.main", "serve", "--bundle", str(bundle),
+                             "--port", "1"], capture_output=True, text=True, timeout=60,
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), variable: value})
+    assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
