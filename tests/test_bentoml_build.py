@@ -106,7 +106,7 @@ def test_the_gpu_bento_runs_on_cuda_or_not_at_all(bento):
     envs = {e["name"]: e["value"] for e in meta.get("envs", [])}
     dockerfile = (bento / "env" / "docker" / "Dockerfile").read_text()
     if bentofile == "bentofile.gpu.yaml":
-        assert envs["INTENTVCS_PROVIDER"] == "cuda" and "nvidia/cuda" in dockerfile
+        assert envs["INTENTVCS_PROVIDER"] == "cuda" and envs["INTENTVCS_GPUS"] == "1" and "nvidia/cuda" in dockerfile
     else:
         assert "INTENTVCS_PROVIDER" not in envs and "nvidia/cuda" not in dockerfile
 
@@ -125,5 +125,6 @@ def test_the_two_bentofiles_differ_only_where_the_gpu_needs_it():
     assert (gpu["name"], gpu["docker"].pop("cuda_version")) == ("intentvcs-gpu", "12.6.3")
     gpu["name"] = cpu["name"]
     gpu["python"]["packages"] = [p.replace("onnxruntime-gpu", "onnxruntime") for p in gpu["python"]["packages"]]
-    gpu["envs"] = [e for e in gpu["envs"] if e != {"name": "INTENTVCS_PROVIDER", "value": "cuda"}]
+    gpu["envs"] = [e for e in gpu["envs"] if e not in ({"name": "INTENTVCS_PROVIDER", "value": "cuda"},
+                                                        {"name": "INTENTVCS_GPUS", "value": "1"})]
     assert gpu == cpu
