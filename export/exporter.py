@@ -47,11 +47,12 @@ SMOKE_TEXTS = 8
 
 def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, quantize: bool = False,
                   parity_data: str | os.PathLike | None = None, opset: int | None = None,
-                  force: bool = False) -> dict[str, Any]:
+                  force: bool = False, name: str | None = None) -> dict[str, Any]:
     """Export ``checkpoint_dir`` to the bundle ``out_dir``; return the result summary.
 
     ``parity_data`` is a canonical JSONL file of held-out utterances (default:
-    the built-in sample); ``opset`` overrides Optimum's default. An existing
+    the built-in sample); ``opset`` overrides Optimum's default; ``name`` is the
+    model's name in the manifest (default ``default_name(checkpoint_dir)``). An existing
     ``out_dir`` is replaced when it is an earlier bundle or empty, any other
     folder only with ``force`` (``FileExistsError``, raised before the export
     starts). Raises
@@ -76,7 +77,8 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         if spelling is not None:
             spelling.save(tmp / SPELLING_FILE)
         parity, quantization = _check_graphs(tmp, model, tokenizer, max_length, decision, (texts, source), quantize)
-        written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, parity, quantization, spelling)
+        written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, parity, quantization, spelling,
+                                  name or default_name(checkpoint_dir))
         for quantized in (False, True) if quantize else (False,):
             Engine(tmp, provider="cpu", quantized=quantized).predict(texts[:SMOKE_TEXTS])
 
@@ -94,12 +96,21 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     }
 
 
+def default_name(checkpoint_dir: str | os.PathLike) -> str:
+    """A model's name when the export names none: the folder that holds its checkpoint
+    (``runs/default/checkpoint`` -> ``default``), else the checkpoint folder's own."""
+    path = Path(checkpoint_dir).resolve()
+    return path.parent.name if path.name == "checkpoint" and path.parent.name else path.name
+
+
 def _write_manifest(directory: Path, checkpoint_dir: Path, meta: dict[str, Any], decision: Decision,
-                    model_info: dict, parity: dict, quantization: dict | None, spelling) -> dict[str, Any]:
+                    model_info: dict, parity: dict, quantization: dict | None, spelling,
+                    name: str) -> dict[str, Any]:
     """Write (and return) the sealed manifest of the bundle files in ``directory``."""
     files = {name: manifest.file_entry(directory / name)
              for name in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE) if (directory / name).exists()}
     body = manifest.create(
+        name=name,
         labels=list(decision.labels),
         backbone=meta["backbone"],
         max_length=meta["max_length"],

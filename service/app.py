@@ -1,10 +1,13 @@
 """The HTTP service: ``bentoml serve intentvcs.service.app:IntentService``.
 
-Endpoints: ``POST /predict``, ``POST /audit`` (``intentvcs.service.audit``), and
-BentoML's own ``/healthz`` (live), ``/readyz`` (ready once the bundle is loaded
+Endpoints: ``POST /predict``, ``POST /audit`` (``intentvcs.service.audit``),
+``GET /status`` (which model answers: ``identity``, also the
+``X-Intentvcs-Model`` header of every API answer), and BentoML's own
+``/healthz`` (live), ``/readyz`` (ready once the bundle is loaded
 and a warm-up prediction has run), ``/metrics`` (BentoML's and
 ``intentvcs.service.prometheus_metrics``) and ``/docs.json`` (OpenAPI). Settings come from
-``INTENTVCS_*`` variables (``intentvcs.service.settings``).
+``INTENTVCS_*`` variables (``intentvcs.service.settings``). A replaced bundle
+folder is swapped in without a restart or a dropped request (``reload``).
 
 In front of the API, ASGI middleware, each in its module with its reasons:
 an optional bearer token (``auth``), JSON bodies only (``media_type``), a
@@ -43,7 +46,9 @@ from intentvcs.service.audit_control import AuditGate, AuditRunner, AuditTimeout
 from intentvcs.service.auth import BearerAuth
 from intentvcs.service.body_limit import BodyLimit
 from intentvcs.service.engine import Engine
+from intentvcs.service.identity import ModelHeader, header_value, status_app
 from intentvcs.service.media_type import JsonOnly
+from intentvcs.service.reload import BundleWatcher
 from intentvcs.service.schemas import LIMITS, AuditRequest, AuditRow, PredictRequest, PredictResponse
 from intentvcs.service.settings import ENV_PREFIX, Settings
 
@@ -99,11 +104,8 @@ class IntentService:
     """Intent classification (multi-label, calibrated, with out-of-scope) for one bundle."""
 
     def __init__(self) -> None:
-        self.engine = Engine(SETTINGS.bundle, provider=SETTINGS.provider, threads=SETTINGS.threads,
-                             spin=SETTINGS.ort_spin, spelling=SETTINGS.spelling)
+        self.engine = self._load()
         prometheus_metrics.get().bind_model(self.engine.labels, self.engine.info, schemas.REJECTION_REASONS)
-        # The first run pays ONNX Runtime's lazy allocations; do it before /readyz says yes.
-        self.engine.predict(["warm-up"])
         # One job per utterance: max_batch_size bounds the utterances of an engine
         # call, and the dispatcher's latency model (time = a * jobs + b) holds
         # whatever the mix of request sizes.
@@ -111,11 +113,36 @@ class IntentService:
                                     fallback=_overloaded, get_batch_size=lambda job: 1)
         self._batched_predict = dispatcher(lambda jobs: predict_jobs(self.engine, jobs))
         self.auditor = AuditRunner(LIMITS.audit_timeout_s)
+        if SETTINGS.reload_interval_s:
+            BundleWatcher(SETTINGS.bundle, self._load, self._swap, self._reload_failed,
+                          SETTINGS.reload_interval_s).start()
         self.ready = True  # what /readyz reports: bundle loaded and warm-up done
         log.info("serving %s", self.engine.info)
 
     def __is_ready__(self) -> bool:
         return self.ready
+
+    @staticmethod
+    def _load() -> Engine:
+        engine = Engine(SETTINGS.bundle, provider=SETTINGS.provider, threads=SETTINGS.threads,
+                        spin=SETTINGS.ort_spin, spelling=SETTINGS.spelling)
+        # The first run pays ONNX Runtime's lazy allocations; do it before serving (/readyz, or a swap).
+        engine.predict(["warm-up"])
+        return engine
+
+    def _swap(self, engine: Engine) -> None:
+        # One reference assignment: requests in flight keep the engine they read.
+        self.engine = engine
+        prometheus_metrics.get().bind_model(engine.labels, engine.info, schemas.REJECTION_REASONS)
+        prometheus_metrics.get().reloads.labels(result="ok").inc()
+        log.info("swapped in %s", header_value(engine.info))
+
+    def _reload_failed(self, exc: Exception) -> None:
+        prometheus_metrics.get().reloads.labels(result="failed").inc()
+
+    def status(self) -> dict[str, Any]:
+        """``GET /status``: what this worker serves (``intentvcs.service.identity``)."""
+        return {**self.engine.info, "labels": list(self.engine.labels), "model": header_value(self.engine.info)}
 
     @bentoml.api(route="/predict", input_spec=PredictRequest)
     async def predict(self, texts: list[str], text: str | None, top_k: int) -> PredictResponse:
@@ -166,4 +193,6 @@ IntentService.add_asgi_middleware(JsonOnly, routes=API_ROUTES, on_reject=rejecti
 IntentService.add_asgi_middleware(AuditGate, route="/audit", max_in_flight=LIMITS.max_audits_in_flight,
                                   retry_after_s=min(5, LIMITS.audit_timeout_s), on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.max_body_bytes, on_reject=rejections.refused_scope)
+IntentService.add_asgi_middleware(ModelHeader, routes=API_ROUTES)
+IntentService.mount_asgi_app(status_app(), path="/")  # GET /status, beside BentoML's own routes
 rejections.quiet_bentoml({cls.__name__ for cls in (PredictRequest, AuditRequest)})

@@ -73,7 +73,9 @@ class Engine:
         """What is being served, for health endpoints and logs."""
         manifest = self.bundle.manifest
         return {
-            # The content hash names the bundle: a server's folder layout is nobody's business.
+            # The name people use, and the content hash that tells two bundles apart (never the
+            # server's folder, which is nobody's business).
+            "name": manifest["name"],
             "bundle_digest": manifest["digest"],
             "bundle_version": manifest["format_version"],
             "created_at": manifest["created_at"],

@@ -66,10 +66,16 @@ class ServiceMetrics:
         # Info metrics are not supported in multiprocess mode; the usual
         # workaround is a gauge fixed at 1 whose labels carry the information.
         self.model_info = prom.Gauge(
-            "intentvcs_model_info", "The served bundle (value is always 1).",
-            ["bundle_version", "created_at", "backbone", "provider"], multiprocess_mode="max",
+            "intentvcs_model_info", "The served bundle: 1, and 0 for one swapped out (intentvcs.service.reload).",
+            ["name", "bundle_digest", "bundle_version", "created_at", "backbone", "provider", "quantized",
+             "cuda_fallback"], multiprocess_mode="max",
+        )
+        self.reloads = prom.Counter(
+            "intentvcs_model_reloads_total", "Replaced bundles this worker swapped in (ok) or could not load.",
+            ["result"],
         )
         self._intents: frozenset[str] = frozenset()
+        self._model: dict[str, str] | None = None
 
     def bind_model(self, labels: Iterable[str], info: Mapping[str, Any], error_reasons: Iterable[str]) -> None:
         """Fix the allowed intent labels and publish the model's identity.
@@ -82,12 +88,22 @@ class ServiceMetrics:
             self.predictions.labels(intent=intent)
         for reason in (*error_reasons, *SERVER_ERROR_REASONS):
             self.errors.labels(reason=reason)
-        self.model_info.labels(
-            bundle_version=str(info.get("bundle_version", "unknown")),
-            created_at=str(info.get("created_at", "unknown")),  # tells two exports of one format apart
-            backbone=str(info.get("backbone", "unknown")),
-            provider=str(info.get("provider", "unknown")),
-        ).set(1)
+        for result in ("ok", "failed"):
+            self.reloads.labels(result=result)
+        if self._model is not None:  # a swap: the previous bundle is no longer served
+            self.model_info.labels(**self._model).set(0)
+        self._model = {
+            "name": str(info["name"]),
+            "bundle_digest": str(info["bundle_digest"]),  # the content hash: what tells two bundles apart
+            "bundle_version": str(info["bundle_version"]),
+            "created_at": str(info["created_at"]),
+            "backbone": str(info["backbone"]),
+            "provider": str(info["provider"]),
+            "quantized": str(bool(info["quantized"])).lower(),
+            # Empty when CUDA runs or was never asked for; else why a CUDA build serves on the CPU.
+            "cuda_fallback": info.get("cuda_fallback") or "",
+        }
+        self.model_info.labels(**self._model).set(1)
 
     def record_predictions(self, texts: Sequence[str], predictions: Sequence[Mapping[str, Any]]) -> None:
         """Count one engine answer per utterance (the engine's prediction dicts)."""

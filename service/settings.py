@@ -137,6 +137,9 @@ class Settings:
     # GPUs each worker asks the platform for (BentoML's resources); the GPU
     # bento sets 1. Zero: no request, whatever the provider.
     gpus: int = 0
+    # Seconds between checks for a replaced bundle folder, which is then served
+    # without a restart (intentvcs.service.reload); 0 turns the watch off.
+    reload_interval_s: int = 5
 
     def __post_init__(self) -> None:
         if self.metrics_token_required and not self.api_token:
@@ -165,6 +168,7 @@ class Settings:
             metrics_token_required=_env_bool("METRICS_TOKEN_REQUIRED", cls.metrics_token_required, environ),
             audit_config=_env_json_object("AUDIT_CONFIG", environ),
             gpus=_env_int("GPUS", cls.gpus, minimum=0, environ=environ),
+            reload_interval_s=_env_int("RELOAD_INTERVAL_S", cls.reload_interval_s, minimum=0, environ=environ),
         )
 
     def service_config(self, api_routes: list[str], timeout_s: int = 60) -> dict:

@@ -30,7 +30,8 @@ def _manifest_fields() -> dict[str, Any]:
     """The content fields of a small valid manifest (checking one needs no graph)."""
     entry = {"sha256": "sha256:" + "0" * 64, "bytes": 1}
     return {
-        "labels": list(LABELS), "backbone": "tiny", "max_length": 16, "decision": Decision(LABELS).to_dict(),
+        "name": "tiny", "labels": list(LABELS), "backbone": "tiny", "max_length": 16,
+        "decision": Decision(LABELS).to_dict(),
         "relations": None, "data_fingerprint": None, "source": {}, "evaluation": {},
         "model": {"inputs": ["input_ids"], "outputs": list(GRAPH_OUTPUTS), "opset": 17, "hidden_size": 4,
                   "mid_layer": 0},

@@ -7,6 +7,8 @@ bundle's single source of truth for everything that is not a tensor:
 
 ``format``, ``format_version``  ``"intentvcs-bundle"``, ``FORMAT_VERSION``, as declared by ``BUNDLE_FORMAT``
 ``created_at``, ``intentvcs_version``  provenance of the export run
+``name``              what people call the model (``intentvcs export --name``); the
+                      ``digest`` below is what tells two bundles apart
 ``labels``            output columns of the graph's ``logits``, in order
 ``backbone``          backbone the checkpoint was trained from (name or path)
 ``max_length``        token truncation length (also configured in tokenizer.json)
@@ -143,11 +145,12 @@ def _digest(value: Any) -> str | None:
 BUNDLE_FORMAT = FileFormat(
     # 2: the graph gained the ``pooled_mid`` output and ``model`` its ``mid_layer``.
     # 3: the spelling normaliser (``spelling`` and ``spelling.json``).
-    # 4: ``digest``, the manifest's own content hash, checked at load.
+    # 4: ``digest``, the manifest's own content hash, checked at load, and ``name``.
     "intentvcs-bundle", 4, "bundle manifest", "re-export the bundle from its checkpoint (intentvcs export)",
     fields={
         "created_at": non_empty_string,
         "intentvcs_version": non_empty_string,
+        "name": non_empty_string,
         "labels": _labels,
         "backbone": non_empty_string,
         "max_length": positive_int,

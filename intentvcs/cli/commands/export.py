@@ -27,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="bundle directory to write (atomically); an earlier bundle there is replaced, any other "
                         "non-empty folder only with --force")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier bundle")
+    p.add_argument("--name", help="the model's name in the manifest, /status and the metrics (default: the folder "
+                                  "holding the checkpoint, e.g. 'default' for runs/default/checkpoint)")
     p.add_argument("--quantize", action="store_true",
                    help="also write model.int8.onnx (dynamic int8) and record its agreement and speed-up")
     p.add_argument("--parity-data", metavar="FILE.jsonl",
@@ -42,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = export_bundle(args.checkpoint, args.out, quantize=args.quantize,
-                               parity_data=args.parity_data, opset=args.opset, force=args.force)
+                               parity_data=args.parity_data, opset=args.opset, force=args.force,
+                               name=args.name)
     except ParityError as exc:
         _emit({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
                "parity": exc.report}, args.result)

@@ -1,0 +1,56 @@
+"""Which model answers: ``GET /status`` and the ``X-Intentvcs-Model`` header of every API answer.
+
+A served model is named by people (``name``, set at export) and told apart by
+its content hash (``bundle_digest``, the manifest's digest, which covers every
+payload file). Operators read both on ``/status``; clients and logs get them
+on each answer, so that during a bundle swap (``intentvcs.service.reload``)
+every answer says which bundle gave it. Both read the worker's current
+service instance, so they follow a swap at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+import bentoml
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+HEADER = "x-intentvcs-model"
+Message = dict[str, Any]
+
+
+def header_value(info: dict[str, Any]) -> str:
+    """``<name>@sha256:<first 12 hex digits>``: short enough for a log line, enough to tell bundles apart."""
+    return f"{info['name']}@{info['bundle_digest'][:len('sha256:') + 12]}"
+
+
+def status_app() -> Starlette:
+    """A Starlette app with one route, ``GET /status``: the worker's ``status()`` as JSON."""
+    async def status(request: Request) -> JSONResponse:
+        return JSONResponse(bentoml.get_current_service().status())
+
+    return Starlette(routes=[Route("/status", status, methods=["GET"])])
+
+
+class ModelHeader:
+    """ASGI middleware: add ``X-Intentvcs-Model`` to the answers of ``routes``."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], routes: list[str]):
+        self.app = app
+        self.routes = frozenset(routes)
+
+    async def __call__(self, scope: dict[str, Any], receive, send) -> None:
+        if scope["type"] != "http" or scope.get("path") not in self.routes:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                value = header_value(bentoml.get_current_service().engine.info)
+                message = {**message, "headers": [*message.get("headers", []), (HEADER.encode(), value.encode())]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_header)
