@@ -80,11 +80,15 @@ class Workspace:
 
 @contextlib.contextmanager
 def workspace() -> Iterator[Workspace]:
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.training import DEFAULT_DATA
     from tests.helpers.bundle import make_tiny_bundle
 
+    # The embedded default data's intents, so that its upgrade batch has existing intents to audit against.
+    labels = sorted({label for ex in read_jsonl(DEFAULT_DATA / "train.jsonl") for label in ex.labels})
     with tempfile.TemporaryDirectory(prefix="intentvcs-faults-") as root:
         space = Workspace(Path(root))
-        make_tiny_bundle(space.root / "model", quantize=False, spelling_texts=["play some music"])
+        make_tiny_bundle(space.root / "model", quantize=False, spelling_texts=["play some music"], labels=labels)
         try:
             yield space
         finally:
@@ -288,6 +292,95 @@ def interrupted_export(space: Workspace) -> tuple[str, bool]:
     return observed, writing and unchanged and loads
 
 
+# ----------------------------------------------------------------------------- the HTTP service
+
+TOKEN = "fault-injection-token"
+SECRET = "PRIVATE-USER-TEXT-91c2"  # sent in bad requests: must never reach the server's log
+GUARDED_TIMEOUT_S = 3
+
+
+def http(space: Workspace, configuration: str, path: str, token: bool = False, **kwargs):
+    import httpx
+
+    headers = {**({"authorization": f"Bearer {TOKEN}"} if token else {}), **kwargs.pop("headers", {})}
+    return httpx.post(f"{space.server(configuration)}{path}", headers=headers, timeout=kwargs.pop("timeout", 60),
+                      **kwargs)
+
+
+def refused(expected_status: int, *needles: str, configuration: str = "default", path: str = "/predict",
+            token: bool = False, **request) -> Callable[[Workspace], tuple[str, bool]]:
+    """One request answered ``expected_status`` with every needle in its body (a reason, a limit, a setting)."""
+    def check(space: Workspace) -> tuple[str, bool]:
+        response = http(space, configuration, path, token=token, **request)
+        observed = f"{response.status_code}: {response.text[:200]}"
+        return observed, response.status_code == expected_status and all(n in response.text for n in needles)
+    return check
+
+
+def new_intent_rows(intents: int, rows_each: int = 3) -> list[dict]:
+    """``intents`` new names for one meaning: every pair of them is a duplicate candidate."""
+    return [{"text": f"turn on the lights in room {i} now", "labels": [f"new_intent_{i}"]}
+            for i in range(intents) for _ in range(rows_each)]
+
+
+def audit_flood(space: Workspace) -> tuple[str, bool]:
+    """A second audit while the worker's one audit slot is taken is 429; the slow one stops at its deadline."""
+    import threading
+
+    slow: dict = {}
+
+    def send() -> None:
+        slow["response"] = http(space, "guarded", "/audit", token=True, json={"rows": new_intent_rows(100)})
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    time.sleep(1.0)
+    busy = http(space, "guarded", "/audit", token=True, json={"rows": [{"text": "hi there", "labels": ["greet"]}]})
+    thread.join()
+    late = slow["response"]
+    started = time.monotonic()
+    after = http(space, "guarded", "/audit", token=True, json={"rows": [{"text": "hi there", "labels": ["greet"]}]})
+    quick = time.monotonic() - started
+    observed = (f"second audit {busy.status_code} (Retry-After {busy.headers.get('retry-after')}); slow audit "
+                f"{late.status_code}; next audit {after.status_code} in {quick:.2f} s")
+    return observed, (busy.status_code == 429 and "retry-after" in busy.headers and late.status_code == 504
+                      and after.status_code == 200 and quick < 2.0)
+
+
+def audit_reads_spans(space: Workspace) -> tuple[str, bool]:
+    """/audit with the default upgrade batch (rows with entity spans): the library's report, entity evidence included."""
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.service.audit import AuditConfig, audit_batch
+    from intentvcs.service.engine import Engine
+    from intentvcs.training import DEFAULT_DATA
+
+    rows = [ex.to_dict() for ex in read_jsonl(DEFAULT_DATA / "upgrade.jsonl")]
+    training = [ex.to_dict() for ex in read_jsonl(DEFAULT_DATA / "train.jsonl")]
+    response = http(space, "default", "/audit", json={"rows": rows, "training_rows": training})
+    if response.status_code != 200:
+        return f"{response.status_code}: {response.text[:200]}", False
+    local = audit_batch(Engine(space.bundle, provider="cpu"), rows, training, config=AuditConfig(progress=False))
+
+    def pivots(report: dict) -> list:
+        return [(f["intent"], c["existing"], c["entity_pivot"]) for f in report["findings"] for c in f["containment"]]
+
+    served = pivots(response.json())
+    found = sum(1 for *_, pivot in served if pivot)
+    return f"200; {found} entity pivots over HTTP, same as the library: {served == pivots(local.to_dict())}", \
+        served == pivots(local.to_dict()) and found > 0
+
+
+def refusals_logged_as_one_line(space: Workspace) -> tuple[str, bool]:
+    """Bad requests carrying a secret: one 'refused' line each in the server log, no traceback, no secret."""
+    bad = [{"text": SECRET * 100}, {"text": "hi", "top_k": SECRET}, {"text": SECRET, SECRET: 1}]
+    statuses = [http(space, "default", "/predict", json=body).status_code for body in bad]
+    time.sleep(0.5)
+    log = space.server_log("default")
+    refusals = log.count(" refused POST /predict")
+    observed = f"statuses {statuses}; {refusals} refusal lines; traceback: {'Traceback' in log}; secret: {SECRET in log}"
+    return observed, statuses == [400] * 3 and refusals >= 3 and "Traceback" not in log and SECRET not in log
+
+
 # ----------------------------------------------------------------------------- the catalogue
 
 @dataclass(frozen=True)
@@ -353,10 +446,41 @@ FAULTS: list[Fault] = [
           serve_a_corrupt_bundle),
     Fault("interrupted write: export killed", "SIGKILL during an export over an earlier bundle",
           "the earlier bundle unchanged and loading", interrupted_export),
+    Fault("http: text/plain body", "POST /predict, content-type text/plain", "415 naming application/json",
+          refused(415, "application/json", content='{"text": "play"}', headers={"content-type": "text/plain"})),
+    Fault("http: form body", "POST /predict as an HTML form", "415",
+          refused(415, "application/json", data={"text": "play"})),
+    Fault("http: multipart body", "POST /audit as multipart", "415",
+          refused(415, "application/json", path="/audit", files={"rows": ("r.json", b"[]")})),
+    Fault("http: no token", "POST /predict without Authorization, token set", "401 naming INTENTVCS_API_TOKEN",
+          refused(401, "INTENTVCS_API_TOKEN", configuration="guarded", json={"text": "play some music"})),
+    Fault("http: wrong token", "POST /predict with a wrong bearer token", "401",
+          refused(401, "", configuration="guarded", json={"text": "play some music"},
+                  headers={"authorization": "Bearer wrong"})),
+    Fault("http: text over the limit", "a 1,001-character text", "400 naming the field and the limit",
+          refused(400, "text", "1000 characters", json={"text": "a" * 1001})),
+    Fault("http: body over the byte limit", "a 300 kB body, limit 200 kB", "413 naming INTENTVCS_MAX_BODY_BYTES",
+          refused(413, "INTENTVCS_MAX_BODY_BYTES", configuration="guarded", token=True,
+                  json={"texts": ["x" * 900] * 300})),
+    Fault("http: audit with too many new intents", "101 new intents in one /audit", "413 naming the setting",
+          refused(413, "INTENTVCS_MAX_AUDIT_NEW_INTENTS", configuration="guarded", path="/audit", token=True,
+                  json={"rows": new_intent_rows(101, rows_each=1)})),
+    Fault("http: audit flood", "a second audit while a slow one runs", "429 with Retry-After; the slow one 504 "
+          f"at its {GUARDED_TIMEOUT_S} s deadline and stopped", audit_flood),
+    Fault("http: audit rows with spans", "the default upgrade batch over /audit", "the library's report, entity "
+          "pivots included", audit_reads_spans),
+    Fault("http: refusals in the log", "3 bad requests carrying a secret", "one log line each, no traceback, no "
+          "secret", refusals_logged_as_one_line),
 ]
 
 # Server configurations of the HTTP cases: the environment each server starts with.
-SERVERS: dict[str, dict[str, str]] = {"default": {}}
+SERVERS: dict[str, dict[str, str]] = {
+    "default": {"INTENTVCS_MAX_TEXT_CHARS": "1000"},
+    "guarded": {"INTENTVCS_API_TOKEN": TOKEN, "INTENTVCS_AUDIT_TIMEOUT_S": str(GUARDED_TIMEOUT_S),
+                "INTENTVCS_MAX_AUDITS_IN_FLIGHT": "1", "INTENTVCS_MAX_BODY_BYTES": "200000",
+                # every pair of new intents tested, so that the flood's slow audit is slow
+                "INTENTVCS_AUDIT_CONFIG": json.dumps({"max_new_pairs": 10_000})},
+}
 
 
 def run(faults: list[Fault], space: Workspace) -> list[dict]:
