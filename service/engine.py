@@ -19,7 +19,8 @@ from intentvcs.core.decision import Decision
 from intentvcs.core.manifest import BundleError
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.service.bundle import check_graph, open_bundle
-from intentvcs.service.onnx_session import DEFAULT_MAX_BATCH, EngineError, OnnxSession, default_threads
+from intentvcs.service.onnx_session import EngineError, OnnxSession, default_threads
+from intentvcs.service.settings import DEFAULT_MAX_BATCH
 
 __all__ = ["BundleError", "Engine", "EngineError", "default_threads"]
 

@@ -30,7 +30,7 @@ import onnxruntime as ort
 
 from intentvcs.core.manifest import BundleError
 from intentvcs.core.outputs import GRAPH_OUTPUTS, GraphOutputs
-from intentvcs.service.settings import PROVIDERS
+from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS
 from intentvcs.service.tokenization import SUPPORTED_INPUTS, BundleTokenizer, length_buckets, pad_chunk
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 WORKERS_ENV = "INTENTVCS_WORKERS"
-DEFAULT_MAX_BATCH = 32
 
 
 class EngineError(ValueError):

@@ -18,6 +18,10 @@ ENV_PREFIX = "INTENTVCS_"
 # Execution providers by the names users give them: "auto" takes CUDA when
 # onnxruntime offers it, else the CPU (intentvcs.service.onnx_session maps them).
 PROVIDERS = ("auto", "cpu", "cuda")
+# Texts per graph run of the engine: a call is cut into length-sorted chunks of
+# at most this many (intentvcs.service.onnx_session). Here, in a module that
+# loads no onnxruntime, so that the command line can show it as a default.
+DEFAULT_MAX_BATCH = 32
 
 
 # Each reader takes the environment to read (``os.environ`` by default), so that
@@ -112,7 +116,7 @@ class Settings:
     # is the engine's graph-run size on CPU, so one batch is one graph run. The
     # access log is a per-request cost (about 5 %) that /metrics makes redundant.
     workers: int = 1  # BentoML worker processes, each with its own engine; from_env: onnx_session.default_workers
-    max_batch_size: int = 32  # utterances per adaptive batch
+    max_batch_size: int = DEFAULT_MAX_BATCH  # utterances per adaptive batch: one batch, one graph run
     max_latency_ms: int = 10_000  # past this a queued request is refused with 503
     access_log: bool = False  # one log line per request; off by default (see above)
     # BentoML's OpenTelemetry middleware costs ~0.4 ms of CPU per request even

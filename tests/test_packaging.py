@@ -72,7 +72,7 @@ def imported_distributions(folders) -> set[str]:
 def test_declared_dependencies_are_what_the_code_imports():
     groups = extras()
     declared = {requirement_name(r) for r in PYPROJECT["dependencies"]}
-    declared |= set().union(*(groups[name] for name in ("cpu", "gpu", "train", "export", "serve", "perturb")))
+    declared |= set().union(*(groups[name] for name in ("cpu", "gpu", "train", "export", "serve", "perturb", "batch")))
     imported = imported_distributions(PRODUCT)
     assert imported - declared - set(PINNED_BY_A_DECLARED_PACKAGE) == set()
     assert declared - imported - set(NOT_IMPORTED) == set()
@@ -91,7 +91,7 @@ def test_one_onnx_runtime_per_installation():
         assert not any("[onnxruntime" in r for r in requirements), name  # no runtime through another's extra
         if name not in ("cpu", "gpu"):
             assert not groups[name] & runtimes, name
-    assert PYPROJECT["optional-dependencies"]["all"] == ["intentvcs[cpu,train,export,serve,perturb,bench,test]"]
+    assert PYPROJECT["optional-dependencies"]["all"] == ["intentvcs[cpu,train,export,serve,perturb,batch,bench,test]"]
 
 
 def test_license_and_build_requirement():

@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import IO, Any, Iterable, Iterator, Mapping
 
 
 def _umask() -> int:
@@ -65,6 +65,31 @@ def write_files(contents: Mapping[str | os.PathLike, str | bytes]) -> list[Path]
     for tmp, target in written:
         os.replace(tmp, target)
     return targets
+
+
+@contextlib.contextmanager
+def streamed(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """A binary handle whose content replaces ``path`` only if the block ends without an exception.
+
+    The streaming counterpart of ``write_files``, for outputs too large to
+    hold in memory: a uniquely named temporary sibling, flushed to disk and
+    renamed into place; on any failure it is removed and ``path`` is left as
+    it was.
+    """
+    target = check_targets([path])[0]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        os.chmod(tmp, _FILE_MODE)
+        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def check_targets(paths: Iterable[str | os.PathLike | None]) -> list[Path]:

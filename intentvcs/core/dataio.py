@@ -82,8 +82,12 @@ class Example:
         return row
 
 
-def parse_row(obj: Any) -> Example:
-    """Validate one decoded JSON value; raise ``ValueError`` with the reason."""
+def parse_row(obj: Any, require_labels: bool = True) -> Example:
+    """Validate one decoded JSON value; raise ``ValueError`` with the reason.
+
+    ``require_labels=False`` reads a row to predict, which may leave ``labels``
+    out (it is then ``[]``); every other rule holds.
+    """
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     unknown = sorted(set(obj) - ALLOWED_KEYS)
@@ -97,9 +101,9 @@ def parse_row(obj: Any) -> Example:
     if len(text) > MAX_TEXT_CHARS:
         raise ValueError(f"'text' has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
     _check_unicode("'text'", text)
-    if "labels" not in obj:
+    if "labels" not in obj and require_labels:
         raise ValueError("'labels' is missing (use [] for out-of-scope)")
-    labels = obj["labels"]
+    labels = obj.get("labels", [])
     if not isinstance(labels, list) or not all(isinstance(x, str) and x.strip() for x in labels):
         raise ValueError("'labels' must be a list of non-empty strings")
     if len(set(labels)) != len(labels):
@@ -181,22 +185,35 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[Example]:
 
 def _parse_line(path: Path, number: int, raw: bytes) -> Iterator[Example]:
     """The example on one line, as 0 (blank) or 1 item; ``DataError`` for anything else."""
+    obj = decode_line(path, number, raw)
+    if obj is None:
+        return
+    try:
+        yield parse_row(obj)
+    except ValueError as exc:
+        raise DataError(path, number, str(exc)) from None
+
+
+def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
+    """The JSON value on line ``number`` of ``path`` (``raw`` bytes), or None for a blank line.
+
+    ``DataError`` names the file and line for a line that is not UTF-8, nests
+    deeper than ``MAX_NESTING`` or is not JSON; ``parse_row`` checks the value.
+    """
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DataError(path, number, f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from None
     if not line.strip():
-        return
-    if _nesting(line) > MAX_NESTING:
+        return None
+    # Nesting deeper than MAX_NESTING needs more brackets than that: the exact
+    # (Python-speed) count runs only on the rare line that has so many.
+    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and _nesting(line) > MAX_NESTING:
         raise DataError(path, number, f"JSON nested deeper than {MAX_NESTING} levels")
     try:
-        obj = json.loads(line)
+        return json.loads(line)
     except json.JSONDecodeError as exc:
         raise DataError(path, number, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-    try:
-        yield parse_row(obj)
-    except ValueError as exc:
-        raise DataError(path, number, str(exc)) from None
 
 
 def read_jsonl(path: str | os.PathLike) -> list[Example]:

@@ -1,0 +1,598 @@
+"""Batch prediction: a data file of any size in, one JSONL answer per row out, through the serving engine.
+
+``predict_local`` (one process) and ``predict_ray`` (Ray Data) stream the rows
+of a JSONL, CSV or Parquet file in chunks of ``chunk_rows``, predict each chunk
+with ``intentvcs.service.engine.Engine`` and write the answers, in input order,
+to a temporary sibling of the output that is renamed into place at the end: a
+failed run leaves no output and no temporary file. Memory stays flat: a chunk
+of rows and its answers at a time, never the whole file.
+
+Rows (``Source``):
+  JSONL    one object per line, checked with the canonical format's rules
+           (``intentvcs.core.dataio``: UTF-8, JSON, known keys only, the text
+           limits, spans inside the text) except that ``labels`` may be left
+           out: ``{"text": ...}`` with an optional ``id`` is a row, and a
+           labelled data set predicts as it is. Blank lines are skipped.
+  CSV      UTF-8 (a byte-order mark is allowed) with a header that names the
+           text column and, optionally, the id column; a quoted field may span
+           lines. Blank lines are skipped; an empty id cell is no id.
+  Parquet  a string text column and, optionally, a string or integer id
+           column, read one record batch at a time.
+A text must be a non-empty string of at most ``MAX_TEXT_CHARS`` characters. A
+bad row raises ``DataError`` naming the file and the line where the row begins
+(JSONL, CSV: ``in.csv:7: ...``) or its row number (Parquet:
+``in.parquet: row 7: ...``), and the reason. A file without rows is an error too.
+
+Answers: one JSON object per input row, in input order: ``Engine.predict``'s
+answer, preceded by the row's ``"id"`` when it has one (``answer_lines``, the
+one place where a chunk of rows becomes answers, for both engines).
+
+Chunks hold rows ``k * chunk_rows`` to ``(k + 1) * chunk_rows - 1`` of the file
+under both engines, and a chunk is one ``Engine.predict`` call (the engine
+sorts it by length into graph runs of ``max_batch`` texts), so the two engines
+write the same answers, byte for byte.
+
+Ray (``predict_ray``): a quick scan in the driver cuts the file into spans of
+whole chunks (byte ranges of lines or records; row ranges of Parquet); one
+read task at a time, pinned to the driver's node (only that node needs the
+input file), streams a span's rows through the same reader; a fixed pool of
+actors, each holding one ``Engine`` (``map_batches`` with a callable class),
+predicts the chunks; the driver writes the answers in order. ``address=None``
+starts a local cluster of ``workers * cpus_per_worker`` CPUs that is shut down
+at the end; an address (``"auto"``, ``"HOST:PORT"``) joins a running cluster,
+whose every node needs intentvcs installed and the bundle at the same path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Any, Iterable, Iterator, Sequence
+
+from intentvcs.core import atomic
+from intentvcs.core.dataio import MAX_TEXT_CHARS, DataError, decode_line, parse_row
+from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS
+
+FORMATS = {"jsonl": (".jsonl", ".ndjson", ".json"), "csv": (".csv",), "parquet": (".parquet", ".pq")}
+DEFAULT_CHUNK_ROWS = 1024  # rows per Engine.predict call: read, predicted and written together
+# Chunks per Ray read task. A task's output becomes one block and an actor
+# takes a block whole, so one-chunk blocks share the work out evenly to the end.
+SPAN_CHUNKS = 1
+PARQUET_BATCH_ROWS = 4096  # rows per Parquet record batch read
+RAY_EXTRA = "pip install 'intentvcs[batch]'"
+
+
+@dataclass(frozen=True)
+class Span:
+    """A run of whole rows of the file: where it starts, where it stops, the number of its first line."""
+
+    start: int  # byte offset of its first line or record (JSONL, CSV), index of its first row (Parquet)
+    stop: int | None  # byte offset or row index where it ends; None: the end of the file
+    line: int  # number of the line where it starts (JSONL, CSV); unused for Parquet
+
+
+@dataclass(frozen=True)
+class Source:
+    """An input file, its format and columns; ``Source.open`` checks the file, header or schema.
+
+    Small and picklable: Ray read tasks get it as it is.
+    """
+
+    path: str
+    format: str
+    text_column: str = "text"
+    id_column: str | None = "id"  # None: the file has no id column
+    id_type: str = "string"  # "string" or "int64" (Parquet integer ids)
+    header: tuple[str, ...] = ()  # CSV: the columns
+    body: Span = Span(0, None, 1)  # the rows: after a CSV header, the whole file otherwise
+    rows: int | None = None  # known before reading: Parquet
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, format: str | None = None, text_column: str = "text",
+             id_column: str = "id") -> "Source":
+        path = str(path)
+        if Path(path).is_dir():
+            raise DataError(path, None, "is a directory, not a data file")
+        if not Path(path).is_file():
+            raise DataError(path, None, "file not found")
+        format = format or format_of(path)
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {list(FORMATS)}, got {format!r}")
+        if format == "jsonl":
+            if (text_column, id_column) != ("text", "id"):
+                raise ValueError("JSONL rows are canonical rows: their text is 'text' and their id 'id' "
+                                 "(--text-column and --id-column are for CSV and Parquet)")
+            return cls(path, format)
+        if format == "csv":
+            return _open_csv(cls(path, format, text_column, id_column))
+        return _open_parquet(cls(path, format, text_column, id_column))
+
+
+def format_of(path: str | os.PathLike) -> str:
+    """The format a file's suffix names; ``ValueError`` for another suffix."""
+    suffix = Path(path).suffix.lower()
+    for name, suffixes in FORMATS.items():
+        if suffix in suffixes:
+            return name
+    known = ", ".join(s for suffixes in FORMATS.values() for s in suffixes)
+    raise ValueError(f"{path}: cannot tell the format from the suffix {suffix!r} (known: {known}); give --format")
+
+
+# --------------------------------------------------------------------------- reading rows
+
+
+def iter_rows(source: Source, span: Span | None = None) -> Iterator[tuple[str, Any]]:
+    """``(text, id)`` of every row of ``span`` (default: the whole file), checked, in file order."""
+    span = span or source.body
+    if source.format == "jsonl":
+        return _jsonl_rows(source.path, span)
+    if source.format == "csv":
+        return _csv_rows(source, span)
+    return _parquet_rows(source, span)
+
+
+def iter_chunks(rows: Iterable[tuple[str, Any]], size: int) -> Iterator[tuple[list[str], list[Any]]]:
+    """``(texts, ids)`` of ``size`` rows at a time (the last may be shorter)."""
+    texts: list[str] = []
+    ids: list[Any] = []
+    for text, ident in rows:
+        texts.append(text)
+        ids.append(ident)
+        if len(texts) == size:
+            yield texts, ids
+            texts, ids = [], []
+    if texts:
+        yield texts, ids
+
+
+def _jsonl_rows(path: str, span: Span) -> Iterator[tuple[str, Any]]:
+    with open(path, "rb") as handle:
+        handle.seek(span.start)
+        position, number = span.start, span.line - 1
+        for raw in handle:
+            if span.stop is not None and position >= span.stop:
+                return
+            position += len(raw)
+            number += 1
+            row = _jsonl_row(path, number, raw)
+            if row is not None:
+                yield row
+
+
+def _jsonl_row(path: str, number: int, raw: bytes) -> tuple[str, Any] | None:
+    """The row on one line, None for a blank line; ``DataError`` as ``dataio.iter_jsonl`` words it."""
+    obj = decode_line(path, number, raw)
+    if obj is None:
+        return None
+    try:
+        example = parse_row(obj, require_labels=False)  # a prediction needs only the text
+    except ValueError as exc:
+        raise DataError(path, number, str(exc)) from None
+    return example.text, example.id
+
+
+def _text_problem(text: Any, column: str) -> str | None:
+    """Why a CSV or Parquet text cannot be predicted (the canonical format's words), or None."""
+    if text is None:
+        return f"{column!r} is null"
+    if not text.strip():
+        return f"{column!r} is empty"
+    if len(text) > MAX_TEXT_CHARS:
+        return f"{column!r} has {len(text)} characters; the limit is {MAX_TEXT_CHARS}"
+    return None
+
+
+class _Lines:
+    """The decoded lines of a binary file from a byte offset up to a stop, counting lines and bytes.
+
+    ``csv.reader`` pulls one line at a time and never reads ahead, so after
+    each record ``position`` is the byte offset where the next one begins.
+    """
+
+    def __init__(self, handle: IO[bytes], path: str, span: Span):
+        handle.seek(span.start)
+        self.handle, self.path, self.stop = handle, path, span.stop
+        self.position, self.line = span.start, span.line - 1
+
+    def __iter__(self) -> "_Lines":
+        return self
+
+    def __next__(self) -> str:
+        if self.stop is not None and self.position >= self.stop:
+            raise StopIteration
+        raw = self.handle.readline()
+        if not raw:
+            raise StopIteration
+        self.position += len(raw)
+        self.line += 1
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(self.path, self.line,
+                            f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from None
+
+
+def _csv_records(path: str, lines: _Lines) -> Iterator[tuple[int, list[str]]]:
+    """``(line where it begins, fields)`` of every non-blank record."""
+    reader = csv.reader(lines, strict=True)
+    while True:
+        begins = lines.line + 1
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise DataError(path, lines.line, f"not CSV: {exc}") from None
+        if record:
+            yield begins, record
+
+
+def _open_csv(source: Source) -> Source:
+    with open(source.path, "rb") as handle:
+        lines = _Lines(handle, source.path, Span(0, None, 1))
+        header = next((record for _, record in _csv_records(source.path, lines)), None)
+        if header is None:
+            raise DataError(source.path, None, "no rows (not even a header)")
+        header[0] = header[0].removeprefix("\ufeff")  # a byte-order mark
+        if source.text_column not in header:
+            raise DataError(source.path, lines.line, f"the header has no column {source.text_column!r} "
+                                                     f"(it has {header}); give --text-column")
+        return replace(source, header=tuple(header), body=Span(lines.position, None, lines.line + 1),
+                       id_column=source.id_column if source.id_column in header else None)
+
+
+def _csv_rows(source: Source, span: Span) -> Iterator[tuple[str, Any]]:
+    width, text_at = len(source.header), source.header.index(source.text_column)
+    id_at = source.header.index(source.id_column) if source.id_column else None
+    with open(source.path, "rb") as handle:
+        for line, record in _csv_records(source.path, _Lines(handle, source.path, span)):
+            if len(record) != width:
+                raise DataError(source.path, line, f"the row has {len(record)} fields; the header has {width}")
+            text = record[text_at]
+            problem = _text_problem(text, source.text_column)
+            if problem:
+                raise DataError(source.path, line, problem)
+            yield text, (record[id_at] or None) if id_at is not None else None
+
+
+def _parquet_file(path: str):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError(f"reading Parquet needs pyarrow: {RAY_EXTRA}") from None
+    try:
+        return pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow's ArrowInvalid / OSError for a file that is not Parquet
+        raise DataError(path, None, f"cannot read it as Parquet: {exc}") from None
+
+
+def _open_parquet(source: Source) -> Source:
+    import pyarrow as pa
+
+    schema = _parquet_file(source.path).schema_arrow
+    if source.text_column not in schema.names:
+        raise DataError(source.path, None, f"no column {source.text_column!r} (it has {schema.names}); "
+                                           "give --text-column")
+
+    def stored(name: str):
+        kind = schema.field(name).type
+        return kind.value_type if pa.types.is_dictionary(kind) else kind
+
+    def is_text(kind) -> bool:
+        return pa.types.is_string(kind) or pa.types.is_large_string(kind) or str(kind) == "string_view"
+
+    if not is_text(stored(source.text_column)):
+        raise DataError(source.path, None, f"column {source.text_column!r} holds {stored(source.text_column)}, "
+                                           "not strings")
+    id_column, id_type = (source.id_column if source.id_column in schema.names else None), "string"
+    if id_column is not None:
+        kind = stored(id_column)
+        if pa.types.is_integer(kind):
+            id_type = "int64"
+        elif not is_text(kind):
+            raise DataError(source.path, None, f"id column {id_column!r} holds {kind}; ids are strings or integers")
+    rows = _parquet_file(source.path).metadata.num_rows
+    return replace(source, id_column=id_column, id_type=id_type, rows=rows, body=Span(0, None, 1))
+
+
+def _parquet_rows(source: Source, span: Span) -> Iterator[tuple[str, Any]]:
+    parquet = _parquet_file(source.path)
+    start, stop = span.start, parquet.metadata.num_rows if span.stop is None else span.stop
+    groups, first, offset = [], None, 0
+    for group in range(parquet.num_row_groups):
+        size = parquet.metadata.row_group(group).num_rows
+        if size and offset < stop and offset + size > start:
+            groups.append(group)
+            first = offset if first is None else first
+        offset += size
+    if not groups:
+        return
+    columns = [source.text_column] + ([source.id_column] if source.id_column else [])
+    index = first
+    try:
+        batches = parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=groups, columns=columns,
+                                       use_threads=False)
+        for batch in batches:
+            texts = batch.column(0).to_pylist()
+            ids = batch.column(1).to_pylist() if source.id_column else [None] * len(texts)
+            for text, ident in zip(texts, ids):
+                if start <= index < stop:
+                    problem = _text_problem(text, source.text_column)
+                    if problem:
+                        raise DataError(source.path, None, f"row {index + 1}: {problem}")
+                    yield text, ident
+                index += 1
+                if index >= stop:
+                    return
+    except DataError:
+        raise
+    except Exception as exc:  # a corrupt page: pyarrow's own exception types
+        raise DataError(source.path, None, f"row {index + 1}: cannot read it as Parquet: {exc}") from None
+
+
+def plan_spans(source: Source, rows_per_span: int) -> tuple[list[Span], int]:
+    """Cut the rows into spans of ``rows_per_span`` (the last may be shorter); also the row count.
+
+    JSONL: a pass over the lines that parses nothing; CSV: a pass of the CSV
+    parser (a quoted field may span lines, so only it knows where records
+    begin), which also finds encoding and quoting errors; Parquet: the footer.
+    """
+    if source.format == "parquet":
+        total = source.rows or 0
+        return [Span(start, min(start + rows_per_span, total), 1)
+                for start in range(0, total, rows_per_span)] or [Span(0, 0, 1)], total
+    spans, start, line, rows = [], source.body.start, source.body.line, 0
+    with open(source.path, "rb") as handle:
+        if source.format == "jsonl":
+            position, number = 0, 0
+            for raw in handle:
+                number += 1
+                if raw.strip() and raw.decode("utf-8", "replace").strip():  # the reader's test of a blank line
+                    if rows and rows % rows_per_span == 0:
+                        spans.append(Span(start, position, line))
+                        start, line = position, number
+                    rows += 1
+                position += len(raw)
+        else:
+            lines = _Lines(handle, source.path, source.body)
+            position, position_line = lines.position, lines.line + 1  # where the next record may begin
+            for _, _ in _csv_records(source.path, lines):
+                if rows and rows % rows_per_span == 0:
+                    spans.append(Span(start, position, line))
+                    start, line = position, position_line
+                rows += 1
+                position, position_line = lines.position, lines.line + 1
+    spans.append(Span(start, None, line))
+    return spans, rows
+
+
+# --------------------------------------------------------------------------- answers and output
+
+
+def answer_lines(engine, texts: Sequence[str], ids: Sequence[Any], top_k: int | None) -> list[str]:
+    """One JSON line per text: ``engine.predict``'s answer, preceded by the row's id when it has one."""
+    answers = engine.predict(texts, top_k)
+    return [json.dumps(answer if ident is None else {"id": ident, **answer}, ensure_ascii=False)
+            for answer, ident in zip(answers, ids)]
+
+
+def _progress(total: int | None, show: bool | None):
+    from tqdm import tqdm
+
+    # disable=None: a bar on a terminal only, nothing in logs and CI output.
+    return tqdm(total=total, unit=" rows", unit_scale=True, desc="predict", disable=None if show is None else not show)
+
+
+def _write(handle: IO[bytes], lines: Sequence[str]) -> None:
+    handle.write(("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def predict_local(source: Source, out: str | os.PathLike, engine, top_k: int | None = None,
+                  chunk_rows: int = DEFAULT_CHUNK_ROWS, progress: bool | None = None) -> dict[str, Any]:
+    """Predict every row of ``source`` with ``engine`` in this process; write ``out``; return a summary."""
+    _check_positive(chunk_rows=chunk_rows)
+    began, rows = time.perf_counter(), 0
+    with atomic.streamed(out) as handle, _progress(source.rows, progress) as bar:
+        for texts, ids in iter_chunks(iter_rows(source), chunk_rows):
+            _write(handle, answer_lines(engine, texts, ids, top_k))
+            rows += len(texts)
+            bar.update(len(texts))
+        if not rows:
+            raise DataError(source.path, None, "no rows")
+    return _summary("local", source, out, rows, began)
+
+
+def _summary(engine: str, source: Source, out, rows: int, began: float, **extra) -> dict[str, Any]:
+    seconds = time.perf_counter() - began
+    return {"engine": engine, "data": source.path, "format": source.format, "out": str(out), "rows": rows,
+            "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds, 1) if seconds > 0 else None, **extra}
+
+
+def _check_positive(**values: int | None) -> None:
+    for name, value in values.items():
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+# --------------------------------------------------------------------------- Ray Data
+
+
+class _RayDataError(DataError):
+    """A ``DataError`` that survives the trip from a Ray task to the driver.
+
+    Ray pickles exceptions through their ``args``, which ``DataError``'s
+    constructor does not take as they are, and Ray Data appends its own notes
+    to the message; this one pickles its fields.
+    """
+
+    def __reduce__(self):
+        return type(self), (self.path, self.line, self.reason)
+
+
+def _read_spans(batch: dict, source: Source, chunk_rows: int) -> Iterator[Any]:
+    """Ray read task: the rows of its spans, in chunks, as Arrow tables (text, id)."""
+    import pyarrow as pa
+
+    id_type = pa.int64() if source.id_type == "int64" else pa.string()
+    for start, stop, line in zip(batch["start"], batch["stop"], batch["line"]):
+        span = Span(int(start), None if stop < 0 else int(stop), int(line))
+        try:
+            for texts, ids in iter_chunks(iter_rows(source, span), chunk_rows):
+                yield pa.table({"text": pa.array(texts, pa.string()), "id": pa.array(ids, id_type)})
+        except DataError as exc:
+            raise _RayDataError(exc.path, exc.line, exc.reason) from None
+
+
+class RayPredictor:
+    """Ray Data actor: one ``Engine`` per actor, loaded once; a chunk of rows in, its answer lines out."""
+
+    def __init__(self, bundle: str, provider: str, threads: int, quantized: bool, max_batch: int,
+                 spelling: bool, top_k: int | None):
+        from intentvcs.service.engine import Engine
+
+        self.engine = Engine(bundle, provider=provider, threads=threads, quantized=quantized, max_batch=max_batch,
+                             spelling=spelling)
+        self.top_k = top_k
+
+    def __call__(self, batch):
+        import pyarrow as pa
+
+        lines = answer_lines(self.engine, batch["text"].to_pylist(), batch["id"].to_pylist(), self.top_k)
+        return pa.table({"answer": pa.array(lines, pa.large_string())})
+
+
+def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLike, *, provider: str = "cpu",
+                quantized: bool = False, spelling: bool = True, top_k: int | None = None,
+                max_batch: int = DEFAULT_MAX_BATCH, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                workers: int | None = None, cpus_per_worker: int = 1, address: str | None = None,
+                progress: bool | None = None) -> dict[str, Any]:
+    """Predict every row of ``source`` on Ray Data (see the module docstring); write ``out``; return a summary.
+
+    ``workers`` actors (default: one per ``cpus_per_worker`` CPUs of the
+    cluster, or one per GPU with ``provider="cuda"``), each with
+    ``cpus_per_worker`` CPUs (its ONNX Runtime threads) and, with ``"cuda"``,
+    one GPU. ``address`` None starts a local cluster (shut down at the end);
+    a Ray session already open in this process is used as it is.
+    """
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise ImportError(f"--engine ray needs Ray Data: {RAY_EXTRA}") from None
+    from intentvcs.service.bundle import open_bundle
+    from intentvcs.service.onnx_session import EngineError
+
+    _check_positive(chunk_rows=chunk_rows, max_batch=max_batch, workers=workers, cpus_per_worker=cpus_per_worker)
+    if provider not in PROVIDERS:
+        raise ValueError(f"provider must be one of {list(PROVIDERS)}, got {provider!r}")
+    began = time.perf_counter()
+    open_bundle(bundle, quantized=quantized)  # a bad bundle fails here, in a second, not in every actor
+    bundle = str(Path(bundle).resolve())
+    spans, total = plan_spans(source, chunk_rows * SPAN_CHUNKS)
+    if not total:
+        raise DataError(source.path, None, "no rows")
+    started = not ray.is_initialized()
+    if started:
+        _ray_init(ray, address, None if address or provider == "cuda" else
+                  (workers or max(1, (os.cpu_count() or 1) // cpus_per_worker)) * cpus_per_worker)
+    context = ray.data.DataContext.get_current()
+    saved = (context.execution_options.preserve_order, context.enable_progress_bars)
+    try:
+        resources = ray.cluster_resources()
+        gpu = provider == "cuda"
+        if gpu and resources.get("GPU", 0) < 1:
+            raise EngineError(f"provider 'cuda' requested but the Ray cluster has no GPU ({resources})")
+        if workers is None:
+            workers = max(1, int(resources.get("GPU", 0) if gpu else resources.get("CPU", 1) // cpus_per_worker))
+        context.execution_options.preserve_order = True  # answers in input order
+        context.enable_progress_bars = False  # ours counts rows
+        engine = {"bundle": bundle, "provider": "cuda" if gpu else "cpu", "threads": cpus_per_worker,
+                  "quantized": quantized, "max_batch": max_batch, "spelling": spelling, "top_k": top_k}
+        answers = _answers_dataset(ray, source, spans, chunk_rows, engine, workers, cpus_per_worker, gpu)
+        rows = _write_answers(answers, out, total, progress)
+        return _summary("ray", source, out, rows, began, workers=workers, cpus_per_worker=cpus_per_worker,
+                        provider="cuda" if gpu else "cpu", ray_address=address)
+    finally:
+        context.execution_options.preserve_order, context.enable_progress_bars = saved
+        if started:
+            ray.shutdown()
+
+
+def _write_answers(answers, out: str | os.PathLike, total: int, progress: bool | None) -> int:
+    """Stream the pipeline's answer lines, in order, to ``out`` (all or nothing); return how many.
+
+    An error a task raised on our behalf (a bad row) comes back as what it
+    was here, not as Ray's wrapper, so the command reports it as it would locally.
+    """
+    rows = 0
+    with atomic.streamed(out) as handle, _progress(total, progress) as bar:
+        try:
+            for block in answers.iter_batches(batch_size=None, batch_format="pyarrow"):
+                lines = block["answer"].to_pylist()
+                _write(handle, lines)
+                rows += len(lines)
+                bar.update(len(lines))
+        except Exception as exc:
+            error = _our_error(exc)
+            if error is None:
+                raise
+            raise error from None
+    return rows
+
+
+def _answers_dataset(ray, source: Source, spans: list[Span], chunk_rows: int, engine: dict[str, Any],
+                     workers: int, cpus_per_worker: int, gpu: bool):
+    """The Ray Data pipeline: spans of ``source`` -> rows (read on this node) -> answers (the actor pool)."""
+    here = ray.get_runtime_context().get_node_id()
+    spans_ds = ray.data.from_items([{"start": s.start, "stop": -1 if s.stop is None else s.stop, "line": s.line}
+                                    for s in spans], override_num_blocks=len(spans))
+    # Reading takes little CPU next to the model: no CPU reserved (the actors
+    # hold them all), one task at a time, on this node, which has the file.
+    rows_ds = spans_ds.map_batches(_read_spans, batch_size=1, fn_kwargs={"source": source, "chunk_rows": chunk_rows},
+                                   compute=ray.data.TaskPoolStrategy(size=1), num_cpus=0,
+                                   label_selector={"ray.io/node-id": here})
+    return rows_ds.map_batches(RayPredictor, batch_size=chunk_rows, batch_format="pyarrow",
+                               fn_constructor_kwargs=engine, compute=ray.data.ActorPoolStrategy(size=workers),
+                               num_cpus=cpus_per_worker, num_gpus=1 if gpu else None)
+
+
+def _ray_init(ray, address: str | None, num_cpus: int | None) -> None:
+    # A local cluster of our own: no usage report, no dashboard, Ray's own logs quiet.
+    if address is None:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        what = f"connect to the Ray cluster at {address}" if address else "start a local Ray cluster"
+        raise ConnectionError(f"cannot {what}: {exc}") from None
+    if logging.getLogger().level > logging.DEBUG:  # Ray Data's per-run INFO lines only with --verbose
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def _our_error(exc: BaseException) -> Exception | None:
+    """The typed error of ours that a Ray exception carries (a bad row, bundle or provider), freed of Ray's notes."""
+    from intentvcs.core.manifest import BundleError
+    from intentvcs.service.onnx_session import EngineError
+
+    seen, stack = set(), [exc]
+    while stack:
+        error = stack.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        if getattr(error, "cause", None) is not None:  # a RayTaskError: what the task raised is its cause
+            stack.append(error.cause)
+            continue
+        if isinstance(error, DataError):
+            return DataError(error.path, error.line, error.reason)
+        if isinstance(error, (BundleError, EngineError)):
+            return ValueError(str(error).split("\n")[0])
+        stack += [error.__cause__, error.__context__, getattr(error, "cause", None)]
+    return None
