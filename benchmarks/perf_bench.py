@@ -146,7 +146,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def measure(args: argparse.Namespace) -> tuple[dict, list[dict]]:
     """Run every measurement the options ask for; return ``(settings, records)``."""
-    from intentvcs.service.onnx_session import DEFAULT_MAX_BATCH, default_threads
+    from intentvcs.service.onnx_session import default_threads
+    from intentvcs.service.settings import DEFAULT_MAX_BATCH
 
     max_batch = DEFAULT_MAX_BATCH if args.max_batch is None else args.max_batch
     if min(args.repeats, max_batch, *args.batch_sizes) < 1:
