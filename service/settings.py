@@ -79,9 +79,10 @@ class Limits:
     max_body_bytes: int = 32 * 1024 * 1024
     max_spans_per_row: int = 64  # entity spans of one audit row
     # The cost of one /audit (intentvcs.service.audit_control). The duplicate
-    # search compares new intents pairwise: 100 new intents of 3 rows each
-    # took 17 s with a tiny model on 2 cores (4,950 pairs), 200 took over a
-    # minute; bigger batches belong to `intentvcs audit`, which has no deadline.
+    # search compares new intents pairwise (at most AuditConfig.max_new_pairs
+    # pairs, the closest); uncapped, 100 new intents of 3 rows each took 17 s
+    # with a tiny model on 2 cores (4,950 pairs) and 200 over a minute. Bigger
+    # batches belong to `intentvcs audit`, which has no deadline.
     max_audit_new_intents: int = 100  # labels the bundle does not know, per request; beyond: 413
     audit_timeout_s: int = 45  # from parsed request to report, queueing included; beyond: 504, the audit stops
     max_audits_in_flight: int = 2  # per worker, the one computing included (they run one at a time); beyond: 429
