@@ -13,6 +13,7 @@ import json
 import logging
 from pathlib import Path
 
+from intentvcs.cli.commands.serve import DEFAULT_HOST, DEFAULT_PORT
 from intentvcs.cli.options import add_option, config_from_args
 from intentvcs.core import oos
 from intentvcs.training.config import DecisionConfig, TrainConfig
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_option(p, DecisionConfig, "oos_rule", choices=OOS_RULES)
     add_option(p, TrainConfig, "backbone")
     p.add_argument("--no-serve", action="store_true", help="stop after export and evaluation")
-    p.add_argument("--port", type=int, default=3000)
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
     p.set_defaults(func=run)
 
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_serve:
         return 0
 
-    log.info("4/4 serving on http://127.0.0.1:%d (Ctrl-C to stop)", args.port)
+    log.info("4/4 serving on http://%s:%d (Ctrl-C to stop)", DEFAULT_HOST, args.port)
     from intentvcs.cli.commands import serve
 
     return serve.serve_bundle(out / "bundle", args.port)

@@ -30,6 +30,9 @@ from intentvcs import BLAS_THREADS
 from intentvcs.service.settings import ENV_PREFIX, PROVIDERS, Settings
 
 SERVICE = "intentvcs.service.app:IntentService"
+# Loopback unless told otherwise: a model server on every interface is a decision, not a default.
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 3000  # BentoML's, which its docs and the container use
 
 
 def register(subparsers) -> None:
@@ -38,14 +41,14 @@ def register(subparsers) -> None:
         description="Run the BentoML service on a bundle. Limits and batching are set with INTENTVCS_* "
         "environment variables (e.g. INTENTVCS_MAX_TEXTS=256, INTENTVCS_MAX_TEXT_CHARS=1000), which pass "
         "through; INTENTVCS_API_TOKEN makes /predict and /audit require 'Authorization: Bearer <token>'. "
-        "This command binds --host (default 127.0.0.1); `bentoml serve` and the container bind 0.0.0.0, "
+        f"This command binds --host (default {DEFAULT_HOST}); `bentoml serve` and the container bind 0.0.0.0, "
         "every interface, unless told otherwise.",
     )
     parser.add_argument("--bundle", default=os.environ.get(f"{ENV_PREFIX}BUNDLE", Settings.bundle),
                         help=f"bundle directory (default: ${ENV_PREFIX}BUNDLE or {Settings.bundle})")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; 0.0.0.0 for all, "
+    parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default loopback; 0.0.0.0 for all, "
                         "as `bentoml serve` and the container do by default: set INTENTVCS_API_TOKEN then)")
-    parser.add_argument("--port", type=int, default=3000)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--workers", type=int, help="worker processes, each with its own engine "
                         "(default: one per core on CPU, one on a GPU)")
     parser.add_argument("--provider", choices=PROVIDERS, default=Settings.provider)
@@ -121,7 +124,7 @@ def _check_settings(env: Mapping[str, str]) -> None:
         raise ValueError(f"{ENV_PREFIX}AUDIT_CONFIG: {exc}") from None
 
 
-def server_command(port: int, host: str = "127.0.0.1") -> list[str]:
+def server_command(port: int, host: str = DEFAULT_HOST) -> list[str]:
     """``bentoml serve`` for this project's service, run by the current interpreter."""
     return [sys.executable, "-m", "bentoml", "serve", SERVICE, "--host", host, "--port", str(port)]
 
@@ -130,8 +133,9 @@ def run(args) -> NoReturn:
     serve_bundle(args.bundle, args.port, args.host, args.workers, args.provider, args.threads, args.spelling)
 
 
-def serve_bundle(bundle: str | os.PathLike, port: int = 3000, host: str = "127.0.0.1", workers: int | None = None,
-                 provider: str = Settings.provider, threads: int | None = None, spelling: bool = True) -> NoReturn:
+def serve_bundle(bundle: str | os.PathLike, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST,
+                 workers: int | None = None, provider: str = Settings.provider, threads: int | None = None,
+                 spelling: bool = True) -> NoReturn:
     """Replace this process with ``bentoml serve`` on ``bundle`` (``intentvcs serve``, and the demo's last step)."""
     env = service_env(bundle, port, workers, provider, threads,
                       extra=None if spelling else {f"{ENV_PREFIX}SPELLING": "0"})
@@ -143,7 +147,7 @@ def serve_bundle(bundle: str | os.PathLike, port: int = 3000, host: str = "127.0
     os.execve(command[0], command, env)
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def free_port(host: str = DEFAULT_HOST) -> int:
     """A TCP port that was free a moment ago on ``host``."""
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -164,7 +168,7 @@ def running(bundle: str | os.PathLike, port: int | None = None, workers: int | N
     ``log_path`` when given (for a caller to read), else to a temporary file.
     """
     port = port or free_port()
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{DEFAULT_HOST}:{port}"
     log_file = open(log_path, "w+") if log_path is not None else tempfile.TemporaryFile("w+")
     # A throw-away BentoML home: background servers (tests, benchmarks) on random
     # ports would otherwise leave a folder each under ~/bentoml.
