@@ -1,9 +1,11 @@
 """Shared plumbing for benchmark scripts: machine facts and result files.
 
 Every script writes ``benchmarks/results/<name>.json`` as
-``{"command", "machine", "date", "records": [...]}`` (docs: DESIGN.md,
-"Benchmarks and their results") and a Markdown table next to it, which
-``python -m benchmarks.render_results`` renders into docs/RESULTS.md and the README.
+``{"command", "machine", "date", "records": [...]}``: what reproduces it, where
+it ran (cores, CPU, GPU), when, and one flat record per measured configuration
+naming what was measured and its figures. A Markdown table goes next to it,
+which ``python -m benchmarks.render_results`` renders into docs/RESULTS.md and
+the README.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ drawn round-robin from a real data set, default the embedded default
   polled RSS of the whole process tree (Ray's processes included, shared
   pages counted in each), and whether its output is byte for byte the local
   one's.
-- ``targets``: the issue's goals at 1,000,000 rows (peak RSS <= 600 MB,
+- ``targets``: the deployment goals at 1,000,000 rows (peak RSS <= 600 MB,
   ``vs_engine_batch32`` >= 0.9, Ray ``vs_local`` >= 0.8) beside the figures;
   ``met`` is only claimed for a run of at least that many rows.
 """
