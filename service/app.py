@@ -104,8 +104,7 @@ class IntentService:
     """Intent classification (multi-label, calibrated, with out-of-scope) for one bundle."""
 
     def __init__(self) -> None:
-        self.engine = self._load()
-        prometheus_metrics.get().bind_model(self.engine.labels, self.engine.info, schemas.REJECTION_REASONS)
+        self._serve(self._load())
         # One job per utterance: max_batch_size bounds the utterances of an engine
         # call, and the dispatcher's latency model (time = a * jobs + b) holds
         # whatever the mix of request sizes.
@@ -130,19 +129,24 @@ class IntentService:
         engine.predict(["warm-up"])
         return engine
 
-    def _swap(self, engine: Engine) -> None:
+    def _serve(self, engine: Engine) -> None:
         # One reference assignment: requests in flight keep the engine they read.
+        info = engine.info
+        self.model_header = header_value(info).encode()  # the X-Intentvcs-Model of every answer
         self.engine = engine
-        prometheus_metrics.get().bind_model(engine.labels, engine.info, schemas.REJECTION_REASONS)
+        prometheus_metrics.get().bind_model(engine.labels, info, schemas.REJECTION_REASONS)
+
+    def _swap(self, engine: Engine) -> None:
+        self._serve(engine)
         prometheus_metrics.get().reloads.labels(result="ok").inc()
-        log.info("swapped in %s", header_value(engine.info))
+        log.info("swapped in %s", self.model_header.decode())
 
     def _reload_failed(self, exc: Exception) -> None:
         prometheus_metrics.get().reloads.labels(result="failed").inc()
 
     def status(self) -> dict[str, Any]:
         """``GET /status``: what this worker serves (``intentvcs.service.identity``)."""
-        return {**self.engine.info, "labels": list(self.engine.labels), "model": header_value(self.engine.info)}
+        return {**self.engine.info, "labels": list(self.engine.labels), "model": self.model_header.decode()}
 
     @bentoml.api(route="/predict", input_spec=PredictRequest)
     async def predict(self, texts: list[str], text: str | None, top_k: int) -> PredictResponse:

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Sequence
 
 from intentvcs.core import atomic
-from intentvcs.core.dataio import MAX_TEXT_CHARS, DataError, decode_line, parse_row
+from intentvcs.core.dataio import DataError, decode_line, parse_row, text_problem
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS
 
 FORMATS = {"jsonl": (".jsonl", ".ndjson", ".json"), "csv": (".csv",), "parquet": (".parquet", ".pq")}
@@ -180,13 +180,7 @@ def _jsonl_row(path: str, number: int, raw: bytes) -> tuple[str, Any] | None:
 
 def _text_problem(text: Any, column: str) -> str | None:
     """Why a CSV or Parquet text cannot be predicted (the canonical format's words), or None."""
-    if text is None:
-        return f"{column!r} is null"
-    if not text.strip():
-        return f"{column!r} is empty"
-    if len(text) > MAX_TEXT_CHARS:
-        return f"{column!r} has {len(text)} characters; the limit is {MAX_TEXT_CHARS}"
-    return None
+    return f"{column!r} is null" if text is None else text_problem(text, repr(column))
 
 
 class _Lines:

@@ -49,8 +49,9 @@ class ModelHeader:
 
         async def send_with_header(message: Message) -> None:
             if message["type"] == "http.response.start":
-                value = header_value(bentoml.get_current_service().engine.info)
-                message = {**message, "headers": [*message.get("headers", []), (HEADER.encode(), value.encode())]}
+                # The service keeps the value, set once per served engine: no work per answer.
+                value = bentoml.get_current_service().model_header
+                message = {**message, "headers": [*message.get("headers", []), (HEADER.encode(), value)]}
             await send(message)
 
         await self.app(scope, receive, send_with_header)

@@ -96,10 +96,9 @@ def parse_row(obj: Any, require_labels: bool = True) -> Example:
     text = obj.get("text")
     if not isinstance(text, str):
         raise ValueError("'text' must be a string")
-    if not text.strip():
-        raise ValueError("'text' is empty")
-    if len(text) > MAX_TEXT_CHARS:
-        raise ValueError(f"'text' has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+    problem = text_problem(text, "'text'")
+    if problem is not None:
+        raise ValueError(problem)
     _check_unicode("'text'", text)
     if "labels" not in obj and require_labels:
         raise ValueError("'labels' is missing (use [] for out-of-scope)")
@@ -135,6 +134,15 @@ def _parse_span(obj: Any, text_len: int) -> Span:
         raise ValueError("span 'label' must be a non-empty string")
     _check_unicode("a span label", label)
     return Span(start, end, label)
+
+
+def text_problem(text: str, name: str) -> str | None:
+    """Why ``text`` (called ``name`` in the message) is no utterance to read: empty, or over the limit."""
+    if not text.strip():
+        return f"{name} is empty"
+    if len(text) > MAX_TEXT_CHARS:
+        return f"{name} has {len(text)} characters; the limit is {MAX_TEXT_CHARS}"
+    return None
 
 
 def _check_unicode(what: str, value: str) -> None:
