@@ -81,7 +81,7 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
         after = calibration.calibration_figures(logits[keep], targets, decision.activation, decision.temperature)
         # In-scope rows kept in scope with nothing accepted (every confidence under
         # its acceptance threshold) fail exact match even when the top intent is right.
-        result = decision.apply(*outputs)
+        result = decision.apply(*outputs.scores)
         empty = keep & ~result.out_of_scope & ~result.accepted.any(axis=1)
         top_right = obs[np.arange(len(obs)), result.confidences.argmax(axis=1)]
         paper = PAPER.get((variant, rule), (None, None))

@@ -3,7 +3,8 @@
 Steps, inside ``intentvcs.core.atomic.directory`` so that any failure (a parity
 miss included) leaves no bundle and an existing one untouched:
 
-1. ``model.onnx``: one fp32 graph ids -> ``logits``, ``pooled`` (``intentvcs.export.onnx_export``);
+1. ``model.onnx``: one fp32 graph ids -> ``logits``, ``pooled``, ``pooled_mid`` and, for a model
+   with an entity head, ``tag_logits`` (``intentvcs.export.onnx_export``);
 2. ``tokenizer.json``: the checkpoint's fast tokenizer with truncation at its
    ``max_length`` and its pad token recorded; ``spelling.json``, the
    checkpoint's spelling normaliser, when it has one;
@@ -27,6 +28,7 @@ from tokenizers import Tokenizer
 
 from intentvcs.core import atomic, manifest
 from intentvcs.core.decision import Decision
+from intentvcs.core.entities import entity_types
 from intentvcs.core.manifest import INT8_MODEL_FILE, MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE
 from intentvcs.core.spelling import SPELLING_FILE
 from intentvcs.export.onnx_export import export_onnx
@@ -35,7 +37,7 @@ from intentvcs.export.quantize import quantization_report, quantize_int8
 from intentvcs.service.engine import Engine
 from intentvcs.service.onnx_session import OnnxSession
 from intentvcs.service.tokenization import BundleTokenizer
-from intentvcs.training.checkpoint import META_FILE, read_checkpoint_meta, read_checkpoint_spelling
+from intentvcs.training.checkpoint import META_FILE, checkpoint_tags, read_checkpoint_meta, read_checkpoint_spelling
 from intentvcs.training.model import ENCODER_DIR, IntentModel, load_tokenizer
 from intentvcs.training.predict import infer as torch_infer
 
@@ -47,12 +49,14 @@ SMOKE_TEXTS = 8
 
 def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, quantize: bool = False,
                   parity_data: str | os.PathLike | None = None, opset: int | None = None,
-                  force: bool = False, name: str | None = None) -> dict[str, Any]:
+                  force: bool = False, name: str | None = None, entities: bool = True) -> dict[str, Any]:
     """Export ``checkpoint_dir`` to the bundle ``out_dir``; return the result summary.
 
     ``parity_data`` is a canonical JSONL file of held-out utterances (default:
     the built-in sample); ``opset`` overrides Optimum's default; ``name`` is the
-    model's name in the manifest (default ``default_name(checkpoint_dir)``). An existing
+    model's name in the manifest (default ``default_name(checkpoint_dir)``);
+    ``entities=False`` leaves a checkpoint's entity head out of the bundle (an
+    intent-only graph, as if it had none). An existing
     ``out_dir`` is replaced when it is an earlier bundle or empty, any other
     folder only with ``force`` (``FileExistsError``, raised before the export
     starts). Raises
@@ -68,6 +72,9 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     atomic.check_replaceable(out_dir, MANIFEST_FILE, force)
     max_length = meta["max_length"]
     model, tokenizer = _load_model(checkpoint_dir, decision)
+    if not entities:
+        model.tagger = None
+    tags = checkpoint_tags(meta) if model.tagger is not None else []
     spelling = read_checkpoint_spelling(checkpoint_dir)
 
     with atomic.directory(out_dir, MANIFEST_FILE, force) as tmp:
@@ -76,9 +83,10 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         _write_tokenizer(tokenizer, max_length, tmp / TOKENIZER_FILE)
         if spelling is not None:
             spelling.save(tmp / SPELLING_FILE)
-        parity, quantization = _check_graphs(tmp, model, tokenizer, max_length, decision, (texts, source), quantize)
+        parity, quantization = _check_graphs(tmp, model, tokenizer, (max_length, tags), decision, (texts, source),
+                                             quantize)
         written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, parity, quantization, spelling,
-                                  name or default_name(checkpoint_dir))
+                                  name or default_name(checkpoint_dir), tags)
         for quantized in (False, True) if quantize else (False,):
             Engine(tmp, provider="cpu", quantized=quantized).predict(texts[:SMOKE_TEXTS])
 
@@ -88,6 +96,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         "bundle": str(out_dir),
         "checkpoint": str(checkpoint_dir),
         "labels": len(decision.labels),
+        "entity_types": entity_types(tags),
         "model": model_info,
         "files": written["files"],
         "parity": parity,
@@ -105,7 +114,7 @@ def default_name(checkpoint_dir: str | os.PathLike) -> str:
 
 def _write_manifest(directory: Path, checkpoint_dir: Path, meta: dict[str, Any], decision: Decision,
                     model_info: dict, parity: dict, quantization: dict | None, spelling,
-                    name: str) -> dict[str, Any]:
+                    name: str, tags: list[str]) -> dict[str, Any]:
     """Write (and return) the sealed manifest of the bundle files in ``directory``."""
     files = {name: manifest.file_entry(directory / name)
              for name in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE) if (directory / name).exists()}
@@ -125,6 +134,7 @@ def _write_manifest(directory: Path, checkpoint_dir: Path, meta: dict[str, Any],
         parity=parity,
         quantization=quantization,
         spelling=None if spelling is None else {"words": len(spelling)},
+        entities={"tags": tags, "types": entity_types(tags)} if tags else None,
     )
     manifest.write(directory / MANIFEST_FILE, body)
     return body
@@ -140,9 +150,11 @@ def _load_model(checkpoint_dir: Path, decision: Decision) -> tuple[IntentModel, 
     return model, load_tokenizer(checkpoint_dir / ENCODER_DIR)
 
 
-def _check_graphs(directory: Path, model: IntentModel, tokenizer, max_length: int, decision: Decision,
+def _check_graphs(directory: Path, model: IntentModel, tokenizer, reading: tuple[int, list[str]], decision: Decision,
                   parity_rows: tuple[list[str], str], quantize: bool) -> tuple[dict, dict | None]:
     """Parity of ``directory``'s fp32 graph against PyTorch; then, with ``quantize``, the int8 graph.
+
+    ``reading``: the checkpoint's ``max_length`` and entity tags ([] without an entity head).
 
     Both graphs run through the serving session (``OnnxSession``), so what is
     checked is the code path the service runs. Returns the parity report and
@@ -150,16 +162,19 @@ def _check_graphs(directory: Path, model: IntentModel, tokenizer, max_length: in
     ``ParityError`` when the fp32 graph does not reproduce PyTorch.
     """
     texts, source = parity_rows
+    max_length, tags = reading
     log.info("parity check on %d utterances (%s)", len(texts), source)
-    fp32 = OnnxSession(directory / MODEL_FILE, BundleTokenizer(directory / TOKENIZER_FILE, max_length), provider="cpu")
+    fp32 = OnnxSession(directory / MODEL_FILE, BundleTokenizer(directory / TOKENIZER_FILE, max_length), provider="cpu",
+                       tags=tags)
     fp32_outputs = fp32.infer(texts)
-    parity = check_parity(torch_infer(model, tokenizer, texts, max_length), fp32_outputs, decision, texts, source)
+    reference = torch_infer(model, tokenizer, texts, max_length, tags=tags)
+    parity = check_parity(reference, fp32_outputs, decision, texts, source)
     log.info("parity passed: max |logit diff| %.2e", parity["max_abs_logit_diff"])
     if not quantize:
         return parity, None
     log.info("quantising to dynamic int8")
     quantize_int8(directory / MODEL_FILE, directory / INT8_MODEL_FILE)
-    int8 = OnnxSession(directory / INT8_MODEL_FILE, fp32.tokenizer, provider="cpu")
+    int8 = OnnxSession(directory / INT8_MODEL_FILE, fp32.tokenizer, provider="cpu", tags=tags)
     return parity, quantization_report(fp32_outputs, fp32.infer, int8.infer, decision, texts)
 
 

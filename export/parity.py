@@ -6,6 +6,7 @@ bundle's tokenizer.json, per-chunk padding, ORT session settings) on held-out
 utterances, then requires
 
 - fp32 logits within ``PARITY_ATOL`` (max abs) of PyTorch's, and
+- identical entity sets (type and offsets) for a graph with an entity head, and
 - identical accepted label sets and identical OOS verdicts after
   ``Decision.apply``: a logit gap below the tolerance can still cross a
   threshold, and what users see is the decision, not the logits. The one
@@ -93,7 +94,8 @@ class ParityError(RuntimeError):
             f"parity failed on {report['utterances']} utterances ({report['source']}): "
             f"max |logit diff| {report['max_abs_logit_diff']:.3g} (limit {report['atol']:g}), "
             f"label sets differ on {report['label_set_mismatches']}, "
-            f"OOS verdicts differ on {report['oos_mismatches']}")
+            f"OOS verdicts differ on {report['oos_mismatches']}, "
+            f"entity sets differ on {report.get('entity_mismatches', 0)}")
 
 
 def parity_texts(path: str | os.PathLike | None) -> tuple[list[str], str]:
@@ -114,7 +116,7 @@ def compare(reference: GraphOutputs, candidate: GraphOutputs, decision: Decision
     decision agreement (rows with the same accepted label set, the same OOS
     verdict, the same top label), with a few mismatching texts for diagnosis.
     """
-    ref, cand = decision.apply(*reference), decision.apply(*candidate)
+    ref, cand = decision.apply(*reference.scores), decision.apply(*candidate.scores)
     same_sets = np.all(ref.accepted == cand.accepted, axis=1)
     same_oos = ref.out_of_scope == cand.out_of_scope
     # Ties: flips whose reference score lies within TIE_RTOL of the cut.
@@ -140,6 +142,7 @@ def compare(reference: GraphOutputs, candidate: GraphOutputs, decision: Decision
 
     return {
         "utterances": len(texts),
+        **_entity_agreement(reference, candidate, texts),
         "max_abs_logit_diff": gap(reference.logits, candidate.logits),
         "max_abs_pooled_diff": gap(reference.pooled, candidate.pooled),
         "max_abs_pooled_mid_diff": gap(reference.pooled_mid, candidate.pooled_mid),
@@ -154,11 +157,30 @@ def compare(reference: GraphOutputs, candidate: GraphOutputs, decision: Decision
     }
 
 
+def _entity_agreement(reference: GraphOutputs, candidate: GraphOutputs, texts: Sequence[str]) -> dict[str, Any]:
+    """For graphs with an entity head: rows with the same entity set (types and offsets), a few that differ,
+    and the largest confidence gap between entities both found; nothing for intent-only graphs."""
+    if reference.entities is None:
+        return {}
+    same, differing, confidence_gap = 0, [], 0.0
+    for text, ref, cand in zip(texts, reference.entities, candidate.entities):
+        ref_spans = {(e.label, e.start, e.end): e.confidence for e in ref}
+        cand_spans = {(e.label, e.start, e.end): e.confidence for e in cand}
+        if ref_spans.keys() == cand_spans.keys():
+            same += 1
+            confidence_gap = max([confidence_gap, *(abs(ref_spans[k] - cand_spans[k]) for k in ref_spans)])
+        elif len(differing) < MAX_REPORTED_MISMATCHES:
+            differing.append({"text": text, "reference": [e.to_dict(text) for e in ref],
+                              "candidate": [e.to_dict(text) for e in cand]})
+    return {"entity_set_agreement": same / max(len(texts), 1), "entity_mismatches": len(texts) - same,
+            "max_entity_confidence_diff": confidence_gap, "entity_mismatched": differing}
+
+
 def check_parity(reference: GraphOutputs, onnx: GraphOutputs,
                  decision: Decision, texts: Sequence[str], source: str, atol: float = PARITY_ATOL) -> dict[str, Any]:
     """The parity report of ONNX outputs against PyTorch's; raises ``ParityError`` unless it passes."""
     report = {"source": source, "atol": atol, **compare(reference, onnx, decision, texts)}
-    report["passed"] = (report["max_abs_logit_diff"] <= atol
+    report["passed"] = (report["max_abs_logit_diff"] <= atol and report.get("entity_mismatches", 0) == 0
                         and report["label_set_mismatches"] == 0 and report["oos_mismatches"] == 0)
     if not report["passed"]:
         raise ParityError(report)

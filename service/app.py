@@ -1,6 +1,7 @@
 """The HTTP service: ``bentoml serve intentvcs.service.app:IntentService``.
 
-Endpoints: ``POST /predict``, ``POST /audit`` (``intentvcs.service.audit``),
+Endpoints: ``POST /predict``, ``POST /model/parse`` (the same answer in the
+shape of Rasa's NLU server, ``rasa``), ``POST /audit`` (``intentvcs.service.audit``),
 ``GET /status`` (which model answers: ``identity``, also the
 ``X-Intentvcs-Model`` header of every API answer), and BentoML's own
 ``/healthz`` (live), ``/readyz`` (ready once the bundle is loaded
@@ -15,7 +16,7 @@ bound on a worker's audits (``audit_control``) and on body size
 (``body_limit``). Every refusal is one log line and one count
 (``rejections``).
 
-Adaptive batching: the utterances of concurrent ``/predict`` requests are
+Adaptive batching: the utterances of concurrent ``/predict`` and ``/model/parse`` requests are
 merged into one engine call by BentoML's own adaptive dispatcher (the one
 behind ``@bentoml.api(batchable=True)``), run in-process. The alternatives,
 measured on 2 cores with a MiniLM-L6 bundle at concurrency 32: a batchable
@@ -48,13 +49,22 @@ from intentvcs.service.body_limit import BodyLimit
 from intentvcs.service.engine import Engine
 from intentvcs.service.identity import ModelHeader, header_value, status_app
 from intentvcs.service.media_type import JsonOnly
+from intentvcs.service.rasa import parse_answer
 from intentvcs.service.reload import BundleWatcher
-from intentvcs.service.schemas import LIMITS, AuditRequest, AuditRow, PredictRequest, PredictResponse
+from intentvcs.service.schemas import (
+    LIMITS,
+    AuditRequest,
+    AuditRow,
+    ParseRequest,
+    ParseResponse,
+    PredictRequest,
+    PredictResponse,
+)
 from intentvcs.service.settings import ENV_PREFIX, Settings
 
 SETTINGS = Settings.from_env()
 AUDIT_CONFIG = AuditConfig.from_dict({**SETTINGS.audit_config, "progress": False})  # no bars in server logs
-API_ROUTES = ["/predict", "/audit"]
+API_ROUTES = ["/predict", "/model/parse", "/audit"]
 log = logging.getLogger(__name__)
 
 
@@ -145,15 +155,31 @@ class IntentService:
         prometheus_metrics.get().reloads.labels(result="failed").inc()
 
     def status(self) -> dict[str, Any]:
-        """``GET /status``: what this worker serves (``intentvcs.service.identity``)."""
-        return {**self.engine.info, "labels": list(self.engine.labels), "model": self.model_header.decode()}
+        """``GET /status``: what this worker serves (``intentvcs.service.identity``).
+
+        ``labels`` and ``entity_types`` are the names (``info`` has their counts,
+        for logs), so a client can check what it may be answered.
+        """
+        engine = self.engine  # one read: a swap meanwhile cannot mix two bundles in one answer
+        return {**engine.info, "labels": list(engine.labels), "entity_types": list(engine.entity_types),
+                "fallback_intent": SETTINGS.fallback_intent, "model": self.model_header.decode()}
 
     @bentoml.api(route="/predict", input_spec=PredictRequest)
     async def predict(self, texts: list[str], text: str | None, top_k: int) -> PredictResponse:
-        """Ranked intents with calibrated confidence, accepted intents and the out-of-scope decision."""
+        """Ranked intents with calibrated confidence, accepted intents, entities and the out-of-scope decision."""
         # PredictRequest has already folded ``text`` into ``texts``.
         answers = await asyncio.gather(*(self._batched_predict((utterance, top_k)) for utterance in texts))
         return PredictResponse(predictions=answers)
+
+    @bentoml.api(route="/model/parse", input_spec=ParseRequest)
+    async def parse(self, text: str, message_id: str | None, token: str | None) -> ParseResponse:
+        """Rasa's NLU-server parse (intent, intent_ranking, entities): a Rasa assistant's NLU endpoint.
+
+        The /predict answer (same batching, same metrics), mapped by ``intentvcs.service.rasa``;
+        out of scope, the intent is INTENTVCS_FALLBACK_INTENT (default nlu_fallback).
+        """
+        answer = await self._batched_predict((text, LIMITS.default_top_k))
+        return ParseResponse(**parse_answer(answer, SETTINGS.fallback_intent))
 
     @bentoml.api(route="/audit", input_spec=AuditRequest)
     async def audit(self, rows: list[AuditRow], training_rows: list[AuditRow] | None,
@@ -199,4 +225,4 @@ IntentService.add_asgi_middleware(AuditGate, route="/audit", max_in_flight=LIMIT
 IntentService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.max_body_bytes, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(ModelHeader, routes=API_ROUTES)
 IntentService.mount_asgi_app(status_app(), path="/")  # GET /status, beside BentoML's own routes
-rejections.quiet_bentoml({cls.__name__ for cls in (PredictRequest, AuditRequest)})
+rejections.quiet_bentoml({cls.__name__ for cls in (PredictRequest, ParseRequest, AuditRequest)})

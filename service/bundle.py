@@ -45,6 +45,11 @@ class Bundle:
     def labels(self) -> list[str]:
         return self.manifest["labels"]
 
+    @property
+    def tags(self) -> list[str]:
+        """The entity head's tag vocabulary (``intentvcs.core.entities``); [] for an intent-only bundle."""
+        return list((self.manifest["entities"] or {}).get("tags", []))
+
 
 def open_bundle(directory: str | os.PathLike, quantized: bool = False) -> Bundle:
     """Validate ``directory`` and return a ``Bundle`` for its fp32 (or int8) graph."""

@@ -16,8 +16,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from intentvcs.core.decision import Decision
+from intentvcs.core.entities import entity_types
 from intentvcs.core.manifest import BundleError
 from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.spelling import infer_normalised
 from intentvcs.service.bundle import check_graph, open_bundle
 from intentvcs.service.onnx_session import EngineError, OnnxSession, default_threads
 from intentvcs.service.settings import DEFAULT_MAX_BATCH
@@ -49,7 +51,8 @@ class Engine:
                  spelling: bool = True):
         self.bundle = open_bundle(bundle_dir, quantized=quantized)
         self.spelling = self.bundle.spelling if spelling else None
-        self.session = OnnxSession(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch, spin)
+        self.session = OnnxSession(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch, spin,
+                                   tags=self.bundle.tags)
         check_graph(self.bundle, self.session.output_widths)
         self.quantized = quantized
         log.info("engine: serving %s with %d labels on %s", self.bundle.directory, len(self.labels),
@@ -63,6 +66,11 @@ class Engine:
     def decision(self) -> Decision:
         """The bundle's decision layer (calibration, thresholds, OOS rule, relations)."""
         return self.bundle.decision
+
+    @property
+    def entity_types(self) -> list[str]:
+        """The entity types answers can carry ([] for an intent-only bundle)."""
+        return entity_types(self.bundle.tags)
 
     @property
     def provider(self) -> str:
@@ -90,14 +98,16 @@ class Engine:
             "max_batch": self.session.max_batch,
             "max_length": manifest["max_length"],
             "labels": len(self.labels),
+            "entity_types": len(self.entity_types),
             "hidden_size": self.session.output_widths["pooled"],
             "oos_rule": self.decision.oos.name,
             "spelling_words": len(self.spelling) if self.spelling is not None else None,
         }
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs:
-        """Raw outputs (float32: logits, pooled, pooled_mid), rows in input order."""
-        return self.session.infer(self._model_texts(_check_texts(texts)))
+        """Raw outputs (float32: logits, pooled, pooled_mid; entities at offsets into ``texts``), rows in input
+        order."""
+        return self._infer(_check_texts(texts))[0]
 
     def predict(self, texts: Sequence[str], top_k: int | None = None) -> list[dict[str, Any]]:
         """Decided answers, one dict per text (schema in docs/ARCHITECTURE.md).
@@ -107,13 +117,15 @@ class Engine:
         relation closure, most confident first; ``oos`` gives the rule, this
         text's score and the rule's threshold (OOS when score > threshold);
         ``normalised`` is the text the graph read when the spelling normaliser
-        rewrote it, else None.
+        rewrote it, else None; ``entities`` (``[]`` for an intent-only bundle)
+        gives ``{entity, value, start, end, confidence}`` with offsets into the
+        text as sent, also where the normaliser rewrote it.
         """
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         texts = _check_texts(texts)
-        model_texts = self._model_texts(texts)
-        result = self.decision.apply(*self.session.infer(model_texts))
+        outputs, model_texts = self._infer(texts)
+        result = self.decision.apply(*outputs.scores)
         # Stable sort on negated confidences: ties keep label order.
         ranking = np.argsort(-result.confidences, axis=1, kind="stable")
         labels = self.labels
@@ -129,14 +141,16 @@ class Engine:
                 "intents": [{"intent": labels[j], "confidence": float(result.confidences[i, j])}
                             for j in order[:top_k]],
                 "accepted": [labels[j] for j in order if result.accepted[i, j]],
+                "entities": [] if outputs.entities is None else [e.to_dict(text) for e in outputs.entities[i]],
                 "out_of_scope": bool(result.out_of_scope[i]),
                 "oos": {"rule": result.oos_rule, "score": float(result.oos_score[i]), "threshold": threshold},
             })
         return answers
 
-    def _model_texts(self, texts: list[str]) -> list[str]:
-        """What the graph reads: the texts after spelling normalisation (answers keep the originals)."""
-        return self.spelling.normalise_all(texts) if self.spelling is not None else texts
+    def _infer(self, texts: list[str]) -> tuple[GraphOutputs, list[str]]:
+        """The graph's outputs for ``texts`` read through the spelling normaliser, and the texts it read
+        (answers keep the originals, entity offsets included)."""
+        return infer_normalised(self.spelling, texts, self.session.infer)
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

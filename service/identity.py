@@ -2,7 +2,9 @@
 
 A served model is named by people (``name``, set at export) and told apart by
 its content hash (``bundle_digest``, the manifest's digest, which covers every
-payload file). Operators read both on ``/status``; clients and logs get them
+payload file). Operators read both on ``/status``, with what the model can
+answer (``labels``, ``entity_types``), how it runs (``provider``,
+``quantized``) and the fallback intent of ``/model/parse``; clients and logs get them
 on each answer, so that during a bundle swap (``intentvcs.service.reload``)
 every answer says which bundle gave it. Both read the worker's current
 service instance, so they follow a swap at once.

@@ -28,8 +28,9 @@ from typing import Sequence
 import numpy as np
 import onnxruntime as ort
 
+from intentvcs.core.entities import decode, words
 from intentvcs.core.manifest import BundleError
-from intentvcs.core.outputs import GRAPH_OUTPUTS, GraphOutputs
+from intentvcs.core.outputs import GRAPH_OUTPUTS, TAG_OUTPUT, GraphOutputs, entity_array
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS
 from intentvcs.service.tokenization import SUPPORTED_INPUTS, BundleTokenizer, length_buckets, pad_chunk
 
@@ -103,15 +104,18 @@ class OnnxSession:
     ``threads``    intra-op threads; default ``default_threads()``.
     ``max_batch``  texts per graph run.
     ``spin``       whether idle intra-op threads busy-wait (ORT's default).
+    ``tags``       the entity head's tag vocabulary, for a graph with ``tag_logits``
+                   (whose last axis must have that size); its answers then carry entities.
     After construction ``provider`` is the active ONNX Runtime provider and
-    ``output_widths`` maps each graph output name to its static second axis.
+    ``output_widths`` maps each intent output name to its static second axis.
     Raises ``BundleError`` (naming ``model_path``) when the graph cannot be
     loaded or does not have the intent-graph signature, ``EngineError`` when
     the provider cannot be used.
     """
 
     def __init__(self, model_path: str | os.PathLike, tokenizer: BundleTokenizer, provider: str = "auto",
-                 threads: int | None = None, max_batch: int = DEFAULT_MAX_BATCH, spin: bool = True):
+                 threads: int | None = None, max_batch: int = DEFAULT_MAX_BATCH, spin: bool = True,
+                 tags: Sequence[str] = ()):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         threads = default_threads() if threads is None else threads
@@ -142,13 +146,9 @@ class OnnxSession:
         unknown = sorted(set(self.input_names) - set(SUPPORTED_INPUTS))
         if unknown:
             raise BundleError(model_path, f"graph inputs {unknown} are not supported (known: {list(SUPPORTED_INPUTS)})")
-        shapes = {arg.name: arg.shape for arg in self._session.get_outputs()}
-        if sorted(shapes) != sorted(GRAPH_OUTPUTS):
-            raise BundleError(model_path, f"graph outputs are {sorted(shapes)}, expected {list(GRAPH_OUTPUTS)}")
-        for name, shape in shapes.items():
-            if len(shape) != 2 or not isinstance(shape[1], int):
-                raise BundleError(model_path, f"output {name!r} has shape {shape}; expected [batch, static size]")
-        self.output_widths = {name: shapes[name][1] for name in GRAPH_OUTPUTS}
+        self.output_widths = _output_widths(model_path, self._session, list(tags))
+        self.tags = list(tags)
+        self._outputs = list(GRAPH_OUTPUTS) + ([TAG_OUTPUT] if self.tags else [])
         self.tokenizer = tokenizer
         self.threads = threads
         self.max_batch = max_batch
@@ -156,25 +156,45 @@ class OnnxSession:
                  os.path.basename(model_path), self.provider, threads, max_batch)
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs:
-        """Raw outputs (float32), rows in input order."""
-        outputs = GraphOutputs(*(np.empty((len(texts), self.output_widths[name]), dtype=np.float32)
-                                 for name in GRAPH_OUTPUTS))
-        if not texts:
-            return outputs
-        encodings = self.tokenizer.encode(texts)
-        for rows in length_buckets([len(e.ids) for e in encodings], self.max_batch):
-            feed = pad_chunk([encodings[i] for i in rows], self.input_names, self.tokenizer.pad_id)
-            for array, chunk in zip(outputs, self._run(feed)):
-                array[rows] = chunk
-        return outputs
+        """Raw outputs (float32), rows in input order, with each text's entities when the graph tags them."""
+        arrays = [np.empty((len(texts), self.output_widths[name]), dtype=np.float32) for name in GRAPH_OUTPUTS]
+        found: list[tuple] = [()] * len(texts)
+        if texts:
+            encodings = self.tokenizer.encode(texts)
+            for rows in length_buckets([len(e.ids) for e in encodings], self.max_batch):
+                feed = pad_chunk([encodings[i] for i in rows], self.input_names, self.tokenizer.pad_id)
+                results = self._run(feed)
+                for array, chunk in zip(arrays, results):
+                    array[rows] = chunk
+                if self.tags:
+                    for tag_logits, i in zip(results[3], rows):
+                        found[i] = decode(tag_logits, words(encodings[i].word_ids, encodings[i].offsets), self.tags)
+        return GraphOutputs(*arrays, entity_array(found) if self.tags else None)
 
     def _run(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         if self.provider != CUDA:
-            return self._session.run(list(GRAPH_OUTPUTS), feed)
+            return self._session.run(self._outputs, feed)
         binding = self._session.io_binding()
         for name, array in feed.items():
             binding.bind_cpu_input(name, array)
-        for name in GRAPH_OUTPUTS:
+        for name in self._outputs:
             binding.bind_output(name, "cuda")
         self._session.run_with_iobinding(binding)
         return binding.copy_outputs_to_cpu()
+
+
+def _output_widths(model_path, session: ort.InferenceSession, tags: list[str]) -> dict[str, int]:
+    """The static width of each intent output; raises ``BundleError`` unless the graph's outputs are the
+    intent graph's, with ``tag_logits`` of ``len(tags)`` tags exactly when ``tags`` are given."""
+    shapes = {arg.name: arg.shape for arg in session.get_outputs()}
+    expected = list(GRAPH_OUTPUTS) + ([TAG_OUTPUT] if tags else [])
+    if sorted(shapes) != sorted(expected):
+        raise BundleError(model_path, f"graph outputs are {sorted(shapes)}, expected {expected}")
+    for name in GRAPH_OUTPUTS:
+        shape = shapes[name]
+        if len(shape) != 2 or not isinstance(shape[1], int):
+            raise BundleError(model_path, f"output {name!r} has shape {shape}; expected [batch, static size]")
+    if tags and (len(shapes[TAG_OUTPUT]) != 3 or shapes[TAG_OUTPUT][2] != len(tags)):
+        raise BundleError(model_path, f"output {TAG_OUTPUT!r} has shape {shapes[TAG_OUTPUT]}; expected "
+                                      f"[batch, sequence, {len(tags)}] for the manifest's {len(tags)} entity tags")
+    return {name: shapes[name][1] for name in GRAPH_OUTPUTS}

@@ -33,6 +33,7 @@ from intentvcs.service import rejections
 from intentvcs.service.settings import ENV_PREFIX, Limits
 
 LIMITS = Limits.from_env()
+ID_MAX_CHARS = 200  # an audit row's id, a /model/parse message_id
 
 
 def _not_blank(text: str) -> str:
@@ -99,6 +100,21 @@ class PredictRequest(CountedRequest):
         return self
 
 
+class ParseRequest(CountedRequest):
+    """Rasa's NLU-server request (``POST /model/parse``): one utterance, and the fields Rasa's client adds.
+
+    Rasa's ``RasaNLUHttpInterpreter`` posts ``{"text", "message_id", "token"}``,
+    the last two often null; refusing them as unknown fields would refuse Rasa.
+    """
+
+    text: Text
+    message_id: str | None = Field(
+        None, max_length=ID_MAX_CHARS, description="Rasa's conversation (sender) id; accepted, not used.")
+    token: str | None = Field(
+        None, description="Rasa's NLU endpoint token, which its client sends in the body; accepted, not used: "
+        f"with {ENV_PREFIX}API_TOKEN set, the token goes in the Authorization header (Bearer).")
+
+
 class AuditSpan(BaseModel):
     """An entity or slot: characters ``[start, end)`` of the row's text (code points), and its type."""
 
@@ -122,7 +138,7 @@ class AuditRow(BaseModel):
     labels: list[Label] = Field(
         max_length=LIMITS.max_labels_per_row, description="Gold labels; an empty list means out of scope.",
     )
-    id: str | None = Field(None, max_length=200)
+    id: str | None = Field(None, max_length=ID_MAX_CHARS)
     spans: list[AuditSpan] | None = Field(
         None, max_length=LIMITS.max_spans_per_row,
         description=f"Entity annotations, at most {LIMITS.max_spans_per_row}, each inside the text "
@@ -194,6 +210,7 @@ _REASON_BY_FIELD = {  # emptiness, length and range limits, which depend on the 
     ("empty_text", None): "empty_text",
     ("string_too_long", "labels"): "label_too_long",
     ("string_too_long", "id"): "id_too_long",
+    ("string_too_long", "message_id"): "id_too_long",
     ("string_too_long", None): "text_too_long",
     ("too_long", "texts"): "too_many_texts",
     ("too_long", "rows"): "too_many_rows",
@@ -237,15 +254,56 @@ class OOSDecision(BaseModel):
     threshold: float = Field(description="Out of scope when score > threshold.")
 
 
+class PredictedEntity(BaseModel):
+    entity: str = Field(description="The entity type, one of the bundle's (GET /status: entity_types).")
+    value: str = Field(description="The entity's characters, text[start:end] of the utterance as sent.")
+    start: int = Field(description="Offset of its first character in the utterance as sent (code points).")
+    end: int = Field(description="Offset after its last character (exclusive).")
+    confidence: float = Field(description="The entity head's mean probability of the entity's word tags, in [0, 1].")
+
+
 class Prediction(BaseModel):
     text: str = Field(description="The utterance as sent.")
     normalised: str | None = Field(
         None, description="The text the model read when the spelling normaliser rewrote it; null when unchanged.")
     intents: list[RankedIntent] = Field(description="The top_k intents, most confident first.")
     accepted: list[str] = Field(description="Accepted intents after label-relation closure, most confident first.")
+    entities: list[PredictedEntity] = Field(
+        description="Entities found in the utterance, in text order; [] when the bundle has no entity head. "
+        "Offsets point into the text as sent, also when the spelling normaliser rewrote it.")
     out_of_scope: bool
     oos: OOSDecision
 
 
 class PredictResponse(BaseModel):
     predictions: list[Prediction] = Field(description="One per utterance, in request order.")
+
+
+# Rasa's NLU parse result (intentvcs.service.rasa), as published in OpenAPI.
+class RasaIntent(BaseModel):
+    name: str
+    confidence: float = Field(description="Calibrated confidence in [0, 1]; for the fallback intent, "
+                              "1 - the top label's confidence.")
+
+
+class RasaEntity(BaseModel):
+    entity: str = Field(description="The entity type.")
+    start: int = Field(description="Offset of its first character in the text as sent (code points).")
+    end: int = Field(description="Offset after its last character (exclusive).")
+    value: str = Field(description="text[start:end].")
+    confidence_entity: float = Field(description="The entity head's confidence in [0, 1].")
+    extractor: str = Field(description="Always 'intentvcs'.")
+
+
+class ParseResponse(BaseModel):
+    text: str = Field(description="The utterance as sent.")
+    intent: RasaIntent = Field(description="The top-ranked intent; the fallback intent (INTENTVCS_FALLBACK_INTENT, "
+                               "default nlu_fallback) when the utterance is out of scope.")
+    intent_ranking: list[RasaIntent] = Field(
+        description=f"The most confident intents, at most {LIMITS.default_top_k} ({ENV_PREFIX}DEFAULT_TOP_K), most "
+        "confident first; out of scope, the fallback intent is put first (by position, as Rasa's FallbackClassifier "
+        "does, whatever its confidence).")
+    entities: list[RasaEntity] = Field(description="As /predict's entities, in Rasa's form; [] without an entity head.")
+    accepted: list[str] = Field(description="Accepted intents after label-relation closure, most confident first "
+                                "(the multi-label decision, as /predict gives it).")
+    out_of_scope: bool

@@ -62,6 +62,15 @@ def _env_json_object(name: str, environ: Mapping[str, str] = os.environ) -> dict
     return value
 
 
+def _check_intent_name(name: str, value: str) -> None:
+    # An intent name a client will match on: a label as the data format allows
+    # it (no surrounding whitespace, at most Limits.max_label_chars characters).
+    if not value.strip() or value != value.strip() or len(value) > Limits.max_label_chars \
+            or not value.isprintable():
+        raise ValueError(f"{ENV_PREFIX}{name}={value!r} is not an intent name (1 to {Limits.max_label_chars} "
+                         "printable characters, no leading or trailing whitespace)")
+
+
 @dataclass(frozen=True)
 class Limits:
     """Request limits; each is also published in the OpenAPI schema."""
@@ -145,10 +154,15 @@ class Settings:
     # Seconds between checks for a replaced bundle folder, which is then served
     # without a restart (intentvcs.service.reload); 0 turns the watch off.
     reload_interval_s: int = 5
+    # The intent name /model/parse gives an out-of-scope utterance
+    # (intentvcs.service.rasa): Rasa's FallbackClassifier's name by default, so
+    # that an assistant's rules and stories for "nlu_fallback" apply unchanged.
+    fallback_intent: str = "nlu_fallback"
 
     def __post_init__(self) -> None:
         if self.metrics_token_required and not self.api_token:
             raise ValueError(f"{ENV_PREFIX}METRICS_TOKEN_REQUIRED is set but {ENV_PREFIX}API_TOKEN is not")
+        _check_intent_name("FALLBACK_INTENT", self.fallback_intent)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -174,6 +188,8 @@ class Settings:
             audit_config=_env_json_object("AUDIT_CONFIG", environ),
             gpus=_env_int("GPUS", cls.gpus, minimum=0, environ=environ),
             reload_interval_s=_env_int("RELOAD_INTERVAL_S", cls.reload_interval_s, minimum=0, environ=environ),
+            # Unset or empty: the default; anything else is checked as given (not stripped).
+            fallback_intent=environ.get(ENV_PREFIX + "FALLBACK_INTENT") or cls.fallback_intent,
         )
 
     def service_config(self, api_routes: list[str], timeout_s: int = 60) -> dict:

@@ -56,7 +56,7 @@ def test_pad_chunk_pads_to_the_longest_in_the_chunk(engine):
 def test_bucketed_results_come_back_in_input_order(bundle, engine):
     one_by_one = np.concatenate([engine.infer([t])[0] for t in TEXTS])
     # Chunks of 3 after sorting by length: every chunk mixes positions.
-    logits, pooled, pooled_mid = Engine(bundle, provider="cpu", max_batch=3).infer(TEXTS)
+    logits, pooled, pooled_mid = Engine(bundle, provider="cpu", max_batch=3).infer(TEXTS).scores
     np.testing.assert_allclose(logits, one_by_one, atol=1e-5)
     assert pooled.shape == pooled_mid.shape == (len(TEXTS), engine.info["hidden_size"])
 
@@ -67,7 +67,7 @@ def test_truncation_at_max_length(engine):
 
 
 def test_empty_input(engine):
-    logits, pooled, pooled_mid = engine.infer([])
+    logits, pooled, pooled_mid = engine.infer([]).scores
     assert logits.shape == (0, len(DEFAULT_LABELS))
     assert pooled.shape == pooled_mid.shape == (0, engine.info["hidden_size"])
     assert engine.predict([]) == []
@@ -89,7 +89,8 @@ def test_top_k(engine):
 def test_answers_and_oos_verdicts(engine):
     answers = engine.predict(list(SAMPLE_UTTERANCES))
     for text, answer in zip(SAMPLE_UTTERANCES, answers):
-        assert set(answer) == {"text", "normalised", "intents", "accepted", "out_of_scope", "oos"}
+        assert set(answer) == {"text", "normalised", "intents", "accepted", "entities", "out_of_scope", "oos"}
+        assert answer["entities"] == []  # an intent-only bundle
         assert answer["text"] == text and answer["normalised"] is None  # no normaliser in this bundle
         assert isinstance(answer["out_of_scope"], bool)
         oos = answer["oos"]

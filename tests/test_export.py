@@ -93,7 +93,7 @@ def test_parity_report_and_independent_check(exported):
     texts = list(SAMPLE_UTTERANCES)
     torch_outputs = TorchPredictor(exported.checkpoint).infer(texts)
     onnx_outputs = Engine(exported.bundle, provider="cpu").infer(texts)
-    for torch_array, onnx_array in zip(torch_outputs, onnx_outputs):
+    for torch_array, onnx_array in zip(torch_outputs.scores, onnx_outputs.scores):
         assert np.abs(torch_array - onnx_array).max() <= PARITY_ATOL
 
 
@@ -178,7 +178,7 @@ def test_quantization_report(exported):
     # The recorded agreement is what the two graphs of the bundle do, recomputed here.
     texts = list(SAMPLE_UTTERANCES)
     fp32, int8 = (Engine(exported.bundle, provider="cpu", quantized=q, spelling=False) for q in (False, True))
-    ref, cand = (engine.decision.apply(*engine.infer(texts)) for engine in (fp32, int8))
+    ref, cand = (engine.decision.apply(*engine.infer(texts).scores) for engine in (fp32, int8))
     assert agreement["label_set_agreement"] == pytest.approx(np.all(ref.accepted == cand.accepted, axis=1).mean(),
                                                              abs=1e-3)
     assert agreement["oos_agreement"] == pytest.approx((ref.out_of_scope == cand.out_of_scope).mean(), abs=1e-3)

@@ -36,7 +36,7 @@ def _manifest_fields() -> dict[str, Any]:
         "model": {"inputs": ["input_ids"], "outputs": list(GRAPH_OUTPUTS), "opset": 17, "hidden_size": 4,
                   "mid_layer": 0},
         "files": {manifest.MODEL_FILE: entry, manifest.TOKENIZER_FILE: entry},
-        "parity": {}, "quantization": None, "spelling": None,
+        "parity": {}, "quantization": None, "spelling": None, "entities": None,
     }
 
 

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from intentvcs.core.dataio import Example, Span
-from intentvcs.core.perturb import (FAMILIES, FAMILY_OF, OPERATORS, augment, lexicon, perturb, perturbed_copies, random_set,
-                              warm_up)
+from intentvcs.core.perturb import (FAMILIES, FAMILY_OF, OPERATORS, VALUE_OPERATORS, EntityValues, augment, lexicon,
+                                    perturb, perturbed_copies, random_set, warm_up)
 from intentvcs.core.perturb.morph import is_offensive
 from intentvcs.core.perturb.numbers import spoken_numbers
 from intentvcs.core.perturb.phonetic import find_cmudict, phonetic_index
@@ -24,6 +24,7 @@ from intentvcs.core.perturb.resources import ResourceUnavailable
 from intentvcs.core.perturb.tagging import find_verb, guess_pos
 from intentvcs.core.perturb.text import Edit, Utterance, apply_edits
 from intentvcs.core.perturb.thesaurus import synonyms
+from intentvcs.core.perturb.values import value_key
 from intentvcs.core.perturb.wordnet import find_dictionary_dir
 
 EXPECTED_NAMES = {
@@ -31,8 +32,8 @@ EXPECTED_NAMES = {
                "syn_adj", "syn_adv", "syn_any", "syn_stopword", "speako"},
     "laug": {"eda_synonym", "eda_insert", "eda_swap", "eda_delete", "disfluency_pause",
              "disfluency_repeat", "disfluency_restart", "disfluency_repair", "asr_soundalike",
-             "asr_numbers"},
-    "raddle": {"typo_keyboard", "verbosity", "simplify", "casing", "punctuation"},
+             "asr_numbers", "slot_value_replacement"},
+    "raddle": {"typo_keyboard", "verbosity", "simplify", "casing", "punctuation", "unseen_entities"},
 }
 
 
@@ -73,6 +74,45 @@ def assert_spans_kept(original: Example, out: Example) -> None:
         assert new.label == old.label
         assert out.text[new.start:new.end] == original.text[old.start:old.end], (original.text, out.text)
     assert out.labels == original.labels and out.id == original.id
+
+
+def _edges(text: str, span: Span) -> tuple[bool, bool]:
+    """Whether a word character touches the span on the left and on the right."""
+    return (span.start > 0 and (text[span.start - 1].isalnum() or text[span.start - 1] == "_"),
+            span.end < len(text) and (text[span.end].isalnum() or text[span.end] == "_"))
+
+
+def outside_spans(example: Example) -> list[str]:
+    """The text before, between and after the spans, in order."""
+    cuts = [0, *(x for s in sorted(example.spans, key=lambda s: s.start) for x in (s.start, s.end)), len(example.text)]
+    return [example.text[a:b] for a, b in zip(cuts[::2], cuts[1::2])]
+
+
+def assert_spans_mapped(original: Example, out: Example, values: EntityValues | None = None) -> None:
+    """``out``'s spans are ``original``'s re-mapped: same order and labels, inside the
+    text, as attached to their neighbours as before, each covering the same string.
+
+    With ``values`` (a value operator) a span may instead cover another value of
+    its type from ``values.data``, at least one does, and the text outside the
+    spans is unchanged: that pins every offset, so a span shifted by even one
+    character fails either way.
+    """
+    assert out.labels == original.labels and out.id == original.id
+    assert [s.label for s in out.spans] == [s.label for s in original.spans]
+    order = sorted(range(len(out.spans)), key=lambda i: out.spans[i].start)
+    assert order == sorted(range(len(original.spans)), key=lambda i: original.spans[i].start)
+    changed = 0
+    for old, new in zip(original.spans, out.spans):
+        assert 0 <= new.start < new.end <= len(out.text)
+        assert _edges(out.text, new) == _edges(original.text, old), (original.text, out.text, new)
+        before, after = original.text[old.start:old.end], out.text[new.start:new.end]
+        if values is not None and after != before:
+            changed += 1
+            assert value_key(after) in {value_key(v) for v in values.data.by_type[old.label]}, (after, old.label)
+        else:
+            assert after == before, (original.text, out.text)
+    if values is not None:
+        assert changed and outside_spans(out) == outside_spans(original), (original.text, out.text)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -345,22 +385,45 @@ SPAN_CASES = [
        ("monday", "date")),
     ex("Wake me up at 6:45 am tomorrow", ("6:45 am", "time"), ("tomorrow", "date")),
     ex("Please quickly send 20 dollars to Anna", ("Anna", "person")),
+    # spans at the very start and end; a span whose string also occurs outside it
+    ex("Chicago to Austin on Friday", ("Chicago", "from"), ("Austin", "to"), ("Friday", "date")),
+    Example("play jazz now, i said jazz", ("intent",), id="x1", spans=(Span(22, 26, "genre"),)),
+    ex("tomorrow wake me at 5 am", ("tomorrow", "date"), ("5 am", "time")),
 ]
+# The value operators draw from the cases' own values (several per type for
+# time, date, from, to).
+SPAN_VALUES = EntityValues.build(SPAN_CASES)
 
 
 @pytest.mark.parametrize("op_name", sorted(OPERATORS))
-def test_every_operator_keeps_spans_and_labels(op_name):
+def test_every_operator_maps_spans_to_their_new_offsets(op_name):
+    """Every operator, every case, several seeds: spans keep their strings (a value
+    operator: its values) at their new offsets; see ``assert_spans_mapped``."""
+    replaces = SPAN_VALUES if op_name in VALUE_OPERATORS else None
     applied = 0
     for e in SPAN_CASES:
         for seed in range(6):
-            out = perturb(e, op_name, seed)
+            out = perturb(e, op_name, seed, SPAN_VALUES)
             if out is None:
                 continue
             applied += 1
             assert out.text != e.text
-            assert_spans_kept(e, out)
+            assert_spans_mapped(e, out, replaces)
             assert out.meta["perturbation"] == op_name
     assert applied > 0, f"{op_name} never applied"
+
+
+@pytest.mark.parametrize("op_name", ["filler_begin", "eda_delete", "slot_value_replacement"])
+@pytest.mark.parametrize("offset", [-1, 1])
+def test_the_span_check_catches_a_span_off_by_one(op_name, offset):
+    """The check above is not vacuous: one span moved by one character fails it."""
+    e = SPAN_CASES[4]
+    out = perturb(e, op_name, 0, SPAN_VALUES)
+    replaces = SPAN_VALUES if op_name in VALUE_OPERATORS else None
+    assert_spans_mapped(e, out, replaces)
+    moved = tuple(Span(s.start + offset, s.end + offset, s.label) if k == 1 else s for k, s in enumerate(out.spans))
+    with pytest.raises(AssertionError):
+        assert_spans_mapped(e, Example(out.text, out.labels, out.id, moved), replaces)
 
 
 def test_perturb_is_deterministic_and_order_independent():
@@ -402,20 +465,25 @@ GOLDEN = {
     "syn_verb": "Please quickly reserve a cheap table for 2 at Luigi's at 7:30 pm",
     "typo_keyboard": "Please qiuckly obok a cheap table for 2 at Luigi's at 7:30 pm",
     "verbosity": "Excuse me, please quickly book a cheap table for 2 at Luigi's at 7:30 pm if that's possible",
+    "slot_value_replacement": "Please quickly book a cheap table for 2 at Nando's at 7:30 pm",
+    "unseen_entities": "Please quickly book a cheap table for 2 at Nando's at 7:30 pm",
 }
+GOLDEN_VALUES = EntityValues.build([GOLDEN_CASE, ex("a table at Nando's", ("Nando's", "restaurant"))],
+                                   train=[GOLDEN_CASE])
 
 
 @pytest.mark.parametrize("op_name", sorted(OPERATORS))
 def test_golden_outputs(op_name):
-    out = perturb(GOLDEN_CASE, op_name, 0)
+    out = perturb(GOLDEN_CASE, op_name, 0, GOLDEN_VALUES)
     assert out is not None and out.text == GOLDEN[op_name]
-    assert_spans_kept(GOLDEN_CASE, out)
+    assert_spans_mapped(GOLDEN_CASE, out, GOLDEN_VALUES if op_name in VALUE_OPERATORS else None)
 
 
 # -- registry ----------------------------------------------------------------------
 def test_registry_names_and_families():
     assert {k: set(v) for k, v in FAMILIES.items()} == EXPECTED_NAMES
-    assert set(OPERATORS) == set().union(*EXPECTED_NAMES.values()) and len(OPERATORS) == 25
+    assert set(OPERATORS) == set().union(*EXPECTED_NAMES.values()) and len(OPERATORS) == 27
+    assert VALUE_OPERATORS == {"slot_value_replacement", "unseen_entities"}
     assert all(FAMILY_OF[n] == f for f, names in FAMILIES.items() for n in names)
     with pytest.raises(ValueError, match="unknown operator"):
         perturb(SPAN_CASES[0], "no_such_op", 0)

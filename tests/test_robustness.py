@@ -4,6 +4,7 @@ model with known failures, then the CLI on a tiny bundle and checkpoint."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -14,18 +15,22 @@ import pytest
 from intentvcs.cli.main import main
 from intentvcs.core.dataio import Example, Span, read_jsonl, write_jsonl
 from intentvcs.core.decision import Decision
+from intentvcs.core.entities import Entity
 from intentvcs.core.oos import ThresholdRule
-from intentvcs.core.outputs import GraphOutputs
-from intentvcs.core.perturb import FAMILIES, OPERATORS, perturb, random_set
+from intentvcs.core.outputs import GraphOutputs, entity_array
+from intentvcs.core.perturb import FAMILIES, OPERATORS, VALUE_OPERATORS, EntityValues, perturb, random_set
 from intentvcs.core.robustness import (
     build_sets,
+    compare,
     expand_operators,
+    infer_distinct,
     outcomes,
     render_markdown,
     run_suite,
     tracked_metrics,
     worst_candidates,
 )
+from intentvcs.core.scoring import span_metrics
 from intentvcs.core.spelling import Spelling
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
 
@@ -115,7 +120,8 @@ def test_every_operator_is_scored_on_the_rows_it_applies_to(report):
 
 
 def test_random_set_mean_and_std_over_draws(report):
-    scores = [accuracy([(ex.text, src) for ex, src in zip(random_set(EXAMPLES, seed), EXAMPLES)])
+    values = EntityValues.build(EXAMPLES)  # the data has a span, so the value operators take part
+    scores = [accuracy([(ex.text, src) for ex, src in zip(random_set(EXAMPLES, seed, values=values), EXAMPLES)])
               for seed in range(3)]
     random = report["random"]
     assert [d["seed"] for d in random["draws"]] == [0, 1, 2]
@@ -160,11 +166,12 @@ def test_same_seed_same_report_other_seed_other_texts():
 
 def test_sets_keep_protected_spans():
     sets = build_sets(EXAMPLES, list(OPERATORS), 2, 0, progress=False)
-    for rows, texts in sets.operators.values():
-        for r, text in zip(rows, texts):
+    for rows, variants in sets.operators.values():
+        for r, variant in zip(rows, variants):
             if r == 2:
-                assert "the beatles" in text
-    assert all("the beatles" in draw[2] for draw in sets.random)
+                [span] = variant.spans
+                assert variant.text[span.start:span.end] == "the beatles"
+    assert all("the beatles" in draw[2].text for draw in sets.random)
 
 
 def test_multi_label_data_is_scored_by_f1_and_exact_match():
@@ -198,6 +205,8 @@ def test_tracked_metrics_auto_detects_and_can_be_forced():
     assert tracked_metrics(multi) == ["f1", "exact_match"]
     assert tracked_metrics(multi, "accuracy") == ["accuracy"]
     assert tracked_metrics(with_oos) == ["accuracy", "oos_recall"]
+    assert tracked_metrics(single, entities=True) == ["accuracy"]  # no spans: nothing to score
+    assert tracked_metrics(EXAMPLES, entities=True) == ["accuracy", "slot_f1"]
     with pytest.raises(ValueError, match="unknown metric"):
         tracked_metrics(single, "precision")
 
@@ -244,6 +253,115 @@ def test_empty_data_and_bad_draws_are_refused():
         run_suite([], predictor(FakeModel().infer), None, draws=1)
     with pytest.raises(ValueError, match="draws must be >= 1"):
         run_suite(EXAMPLES, predictor(FakeModel().infer), None, draws=0)
+
+
+# -- entities ------------------------------------------------------------------------------
+# Test rows; the fake entity model knows exactly the training rows' values.
+ENTITY_ROWS = [
+    row("play jazz in the kitchen", "music", spans=(Span(5, 9, "genre"), Span(17, 24, "room"))),
+    row("play blues please", "music", spans=(Span(5, 10, "genre"),)),
+    row("will it rain in paris", "weather", spans=(Span(16, 21, "city"),)),
+    row("will it rain in rome", "weather", spans=(Span(16, 20, "city"),)),
+    row("is rain expected this weekend", "weather"),
+]
+ENTITY_TRAIN = [row("play jazz", "music", spans=(Span(5, 9, "genre"),)),
+                row("lights off in the kitchen", "music", spans=(Span(18, 25, "room"),)),
+                row("rain in paris", "weather", spans=(Span(8, 13, "city"),))]
+KNOWN = {"jazz": "genre", "kitchen": "room", "paris": "city"}
+
+
+def entities_of(text: str) -> tuple[Entity, ...]:
+    """The fake entity head: every known value, as a whole word, at its offsets in ``text``."""
+    return tuple(Entity(KNOWN[m.group()], m.start(), m.end(), 0.9)
+                 for m in re.finditer(r"\b(" + "|".join(KNOWN) + r")\b", text))
+
+
+def entity_infer(texts):
+    return GraphOutputs(*FakeModel().infer(texts)[:3], entity_array([entities_of(t) for t in texts]))
+
+
+def slot_f1(examples) -> float:
+    """Slot F1 in percent of the fake entity head on ``examples`` against their own spans."""
+    gold = [{(s.start, s.end, s.label) for s in ex.spans} for ex in examples]
+    return 100.0 * span_metrics(gold, [{(e.start, e.end, e.label) for e in entities_of(ex.text)}
+                                       for ex in examples])["slot_f1"]
+
+
+@pytest.fixture(scope="module")
+def entity_report():
+    return run_suite(ENTITY_ROWS, predictor(entity_infer), None, draws=2, seed=0, progress=False,
+                     train=ENTITY_TRAIN)
+
+
+def test_value_operators_score_slots_against_the_replaced_spans(entity_report):
+    assert entity_report["metrics"] == ["accuracy", "slot_f1"]
+    # Clean: jazz, kitchen and paris found, blues and rome missed: P 1, R 3/5.
+    assert entity_report["clean"] == pytest.approx({"accuracy": 100.0, "slot_f1": 75.0})
+    # Unseen entities (blues and rome are the only values no training row has):
+    # jazz -> blues and paris -> rome; blues and rome have no unseen alternative.
+    unseen = entity_report["operators"]["unseen_entities"]
+    assert unseen["n"] == 2
+    assert unseen["slot_f1"] == pytest.approx({"clean": 100.0, "perturbed": 50.0, "drop": 50.0})
+    assert unseen["accuracy"] == {"clean": 100.0, "perturbed": 100.0, "drop": 0.0}
+    # Swapping values among the test rows trades a known value for an unknown one as often as back.
+    swapped = entity_report["operators"]["slot_value_replacement"]
+    assert swapped["n"] == 4
+    assert swapped["slot_f1"] == pytest.approx({"clean": 75.0, "perturbed": 75.0, "drop": 0.0})
+    assert entity_report["entity_values"] == {"types": 3, "values": 5, "unseen_values": 2,
+                                              "unseen_checked_against_training": True}
+
+
+def test_every_set_scores_slots_of_its_own_variants(entity_report):
+    values = EntityValues.build(ENTITY_ROWS, ENTITY_TRAIN)
+    for name, entry in entity_report["operators"].items():
+        pairs = [(out, ex) for ex in ENTITY_ROWS if (out := perturb(ex, name, 0, values)) is not None]
+        assert entry["n"] == len(pairs), name
+        if not any(ex.spans for _, ex in pairs):
+            assert entry["slot_f1"] == {"clean": None, "perturbed": None, "drop": None}, name
+            continue
+        assert entry["slot_f1"]["clean"] == pytest.approx(slot_f1([ex for _, ex in pairs])), name
+        assert entry["slot_f1"]["perturbed"] == pytest.approx(slot_f1([out for out, _ in pairs])), name
+        if name not in VALUE_OPERATORS:  # the spans kept, moved: the gazetteer finds them where they went
+            assert entry["slot_f1"]["drop"] == pytest.approx(0.0), name
+    for draw in entity_report["random"]["draws"]:
+        drawn = random_set(ENTITY_ROWS, draw["seed"], list(OPERATORS), values)
+        assert draw["slot_f1"]["perturbed"] == pytest.approx(slot_f1(drawn))
+    assert set(entity_report["random"]["slot_f1"]) == {"clean", "perturbed_mean", "perturbed_std", "drop_mean",
+                                                      "drop_std"}
+    assert set(entity_report["hard"]["slot_f1"]) == {"clean", "perturbed", "drop"}
+
+
+def test_a_set_without_gold_spans_has_no_slot_score():
+    outputs = infer_distinct(entity_infer, [ex.text for ex in ENTITY_ROWS], progress=False)
+    entry = compare(DECISION, outputs, ENTITY_ROWS, [4], [ENTITY_ROWS[4]], ["accuracy", "slot_f1"])
+    assert entry["slot_f1"] == {"clean": None, "perturbed": None, "drop": None}
+    assert entry["accuracy"]["clean"] == 100.0
+
+
+def test_markdown_shows_slot_columns_only_for_an_entity_model(entity_report):
+    lines = render_markdown(entity_report).splitlines()
+    assert lines[1] == ("Entity values: 5 of 3 type(s), from these rows; unseen_entities draws from 2, none of "
+                        "them an entity value of the training rows.")
+    header = next(l for l in lines if l.startswith("| set |"))
+    assert header.endswith("| slot_f1 clean | slot_f1 perturbed | slot_f1 drop |")
+    assert "| unseen_entities | raddle | 2 | 100.00 | 100.00 | 0.00 | 100.00 | 50.00 | 50.00 |" in lines
+    intent_only = run_suite(ENTITY_ROWS, predictor(FakeModel().infer), None, draws=1, progress=False)
+    assert intent_only["metrics"] == ["accuracy"]
+    assert "slot_f1" not in render_markdown(intent_only)
+    assert "not checked against training data" in render_markdown(intent_only)
+    # without training rows, the unseen values are the test rows' own
+    assert intent_only["entity_values"]["unseen_values"] == 5
+
+
+def test_data_without_spans_runs_the_operators_it_ran_before():
+    plain = [row(ex.text, *ex.labels) for ex in EXAMPLES]
+    report = run_suite(plain, predictor(entity_infer), None, draws=2, progress=False)
+    assert list(report["operators"]) == [n for n in OPERATORS if n not in VALUE_OPERATORS]
+    assert "entity_values" not in report and report["metrics"] == ["accuracy"]
+    assert [d["accuracy"] for d in report["random"]["draws"]] == [
+        compare(DECISION, infer_distinct(FakeModel().infer, [ex.text for ex in plain + drawn], progress=False),
+                plain, range(len(plain)), drawn, ["accuracy"])["accuracy"]
+        for drawn in (random_set(plain, seed) for seed in (0, 1))]
 
 
 # -- the CLI on a tiny bundle ---------------------------------------------------------------
@@ -312,6 +430,21 @@ def test_cli_measures_with_and_without_the_spelling_normaliser(tiny):
     assert main(["robustness", "--bundle", str(bundle), "--data", str(subset), "--out", str(out),
                  "--operators", "typo_keyboard", "--draws", "1"]) == 0
     assert json.loads(out.read_text())["operators"]["typo_keyboard"]["accuracy"]["drop"] == 0
+
+
+def test_cli_checks_unseen_values_against_the_training_file(tiny):
+    root, bundle, data = tiny
+    train = root / "train.jsonl"
+    write_jsonl(train, [row("play songs by daft punk", DEFAULT_LABELS[0], spans=(Span(14, 23, "artist"),))])
+    out = root / "unseen.json"
+    assert main(["robustness", "--bundle", str(bundle), "--data", str(data), "--out", str(out), "--train", str(train),
+                 "--operators", "unseen_entities", "--draws", "1"]) == 0
+    report = json.loads(out.read_text())
+    assert report["source"]["train"] == str(train)
+    # The test rows' one value, "daft punk", is a training value: nothing unseen to draw.
+    assert report["entity_values"] == {"types": 1, "values": 1, "unseen_values": 0,
+                                       "unseen_checked_against_training": True}
+    assert report["operators"]["unseen_entities"]["n"] == 0
 
 
 def test_cli_on_the_checkpoint_matches_the_bundle_shape(tiny):

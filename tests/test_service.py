@@ -134,6 +134,16 @@ def test_bad_requests_get_a_4xx_naming_field_and_limit(url, body, field, limit):
     assert limit in detail["msg"]
 
 
+def test_an_intent_only_bundle_answers_no_entities(url, bundle):
+    """The tiny bundle has no entity head: every answer's entities are [], and /status says so."""
+    assert post(url, "/predict", {"text": "play some music"}).json()["predictions"][0]["entities"] == []
+    parsed = post(url, "/model/parse", {"text": "play some music"})
+    assert parsed.status_code == 200, parsed.text
+    assert parsed.json()["entities"] == [] and parsed.json()["intent"]["name"]
+    status = httpx.get(f"{url}/status", timeout=10).json()
+    assert status["entity_types"] == [] and status["labels"] == list(DEFAULT_LABELS)
+
+
 def test_audit(url):
     rows = [{"text": "play some jazz", "labels": ["PlayJazz"]}, {"text": "play jazz music", "labels": ["PlayJazz"]},
             {"text": "book a table", "labels": ["BookRestaurant"], "meta": {"source": "test"}}]

@@ -153,6 +153,7 @@ def test_readyz_waits_for_warm_up(server):
 
 # ---------------------------------------------------------------------- token
 @pytest.mark.parametrize("path, body", [("/predict", {"text": "play some jazz"}),
+                                        ("/model/parse", {"text": "play some jazz"}),
                                         ("/audit", {"rows": [{"text": "hi there", "labels": ["greet"]}]})])
 def test_api_routes_need_the_token(server, path, body):
     url = f"{server.url}{path}"
@@ -178,7 +179,7 @@ def test_openapi_declares_the_bearer_scheme(server):
     spec = httpx.get(f"{server.url}/docs.json").json()
     assert spec["components"]["securitySchemes"]["bearerAuth"] == {
         "type": "http", "scheme": "bearer", "description": "The token set in INTENTVCS_API_TOKEN on the server."}
-    for path in ("/predict", "/audit", "/metrics"):
+    for path in ("/predict", "/model/parse", "/audit", "/metrics"):
         [operation] = spec["paths"][path].values()
         assert operation["security"] == [{"bearerAuth": []}] and "401" in operation["responses"], path
     for path in ("/healthz", "/readyz"):
@@ -199,7 +200,7 @@ NOT_JSON = {
 }
 
 
-@pytest.mark.parametrize("path", ["/predict", "/audit"])
+@pytest.mark.parametrize("path", ["/predict", "/model/parse", "/audit"])
 def test_only_json_bodies_are_accepted(server, path):
     before = server.errors().get("unsupported_media_type", 0)
     for name, request in NOT_JSON.items():
@@ -345,6 +346,8 @@ def test_refusals_are_one_log_line_without_the_input(server):
         ("/predict", {"text": "hi", "top_k": SECRET}),
         ("/predict", {"text": SECRET, SECRET: 1}),
         ("/predict", '{"text": "' + SECRET),
+        ("/model/parse", {"text": SECRET * 100, "token": SECRET}),
+        ("/model/parse", {"text": SECRET, "message_id": SECRET * 20}),
         ("/audit", {"rows": [{"text": SECRET, "labels": [SECRET * 20]}]}),
         ("/audit", {"rows": [{"text": SECRET, "labels": ["x"], "spans": [{"start": 0, "end": 99, "label": SECRET}]}]}),
         ("/audit", {"rows": [{"text": SECRET, "labels": ["x", "x"]}]}),  # refused by the data format: 400
@@ -363,6 +366,7 @@ def test_refusals_are_one_log_line_without_the_input(server):
     assert len(refused) == len(bad) + 2, "\n".join(new)
     assert all(line.rstrip().endswith(reason) for line, reason in zip(refused, [
         "400 text_too_long", "400 text_too_long", "400 wrong_type", "400 unknown_field", "400 malformed_json",
+        "400 text_too_long", "400 id_too_long",
         "400 label_too_long", "400 invalid_span", "400 invalid_rows", "401 unauthorized", "415 unsupported_media_type",
     ])), "\n".join(refused)
     assert "Traceback" not in log and "[ERROR]" not in log

@@ -30,6 +30,7 @@ def test_audit_overrides_and_limits_come_from_the_given_environment():
     ("INTENTVCS_AUDIT_CONFIG", "{oops", "INTENTVCS_AUDIT_CONFIG is not JSON"),
     ("INTENTVCS_MAX_TEXTS", "zero", "INTENTVCS_MAX_TEXTS='zero' is not an integer"),
     ("INTENTVCS_METRICS_TOKEN_REQUIRED", "1", "INTENTVCS_API_TOKEN is not"),
+    ("INTENTVCS_FALLBACK_INTENT", " nlu_fallback", "INTENTVCS_FALLBACK_INTENT=' nlu_fallback' is not an intent name"),
 ])
 def test_serve_refuses_a_bad_setting_before_starting(tmp_path, variable, value, message):
     """A bad value would otherwise crash every worker at import, and BentoML restart them forever."""

@@ -30,7 +30,7 @@ def test_train_then_evaluate_through_cli(tmp_path, backbone, method, oos_rule, s
         "--result", str(tmp_path / "result.json"), "--spelling" if spelling else "--no-spelling",
     ])
     assert code == 0
-    assert {p.name for p in ckpt.iterdir()} == {"encoder", "head.safetensors", "checkpoint.json",
+    assert {p.name for p in ckpt.iterdir()} == {"encoder", "head.safetensors", "tagger.safetensors", "checkpoint.json",
                                                 *(["spelling.json"] if spelling else [])}
     meta = json.loads((ckpt / "checkpoint.json").read_text())
     assert meta["method"] == method and len(meta["labels"]) == 18

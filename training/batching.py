@@ -13,26 +13,56 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
+from intentvcs.core.dataio import Span
+from intentvcs.core.entities import IGNORE, Word, token_targets, words
+
 
 @dataclass
 class Encoded:
-    """Token ids per text (no padding) plus an optional target matrix.
+    """Token ids per text (no padding) plus optional targets.
 
-    ``sources``: for augmented data, the row index of each row's clean source
-    (-1 for a clean row), so a batch can hold a row and its perturbed copies.
+    ``words``: each text's words (``intentvcs.core.entities.words``), where an
+    entity head's tags are read. ``tag_targets``: per token, the gold tag index
+    on each word's first piece, else ``IGNORE``. ``sources``: for augmented
+    data, the row index of each row's clean source (-1 for a clean row), so a
+    batch can hold a row and its perturbed copies.
     """
 
     input_ids: list[list[int]]
     targets: np.ndarray | None = None  # [N, L] float32
     sources: list[int] | None = None
+    words: list[list[Word]] | None = None
+    tag_targets: list[list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
 
 
-def encode(tokenizer, texts: Sequence[str], max_length: int, targets: np.ndarray | None = None) -> Encoded:
-    ids = tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
-    return Encoded(ids, targets)
+def encode(tokenizer, texts: Sequence[str], max_length: int, targets: np.ndarray | None = None,
+           spans: Sequence[Sequence[Span] | None] | None = None, tag_index: dict[str, int] | None = None) -> Encoded:
+    """Tokenise ``texts``; with ``tag_index``, also the words and the tag targets of ``spans``
+    (one entry per text, None for a row without annotations)."""
+    batch = tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True,
+                      return_offsets_mapping=tag_index is not None)
+    ids = batch["input_ids"]
+    if tag_index is None:
+        return Encoded(ids, targets)
+    text_words = [words(batch.word_ids(i), batch["offset_mapping"][i]) for i in range(len(ids))]
+    tags = None
+    if spans is not None:
+        tags = [token_targets(row_spans, row_words, len(row_ids), tag_index)
+                for row_spans, row_words, row_ids in zip(spans, text_words, ids)]
+    return Encoded(ids, targets, words=text_words, tag_targets=tags)
+
+
+def concatenate(first: Encoded, second: Encoded, sources: list[int]) -> Encoded:
+    """``first``'s rows then ``second``'s, with ``sources`` for all of them."""
+    def joined(a, b):
+        return None if a is None else a + b
+
+    targets = None if first.targets is None else np.concatenate([first.targets, second.targets])
+    return Encoded(first.input_ids + second.input_ids, targets, sources, joined(first.words, second.words),
+                   joined(first.tag_targets, second.tag_targets))
 
 
 def collate(encoded: Encoded, indices: Sequence[int], pad_id: int) -> dict[str, torch.Tensor]:
@@ -46,6 +76,11 @@ def collate(encoded: Encoded, indices: Sequence[int], pad_id: int) -> dict[str, 
     batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
     if encoded.targets is not None:
         batch["targets"] = torch.from_numpy(encoded.targets[list(indices)])
+    if encoded.tag_targets is not None:
+        tags = torch.full((len(indices), width), IGNORE, dtype=torch.long)
+        for row, i in enumerate(indices):
+            tags[row, : len(encoded.tag_targets[i])] = torch.tensor(encoded.tag_targets[i])
+        batch["tag_targets"] = tags
     return batch
 
 

@@ -87,3 +87,8 @@ def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
 def training_seconds(meta: dict[str, Any]) -> float:
     """How long the checkpoint's training took; older checkpoints lack the total, so their epochs' sum."""
     return meta.get("train_seconds", round(sum(h["seconds"] for h in meta["history"]), 1))
+
+
+def checkpoint_tags(meta: dict[str, Any]) -> list[str]:
+    """The entity head's tag vocabulary (``intentvcs.core.entities``); [] for a model without one."""
+    return list((meta.get("entities") or {}).get("tags", []))

@@ -48,8 +48,9 @@ def _check_choices(config: Any) -> None:
                              f"choose from {sorted(choices)}")
 
 
-# What runs recorded before a setting existed did: copies were drawn once.
-LEGACY_SETTINGS = {"augment_resample": False}
+# What runs recorded before a setting existed did: copies were drawn once, and
+# no entity head was trained.
+LEGACY_SETTINGS = {"augment_resample": False, "entity_weight": 0.0}
 
 
 @dataclass
@@ -97,6 +98,11 @@ class TrainConfig:
                                               "so that early stopping and the kept epoch reward robustness, not "
                                               "clean loss alone (needs augmentation)")
     labels: list[str] | None = setting(None, "fixed label order (default: sorted from the training data)")
+    # Equal weight, as JointBERT (Chen et al. 2019) sums its two losses. Rows
+    # without spans train the intent head only, so data without any trains no
+    # entity head at all and is trained exactly as before entities existed.
+    entity_weight: float = setting(1.0, "weight of the entity (BIO tagging) loss beside the intent loss, for "
+                                        "training rows that carry spans; 0 trains no entity head")
 
     def __post_init__(self) -> None:
         _check_choices(self)
@@ -107,6 +113,8 @@ class TrainConfig:
             # Nothing to draw: recorded as off, so runs without augmentation
             # compare equal whatever the resampling default was when they ran.
             self.augment_resample = False
+        if self.entity_weight < 0:
+            raise ValueError("entity_weight must be >= 0")
         if self.consistency_weight < 0:
             raise ValueError("consistency_weight must be >= 0")
         if self.consistency_weight > 0 and self.augment_ratio <= 0:

@@ -128,3 +128,13 @@ class Method:
 METHODS: dict[str, Method] = {
     name: Method(name, globals()[loss], activation) for name, (loss, activation) in METHOD_TABLE.items()
 }
+
+
+def tag_loss(tag_logits: torch.Tensor, tag_targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the entity head over the tagged tokens (``IGNORE`` elsewhere); 0 when a batch has none."""
+    from intentvcs.core.entities import IGNORE
+
+    tagged = tag_targets != IGNORE
+    if not tagged.any():
+        return tag_logits.new_zeros(())
+    return F.cross_entropy(tag_logits[tagged], tag_targets[tagged])

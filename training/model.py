@@ -6,6 +6,11 @@ A middle layer is mean-pooled too (``intentvcs.core.outputs``): fine-tuning pull
 out-of-scope queries toward some intent in the final layer, less so there.
 The head is kept outside the HF model so any encoder directory works unchanged;
 its file records which layer is the middle one.
+
+With entity types in the training data the model also has a tagger: a
+linear layer over every token's final hidden state giving BIO tag logits
+(``intentvcs.core.entities``), trained jointly with the intent head on the
+same encoder and saved beside it (``TAGGER_FILE``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from transformers.utils import logging as hf_logging
 from intentvcs.core.outputs import default_mid_layer
 
 HEAD_FILE = "head.safetensors"
+TAGGER_FILE = "tagger.safetensors"
 MID_LAYER_KEY = "mid_layer"  # safetensors metadata of HEAD_FILE
 ENCODER_DIR = "encoder"
 
@@ -50,13 +56,15 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
 
 
 class IntentModel(nn.Module):
-    """``forward`` returns ``(logits [B, L], pooled [B, H], pooled_mid [B, H])``.
+    """``forward`` returns ``(logits [B, L], pooled [B, H], pooled_mid [B, H])``, and
+    ``tag_logits [B, T, K]`` after them when the model has a tagger (``num_tags`` > 0).
 
     ``mid_layer`` indexes the encoder's hidden states (0: embeddings); default
     ``intentvcs.core.outputs.default_mid_layer``.
     """
 
-    def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1, mid_layer: int | None = None):
+    def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1, mid_layer: int | None = None,
+                 num_tags: int = 0):
         super().__init__()
         self.encoder = encoder
         hidden = encoder.config.hidden_size
@@ -66,11 +74,12 @@ class IntentModel(nn.Module):
             raise ValueError(f"mid_layer must lie in [0, {layers}], got {self.mid_layer}")
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(hidden, num_labels)
+        self.tagger = nn.Linear(hidden, num_tags) if num_tags else None
 
     @classmethod
     def from_backbone(cls, backbone: str | os.PathLike, num_labels: int, dropout: float = 0.1,
-                      mid_layer: int | None = None) -> "IntentModel":
-        return cls(_load_encoder(backbone), num_labels, dropout, mid_layer)
+                      mid_layer: int | None = None, num_tags: int = 0) -> "IntentModel":
+        return cls(_load_encoder(backbone), num_labels, dropout, mid_layer, num_tags)
 
     @classmethod
     def from_checkpoint(cls, checkpoint_dir: str | os.PathLike) -> "IntentModel":
@@ -79,10 +88,15 @@ class IntentModel(nn.Module):
         state = load_file(head_path)
         with safe_open(head_path, framework="pt") as head_file:
             recorded = (head_file.metadata() or {}).get(MID_LAYER_KEY)
+        tagger_path = checkpoint_dir / TAGGER_FILE
+        tagger = load_file(str(tagger_path)) if tagger_path.is_file() else None
         # Checkpoints written before the middle layer was recorded take the default.
         model = cls.from_backbone(checkpoint_dir / ENCODER_DIR, num_labels=state["weight"].shape[0],
-                                  mid_layer=None if recorded is None else int(recorded))
+                                  mid_layer=None if recorded is None else int(recorded),
+                                  num_tags=0 if tagger is None else tagger["weight"].shape[0])
         model.head.load_state_dict(state)
+        if tagger is not None:
+            model.tagger.load_state_dict(tagger)
         model.eval()
         return model
 
@@ -92,15 +106,23 @@ class IntentModel(nn.Module):
             kwargs["token_type_ids"] = token_type_ids
         states = self.encoder(**kwargs).hidden_states
         pooled = mean_pool(states[-1], attention_mask)
-        return self.head(self.dropout(pooled)), pooled, mean_pool(states[self.mid_layer], attention_mask)
+        outputs = (self.head(self.dropout(pooled)), pooled, mean_pool(states[self.mid_layer], attention_mask))
+        if self.tagger is None:
+            return outputs
+        return outputs + (self.tagger(self.dropout(states[-1])),)
 
     def save(self, checkpoint_dir: str | os.PathLike, tokenizer) -> None:
         """Write encoder + tokenizer (HF format) and the head (safetensors, with ``mid_layer``)."""
         checkpoint_dir = Path(checkpoint_dir)
         self.encoder.save_pretrained(checkpoint_dir / ENCODER_DIR, safe_serialization=True)
         tokenizer.save_pretrained(checkpoint_dir / ENCODER_DIR)
-        head = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
-        save_file(head, str(checkpoint_dir / HEAD_FILE), metadata={MID_LAYER_KEY: str(self.mid_layer)})
+        save_file(_tensors(self.head), str(checkpoint_dir / HEAD_FILE), metadata={MID_LAYER_KEY: str(self.mid_layer)})
+        if self.tagger is not None:
+            save_file(_tensors(self.tagger), str(checkpoint_dir / TAGGER_FILE))
+
+
+def _tensors(layer: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().contiguous() for k, v in layer.state_dict().items()}
 
 
 def load_tokenizer(path: str | os.PathLike):

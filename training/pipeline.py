@@ -23,9 +23,11 @@ from intentvcs.core.decision import Decision
 from intentvcs.core.evaluation import evaluate, headline
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.relations import LabelRelations
-from intentvcs.core.spelling import Spelling
+from intentvcs.core.entities import entity_types
+from intentvcs.core.spelling import Spelling, infer_normalised
 from intentvcs.training.checkpoint import (
     META_FILE,
+    checkpoint_tags,
     read_checkpoint_meta,
     write_checkpoint,
     write_checkpoint_meta,
@@ -71,12 +73,11 @@ class TrainedModel:
     activation: str  # the method's: how the decision layer reads the logits
     max_length: int
     spelling: Spelling | None
+    tags: list[str]  # the entity head's tag vocabulary; [] without one
 
     def infer(self, rows: Sequence[Example], progress: bool = False) -> GraphOutputs:
-        texts = [ex.text for ex in rows]
-        if self.spelling is not None:
-            texts = self.spelling.normalise_all(texts)
-        return infer(self.model, self.tokenizer, texts, self.max_length, progress=progress)
+        return infer_normalised(self.spelling, [ex.text for ex in rows], lambda texts: infer(
+            self.model, self.tokenizer, texts, self.max_length, progress=progress, tags=self.tags))[0]
 
 
 def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Sequence[Example] | None,
@@ -96,7 +97,7 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
 
     trained = Trainer(config).fit(splits.train, splits.valid)
     model = TrainedModel(trained.model, trained.tokenizer, trained.labels, METHODS[config.method].activation,
-                         config.max_length, _spelling(splits.train, decision.spelling))
+                         config.max_length, _spelling(splits.train, decision.spelling), trained.tags)
     fitted, decision_report, metrics = fit_and_evaluate(model, splits, decision, relations)
 
     meta = {
@@ -114,6 +115,7 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
         "best_epoch": trained.best_epoch,
         "train_seconds": round(trained.seconds, 1),
         "spelling": _spelling_summary(model.spelling),
+        "entities": _entities_summary(trained, config),
     }
     write_checkpoint(out, model.model, model.tokenizer, meta, model.spelling, force=force)
     log.info("checkpoint written to %s", out)
@@ -161,7 +163,7 @@ def refit_checkpoint(checkpoint: str | os.PathLike, train: Sequence[Example], va
     _check_known_labels(splits, meta["labels"])
     model = TrainedModel(IntentModel.from_checkpoint(checkpoint), load_tokenizer(Path(checkpoint) / ENCODER_DIR),
                          meta["labels"], METHODS[meta["method"]].activation, meta["max_length"],
-                         _spelling(splits.train, decision.spelling))
+                         _spelling(splits.train, decision.spelling), checkpoint_tags(meta))
     relations = LabelRelations.from_dict(meta["relations"]) if meta.get("relations") else None
     fitted, decision_report, metrics = fit_and_evaluate(model, splits, decision, relations)
     # spelling.json first: a crash between the two writes leaves the old
@@ -189,6 +191,14 @@ def _spelling(train: Sequence[Example], enabled: bool) -> Spelling | None:
     normaliser = Spelling.from_texts(ex.text for ex in train)
     log.info("spelling normaliser: %d training words", len(normaliser))
     return normaliser
+
+
+def _entities_summary(trained, config: TrainConfig) -> dict | None:
+    """``checkpoint.json``'s ``entities``: the tag vocabulary, the loss weight and what the head learnt from."""
+    if not trained.tags:
+        return None
+    return {"tags": trained.tags, "types": entity_types(trained.tags), "weight": config.entity_weight,
+            **trained.entities}
 
 
 def _spelling_summary(spelling: Spelling | None) -> dict | None:

@@ -14,24 +14,28 @@ import numpy as np
 import torch
 
 from intentvcs.core.decision import Decision
-from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.entities import decode, entity_types
+from intentvcs.core.outputs import GraphOutputs, entity_array
+from intentvcs.core.spelling import infer_normalised
 from intentvcs.training.batching import collate, encode, inference_batches
-from intentvcs.training.checkpoint import read_checkpoint_meta, read_checkpoint_spelling
+from intentvcs.training.checkpoint import checkpoint_tags, read_checkpoint_meta, read_checkpoint_spelling
 from intentvcs.training.model import ENCODER_DIR, IntentModel, load_tokenizer
 
 
 @torch.inference_mode()
 def infer(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, batch_size: int = 64,
-          progress: bool = False) -> GraphOutputs:
-    """``logits [N, L]`` and the final and middle mean-pooled embeddings ``[N, H]`` (float32)."""
+          progress: bool = False, tags: Sequence[str] = ()) -> GraphOutputs:
+    """``logits [N, L]`` and the final and middle mean-pooled embeddings ``[N, H]`` (float32), and, for a
+    model with an entity head (``tags``: its tag vocabulary), each text's decoded entities."""
     was_training = model.training
     model.eval()
-    encoded = encode(tokenizer, texts, max_length)
+    tagging = model.tagger is not None and bool(tags)
+    encoded = encode(tokenizer, texts, max_length, tag_index={tag: i for i, tag in enumerate(tags)} if tagging else None)
     lengths = [len(x) for x in encoded.input_ids]
     hidden = model.head.in_features
-    outputs = GraphOutputs(np.zeros((len(texts), model.head.out_features), dtype=np.float32),
-                           np.zeros((len(texts), hidden), dtype=np.float32),
-                           np.zeros((len(texts), hidden), dtype=np.float32))
+    arrays = (np.zeros((len(texts), model.head.out_features), dtype=np.float32),
+              np.zeros((len(texts), hidden), dtype=np.float32), np.zeros((len(texts), hidden), dtype=np.float32))
+    found: list[tuple] = [()] * len(texts)
     batches = list(inference_batches(lengths, batch_size))
     if progress:
         from tqdm.auto import tqdm
@@ -39,10 +43,15 @@ def infer(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, 
         batches = tqdm(batches, desc="infer", unit="batch", leave=False, disable=None)  # quiet off a terminal
     for idx in batches:
         batch = collate(encoded, idx, tokenizer.pad_token_id)
-        for array, tensor in zip(outputs, model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])):
+        result = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        for array, tensor in zip(arrays, result[:3]):
             array[idx] = tensor.float().numpy()
+        if tagging:
+            tag_logits = result[3].float().numpy()
+            for row, i in enumerate(idx):
+                found[i] = decode(tag_logits[row], encoded.words[i], tags)
     model.train(was_training)
-    return outputs
+    return GraphOutputs(*arrays, entity_array(found) if tagging else None)
 
 
 class TorchPredictor:
@@ -65,6 +74,7 @@ class TorchPredictor:
         self.tokenizer = load_tokenizer(self.directory / ENCODER_DIR)
         self.spelling = read_checkpoint_spelling(checkpoint_dir) if spelling else None
         self.max_length = self.meta["max_length"]
+        self.tags = checkpoint_tags(self.meta)
         self.batch_size = batch_size
         self.progress = progress
 
@@ -73,14 +83,18 @@ class TorchPredictor:
         return list(self.meta["labels"])
 
     @property
+    def entity_types(self) -> list[str]:
+        return entity_types(self.tags)
+
+    @property
     def info(self) -> dict[str, Any]:
         """What is loaded, in the shape of the engine's ``info`` where the two share a field."""
         return {"checkpoint": str(self.directory), "backbone": self.meta["backbone"],
                 "data_fingerprint": self.meta["data_fingerprint"], "runtime": "torch",
                 "max_length": self.max_length, "labels": len(self.labels), "oos_rule": self.decision.oos.name,
-                "spelling_words": len(self.spelling) if self.spelling is not None else None}
+                "spelling_words": len(self.spelling) if self.spelling is not None else None,
+                "entity_types": len(self.entity_types)}
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs:
-        if self.spelling is not None:
-            texts = self.spelling.normalise_all(texts)
-        return infer(self.model, self.tokenizer, texts, self.max_length, self.batch_size, self.progress)
+        return infer_normalised(self.spelling, texts, lambda read: infer(
+            self.model, self.tokenizer, read, self.max_length, self.batch_size, self.progress, self.tags))[0]

@@ -15,7 +15,7 @@ import logging
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -24,9 +24,17 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from intentvcs.core.dataio import Example
-from intentvcs.training.batching import Encoded, collate, encode, grouped_training_batches, training_batches
+from intentvcs.core.entities import aligned, tag_vocabulary
+from intentvcs.training.batching import (
+    Encoded,
+    collate,
+    concatenate,
+    encode,
+    grouped_training_batches,
+    training_batches,
+)
 from intentvcs.training.config import TrainConfig
-from intentvcs.training.losses import METHODS, consistency_loss, negative_sampling_loss
+from intentvcs.training.losses import METHODS, consistency_loss, negative_sampling_loss, tag_loss
 from intentvcs.training.model import IntentModel, load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -40,6 +48,8 @@ class TrainResult:
     best_epoch: int
     history: list[dict]
     seconds: float
+    tags: list[str]  # the entity head's BIO tags; [] without one
+    entities: dict | None  # what the entity head was trained on (rows, spans, how many align with words)
 
 
 def targets_matrix(examples: Sequence[Example], labels: Sequence[str]) -> np.ndarray:
@@ -60,6 +70,7 @@ class _Run:
     model: IntentModel
     tokenizer: object
     labels: list[str]
+    tags: list[str]  # the entity head's tag vocabulary; [] when there is none
     train: list[Example]  # labelled training rows
     clean: Encoded  # ``train`` encoded
     rows: Encoded  # what the current epoch trains on: ``clean``, plus perturbed copies when augmenting
@@ -85,6 +96,8 @@ class Trainer:
     def __init__(self, config: TrainConfig):
         self.config = config
         self.method = METHODS[config.method]
+        # Tag -> index of the entity head's output, set by ``fit``'s set-up (None: no entity head).
+        self.tag_index: dict[str, int] | None = None
 
     def fit(self, train: Sequence[Example], valid: Sequence[Example]) -> TrainResult:
         """Set up, then train epoch after epoch, keeping the weights of the best one on ``valid``."""
@@ -97,7 +110,8 @@ class Trainer:
                 break
         run.model.load_state_dict(best.state)
         run.model.eval()
-        return TrainResult(run.model, run.tokenizer, run.labels, best.epoch, history, time.time() - start)
+        return TrainResult(run.model, run.tokenizer, run.labels, best.epoch, history, time.time() - start,
+                           run.tags, _entity_summary(run))
 
     # -- set-up ---------------------------------------------------------------------------------------------
     # Seeding comes first: the head's initialisation then draws from torch's seeded generator.
@@ -106,14 +120,16 @@ class Trainer:
         cfg = self.config
         rng, generator = self._seed()
         train, valid, labels = self._labelled(train, valid)
-        model, tokenizer = self._model(labels)
-        clean = encode(tokenizer, [ex.text for ex in train], cfg.max_length, targets_matrix(train, labels))
+        tags = self._tags(train)
+        model, tokenizer = self._model(labels, len(tags))
+        self.tag_index = {tag: i for i, tag in enumerate(tags)} if tags else None
+        clean = self._encode(tokenizer, train, labels)
         rows = self._training_rows(train, clean, labels, tokenizer, epoch=1)
         valid_enc = self._validation_rows(valid, labels, tokenizer)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer, scheduler = self._optimiser(params, len(rows))
-        return _Run(model, tokenizer, labels, train, clean, rows, valid_enc, params, optimizer, scheduler, rng,
-                    generator)
+        return _Run(model, tokenizer, labels, tags, train, clean, rows, valid_enc, params, optimizer, scheduler,
+                    rng, generator)
 
     def _seed(self) -> tuple[random.Random, torch.Generator]:
         """Seed torch (head initialisation, dropout); return the batch-order and negative-sampling generators."""
@@ -139,20 +155,31 @@ class Trainer:
             raise ValueError(f"training labels missing from the fixed label list: {unseen[:10]}")
         return train, valid, labels
 
-    def _model(self, labels: list[str]) -> tuple[IntentModel, object]:
-        """The backbone with a fresh head of ``len(labels)`` outputs, and its tokenizer."""
+    def _tags(self, train: list[Example]) -> list[str]:
+        """The entity head's tags: BIO over the span types of ``train``; none without spans or entity weight."""
+        types = {span.label for ex in train for span in ex.spans}
+        return tag_vocabulary(types) if types and self.config.entity_weight > 0 else []
+
+    def _model(self, labels: list[str], num_tags: int) -> tuple[IntentModel, object]:
+        """The backbone with a fresh head of ``len(labels)`` outputs (and a tagger of ``num_tags``), and its tokenizer."""
         cfg = self.config
         backbone = cfg.resolved_backbone()
         tokenizer = load_tokenizer(backbone)
-        model = IntentModel.from_backbone(backbone, len(labels), dropout=cfg.dropout)
+        model = IntentModel.from_backbone(backbone, len(labels), dropout=cfg.dropout, num_tags=num_tags)
         if cfg.freeze_embeddings:
             model.encoder.get_input_embeddings().weight.requires_grad_(False)
         return model, tokenizer
 
+    def _encode(self, tokenizer, rows: Sequence[Example], labels: list[str]) -> Encoded:
+        """``rows`` tokenised with their intent targets and, for an entity head, their tag targets
+        (rows without spans take no part in the tagging loss)."""
+        return encode(tokenizer, [ex.text for ex in rows], self.config.max_length, targets_matrix(rows, labels),
+                      [ex.spans or None for ex in rows], self.tag_index)
+
     def _validation_rows(self, valid: list[Example], labels: list[str], tokenizer) -> Encoded:
         """``valid`` encoded, plus one perturbed copy of each row with ``validate_perturbed`` (drawn once)."""
         cfg = self.config
-        encoded = encode(tokenizer, [ex.text for ex in valid], cfg.max_length, targets_matrix(valid, labels))
+        encoded = self._encode(tokenizer, valid, labels)
         if cfg.validate_perturbed and valid:
             encoded = self._with_copies(valid, encoded, labels, tokenizer, 1.0, f"{cfg.seed}:valid", "validation")
         return encoded
@@ -198,8 +225,7 @@ class Trainer:
         bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", unit="batch", leave=False, disable=None)
         for step, idx in enumerate(bar, start=1):
             batch = collate(run.rows, idx, run.tokenizer.pad_token_id)
-            logits = run.model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])[0]
-            loss = self._loss(logits, batch["targets"], run.generator)
+            loss, logits = self._batch_loss(run.model, batch, run.generator)
             if cfg.consistency_weight > 0:
                 loss = loss + cfg.consistency_weight * self._consistency(logits, idx, run.rows.sources)
             loss.backward()
@@ -229,6 +255,15 @@ class Trainer:
 
     # -- pieces ---------------------------------------------------------------------------------------------
 
+    def _batch_loss(self, model: IntentModel, batch: dict[str, torch.Tensor],
+                    generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The joint loss of one batch (intents, plus the weighted tagging loss), and the intent logits."""
+        outputs = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        loss = self._loss(outputs[0], batch["targets"], generator)
+        if model.tagger is not None:
+            loss = loss + self.config.entity_weight * tag_loss(outputs[3], batch["tag_targets"])
+        return loss, outputs[0]
+
     def _loss(self, logits: torch.Tensor, targets: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         cfg = self.config
         if cfg.method == "negative_sampling":
@@ -256,7 +291,7 @@ class Trainer:
         """
         cfg = self.config
         if cfg.augment_ratio <= 0:
-            return Encoded(clean.input_ids, clean.targets, [-1] * len(clean))
+            return replace(clean, sources=[-1] * len(clean))
         seed = cfg.seed if epoch == 1 else f"{cfg.seed}:epoch{epoch}"
         return self._with_copies(train, clean, labels, tokenizer, cfg.augment_ratio, seed,
                                  f"training data for epoch {epoch}")
@@ -270,10 +305,8 @@ class Trainer:
         cfg = self.config
         copies = perturbed_copies(rows, ratio, cfg.augment_mix, seed=seed)
         log.info("augmented %s: %d -> %d rows", what, len(rows), len(rows) + len(copies))
-        perturbed = [copy for _, copy in copies]
-        extra = encode(tokenizer, [ex.text for ex in perturbed], cfg.max_length, targets_matrix(perturbed, labels))
-        return Encoded(clean.input_ids + extra.input_ids, np.concatenate([clean.targets, extra.targets]),
-                       [-1] * len(clean) + [source for source, _ in copies])
+        extra = self._encode(tokenizer, [copy for _, copy in copies], labels)
+        return concatenate(clean, extra, [-1] * len(clean) + [source for source, _ in copies])
 
     @torch.inference_mode()
     def _evaluate_loss(self, model: IntentModel, encoded: Encoded, pad_id: int, generator) -> float:
@@ -283,8 +316,18 @@ class Trainer:
         for start in range(0, len(order), 128):
             idx = order[start : start + 128]
             batch = collate(encoded, idx, pad_id)
-            logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])[0]
-            total += self._loss(logits, batch["targets"], generator).item() * len(idx)
+            total += self._batch_loss(model, batch, generator)[0].item() * len(idx)
             count += len(idx)
         return total / max(count, 1)
 
+
+
+def _entity_summary(run: _Run) -> dict | None:
+    """What the entity head learnt from: rows with spans, spans, and how many of them the word tags reproduce
+    (a span that starts or ends inside a word cannot be)."""
+    if not run.tags:
+        return None
+    annotated = [(ex, words) for ex, words in zip(run.train, run.clean.words) if ex.spans]
+    spans = sum(len(ex.spans) for ex, _ in annotated)
+    return {"rows": len(run.train), "rows_with_spans": len(annotated), "spans": spans,
+            "spans_aligned": sum(aligned(ex.spans, words) for ex, words in annotated)}

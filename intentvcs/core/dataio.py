@@ -118,6 +118,7 @@ def parse_row(obj: Any, require_labels: bool = True) -> Example:
     if not isinstance(spans, list):
         raise ValueError(f"'spans' must be a list of {{start, end, label}} objects, got {type(spans).__name__}")
     spans = tuple(_parse_span(s, len(text)) for s in spans)
+    _check_disjoint(spans)
     meta = obj.get("meta") or {}
     if not isinstance(meta, dict):
         raise ValueError("'meta' must be an object")
@@ -134,6 +135,32 @@ def _parse_span(obj: Any, text_len: int) -> Span:
         raise ValueError("span 'label' must be a non-empty string")
     _check_unicode("a span label", label)
     return Span(start, end, label)
+
+
+def _check_disjoint(spans: tuple[Span, ...]) -> None:
+    """Refuse overlapping spans: a word can be one entity only (the tagger gives each word one tag)."""
+    ordered = sorted(spans, key=lambda s: (s.start, s.end))
+    for first, second in zip(ordered, ordered[1:]):
+        if second.start < first.end:
+            raise ValueError(f"spans [{first.start}, {first.end}) {first.label!r} and [{second.start}, "
+                             f"{second.end}) {second.label!r} overlap")
+
+
+def check_span_types(path: str | os.PathLike, known: Iterable[str]) -> None:
+    """Refuse a row of ``path`` whose span type is not in ``known`` (the training data's types).
+
+    A model cannot learn a type it never saw, and scoring it would only count
+    misses, so the data is refused with the file, line and reason instead.
+    """
+    known = set(known)
+    path = Path(path)
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            for example in _parse_line(path, number, raw):
+                unknown = sorted({s.label for s in example.spans} - known)
+                if unknown:
+                    raise DataError(path, number, f"span type(s) {unknown} do not occur in the training data "
+                                                  f"(types there: {sorted(known)[:20]})")
 
 
 def text_problem(text: str, name: str) -> str | None:

@@ -142,7 +142,7 @@ class Decision:
 
     def apply(self, logits: np.ndarray, pooled: np.ndarray | None = None,
               pooled_mid: np.ndarray | None = None) -> DecisionResult:
-        """Decide a batch: ``apply(*graph_outputs)`` (``intentvcs.core.outputs``).
+        """Decide a batch: ``apply(*graph_outputs.scores)`` (``intentvcs.core.outputs``).
 
         Logits ``[N, L]``; the distance rule also reads the pooled embeddings
         ``[N, H]`` and, when it has a neighbour bank, the middle layer's.

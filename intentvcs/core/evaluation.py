@@ -41,11 +41,16 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
     in-scope rows (micro over (row, label) decisions), ``accuracy`` (the top
     label is one of the gold labels, ignoring the OOS verdict), and, when the
     data has out-of-scope rows, ``in_scope_accuracy``, ``oos_recall``,
-    ``oos_precision``, ``oos_f1``, ``auroc``, ``fpr95``. With ``include_tables``
-    also ``per_label`` and the prediction ``cooccurrence`` matrix.
+    ``oos_precision``, ``oos_f1``, ``auroc``, ``fpr95``. For a model with an
+    entity head, over in-scope rows: ``slot_precision``, ``slot_recall``,
+    ``slot_f1`` (CoNLL span level: type and both boundaries exact; a row without
+    spans has no entities), ``entities_exact`` and ``overall_accuracy`` (the
+    sentence level of JointBERT: the top intent is a gold one and the entity
+    set is exactly the gold set). With ``include_tables`` also ``per_label``
+    and the prediction ``cooccurrence`` matrix.
     """
     labels = list(decision.labels)
-    result = decision.apply(*outputs)
+    result = decision.apply(*outputs.scores)
     gold, columns = gold_matrix(examples, labels)
     pred = np.zeros_like(gold)
     pred[:, : len(labels)] = result.accepted
@@ -59,6 +64,8 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
         figures.update(scores)
         top = result.confidences.argmax(axis=1)
         figures["accuracy"] = float(gold[in_scope, top[in_scope]].mean())
+        if outputs.entities is not None:
+            figures.update(_entity_figures(examples, outputs.entities, in_scope, gold[np.arange(len(gold)), top]))
     if is_oos.any():
         exact = (pred == gold).all(axis=1)
         figures.update(scoring.oos_metrics(result.out_of_scope, is_oos, exact))
@@ -69,6 +76,18 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
         figures["per_label"] = scoring.per_label_table(pred, gold, columns)
         counts, _ = scoring.cooccurrence(result.accepted)
         figures["cooccurrence"] = {"labels": labels, "counts": counts.astype(int).tolist()}
+    return figures
+
+
+def _entity_figures(examples: Sequence[Example], entities: np.ndarray, in_scope: np.ndarray,
+                    top_right: np.ndarray) -> dict:
+    """Span-level entity scores and the sentence-level overall accuracy over the in-scope rows."""
+    rows = np.flatnonzero(in_scope)
+    gold = [{(s.start, s.end, s.label) for s in examples[i].spans} for i in rows]
+    predicted = [{(e.start, e.end, e.label) for e in entities[i]} for i in rows]
+    figures = scoring.span_metrics(gold, predicted)
+    entities_right = np.array([g == p for g, p in zip(gold, predicted)], dtype=bool)
+    figures["overall_accuracy"] = float((entities_right & top_right[rows]).mean())
     return figures
 
 

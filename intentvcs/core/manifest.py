@@ -22,6 +22,8 @@ bundle's single source of truth for everything that is not a tensor:
 ``parity``            PyTorch vs ONNX parity report (an export that fails it writes nothing)
 ``quantization``      int8 report, or null when no int8 graph was exported
 ``spelling``          ``{"words": n}`` for the spelling normaliser in ``spelling.json``, or null
+``entities``          ``{"tags": [...], "types": [...]}`` of the entity head (``intentvcs.core.entities``),
+                      whose ``tag_logits`` the graph then also outputs; null without one
 ``digest``            ``"sha256:<hex>"`` of every other field (``content_digest``); as the
                       payload files' digests are among them, it names the whole bundle
 
@@ -50,7 +52,8 @@ from intentvcs.core import atomic
 from intentvcs.core.decision import Decision
 from intentvcs.core.formats import (FileFormat, FormatError, is_int, json_object, non_empty_string, nullable,
                                     positive_int)
-from intentvcs.core.outputs import GRAPH_OUTPUTS
+from intentvcs.core.entities import OUTSIDE, entity_types, tag_vocabulary
+from intentvcs.core.outputs import GRAPH_OUTPUTS, TAG_OUTPUT
 from intentvcs.core.relations import LabelRelations, RelationsError
 from intentvcs.core.spelling import SPELLING_FILE
 
@@ -102,8 +105,9 @@ def _model(value: Any) -> str | None:
     inputs = value.get("inputs")
     if not isinstance(inputs, list) or not inputs or not all(isinstance(v, str) for v in inputs):
         return f"inputs: expected a non-empty list of input names, got {inputs!r}"
-    if value.get("outputs") != list(GRAPH_OUTPUTS):
-        return f"outputs: expected {list(GRAPH_OUTPUTS)}, got {value.get('outputs')!r}"
+    if value.get("outputs") not in (list(GRAPH_OUTPUTS), [*GRAPH_OUTPUTS, TAG_OUTPUT]):
+        return f"outputs: expected {list(GRAPH_OUTPUTS)}, optionally followed by {TAG_OUTPUT!r}, " \
+               f"got {value.get('outputs')!r}"
     for key in ("opset", "hidden_size"):
         if (error := positive_int(value.get(key))) is not None:
             return f"{key}: {error}"
@@ -136,6 +140,18 @@ def _spelling(value: Any) -> str | None:
     return None
 
 
+def _entities(value: Any) -> str | None:
+    if (error := json_object(value)) is not None:
+        return error
+    tags, types = value.get("tags"), value.get("types")
+    if set(value) != {"tags", "types"} or not isinstance(types, list) or not types \
+            or not all(isinstance(t, str) and t for t in types):
+        return f"expected {{'tags': [...], 'types': [non-empty names]}}, got {value!r}"
+    if tags != tag_vocabulary(types) or entity_types(tags) != types:
+        return f"tags must be {OUTSIDE!r} then B- and I- of each type, types sorted; got {tags!r}"
+    return None
+
+
 def _digest(value: Any) -> str | None:
     if not isinstance(value, str) or not value.startswith("sha256:") or len(value) != len("sha256:") + 64:
         return f"expected 'sha256:' and 64 hex digits, got {value!r}"
@@ -146,7 +162,8 @@ BUNDLE_FORMAT = FileFormat(
     # 2: the graph gained the ``pooled_mid`` output and ``model`` its ``mid_layer``.
     # 3: the spelling normaliser (``spelling`` and ``spelling.json``).
     # 4: ``digest``, the manifest's own content hash, checked at load, and ``name``.
-    "intentvcs-bundle", 4, "bundle manifest", "re-export the bundle from its checkpoint (intentvcs export)",
+    # 5: ``entities`` and the graph's optional ``tag_logits`` output.
+    "intentvcs-bundle", 5, "bundle manifest", "re-export the bundle from its checkpoint (intentvcs export)",
     fields={
         "created_at": non_empty_string,
         "intentvcs_version": non_empty_string,
@@ -164,6 +181,7 @@ BUNDLE_FORMAT = FileFormat(
         "parity": json_object,
         "quantization": nullable(json_object),
         "spelling": nullable(_spelling),
+        "entities": nullable(_entities),
         "digest": _digest,
     },
     strict=True,
@@ -187,6 +205,9 @@ def validate(manifest: Any, path: str | os.PathLike = MANIFEST_FILE) -> dict[str
                           field="quantization")
     if (SPELLING_FILE in manifest["files"]) != (manifest["spelling"] is not None):
         raise BundleError(path, f"a spelling entry goes with {SPELLING_FILE} and only with it", field="spelling")
+    if (TAG_OUTPUT in manifest["model"]["outputs"]) != (manifest["entities"] is not None):
+        raise BundleError(path, f"an entities entry goes with the graph output {TAG_OUTPUT!r} and only with it",
+                          field="entities")
     # Last: a manifest with a bad field reports the field, a valid-looking edit the digest.
     if manifest["digest"] != content_digest(manifest):
         raise BundleError(path, "does not match the manifest's content: the manifest was edited after export "

@@ -1,14 +1,18 @@
 """What the intent graph gives per text: the decision layer's inputs (pure numpy).
 
 PyTorch inference (``intentvcs.training.predict``) and the ONNX engine both return a
-``GraphOutputs``; ``Decision.apply(*outputs)`` turns it into answers.
+``GraphOutputs``; ``Decision.apply(*outputs.scores)`` turns it into answers.
 
 ``logits``      ``[N, L]`` head outputs, one column per label;
 ``pooled``      ``[N, H]`` mean-pooled final hidden states (the embedding the
                 head reads, and the audit's and the distance rule's space);
 ``pooled_mid``  ``[N, H]`` mean-pooled hidden states of a middle layer
                 (``mid_layer``), which fine-tuning changes less: the distance
-                OOS rule's nearest-neighbour term reads it (``intentvcs.core.oos``).
+                OOS rule's nearest-neighbour term reads it (``intentvcs.core.oos``);
+``entities``    for a model with an entity head, ``[N]`` object array: per
+                text a tuple of ``intentvcs.core.entities.Entity``, offsets into
+                the text as given (already decoded from the graph's per-token
+                ``tag_logits``, which vary in length per text); else None.
 """
 
 from __future__ import annotations
@@ -22,19 +26,36 @@ class GraphOutputs(NamedTuple):
     logits: np.ndarray
     pooled: np.ndarray
     pooled_mid: np.ndarray
+    entities: np.ndarray | None = None
+
+    @property
+    def scores(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What the decision layer reads: ``Decision.apply(*outputs.scores)``."""
+        return self.logits, self.pooled, self.pooled_mid
 
     def rows(self, index) -> "GraphOutputs":
         """The same rows of every array (``index``: anything numpy indexing takes)."""
-        return GraphOutputs(*(array[index] for array in self))
+        return GraphOutputs(*(None if array is None else array[index] for array in self))
 
     @classmethod
     def concatenate(cls, parts: Sequence["GraphOutputs"]) -> "GraphOutputs":
         """Row-wise concatenation of chunked outputs, in order (``parts`` must not be empty)."""
-        return cls(*(np.concatenate([np.asarray(part[i]) for part in parts]) for i in range(len(cls._fields))))
+        return cls(*(None if parts[0][i] is None else np.concatenate([np.asarray(part[i]) for part in parts])
+                     for i in range(len(cls._fields))))
 
 
-# The ONNX graph's output names, in this order.
-GRAPH_OUTPUTS: tuple[str, ...] = GraphOutputs._fields
+def entity_array(per_text: Sequence[tuple]) -> np.ndarray:
+    """``[N]`` object array holding one tuple of entities per text (numpy would unpack the tuples)."""
+    array = np.empty(len(per_text), dtype=object)
+    for row, found in enumerate(per_text):
+        array[row] = found
+    return array
+
+
+# The ONNX graph's intent output names, in this order; a graph with an entity
+# head also has TAG_OUTPUT, ``[B, T, K]`` tag logits per token.
+GRAPH_OUTPUTS: tuple[str, ...] = ("logits", "pooled", "pooled_mid")
+TAG_OUTPUT = "tag_logits"
 
 
 def default_mid_layer(num_hidden_layers: int) -> int:

@@ -24,10 +24,12 @@ class Predictor(Protocol):
 
     ``labels``    label names, in the order of the logits' columns.
     ``decision``  the decision layer the model's answers are decided by.
+    ``entity_types``  the entity types its answers can carry ([] without an entity head).
     ``info``      what is loaded (source, backbone, runtime...), JSON-ready, for reports.
     ``infer``     raw ``GraphOutputs`` (logits ``[N, L]``, pooled and middle-layer pooled
                   ``[N, H]``, float32), rows in input order, after the model's own
-                  input normalisation (its spelling normaliser).
+                  input normalisation (its spelling normaliser); for a model with an
+                  entity head also each text's entities, at offsets into the texts given.
     """
 
     @property
@@ -35,6 +37,9 @@ class Predictor(Protocol):
 
     @property
     def decision(self) -> Decision: ...
+
+    @property
+    def entity_types(self) -> list[str]: ...
 
     @property
     def info(self) -> dict[str, Any]: ...

@@ -19,13 +19,25 @@ From one labelled test set and the operators of ``intentvcs.core.perturb``:
   the accepted set equals the gold set (metric ``f1``), judged out of scope
   (an out-of-scope row). Rows no operator applies to are left out.
 
+Entities: the operators that replace entity values (``perturb.VALUE_OPERATORS``)
+draw from ``perturb.EntityValues.build(examples, train)``: the values of the
+test rows themselves and, for unseen entities, those no training row has
+when training rows are given (``intentvcs robustness --train``). Without
+training rows the unseen values are the test rows' own, unchecked, and the
+report says so (``entity_values``). Data without spans leaves both operators
+out of the default set and out of the Random set, so its report is what it
+was before they existed.
+
 Scores come from ``intentvcs.core.evaluation.evaluate``, i.e. through the decision
 layer the service runs. The primary metric is ``accuracy`` (top label in the
 gold set, over in-scope rows, OOS verdict ignored) unless some gold row has
 more than one label, then micro ``f1`` (with ``exact_match`` tracked too).
 Out-of-scope rows (``labels == []``) never enter those in-scope scores; when
 the data has any, ``oos_recall`` is tracked as well, so a perturbation that
-makes junk look in scope shows. Every score is a percentage, every drop is
+makes junk look in scope shows. A model with an entity head on data with
+spans adds ``slot_f1`` (CoNLL span level, in-scope rows), each perturbed row
+scored against its own re-mapped spans; a set whose rows carry no span has
+no slot score (None). Every score is a percentage, every drop is
 ``clean - perturbed`` in points (positive = worse) on the rows the set covers.
 
 Every distinct text (clean, per-operator, random) is run through the model
@@ -45,7 +57,7 @@ from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
 from intentvcs.core.evaluation import PRIMARY_METRICS, evaluate, gold_matrix
 from intentvcs.core.outputs import GraphOutputs
-from intentvcs.core.perturb import FAMILIES, FAMILY_OF, OPERATORS, perturb, random_set
+from intentvcs.core.perturb import FAMILIES, FAMILY_OF, OPERATORS, EntityValues, perturb, random_set, usable
 from intentvcs.core.predictor import Predictor
 
 # Texts per model call. The texts are sorted by length first, so each call's
@@ -53,6 +65,7 @@ from intentvcs.core.predictor import Predictor
 CHUNK = 1024
 
 Infer = Callable[[Sequence[str]], GraphOutputs]
+SLOT_METRIC = "slot_f1"
 
 
 def expand_operators(names: Sequence[str] | None) -> list[str]:
@@ -71,12 +84,13 @@ def expand_operators(names: Sequence[str] | None) -> list[str]:
     return [name for name in OPERATORS if name in chosen]
 
 
-def tracked_metrics(examples: Sequence[Example], metric: str = "auto") -> list[str]:
+def tracked_metrics(examples: Sequence[Example], metric: str = "auto", entities: bool = False) -> list[str]:
     """The metrics to report, primary first (see the module docstring).
 
     ``metric`` ``"auto"`` picks ``"f1"`` when any gold row has more than one
     label and ``"accuracy"`` otherwise; ``"f1"`` brings ``"exact_match"``; data
-    with out-of-scope rows adds ``"oos_recall"``.
+    with out-of-scope rows adds ``"oos_recall"``; ``entities`` (the model has an
+    entity head) and data with spans add ``"slot_f1"``.
     """
     if metric not in PRIMARY_METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose from {', '.join(PRIMARY_METRICS)}")
@@ -85,54 +99,62 @@ def tracked_metrics(examples: Sequence[Example], metric: str = "auto") -> list[s
     metrics = [metric, "exact_match"] if metric == "f1" else [metric]
     if any(ex.is_out_of_scope for ex in examples):
         metrics.append("oos_recall")
+    if entities and any(ex.spans for ex in examples):
+        metrics.append(SLOT_METRIC)
     return metrics
 
 
 # -- building the perturbed sets ---------------------------------------------------
 @dataclass(frozen=True)
 class PerturbedSets:
-    """Perturbed texts of a test set; rows are indices into that set.
+    """Perturbed examples of a test set; rows are indices into that set.
 
-    ``operators``       operator -> (rows int ``[n]``, texts) for the rows it applies to;
-    ``random``          per draw, one text per row (the clean text where nothing applied);
+    Whole examples, not texts: a perturbed row is scored against its own spans,
+    which the operator re-mapped (or, for a value operator, replaced).
+
+    ``operators``       operator -> (rows int ``[n]``, variants) for the rows it applies to;
+    ``random``          per draw, one example per row (the clean one where nothing applied);
     ``random_changed``  per draw, how many rows an operator changed.
     """
 
-    operators: dict[str, tuple[np.ndarray, list[str]]]
-    random: list[list[str]]
+    operators: dict[str, tuple[np.ndarray, list[Example]]]
+    random: list[list[Example]]
     random_changed: list[int]
 
     def texts(self) -> list[str]:
         """Every perturbed text, repeats included."""
-        return [t for _, texts in self.operators.values() for t in texts] + [t for d in self.random for t in d]
+        return ([ex.text for _, variants in self.operators.values() for ex in variants]
+                + [ex.text for draw in self.random for ex in draw])
 
 
-def _operator_set(examples: Sequence[Example], name: str, seed: int) -> tuple[np.ndarray, list[str]]:
-    """``(rows, texts)`` of the examples operator ``name`` applies to."""
-    rows, texts = [], []
+def _operator_set(examples: Sequence[Example], name: str, seed: int,
+                  values: EntityValues | None) -> tuple[np.ndarray, list[Example]]:
+    """``(rows, variants)`` of the examples operator ``name`` applies to."""
+    rows, variants = [], []
     for row, example in enumerate(examples):
-        out = perturb(example, name, seed)
+        out = perturb(example, name, seed, values)
         if out is not None:
             rows.append(row)
-            texts.append(out.text)
-    return np.array(rows, dtype=np.int64), texts
+            variants.append(out)
+    return np.array(rows, dtype=np.int64), variants
 
 
 def build_sets(examples: Sequence[Example], operators: Sequence[str], draws: int, seed: int,
-               progress: bool = True) -> PerturbedSets:
-    """Perturb ``examples`` once per operator (seed ``seed``) and once per Random draw (seeds ``seed + d``)."""
-    per_operator, random_texts, changed = {}, [], []
+               progress: bool = True, values: EntityValues | None = None) -> PerturbedSets:
+    """Perturb ``examples`` once per operator (seed ``seed``) and once per Random draw (seeds ``seed + d``);
+    ``values`` feeds the value operators (without it they apply nowhere)."""
+    per_operator, random_rows, changed = {}, [], []
     # disable=None when asked for progress: a bar on a terminal, quiet in logs and CI.
     with tqdm(total=len(operators) + draws, desc="perturb", unit="set", disable=None if progress else True) as bar:
         for name in operators:
-            per_operator[name] = _operator_set(examples, name, seed)
+            per_operator[name] = _operator_set(examples, name, seed, values)
             bar.update()
         for draw in range(draws):
-            drawn = random_set(examples, seed + draw, operators)
-            random_texts.append([ex.text for ex in drawn])
+            drawn = random_set(examples, seed + draw, operators, values)
+            random_rows.append(drawn)
             changed.append(sum(ex.meta["perturbation"] is not None for ex in drawn))
             bar.update()
-    return PerturbedSets(per_operator, random_texts, changed)
+    return PerturbedSets(per_operator, random_rows, changed)
 
 
 # -- running the model ---------------------------------------------------------------
@@ -161,24 +183,27 @@ def infer_distinct(infer: Infer, texts: Sequence[str], progress: bool = True) ->
 
 
 # -- scoring ---------------------------------------------------------------------------
-def _score(decision: Decision, outputs: DistinctOutputs, texts: Sequence[str], examples: Sequence[Example],
+def _score(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example],
            metrics: Sequence[str]) -> dict[str, float | None]:
-    """Each metric in percent for the model's outputs on ``texts`` against ``examples``' labels.
+    """Each metric in percent for the model's outputs on ``examples``' texts against their labels and spans.
 
-    None where the rows give the metric no denominator (e.g. no in-scope row).
+    None where the rows give the metric no denominator (e.g. no in-scope row,
+    or no gold span: scoring would call a set without entities 0 F1).
     """
     if not examples:
         return dict.fromkeys(metrics)
-    figures = evaluate(decision, outputs.take(texts), examples, include_tables=False)
+    figures = evaluate(decision, outputs.take([ex.text for ex in examples]), examples, include_tables=False)
+    if not any(ex.spans for ex in examples if not ex.is_out_of_scope):
+        figures.pop(SLOT_METRIC, None)
     return {m: 100.0 * figures[m] if m in figures else None for m in metrics}
 
 
 def compare(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], rows: Sequence[int],
-            texts: Sequence[str], metrics: Sequence[str]) -> dict:
-    """``{"n", <metric>: {"clean", "perturbed", "drop"}}`` for ``texts``, the variants of ``examples[rows]``."""
+            variants: Sequence[Example], metrics: Sequence[str]) -> dict:
+    """``{"n", <metric>: {"clean", "perturbed", "drop"}}`` for ``variants``, the perturbed ``examples[rows]``."""
     subset = [examples[r] for r in rows]
-    clean = _score(decision, outputs, [ex.text for ex in subset], subset, metrics)
-    perturbed = _score(decision, outputs, texts, subset, metrics)
+    clean = _score(decision, outputs, subset, metrics)
+    perturbed = _score(decision, outputs, variants, metrics)
     entry: dict = {"n": len(subset)}
     for m in metrics:
         drop = None if clean[m] is None or perturbed[m] is None else clean[m] - perturbed[m]
@@ -193,7 +218,7 @@ def outcomes(decision: Decision, outputs: GraphOutputs, gold: np.ndarray,
     ``gold`` is bool ``[N, L + E]`` (``evaluation.gold_matrix``: the model's
     labels first). Definitions in the module docstring (Hard set).
     """
-    result = decision.apply(*outputs)
+    result = decision.apply(*outputs.scores)
     n_known = len(decision.labels)
     in_scope = gold.any(axis=1)
     if metric == "accuracy":
@@ -221,25 +246,26 @@ def worst_candidates(rows: np.ndarray, right: np.ndarray, firmness: np.ndarray) 
 
 
 def hard_set(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], sets: PerturbedSets,
-             metric: str) -> tuple[np.ndarray, list[str], list[str]]:
-    """The Hard set: ``(rows, texts, operator names)``, one worst variant per row with any."""
+             metric: str) -> tuple[np.ndarray, list[Example], list[str]]:
+    """The Hard set: ``(rows, variants, operator names)``, one worst variant per row with any
+    (worst by the intent ``metric``; entities do not choose it)."""
     names = list(sets.operators)
-    texts = [t for n in names for t in sets.operators[n][1]]
-    if not texts:
+    variants = [ex for n in names for ex in sets.operators[n][1]]
+    if not variants:
         return np.zeros(0, dtype=np.int64), [], []
     rows = np.concatenate([sets.operators[n][0] for n in names])
     sources = [n for n in names for _ in sets.operators[n][1]]
     gold, _ = gold_matrix(examples, decision.labels)
-    right, firmness = outcomes(decision, outputs.take(texts), gold[rows], metric)
+    right, firmness = outcomes(decision, outputs.take([ex.text for ex in variants]), gold[rows], metric)
     chosen = worst_candidates(rows, right, firmness)
-    return rows[chosen], [texts[k] for k in chosen], [sources[k] for k in chosen]
+    return rows[chosen], [variants[k] for k in chosen], [sources[k] for k in chosen]
 
 
 def _random_report(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], sets: PerturbedSets,
                    metrics: Sequence[str], seed: int) -> dict:
     rows = range(len(examples))
-    draws = [{"seed": seed + d, "changed": changed, **compare(decision, outputs, examples, rows, texts, metrics)}
-             for d, (texts, changed) in enumerate(zip(sets.random, sets.random_changed))]
+    draws = [{"seed": seed + d, "changed": changed, **compare(decision, outputs, examples, rows, drawn, metrics)}
+             for d, (drawn, changed) in enumerate(zip(sets.random, sets.random_changed))]
     report: dict = {"n": len(examples)}
     for m in metrics:
         if draws[0][m]["clean"] is None:
@@ -257,38 +283,44 @@ def _random_report(decision: Decision, outputs: DistinctOutputs, examples: Seque
 
 def _hard_report(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Example], sets: PerturbedSets,
                  metrics: Sequence[str]) -> dict:
-    rows, texts, sources = hard_set(decision, outputs, examples, sets, metrics[0])
+    rows, variants, sources = hard_set(decision, outputs, examples, sets, metrics[0])
     counts = Counter(sources)
-    return {**compare(decision, outputs, examples, rows, texts, metrics),
+    return {**compare(decision, outputs, examples, rows, variants, metrics),
             "worst_operator": {name: counts[name] for name in sets.operators if counts[name]}}
 
 
 def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence[str] | None,
-              draws: int, seed: int = 0, metric: str = "auto", progress: bool = True) -> dict:
+              draws: int, seed: int = 0, metric: str = "auto", progress: bool = True,
+              train: Sequence[Example] | None = None) -> dict:
     """Build every set, run the model once per distinct text and return the JSON-safe report.
 
     ``model`` is any ``Predictor`` (the bundle's ``Engine``, a checkpoint's
     ``TorchPredictor``), decided by its own ``decision``;
-    ``operators`` operator or family names (None: all); ``draws`` Random-set
-    draws (>= 1); ``metric`` ``"auto"``, ``"accuracy"`` or ``"f1"``.
-    Report keys: ``metric``, ``metrics``, ``n``, ``n_out_of_scope``, ``seed``,
-    ``draws``, ``distinct_texts``, ``clean``, ``operators`` (name ->
+    ``operators`` operator or family names (None: all; the value operators
+    only where the data has entity values); ``draws`` Random-set draws (>= 1);
+    ``metric`` ``"auto"``, ``"accuracy"`` or ``"f1"``; ``train`` the training
+    rows, whose entity values unseen entities avoid (module docstring).
+    Report keys: ``metric``, ``metrics`` (``slot_f1`` last when scored),
+    ``n``, ``n_out_of_scope``, ``seed``, ``draws``, ``distinct_texts``,
+    ``clean``, ``operators`` (name ->
     ``{"family", "n", <metric>: {"clean", "perturbed", "drop"}}``), ``random``
     (``{"n", <metric>: {"clean", "perturbed_mean", "perturbed_std",
     "drop_mean", "drop_std"}, "draws": [...]}``), ``hard`` (like an operator,
-    plus ``worst_operator`` counts).
+    plus ``worst_operator`` counts), and for data with spans ``entity_values``
+    (``EntityValues.summary``).
     """
     if not examples:
         raise ValueError("no examples to perturb")
     if draws < 1:
         raise ValueError(f"draws must be >= 1, got {draws}")
-    operators = expand_operators(operators)
-    metrics = tracked_metrics(examples, metric)
-    sets = build_sets(examples, operators, draws, seed, progress)
-    clean_texts = [ex.text for ex in examples]
-    outputs = infer_distinct(model.infer, clean_texts + sets.texts(), progress)
+    values = EntityValues.build(examples, train)
+    operators = usable(expand_operators(operators), values)
+    tracked_metrics(examples, metric)  # a bad metric fails before the model runs
+    sets = build_sets(examples, operators, draws, seed, progress, values)
+    outputs = infer_distinct(model.infer, [ex.text for ex in examples] + sets.texts(), progress)
+    metrics = tracked_metrics(examples, metric, entities=outputs.outputs.entities is not None)
     decision = model.decision
-    return {
+    report = {
         "metric": metrics[0],
         "metrics": metrics,
         "n": len(examples),
@@ -296,12 +328,15 @@ def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence
         "seed": seed,
         "draws": draws,
         "distinct_texts": len(outputs.row_of),
-        "clean": _score(decision, outputs, clean_texts, examples, metrics),
-        "operators": {name: {"family": FAMILY_OF[name], **compare(decision, outputs, examples, rows, texts, metrics)}
-                      for name, (rows, texts) in sets.operators.items()},
+        "clean": _score(decision, outputs, examples, metrics),
+        "operators": {name: {"family": FAMILY_OF[name], **compare(decision, outputs, examples, rows, variants, metrics)}
+                      for name, (rows, variants) in sets.operators.items()},
         "random": _random_report(decision, outputs, examples, sets, metrics, seed),
         "hard": _hard_report(decision, outputs, examples, sets, metrics),
     }
+    if values:
+        report["entity_values"] = values.summary()
+    return report
 
 
 # -- Markdown ------------------------------------------------------------------------------
@@ -318,6 +353,14 @@ def _spread(entry: dict) -> list[str]:
             f"{_fmt(entry['drop_mean'])} ± {_fmt(entry['drop_std'])}"]
 
 
+def _values_note(summary: dict) -> str:
+    """Where the value operators' values came from, so an unseen_entities score is read for what it is."""
+    unseen = ("none of them an entity value of the training rows" if summary["unseen_checked_against_training"]
+              else "not checked against training data (none was given)")
+    return (f"Entity values: {summary['values']} of {summary['types']} type(s), from these rows; "
+            f"unseen_entities draws from {summary['unseen_values']}, {unseen}.")
+
+
 def render_markdown(report: dict) -> str:
     """The report as a Markdown table: one row per operator, then Random and Hard."""
     metrics = report["metrics"]
@@ -330,6 +373,7 @@ def render_markdown(report: dict) -> str:
         f"Scores in %; drop = clean − perturbed, in points, on the rows each set covers. Primary metric: "
         f"{report['metric']}. Random: mean ± std over {report['draws']} draw(s) from seed {report['seed']}. "
         f"Hard: each utterance's worst operator for this model.",
+        *([_values_note(report["entity_values"])] if "entity_values" in report else []),
         "",
         "| set | family | n | " + " | ".join(f"{m} clean | {m} perturbed | {m} drop" for m in metrics) + " |",
         "|---|---|---|" + "---|" * (3 * len(metrics)),

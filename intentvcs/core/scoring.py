@@ -1,4 +1,4 @@
-"""Multi-label and out-of-scope metrics from boolean matrices (pure numpy).
+"""Multi-label and out-of-scope metrics from boolean matrices (pure numpy), and span-level entity scores.
 
 Every figure is a fraction in [0, 1] (callers format percentages). A ratio
 whose denominator is zero is 0.0, e.g. the precision of a label never
@@ -9,7 +9,7 @@ rows whose gold answer is out of scope.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -186,3 +186,22 @@ def fpr_at_retention(scores: np.ndarray, is_oos: np.ndarray, retention: float = 
         raise ValueError("fpr_at_retention needs at least one OOS row")
     cut = retention_threshold(scores[~is_oos], retention)
     return float(np.mean(scores[is_oos] <= cut))
+
+
+def span_metrics(gold: Sequence[Iterable[tuple[int, int, str]]],
+                 predicted: Sequence[Iterable[tuple[int, int, str]]]) -> dict[str, float]:
+    """Micro precision, recall and F1 over entity spans, CoNLL style: a predicted
+    ``(start, end, type)`` counts only when type and both boundaries are exact.
+
+    Also ``entities_exact``: the share of rows whose predicted set is the gold set.
+    """
+    true_positive = n_gold = n_predicted = exact = 0
+    for gold_row, predicted_row in zip(gold, predicted, strict=True):
+        gold_set, predicted_set = set(gold_row), set(predicted_row)
+        true_positive += len(gold_set & predicted_set)
+        n_gold += len(gold_set)
+        n_predicted += len(predicted_set)
+        exact += gold_set == predicted_set
+    precision, recall = _ratio(true_positive, n_predicted), _ratio(true_positive, n_gold)
+    return {"slot_precision": precision, "slot_recall": recall, "slot_f1": _f1(precision, recall),
+            "entities_exact": _ratio(exact, len(gold))}

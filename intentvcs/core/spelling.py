@@ -30,15 +30,17 @@ import json
 import os
 import re
 from collections import Counter
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from symspellpy import SymSpell, Verbosity
 
 from intentvcs.core import atomic
 from intentvcs.core.formats import FileFormat, FormatError, json_object, message_error
+from intentvcs.core.outputs import GraphOutputs, entity_array
 
 SPELLING_FILE = "spelling.json"
 MIN_LENGTH = 3
@@ -115,21 +117,30 @@ class Spelling:
         return len(self.counts)
 
     def normalise(self, text: str) -> str:
+        return self.rewrite(text).text
+
+    def normalise_all(self, texts: Iterable[str]) -> list[str]:
+        return [self.normalise(text) for text in texts]
+
+    def rewrite(self, text: str) -> "Rewrite":
+        """``text`` normalised, with where each corrected word came from (to map offsets back)."""
         words = list(_WORD.finditer(text))
         # Capitals mark names only where case is used at all: not in all-lowercase,
         # ALL-CAPS or Title Case text, where every word is corrected alike.
         names_marked = any(m.group(0)[0].islower() for m in words) and any(
             not m.group(0).islower() for m in words[1:])
-        pieces, end = [], 0
+        pieces, edits, end, length = [], [], 0, 0
         for index, match in enumerate(words):
             word = match.group(0)
             keep = names_marked and index > 0 and not word.islower()
-            pieces += [text[end:match.start()], word if keep else self._correct(word)]
+            written = word if keep else self._correct(word)
+            length += match.start() - end
+            if written != word:
+                edits.append((match.start(), match.end(), length, length + len(written)))
+            pieces += [text[end:match.start()], written]
+            length += len(written)
             end = match.end()
-        return "".join(pieces) + text[end:]
-
-    def normalise_all(self, texts: Iterable[str]) -> list[str]:
-        return [self.normalise(text) for text in texts]
+        return Rewrite(text, "".join(pieces) + text[end:], tuple(edits))
 
     def _correct_word(self, word: str) -> str:
         lower = word.lower()
@@ -160,6 +171,63 @@ class Spelling:
             return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
             raise SpellingError(path, str(exc)) from None
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A text as the normaliser rewrote it: ``original`` -> ``text``.
+
+    ``edits`` holds, per corrected word, ``(original start, original end,
+    start, end)``; everything between edits is unchanged, only shifted. An
+    entity found in ``text`` is reported at ``to_original``'s offsets in the
+    text as sent.
+    """
+
+    original: str
+    text: str
+    edits: tuple[tuple[int, int, int, int], ...] = ()
+
+    def to_original(self, start: int, end: int) -> tuple[int, int]:
+        """Offsets ``[start, end)`` of ``text`` as offsets of ``original``; a corrected word maps whole."""
+        return self._position(start, is_end=False), self._position(end, is_end=True)
+
+    def _position(self, offset: int, is_end: bool) -> int:
+        shift = 0
+        for original_start, original_end, new_start, new_end in self.edits:
+            inside = (new_start < offset <= new_end) if is_end else (new_start <= offset < new_end)
+            if inside:
+                return original_end if is_end else original_start
+            if new_end > offset:  # this edit and the later ones lie after the offset
+                break
+            shift += (original_end - original_start) - (new_end - new_start)
+        return offset + shift
+
+
+def infer_normalised(spelling: Spelling | None, texts: Sequence[str],
+                     infer: Callable[[list[str]], GraphOutputs]) -> tuple[GraphOutputs, list[str]]:
+    """``infer`` run on ``texts`` as ``spelling`` rewrites them (unchanged without one).
+
+    Returns the outputs, with entity offsets mapped back onto ``texts`` (an
+    entity on a corrected word covers the word as sent), and the texts the
+    model read.
+    """
+    if spelling is None:
+        return infer(list(texts)), list(texts)
+    rewrites = [spelling.rewrite(text) for text in texts]
+    read = [rewrite.text for rewrite in rewrites]
+    outputs = infer(read)
+    if outputs.entities is None:
+        return outputs, read
+    mapped = []
+    for found, rewrite in zip(outputs.entities, rewrites):
+        mapped.append(tuple(_on_original(entity, rewrite) for entity in found))
+    return outputs._replace(entities=entity_array(mapped)), read
+
+
+def _on_original(entity, rewrite: Rewrite):
+    """``entity`` (an ``intentvcs.core.entities.Entity`` found in ``rewrite.text``) at its offsets in the original."""
+    start, end = rewrite.to_original(entity.start, entity.end)
+    return replace(entity, start=start, end=end)
 
 
 def _with_casing(word: str, original: str) -> str:

@@ -216,7 +216,7 @@ def _score(model: Predictor, audited: list[Example], config: AuditConfig,
     labels, served = list(model.labels), model.decision
     decision = dataclasses.replace(served, oos=NoRule())
     outputs = _infer(model, [ex.text for ex in audited], config, "audit: new intents", should_stop)
-    result = decision.apply(*outputs)
+    result = decision.apply(*outputs.scores)
     known = decision.relations
     return _Audit(
         config=config, labels=labels, decision=decision, examples=audited, confidences=result.confidences,
@@ -269,7 +269,7 @@ class _Audit:
             return
         outputs = _infer(model, texts, self.config, "audit: references", self.should_stop)
         pooled = normalise(outputs.pooled)
-        ranked = top_two(self.decision.apply(*outputs).confidences)
+        ranked = top_two(self.decision.apply(*outputs.scores).confidences)
         offset = 0
         for name, ref in references.items():
             self.reference_vectors[name] = pooled[offset:offset + len(ref.examples)]
@@ -305,7 +305,7 @@ class _Audit:
         if not halves:
             return {}
         outputs = _infer(model, halves, self.config, "audit: split utterances", self.should_stop)
-        result = self.decision.apply(*outputs)
+        result = self.decision.apply(*outputs.scores)
         # A half must be in scope for the service: the halves of a novel
         # request are no requests the model knows, whatever it accepts.
         in_scope = ~self.oos_rule.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0]

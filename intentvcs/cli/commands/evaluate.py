@@ -11,11 +11,14 @@ from intentvcs.cli.model_options import add_model_arguments, load_predictor, mod
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="evaluate a checkpoint or a bundle on a JSONL test file",
-                       description="Micro P/R/F1, exact match, per-label table, prediction co-occurrence and, "
-                                   "when the data has out-of-scope rows, OOS figures. A bundle is evaluated "
-                                   "through the ONNX engine the service uses.")
+                       description="Micro P/R/F1, exact match, per-label table, prediction co-occurrence, "
+                                   "OOS figures when the data has out-of-scope rows and, for a model with an "
+                                   "entity head, span-level slot P/R/F1 (CoNLL: type and boundaries exact) and "
+                                   "the sentence-level overall accuracy (top intent and every entity right). A "
+                                   "bundle is evaluated through the ONNX engine the service uses.")
     add_model_arguments(p)
-    p.add_argument("--data", required=True, help="JSONL with gold label sets ([] = out of scope)")
+    p.add_argument("--data", required=True, help="JSONL with gold label sets ([] = out of scope) and, for slot "
+                                                 "figures, gold spans (a row without spans has no entities)")
     p.add_argument("--out", required=True, help="result JSON")
     p.add_argument("--heatmap", help="write the prediction co-occurrence heatmap PNG here")
     p.set_defaults(func=run)
@@ -23,12 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.dataio import check_span_types, read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
 
     atomic.check_targets((args.out, args.heatmap))
     examples = read_jsonl(args.data)
     model = load_predictor(args)
+    if model.entity_types:  # a type the model cannot output would only be counted as missed
+        check_span_types(args.data, model.entity_types)
     figures = evaluate(model.decision, model.infer([ex.text for ex in examples]), examples)
     figures["source"] = {**model_source(args), "data": args.data}
     outputs: dict[str, str | bytes] = {args.out: atomic.json_text(figures)}

@@ -16,9 +16,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "kept), build NATURE's Random set (one random applicable operator per utterance, several "
                     "draws) and Hard set (each utterance's worst operator for this model), run every distinct "
                     "text once through the model and report the score on each set against the same rows "
-                    "clean. Definitions: intentvcs/core/robustness.py.")
+                    "clean (and slot F1 too, for a model with an entity head on data with spans). "
+                    "Definitions: intentvcs/core/robustness.py.")
     add_model_arguments(p)
     p.add_argument("--data", required=True, help="JSONL test file with gold label sets ([] = out of scope)")
+    p.add_argument("--train", help="the model's training JSONL: unseen_entities then draws only entity values no "
+                                   "training row has; without it, from the test rows' own values, unchecked")
     p.add_argument("--out", required=True, help="report JSON")
     p.add_argument("--md", help="also write the report as a Markdown table here")
     p.add_argument("--operators", nargs="+", metavar="NAME",
@@ -39,8 +42,9 @@ def run(args: argparse.Namespace) -> int:
     operators = expand_operators(args.operators)  # a typo fails before the model loads
     atomic.check_targets((args.out, args.md))
     examples = read_jsonl(args.data)
-    report = run_suite(examples, load_predictor(args), operators, args.draws, args.seed, args.metric)
-    report["source"] = {**model_source(args), "data": args.data}
+    train = read_jsonl(args.train) if args.train else None
+    report = run_suite(examples, load_predictor(args), operators, args.draws, args.seed, args.metric, train=train)
+    report["source"] = {**model_source(args), "data": args.data, **({"train": args.train} if args.train else {})}
     markdown = render_markdown(report)
     atomic.write_files({args.out: atomic.json_text(report), **({args.md: markdown} if args.md else {})})
     print(markdown, end="")

@@ -41,6 +41,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     add_option(p, TrainConfig, "augment_resample")
     add_option(p, TrainConfig, "consistency_weight", "--consistency", metavar="WEIGHT")
     add_option(p, TrainConfig, "validate_perturbed")
+    add_option(p, TrainConfig, "entity_weight", metavar="WEIGHT")
     # The flag spells the setting backwards, so it says what it does itself.
     add_option(p, TrainConfig, "freeze_embeddings", "--train-embeddings", action="store_false",
                help="fine-tune the word-embedding matrix too instead of keeping it frozen")
@@ -56,12 +57,19 @@ def add_decision_options(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.dataio import check_span_types, read_jsonl
     from intentvcs.training.pipeline import train_pipeline
 
     atomic.check_targets((args.result,))
+    train = read_jsonl(args.train)
+    # A span type the training rows never show cannot be learnt, only missed
+    # (data without any spans trains no entity head, and its spans are not read).
+    types = {span.label for ex in train for span in ex.spans}
+    for path in (args.valid, args.test) if types else ():
+        if path:
+            check_span_types(path, types)
     result = train_pipeline(
-        train=read_jsonl(args.train),
+        train=train,
         valid=read_jsonl(args.valid),
         test=read_jsonl(args.test) if args.test else None,
         config=config_from_args(TrainConfig, args),

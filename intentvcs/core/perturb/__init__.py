@@ -2,16 +2,20 @@
 
 Three families, after the papers they reproduce (docs/RESEARCH.md section 3):
 ``nature`` (NATURE: fillers, synonyms, speako), ``laug`` (LAUG: EDA edits,
-disfluencies, ASR errors) and ``raddle`` (RADDLE: typos, verbosity,
-simplification, casing, punctuation). Every operator is
-``op(example, rng) -> Example | None`` and never edits a protected span
-(``Example.spans``); spans are re-mapped to their new offsets.
+disfluencies, ASR errors, slot-value replacement) and ``raddle`` (RADDLE:
+typos, verbosity, simplification, casing, punctuation, unseen entities).
+Every operator is ``op(example, rng) -> Example | None`` and never edits a
+protected span (``Example.spans``); spans are re-mapped to their new offsets.
+The exceptions are the two value operators (``VALUE_OPERATORS``), which
+replace entity values on purpose with values of the same type from an
+``EntityValues`` the caller gives (``op(example, rng, values)``).
 
 Module map: ``text`` (tokens, span-safe edits), ``lexicon`` (word lists),
 ``wordnet`` / ``morph`` / ``thesaurus`` (synonyms), ``phonetic`` (sound-alikes),
 ``numbers`` (spoken numbers), ``tagging`` (POS heuristic), ``sites`` (where
-word replacements apply), ``nature`` / ``laug`` / ``raddle`` (operators),
-``registry`` (names, ``perturb``, ``random_set``, ``augment``).
+word replacements apply), ``values`` (entity value pools), ``nature`` /
+``laug`` / ``raddle`` (operators), ``registry`` (names, ``perturb``,
+``random_set``, ``augment``).
 
 Resources (WordNet, CMU dictionary, LemmInflect) load on first use and stay
 cached; call :func:`warm_up` to pay that cost up front. Nothing is fetched
@@ -22,11 +26,14 @@ from intentvcs.core.perturb.registry import (
     FAMILIES,
     FAMILY_OF,
     OPERATORS,
+    VALUE_OPERATORS,
     augment,
     perturb,
     perturbed_copies,
     random_set,
+    usable,
 )
+from intentvcs.core.perturb.values import EntityValues
 
 
 def warm_up() -> None:
@@ -41,4 +48,5 @@ def warm_up() -> None:
     phonetic_index()
 
 
-__all__ = ["FAMILIES", "FAMILY_OF", "OPERATORS", "augment", "perturb", "perturbed_copies", "random_set", "warm_up"]
+__all__ = ["FAMILIES", "FAMILY_OF", "OPERATORS", "VALUE_OPERATORS", "EntityValues", "augment", "perturb",
+           "perturbed_copies", "random_set", "usable", "warm_up"]

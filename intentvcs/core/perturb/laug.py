@@ -1,8 +1,11 @@
 """LAUG operators (Liu et al., 2021): EDA word edits, speech disfluencies and
-speech-recognition errors, all outside protected (slot) spans.
+speech-recognition errors, all outside protected (slot) spans, and LAUG's
+slot-value replacement, the one that changes a span on purpose.
 
-Signature as everywhere: ``op(example, rng) -> Example | None``. EDA operators
-change ``max(1, round(alpha * words))`` words, with EDA's default alpha 0.1.
+Signature as everywhere: ``op(example, rng) -> Example | None``; the slot-value
+replacement also takes the registry's ``values`` (``perturb.values``) and does
+not apply without them. EDA operators change ``max(1, round(alpha * words))``
+words, with EDA's default alpha 0.1.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from intentvcs.core.perturb import lexicon
 from intentvcs.core.perturb.numbers import spoken_numbers
 from intentvcs.core.perturb.sites import distractor_sites, soundalike_sites, synonym_sites
 from intentvcs.core.perturb.text import Edit, Utterance, apply_edits, indefinite_article, match_case
+from intentvcs.core.perturb.values import EntityValues, replace_values
 
 EDA_ALPHA = 0.1
 # A repair restarts at a determiner or preposition right before the wrong word.
@@ -161,3 +165,13 @@ def asr_numbers(example: Example, rng: random.Random) -> Example | None:
         if not utt.overlaps_span(start, end)
     ]
     return apply_edits(example, edits)
+
+
+# -- slot values -----------------------------------------------------------------
+def slot_value_replacement(example: Example, rng: random.Random, values: EntityValues | None = None) -> Example | None:
+    """One entity's value replaced by another value of its type from the data being
+    perturbed (``values.data``): ``play jazz`` -> ``play blues``. The replaced span
+    covers the new value; later spans shift. None without spans or an alternative."""
+    if values is None:
+        return None
+    return replace_values(example, rng, values.data, limit=1)

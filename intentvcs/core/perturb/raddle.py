@@ -1,8 +1,10 @@
 """RADDLE-style operators (Peng et al., 2021): typos, verbosity, simplification,
-casing and punctuation. Signature: ``op(example, rng) -> Example | None``.
+casing, punctuation and unseen entities. Signature: ``op(example, rng) ->
+Example | None``; ``unseen_entities`` also takes the registry's ``values``
+(``perturb.values``) and does not apply without them.
 
-Paraphrase, unseen entities and out-of-domain inputs from the RADDLE checklist
-need a generator or new data, so they are not operators here.
+Paraphrase and out-of-domain inputs from the RADDLE checklist need a generator
+or new data, so they are not operators here.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from intentvcs.core.dataio import Example
 from intentvcs.core.perturb import lexicon
 from intentvcs.core.perturb.tagging import sentence_type
 from intentvcs.core.perturb.text import Edit, Utterance, apply_edits
+from intentvcs.core.perturb.values import EntityValues, replace_values
 
 
 # -- keyboard typos ------------------------------------------------------------
@@ -204,3 +207,13 @@ def punctuation(example: Example, rng: random.Random) -> Example | None:
         if out is not None:
             return out
     return None
+
+
+# -- unseen entities ---------------------------------------------------------------
+def unseen_entities(example: Example, rng: random.Random, values: EntityValues | None = None) -> Example | None:
+    """Every entity that can be replaced gets a value of its type that no training
+    row has (``values.unseen``; see ``perturb.values`` for where it comes from when
+    no training rows were given). None without spans or such a value."""
+    if values is None:
+        return None
+    return replace_values(example, rng, values.unseen, limit=None)

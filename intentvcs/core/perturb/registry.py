@@ -1,12 +1,19 @@
 """The operator registry and the three ways to use it.
 
-- ``perturb(example, op_name, seed)``: one operator, deterministic per
-  (text, operator, seed) whatever else runs before it, in any process.
-- ``random_set(examples, seed, operators=None)``: NATURE's Random set, one
-  random applicable operator per utterance (report the mean over seeds 0-9).
-- ``augment(examples, ratio, mix, seed)``: originals plus ``ratio * len``
-  perturbed copies with the same labels, operators drawn by weight
-  (``perturbed_copies``: the copies alone, with their sources' indices).
+- ``perturb(example, op_name, seed, values=None)``: one operator, deterministic
+  per (text, operator, seed, values) whatever else runs before it, in any process.
+- ``random_set(examples, seed, operators=None, values=None)``: NATURE's Random
+  set, one random applicable operator per utterance (report the mean over seeds 0-9).
+- ``augment(examples, ratio, mix, seed, values=None)``: originals plus
+  ``ratio * len`` perturbed copies with the same labels, operators drawn by
+  weight (``perturbed_copies``: the copies alone, with their sources' indices).
+
+``values`` (``perturb.values.EntityValues``) feeds the operators that replace
+entity values (``VALUE_OPERATORS``). Without it, or with no value in it, those
+operators are left out of random sets and mixes altogether, not just found
+inapplicable: the draws of every other operator then stay exactly what they
+were before these operators existed, so recorded training runs and reports on
+intent-only data reproduce.
 
 Each output carries ``meta["perturbation"]`` (the operator name, or ``None`` in
 a random set where nothing applied).
@@ -19,6 +26,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.perturb import laug, nature, raddle
+from intentvcs.core.perturb.values import EntityValues
 
 Operator = Callable[[Example, random.Random], "Example | None"]
 
@@ -30,9 +38,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "laug": (
         "eda_synonym", "eda_insert", "eda_swap", "eda_delete",
         "disfluency_pause", "disfluency_repeat", "disfluency_restart", "disfluency_repair",
-        "asr_soundalike", "asr_numbers",
+        "asr_soundalike", "asr_numbers", "slot_value_replacement",
     ),
-    "raddle": ("typo_keyboard", "verbosity", "simplify", "casing", "punctuation"),
+    "raddle": ("typo_keyboard", "verbosity", "simplify", "casing", "punctuation", "unseen_entities"),
 }
 _MODULES = {"nature": nature, "laug": laug, "raddle": raddle}
 
@@ -41,6 +49,8 @@ OPERATORS: dict[str, Operator] = {
     name: getattr(_MODULES[family], name) for family, names in FAMILIES.items() for name in names
 }
 FAMILY_OF: dict[str, str] = {name: family for family, names in FAMILIES.items() for name in names}
+# Operators that take ``values`` as a third argument and replace entity values on purpose.
+VALUE_OPERATORS: frozenset[str] = frozenset({"slot_value_replacement", "unseen_entities"})
 
 
 def _operator(name: str) -> Operator:
@@ -55,20 +65,28 @@ def _tagged(example: Example, name: str | None) -> Example:
                    {**example.meta, "perturbation": name})
 
 
-def perturb(example: Example, op_name: str, seed: int | str = 0) -> Example | None:
+def usable(names: Iterable[str], values: EntityValues | None = None) -> list[str]:
+    """``names`` less the value operators when ``values`` holds no value (see the module docstring)."""
+    return [name for name in names if name not in VALUE_OPERATORS or values]
+
+
+def perturb(example: Example, op_name: str, seed: int | str = 0,
+            values: EntityValues | None = None) -> Example | None:
     """Apply operator ``op_name`` to ``example``; ``None`` when it cannot apply.
 
     The random stream is seeded from (seed, op_name, text) through
     ``random.Random``'s string seeding (SHA-512), so a result never depends on
-    the order of calls, on other examples or on ``PYTHONHASHSEED``.
+    the order of calls, on other examples or on ``PYTHONHASHSEED``; a value
+    operator's result depends on ``values`` too, and is None without it.
     """
     op = _operator(op_name)
-    out = op(example, random.Random(f"{seed}\x1f{op_name}\x1f{example.text}"))
+    rng = random.Random(f"{seed}\x1f{op_name}\x1f{example.text}")
+    out = op(example, rng, values) if op_name in VALUE_OPERATORS else op(example, rng)
     return _tagged(out, op_name) if out is not None else None
 
 
 def random_set(examples: Iterable[Example], seed: int | str = 0,
-               operators: Sequence[str] | None = None) -> list[Example]:
+               operators: Sequence[str] | None = None, values: EntityValues | None = None) -> list[Example]:
     """One random applicable operator per example, aligned with the input.
 
     Operators are tried in a random order (seeded per text) until one applies;
@@ -78,12 +96,13 @@ def random_set(examples: Iterable[Example], seed: int | str = 0,
     names = list(operators) if operators is not None else list(OPERATORS)
     for name in names:
         _operator(name)
+    names = usable(names, values)
     out = []
     for example in examples:
         order = list(names)
         random.Random(f"{seed}\x1frandom_set\x1f{example.text}").shuffle(order)
         for name in order:
-            perturbed = perturb(example, name, seed)
+            perturbed = perturb(example, name, seed, values)
             if perturbed is not None:
                 out.append(perturbed)
                 break
@@ -92,36 +111,37 @@ def random_set(examples: Iterable[Example], seed: int | str = 0,
     return out
 
 
-def _weights(mix: Mapping[str, float] | None) -> dict[str, float]:
-    """Operator weights; a family name spreads its weight over its operators."""
+def _weights(mix: Mapping[str, float] | None, values: EntityValues | None = None) -> dict[str, float]:
+    """Operator weights; a family name spreads its weight over its usable operators."""
     if mix is None:
-        return {name: 1.0 for name in OPERATORS}
+        return {name: 1.0 for name in usable(OPERATORS, values)}
     weights: dict[str, float] = {}
     for key, weight in mix.items():
         if weight < 0:
             raise ValueError(f"negative weight for {key!r}")
         if key in FAMILIES:
-            names = FAMILIES[key]
+            names = usable(FAMILIES[key], values)
         else:
             _operator(key)  # raises on an unknown name
-            names = (key,)
+            names = usable((key,), values)
         for name in names:
             weights[name] = weights.get(name, 0.0) + weight / len(names)
     weights = {k: w for k, w in weights.items() if w > 0}
     if not weights:
-        raise ValueError("mix has no positive weight")
+        needy = [] if values else sorted(VALUE_OPERATORS & set(mix))
+        raise ValueError("mix has no positive weight" + (f" ({', '.join(needy)} need entity values)" if needy else ""))
     return weights
 
 
-def augment(examples: Sequence[Example], ratio: float,
-            mix: Mapping[str, float] | None = None, seed: int | str = 0) -> list[Example]:
+def augment(examples: Sequence[Example], ratio: float, mix: Mapping[str, float] | None = None,
+            seed: int | str = 0, values: EntityValues | None = None) -> list[Example]:
     """Originals followed by ``round(ratio * len(examples))`` perturbed copies
     (:func:`perturbed_copies` without the source indices)."""
-    return list(examples) + [copy for _, copy in perturbed_copies(examples, ratio, mix, seed)]
+    return list(examples) + [copy for _, copy in perturbed_copies(examples, ratio, mix, seed, values)]
 
 
-def perturbed_copies(examples: Sequence[Example], ratio: float,
-                     mix: Mapping[str, float] | None = None, seed: int | str = 0) -> list[tuple[int, Example]]:
+def perturbed_copies(examples: Sequence[Example], ratio: float, mix: Mapping[str, float] | None = None,
+                     seed: int | str = 0, values: EntityValues | None = None) -> list[tuple[int, Example]]:
     """``round(ratio * len(examples))`` perturbed copies, each with the index of its source.
 
     Sources are visited in a seeded shuffled order, cycling, so every example is
@@ -130,13 +150,16 @@ def perturbed_copies(examples: Sequence[Example], ratio: float,
     if it does not apply, the others are tried in weighted random order. Labels
     are kept; a copy's id is ``"<id>~<op>~<n>"`` (None stays None) and its meta
     gains ``perturbation`` and ``augmented_from``. Stops early if a full pass
-    over the data yields nothing.
+    over the data yields nothing. ``values`` lets the slot-value replacement
+    take part: ``EntityValues.build(examples, train=examples)`` draws from the
+    training rows' own values, and unseen entities then never apply (every
+    value is a training value).
     """
     if ratio < 0:
         raise ValueError("ratio must be >= 0")
     examples = list(examples)
     target = round(ratio * len(examples))
-    weights = _weights(mix)
+    weights = _weights(mix, values)
     rng = random.Random(f"{seed}\x1faugment")
     order = list(range(len(examples)))
     rng.shuffle(order)
@@ -146,7 +169,7 @@ def perturbed_copies(examples: Sequence[Example], ratio: float,
         index = order[visits % len(examples)]
         source = examples[index]
         visits += 1
-        produced = _augment_one(source, weights, rng, f"{seed}:{visits}")
+        produced = _augment_one(source, weights, rng, f"{seed}:{visits}", values)
         if produced is None:
             idle += 1
             continue
@@ -159,12 +182,12 @@ def perturbed_copies(examples: Sequence[Example], ratio: float,
 
 
 def _augment_one(example: Example, weights: dict[str, float], rng: random.Random,
-                 seed: str) -> Example | None:
+                 seed: str, values: EntityValues | None) -> Example | None:
     left = dict(weights)
     while left:
         names = list(left)
         name = rng.choices(names, [left[n] for n in names])[0]
-        out = perturb(example, name, seed)
+        out = perturb(example, name, seed, values)
         if out is not None:
             return out
         del left[name]

@@ -5,13 +5,16 @@ An operator describes its change as a list of :class:`Edit` (replace the
 characters ``[start, end)`` of the *original* text with ``text``) and calls
 :func:`apply_edits`, which refuses any edit that would touch the inside of a
 protected span, shifts the spans, and returns ``None`` when nothing changed.
+The operators that swap an entity's value for another (``values``) call
+:func:`replace_spans` instead, which replaces whole spans and re-maps the rest
+the same way.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from intentvcs.core.dataio import Example, Span
 
@@ -223,6 +226,29 @@ def apply_edits(example: Example, edits: Iterable[Edit]) -> Example | None:
                     return None
             elif edit.start < span.end and edit.end > span.start:
                 return None
+    return _rebuilt(example, ordered, tuple(_shift(span, ordered) for span in example.spans))
+
+
+def replace_spans(example: Example, values: Mapping[int, str]) -> Example | None:
+    """Give protected spans new values: ``values`` maps a span's index in
+    ``example.spans`` to its new text (the one edit allowed inside a span, as
+    it replaces the whole span).
+
+    The replaced span covers its new value and keeps its label; every span
+    after it shifts by the change in length. ``None`` when nothing changed.
+    """
+    edits = [Edit(example.spans[i].start, example.spans[i].end, value) for i, value in values.items()]
+    ordered = sorted(edits, key=lambda e: e.start)
+    spans = []
+    for i, span in enumerate(example.spans):
+        moved = _shift(span, ordered)  # an edit of the span itself ends after its start: not counted
+        spans.append(Span(moved.start, moved.start + len(values[i]), span.label) if i in values else moved)
+    return _rebuilt(example, ordered, tuple(spans))
+
+
+def _rebuilt(example: Example, ordered: Sequence[Edit], spans: tuple[Span, ...]) -> Example | None:
+    """``example`` with the sorted, disjoint ``ordered`` edits applied and ``spans`` as its spans;
+    ``None`` when the text is unchanged or left blank."""
     pieces = []
     cursor = 0
     for edit in ordered:
@@ -233,7 +259,6 @@ def apply_edits(example: Example, edits: Iterable[Edit]) -> Example | None:
     text = "".join(pieces)
     if text == example.text or not text.strip():
         return None
-    spans = tuple(_shift(span, ordered) for span in example.spans)
     return Example(text, example.labels, example.id, spans, dict(example.meta))
 
 

@@ -1,0 +1,249 @@
+"""Joint intent + entity models on SNIPS and ATIS, served: intent accuracy, slot F1 and overall
+accuracy of the exported bundle beside JointBERT; what the entity output costs the engine; and
+whether the entity head changes anything on CLINC150, which has no spans.
+
+Parts (``--parts``, default all):
+
+``accuracy``  per data set and seed, train the default recipe (MiniLM-L6, ``RECIPE``, validation
+              loss picks the epoch; a finished checkpoint of the same recipe under ``--runs`` is
+              reused), export it with int8, and score the test split through the ONNX engine (fp32
+              and int8, spelling normaliser on, as served): intent accuracy (the top intent is the
+              gold one; ATIS's few two-intent rows count when the top intent is one of the two),
+              span-level slot F1 (CoNLL: type and both boundaries exact) and overall accuracy (top
+              intent right and the entity set exactly the gold one). The median over seeds is set
+              beside JointBERT (Chen et al. 2019, BERT-base). ATIS's test split has 4 spans of types
+              the training split never shows and 2 rows of an intent it never shows; they are
+              scored as misses, as in JointBERT's figures.
+``cost``      the seed-0 SNIPS checkpoint exported twice, with and without its entity head (the
+              same weights otherwise), run by the engine at batch 1 and 32, fp32 and int8,
+              interleaved: utterances per second and the entity output's cost in per cent.
+``clinc150``  CLINC150 Full (no spans, so no entity head is trained) with the recipe of
+              ``benchmarks.oos_bench``, beside that benchmark's recorded figures.
+
+    python -m benchmarks.entities_bench --threads 2
+    python -m benchmarks.entities_bench --parts cost --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import RESULTS, ROOT, SHARED_DATA, keep_previous, write_results
+
+DATASETS = ("snips", "atis")
+# JointBERT (Chen et al. 2019), BERT-base: intent accuracy / slot F1 / overall accuracy.
+JOINTBERT = {"snips": (98.6, 97.0, 92.8), "atis": (97.5, 96.1, 88.2)}
+TARGETS = {"snips": (98.0, 95.5, 90.0), "atis": (97.5, 95.0, 86.0)}
+# Six epochs rather than TrainConfig's four: slot filling keeps improving after intents have converged.
+RECIPE = {"epochs": 6}
+COST_BATCHES = (1, 32)
+COST_TEXTS = 256
+COST_REPEATS = 5
+CLINC_RECORDED = RESULTS / "oos.json"
+
+
+def checkpoint_for(dataset: str, seed: int, runs: Path, threads: int | None) -> Path:
+    """The trained checkpoint of ``dataset`` and ``seed``: reused when one of the same recipe exists."""
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.training.checkpoint import read_checkpoint_meta
+    from intentvcs.training.config import DecisionConfig, TrainConfig
+    from intentvcs.training.pipeline import train_pipeline
+
+    out = runs / dataset / f"seed{seed}" / "checkpoint"
+    config = TrainConfig(seed=seed, threads=threads, **RECIPE)
+    if (out / "checkpoint.json").is_file():
+        stored = TrainConfig.from_stored(read_checkpoint_meta(out)["train_config"])
+        # Thread count changes speed, not the run.
+        if {**stored.to_dict(), "threads": None} == {**config.to_dict(), "threads": None}:
+            logging.info("reusing %s", out)
+            return out
+    train, valid = (read_jsonl(split_file(dataset, split, runs)) for split in ("train", "valid"))
+    train_pipeline(train, valid, None, config, DecisionConfig(oos_rule="none"), out, force=True)
+    return out
+
+
+def split_file(dataset: str, split: str, runs: Path) -> Path:
+    """The split as canonical JSONL under ``runs/data`` (converted from the shared folder once)."""
+    from intentvcs.core.dataio import write_jsonl
+    from intentvcs.training.loaders import load
+
+    path = runs / "data" / f"{dataset}-{split}.jsonl"
+    if not path.is_file():
+        write_jsonl(path, load(dataset, SHARED_DATA / dataset, split))
+    return path
+
+
+def bundle_for(checkpoint: Path, entities: bool = True) -> Path:
+    """The checkpoint exported with int8 (``bundle``, or ``bundle-intents`` without the entity head),
+    exported again when the checkpoint is newer."""
+    from intentvcs.export.exporter import export_bundle
+
+    out = checkpoint.parent / ("bundle" if entities else "bundle-intents")
+    manifest = out / "manifest.json"
+    if not manifest.is_file() or manifest.stat().st_mtime < (checkpoint / "checkpoint.json").stat().st_mtime:
+        export_bundle(checkpoint, out, quantize=True, force=True, entities=entities)
+    return out
+
+
+def score_bundle(bundle: Path, test_rows, quantized: bool) -> dict:
+    """Intent accuracy, slot F1 and overall accuracy of the served bundle on ``test_rows`` (percent)."""
+    from intentvcs.core.evaluation import evaluate
+    from intentvcs.service.engine import Engine
+
+    engine = Engine(bundle, provider="cpu", quantized=quantized)
+    figures = evaluate(engine.decision, engine.infer([ex.text for ex in test_rows]), test_rows,
+                       include_tables=False)
+    return {"intent_acc": round(100 * figures["accuracy"], 2), "slot_f1": round(100 * figures["slot_f1"], 2),
+            "overall_acc": round(100 * figures["overall_accuracy"], 2),
+            "exact_match": round(100 * figures["exact_match"], 2)}
+
+
+def accuracy_part(datasets: list[str], seeds: list[int], runs: Path, threads: int | None) -> list[dict]:
+    from intentvcs.core.dataio import read_jsonl
+
+    records = []
+    for dataset in datasets:
+        test_rows = read_jsonl(split_file(dataset, "test", runs))
+        per_seed = []
+        for seed in seeds:
+            bundle = bundle_for(checkpoint_for(dataset, seed, runs, threads))
+            meta = json.loads((bundle / "manifest.json").read_text())
+            per_seed.append({"seed": seed, "fp32": score_bundle(bundle, test_rows, False),
+                             "int8": score_bundle(bundle, test_rows, True),
+                             "entity_agreement_int8": meta["quantization"]["agreement"]["entity_set_agreement"],
+                             "best_epoch": json.loads((bundle.parent / "checkpoint" / "checkpoint.json")
+                                                      .read_text())["best_epoch"]})
+            logging.info("%s seed %d: %s", dataset, seed, per_seed[-1])
+        records.append(_median_record(dataset, per_seed))
+    return records
+
+
+def _median_record(dataset: str, per_seed: list[dict]) -> dict:
+    record = {"part": "accuracy", "dataset": dataset, "backbone": "all-MiniLM-L6-v2", "seeds": len(per_seed),
+              **RECIPE, "runs": per_seed}
+    for runtime in ("fp32", "int8"):
+        for key in ("intent_acc", "slot_f1", "overall_acc", "exact_match"):
+            record[f"{runtime}_{key}"] = statistics.median(run[runtime][key] for run in per_seed)
+    paper, target = JOINTBERT[dataset], TARGETS[dataset]
+    record.update({"jointbert": dict(zip(("intent_acc", "slot_f1", "overall_acc"), paper)),
+                   "target": dict(zip(("intent_acc", "slot_f1", "overall_acc"), target))})
+    record["target_met"] = all(record[f"fp32_{k}"] >= record["target"][k] for k in record["target"])
+    return record
+
+
+def cost_part(runs: Path, threads: int | None) -> list[dict]:
+    """Utterances/s of the same checkpoint's bundle with and without the entity head, interleaved."""
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.service.engine import Engine
+
+    checkpoint = checkpoint_for("snips", 0, runs, threads)
+    bundles = {"entities": bundle_for(checkpoint), "intents_only": bundle_for(checkpoint, entities=False)}
+    texts = [ex.text for ex in read_jsonl(split_file("snips", "test", runs))][:COST_TEXTS]
+    records = []
+    for quantized in (False, True):
+        engines = {name: Engine(path, provider="cpu", threads=threads, quantized=quantized)
+                   for name, path in bundles.items()}
+        for batch in COST_BATCHES:
+            best = {name: float("inf") for name in engines}
+            for _ in range(COST_REPEATS):
+                for name, engine in engines.items():  # interleaved: drift hits both alike
+                    best[name] = min(best[name], _seconds(engine, texts, batch))
+            record = {"part": "cost", "runtime": "int8" if quantized else "fp32", "batch": batch,
+                      "utterances": len(texts), "threads": threads,
+                      **{f"{name}_per_s": round(len(texts) / best[name], 1) for name in engines}}
+            record["entity_cost_pct"] = round(100 * (best["entities"] / best["intents_only"] - 1), 1)
+            records.append(record)
+            logging.info("%s", record)
+    return records
+
+
+def _seconds(engine, texts: list[str], batch: int) -> float:
+    engine.predict(texts[:batch])  # warm
+    start = time.perf_counter()
+    for first in range(0, len(texts), batch):
+        engine.predict(texts[first:first + batch])
+    return time.perf_counter() - start
+
+
+def clinc_part(runs: Path, threads: int | None) -> list[dict]:
+    """CLINC150 Full trained afresh with oos_bench's recipe, beside oos_bench's recorded figures."""
+    from benchmarks.oos_bench import run_variant
+
+    recorded = {r["oos_rule"]: r for r in json.loads(CLINC_RECORDED.read_text())["records"]
+                if r["dataset"] == "clinc150-full" and not r.get("operating_point")}
+    keys = ("in_scope_acc", "oos_recall", "oos_precision", "oos_f1", "auroc", "fpr95")
+    records = []
+    for record in run_variant("full", 4, ["threshold", "distance"], False, 0, threads,
+                              ckpt_dir=str(runs / "clinc150")):
+        before = recorded[record["oos_rule"]]
+        records.append({"part": "clinc150", "dataset": "clinc150-full", "oos_rule": record["oos_rule"],
+                        **{k: record[k] for k in keys}, **{f"recorded_{k}": before[k] for k in keys},
+                        "max_abs_change_points": max(abs(record[k] - before[k]) for k in keys
+                                                     if k not in ("auroc",))})
+    return records
+
+
+def render(records: list[dict]) -> str:
+    lines = []
+    accuracy = [r for r in records if r["part"] == "accuracy"]
+    if accuracy:
+        lines += ["| data set | seeds | intent acc (fp32 / int8) | slot F1 (fp32 / int8) | overall (fp32 / int8) "
+                  "| JointBERT (BERT-base) | target | met |", "|---|---|---|---|---|---|---|---|"]
+        for r in accuracy:
+            paper, target = r["jointbert"], r["target"]
+            lines.append(
+                f"| {r['dataset']} | {r['seeds']} | {r['fp32_intent_acc']:.2f} / {r['int8_intent_acc']:.2f} "
+                f"| {r['fp32_slot_f1']:.2f} / {r['int8_slot_f1']:.2f} "
+                f"| {r['fp32_overall_acc']:.2f} / {r['int8_overall_acc']:.2f} "
+                f"| {paper['intent_acc']} / {paper['slot_f1']} / {paper['overall_acc']} "
+                f"| {target['intent_acc']} / {target['slot_f1']} / {target['overall_acc']} "
+                f"| {'yes' if r['target_met'] else 'no'} |")
+    cost = [r for r in records if r["part"] == "cost"]
+    if cost:
+        lines += ["", "| runtime | batch | with entities (utt/s) | intents only (utt/s) | entity output cost |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r['runtime']} | {r['batch']} | {r['entities_per_s']} | {r['intents_only_per_s']} "
+                  f"| {r['entity_cost_pct']:+.1f}% |" for r in cost]
+    clinc = [r for r in records if r["part"] == "clinc150"]
+    if clinc:
+        lines += ["", "| CLINC150 Full, OOS rule | in-scope acc | OOS recall | OOS F1 | AUROC | recorded before "
+                  "(acc / recall / F1 / AUROC) | largest change (points) |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['oos_rule']} | {r['in_scope_acc']} | {r['oos_recall']} | {r['oos_f1']} | {r['auroc']} "
+                  f"| {r['recorded_in_scope_acc']} / {r['recorded_oos_recall']} / {r['recorded_oos_f1']} / "
+                  f"{r['recorded_auroc']} | {r['max_abs_change_points']:.2f} |" for r in clinc]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", nargs="+", choices=("accuracy", "cost", "clinc150"),
+                        default=["accuracy", "cost", "clinc150"])
+    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--threads", type=int, help="torch and ONNX Runtime threads (default: all cores)")
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "entities",
+                        help="where checkpoints and bundles are kept and reused (default runs/entities)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    records: list[dict] = []
+    if "accuracy" in args.parts:
+        records += accuracy_part(args.datasets, args.seeds, args.runs, args.threads)
+    if "cost" in args.parts:
+        records += cost_part(args.runs, args.threads)
+    if "clinc150" in args.parts:
+        records += clinc_part(args.runs, args.threads)
+    records, command = keep_previous("entities", records, lambda old: any(
+        old["part"] == new["part"] and old.get("dataset") == new.get("dataset") for new in records))
+    write_results("entities", records, render(records), command=command)
+    print(render(records), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

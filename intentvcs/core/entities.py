@@ -1,0 +1,160 @@
+"""Entities: character spans <-> BIO tags over words, and tag scores back to spans (numpy only).
+
+The entity head tags *words*, not word pieces. A word is what the tokenizer's
+pre-tokenizer makes of the text (whitespace and punctuation split it), and
+only a word's first piece carries its tag, in training as in decoding (the
+convention of JointBERT, Chen et al. 2019): so a decoded entity always covers
+whole words, and its character offsets are the tokenizer's offsets of its
+first and last pieces. Training (PyTorch, ``intentvcs.training``) and serving
+(ONNX Runtime, ``intentvcs.service``) both call this module, so the two cannot
+disagree on what a tag means.
+
+Tags: ``O`` plus ``B-<type>`` and ``I-<type>`` per entity type, types sorted
+(``tag_vocabulary``). Decoding follows CoNLL's ``conlleval``: an ``I-x`` that
+does not continue an ``x`` starts a new entity, because the tag still says
+which type the word is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+from intentvcs.core.dataio import Span
+
+OUTSIDE = "O"
+# Token targets that take no part in the tagging loss: special tokens, a word's
+# later pieces, and every token of a row without span annotations.
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A decided entity: type, character offsets (end exclusive) and the head's confidence in it."""
+
+    label: str
+    start: int
+    end: int
+    confidence: float
+
+    def to_dict(self, text: str) -> dict[str, Any]:
+        """The answer's form: ``{entity, value, start, end, confidence}``, ``value`` cut from ``text``."""
+        return {"entity": self.label, "value": text[self.start:self.end], "start": self.start, "end": self.end,
+                "confidence": self.confidence}
+
+
+class Word(NamedTuple):
+    """A pre-tokenizer word: the index of its first piece, and its character extent."""
+
+    token: int
+    start: int
+    end: int
+
+
+def tag_vocabulary(types: Iterable[str]) -> list[str]:
+    """``["O", "B-a", "I-a", "B-b", ...]`` for the entity types, sorted."""
+    return [OUTSIDE] + [f"{prefix}-{kind}" for kind in sorted(set(types)) for prefix in ("B", "I")]
+
+
+def entity_types(tags: Sequence[str]) -> list[str]:
+    """The entity types of a tag vocabulary, in its order."""
+    return [tag[2:] for tag in tags if tag.startswith("B-")]
+
+
+def words(word_ids: Sequence[int | None], offsets: Sequence[tuple[int, int]]) -> list[Word]:
+    """The words of one encoded text, in order, from the tokenizer's ``word_ids`` and ``offsets``.
+
+    Special tokens (``word_ids`` None) belong to no word; a word cut by
+    truncation ends at its last kept piece.
+    """
+    found: list[Word] = []
+    previous = None
+    for token, word in enumerate(word_ids):
+        if word is None:
+            previous = None
+            continue
+        start, end = offsets[token]
+        if word == previous:
+            found[-1] = Word(found[-1].token, found[-1].start, max(found[-1].end, end))
+        else:
+            found.append(Word(token, start, end))
+        previous = word
+    return found
+
+
+def word_tags(spans: Sequence[Span], text_words: Sequence[Word]) -> list[str]:
+    """The gold tag of each word: a word whose first character lies inside a span belongs to it."""
+    tags = []
+    open_span = None
+    for word in text_words:
+        span = next((s for s in spans if s.start <= word.start < s.end), None)
+        if span is None:
+            tags.append(OUTSIDE)
+        else:
+            tags.append(("I-" if span is open_span else "B-") + span.label)
+        open_span = span
+    return tags
+
+
+def token_targets(spans: Sequence[Span] | None, text_words: Sequence[Word], length: int,
+                  tag_index: dict[str, int]) -> list[int]:
+    """Per token, the index of its gold tag on a word's first piece, else ``IGNORE``.
+
+    ``spans`` None (the row carries no annotations) ignores every token; a span
+    type outside ``tag_index`` is read as ``O`` (the caller has refused such data).
+    """
+    targets = [IGNORE] * length
+    if spans is None:
+        return targets
+    for word, tag in zip(text_words, word_tags(spans, text_words)):
+        targets[word.token] = tag_index.get(tag, 0)
+    return targets
+
+
+def chunks(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """``(type, first word, last word + 1)`` of each entity in a tag sequence (conlleval rules)."""
+    found: list[tuple[str, int, int]] = []
+    open_type: str | None = None
+    for index, tag in enumerate(tags):
+        kind = tag[2:] if tag != OUTSIDE else None
+        begins = kind is not None and (tag.startswith("B-") or kind != open_type)
+        if kind is None or begins:
+            open_type = None
+        if begins:
+            found.append((kind, index, index + 1))
+            open_type = kind
+        elif kind is not None:
+            found[-1] = (kind, found[-1][1], index + 1)
+    return found
+
+
+def spans_of(tags: Sequence[str], text_words: Sequence[Word]) -> tuple[Span, ...]:
+    """The character spans a tag sequence over ``text_words`` stands for."""
+    return tuple(Span(text_words[first].start, text_words[last - 1].end, kind)
+                 for kind, first, last in chunks(tags))
+
+
+def decode(tag_logits: np.ndarray, text_words: Sequence[Word], tags: Sequence[str]) -> tuple[Entity, ...]:
+    """Entities of one text from its tag logits ``[T, K]`` (K = ``len(tags)``).
+
+    Each word takes the most probable tag of its first piece; an entity's
+    confidence is the mean probability of its words' tags.
+    """
+    if not text_words:
+        return ()
+    scores = tag_logits[[word.token for word in text_words]].astype(np.float64)
+    scores -= scores.max(axis=1, keepdims=True)
+    probs = np.exp(scores)
+    probs /= probs.sum(axis=1, keepdims=True)
+    best = probs.argmax(axis=1)
+    chosen = probs[np.arange(len(best)), best]
+    return tuple(
+        Entity(kind, text_words[first].start, text_words[last - 1].end, float(chosen[first:last].mean()))
+        for kind, first, last in chunks([tags[k] for k in best]))
+
+
+def aligned(spans: Sequence[Span], text_words: Sequence[Word]) -> int:
+    """How many of ``spans`` the word tags reproduce exactly (the rest start or end inside a word)."""
+    return len(set(spans) & set(spans_of(word_tags(spans, text_words), text_words)))

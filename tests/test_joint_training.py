@@ -1,0 +1,118 @@
+"""Joint intent + entity training on the tiny random BERT, through the CLI, then export and serve:
+the checkpoint records the entity head, the bundle's graph outputs its tags, parity covers entities."""
+
+import json
+
+import pytest
+from safetensors.torch import load_file
+
+from intentvcs.cli.main import main
+from intentvcs.core.dataio import read_jsonl, write_jsonl
+from intentvcs.core.entities import tag_vocabulary
+from intentvcs.training import DEFAULT_DATA
+from tests.helpers.tiny import make_tiny_backbone
+
+TRAIN, VALID, TEST = (str(DEFAULT_DATA / f"{split}.jsonl") for split in ("train", "valid", "test"))
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory):
+    return make_tiny_backbone(tmp_path_factory.mktemp("backbone"))
+
+
+def _train(backbone, out, *extra, train=TRAIN, valid=VALID):
+    return main(["train", "--train", train, "--valid", valid, "--out", str(out), "--backbone", str(backbone),
+                 "--epochs", "2", "--batch-size", "64", "--oos-rule", "none", *extra])
+
+
+@pytest.fixture(scope="module")
+def joint(backbone, tmp_path_factory):
+    out = tmp_path_factory.mktemp("joint") / "ckpt"
+    assert _train(backbone, out) == 0
+    return out
+
+
+def test_the_checkpoint_records_the_entity_head(joint):
+    meta = json.loads((joint / "checkpoint.json").read_text())
+    rows = [ex for ex in read_jsonl(TRAIN) if ex.labels]
+    types = sorted({s.label for ex in rows for s in ex.spans})
+    entities = meta["entities"]
+    assert entities["tags"] == tag_vocabulary(types) and entities["types"] == types
+    assert entities["weight"] == meta["train_config"]["entity_weight"] == 1.0
+    assert entities["rows_with_spans"] == sum(bool(ex.spans) for ex in rows)
+    assert entities["spans"] == sum(len(ex.spans) for ex in rows)
+    assert 0.95 * entities["spans"] <= entities["spans_aligned"] <= entities["spans"]
+    assert load_file(str(joint / "tagger.safetensors"))["weight"].shape[0] == len(entities["tags"])
+    assert "slot_f1" in meta["metrics"]["valid"] and "overall_accuracy" in meta["metrics"]["valid"]
+
+
+def test_data_without_spans_trains_exactly_as_an_intent_only_model(backbone, tmp_path):
+    plain = tmp_path / "plain.jsonl"
+    write_jsonl(plain, [ex.__class__(ex.text, ex.labels, ex.id) for ex in read_jsonl(TRAIN)])
+    assert _train(backbone, tmp_path / "no_spans", train=str(plain)) == 0
+    assert _train(backbone, tmp_path / "weight0", "--entity-weight", "0") == 0
+    heads = []
+    for name in ("no_spans", "weight0"):
+        meta = json.loads((tmp_path / name / "checkpoint.json").read_text())
+        assert meta["entities"] is None and not (tmp_path / name / "tagger.safetensors").exists()
+        heads.append(load_file(str(tmp_path / name / "head.safetensors")))
+    # Spans change nothing when no entity head is trained: the same weights, bit for bit.
+    assert all((heads[0][k] == heads[1][k]).all() for k in heads[0])
+
+
+def test_a_validation_span_type_unknown_to_training_is_refused(backbone, tmp_path, capsys):
+    valid = tmp_path / "valid.jsonl"
+    valid.write_text('{"text": "fly to paris", "labels": ["book_taxi"], '
+                     '"spans": [{"start": 7, "end": 12, "label": "airport"}]}\n')
+    assert _train(backbone, tmp_path / "ckpt", valid=str(valid)) == 2
+    error = capsys.readouterr().err
+    assert f"{valid}:1" in error and "airport" in error
+    assert not (tmp_path / "ckpt").exists()
+
+
+@pytest.fixture(scope="module")
+def bundle(joint, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bundle") / "bundle"
+    assert main(["export", "--checkpoint", str(joint), "--out", str(out), "--quantize"]) == 0
+    return out
+
+
+def test_the_bundle_graph_outputs_tags_and_parity_covers_entities(bundle, joint):
+    import onnx
+
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    meta = json.loads((joint / "checkpoint.json").read_text())
+    assert manifest["entities"] == {"tags": meta["entities"]["tags"], "types": meta["entities"]["types"]}
+    graph = onnx.load(str(bundle / "model.onnx"), load_external_data=False).graph
+    tag_output = next(o for o in graph.output if o.name == "tag_logits")
+    dims = [d.dim_param or d.dim_value for d in tag_output.type.tensor_type.shape.dim]
+    assert dims == ["batch_size", "sequence_length", len(meta["entities"]["tags"])]
+    parity = manifest["parity"]
+    assert parity["passed"] and parity["entity_set_agreement"] == 1.0 and parity["entity_mismatches"] == 0
+    agreement = manifest["quantization"]["agreement"]
+    assert 0.0 <= agreement["entity_set_agreement"] <= 1.0
+
+
+def test_served_entities_point_into_the_text_as_sent(bundle):
+    from intentvcs.service.engine import Engine
+
+    engine = Engine(bundle)
+    texts = [ex.text for ex in read_jsonl(TEST)][:40] + ["wake me up tomorow at 7 in the kitchne"]
+    answers = engine.predict(texts)
+    found = [e for answer in answers for e in answer["entities"]]
+    assert found, "an entity head trained on the default data finds some entities"
+    for text, answer in zip(texts, answers):
+        for entity in answer["entities"]:
+            assert text[entity["start"]:entity["end"]] == entity["value"]
+            assert entity["entity"] in engine.entity_types and 0.0 < entity["confidence"] <= 1.0
+    # The same entities as PyTorch on the checkpoint, spelling normaliser included.
+    assert engine.info["entity_types"] == len(engine.entity_types)
+
+
+def test_evaluate_reports_slot_figures_through_the_bundle(bundle, tmp_path):
+    out = tmp_path / "eval.json"
+    assert main(["evaluate", "--bundle", str(bundle), "--data", TEST, "--out", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    for key in ("slot_precision", "slot_recall", "slot_f1", "entities_exact", "overall_accuracy"):
+        assert 0.0 <= figures[key] <= 1.0
+    assert figures["overall_accuracy"] <= min(figures["accuracy"], figures["entities_exact"])
