@@ -215,6 +215,25 @@ def audit_rows() -> list[Row]:
     return rows
 
 
+def entities_rows() -> list[Row]:
+    meta = load("entities")
+    if meta is None:
+        return []
+    rows = []
+    for r in (r for r in meta["records"] if r["part"] == "accuracy"):
+        paper, target = r["jointbert"], r["target"]
+        rows.append((f"{r['dataset'].upper()}: intent accuracy / slot F1 / overall accuracy, served fp32 bundle "
+                     f"({r['seeds']} seed{'s, median' if r['seeds'] > 1 else ''})",
+                     f"{r['fp32_intent_acc']:.2f} / {r['fp32_slot_f1']:.2f} / {r['fp32_overall_acc']:.2f}",
+                     f"JointBERT {paper['intent_acc']} / {paper['slot_f1']} / {paper['overall_acc']}; target "
+                     f"{target['intent_acc']} / {target['slot_f1']} / {target['overall_acc']}"))
+    cost = [r for r in meta["records"] if r["part"] == "cost" and r["batch"] == 32]
+    if cost:
+        rows.append(("engine cost of the entity output, batch 32 (fp32; int8)",
+                     "; ".join(f"{r['entity_cost_pct']:+.1f}%" for r in cost), "target ≤ 10%"))
+    return rows
+
+
 # (heading of the section in docs/RESULTS.md the rows link to, the link's text, the rows)
 SECTIONS: tuple[tuple[str, str, Callable[[], list[Row]]], ...] = (
     ("DialogVCS: PU multi-label intents (SNIPS-VCS, ATIS-VCS)", "DialogVCS", vcs_rows),
@@ -223,8 +242,9 @@ SECTIONS: tuple[tuple[str, str, Callable[[], list[Row]]], ...] = (
     ("Export: parity, int8, engine vs PyTorch (SNIPS-VCS)", "Export", export_rows),
     ("Performance", "Speed", perf_rows),
     ("Upgrade audit against known relations", "Upgrade audit", audit_rows),
+    ("Entities: one joint intent and slot model (SNIPS, ATIS)", "Entities", entities_rows),
 )
-HEADLINE_SOURCES = ("vcs", "oos", "robustness", "export", "perf", "audit")
+HEADLINE_SOURCES = ("vcs", "oos", "robustness", "export", "perf", "audit", "entities")
 
 
 def render_headline(results_doc: str) -> str:

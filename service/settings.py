@@ -138,7 +138,7 @@ class Settings:
     # The bundle's spelling normaliser (misspelt words back to training words),
     # when it has one; off serves the graph the raw texts.
     spelling: bool = True
-    # A bearer token the API routes (/predict, /audit) require when set
+    # A bearer token the API routes (/predict, /model/parse, /audit) require when set
     # (intentvcs.service.auth); health probes and the OpenAPI document stay open.
     # Not in repr: Settings may be logged.
     api_token: str | None = field(default=None, repr=False)

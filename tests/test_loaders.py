@@ -11,7 +11,8 @@ import pytest
 from intentvcs.cli.main import main
 from intentvcs.core.dataio import DataError, Span, read_jsonl
 from intentvcs.training import loaders
-from intentvcs.training.loaders import clinc150, crosswoz, multiwoz, slot_folder
+from intentvcs.training.loaders import clinc150, convlab_zip, crosswoz, multiwoz, slot_folder
+from intentvcs.training.loaders.alignment import AlignmentStats, align
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared data not found at {DATA}")
@@ -204,6 +205,53 @@ def test_convlab_zip_errors_name_the_file(tmp_path):
         multiwoz.load_split(tmp_path / "nowhere", "test")
 
 
+def spans_of(example) -> list[tuple[str, str]]:
+    return [(example.text[s.start:s.end], s.label) for s in example.spans]
+
+
+def test_multiwoz_values_become_spans_at_word_boundaries(tmp_path):
+    dialogues = {"D1": {"log": [
+        mw_turn("I want an eastern dish in the East , for 2 people on Friday .", {
+            "Restaurant-Inform": [["Area", "east"], ["People", "2"], ["Day", "friday"], ["Food", "?"]],
+            "Train-Inform": [["Day", "friday"], ["Leave", "dontcare"], ["Internet", "yes"]],
+            "general-thank": [["none", "none"]],
+        }),
+    ]}}
+    rows, stats = multiwoz.load_file_with_stats(write_convlab_zip(tmp_path / "v.zip", dialogues))
+    # "east" skips "eastern"; the case differs; Friday said once under two domains is one value;
+    # ?, dontcare, yes and none carry no surface form and are not counted.
+    assert spans_of(rows[0]) == [("East", "area"), ("2", "people"), ("Friday", "day")]
+    assert (stats.values, stats.aligned) == (3, 3)
+
+
+def test_multiwoz_longest_first_no_overlap_and_next_free_occurrence(tmp_path):
+    dialogues = {"D1": {"log": [
+        mw_turn("book the cambridge belfry in cambridge for 4 nights and 4 people", {
+            "Hotel-Inform": [["Area", "cambridge"], ["Name", "the cambridge belfry"],
+                             ["Stay", "4"], ["People", "4"], ["Type", "belfry"]],
+        }),
+    ]}}
+    rows, stats = multiwoz.load_file_with_stats(write_convlab_zip(tmp_path / "v.zip", dialogues))
+    # The name is placed first; "cambridge" then takes its next free occurrence; the second "4"
+    # takes the second occurrence; "belfry" only occurs inside the name, so it is not aligned.
+    assert spans_of(rows[0]) == [("the cambridge belfry", "name"), ("cambridge", "area"),
+                                 ("4", "stay"), ("4", "people")]
+    assert (stats.values, stats.aligned, round(stats.share, 2)) == (5, 4, 0.8)
+
+
+def test_align_refuses_no_surface_values_and_non_strings():
+    stats = AlignmentStats()
+    spans = align("no more yes", [("a", "no"), ("b", None), ("c", "  "), ("d", "more")],
+                  skip=frozenset({"no"}), word_boundaries=True, stats=stats)
+    assert spans == (Span(3, 7, "d"),) and stats.to_dict() == {"values": 1, "aligned": 1, "share": 1.0}
+
+
+def test_multiwoz_malformed_slot_value_pair_names_turn(tmp_path):
+    bad = {"D5": {"log": [mw_turn("a hotel", {"Hotel-Inform": [["Area"]]})]}}
+    with pytest.raises(DataError, match="dialogue D5 turn 0: dialogue act 'Hotel-Inform'"):
+        multiwoz.load_file(write_convlab_zip(tmp_path / "v.zip", bad))
+
+
 # ------------------------------------------------------------------ CrossWOZ
 CROSSWOZ = {
     "11": {"messages": [
@@ -229,6 +277,19 @@ def test_crosswoz_malformed_act_names_dialogue_and_message(tmp_path):
     bad = {"42": {"messages": [cw_msg("sys", "x"), cw_msg("usr", "hi", [["Inform", "餐馆"]])]}}
     with pytest.raises(DataError, match="dialogue 42 message 1: dialogue act"):
         crosswoz.load_file(write_convlab_zip(tmp_path / "v.zip", bad))
+
+
+def test_crosswoz_values_become_substring_spans(tmp_path):
+    dialogues = {"7": {"messages": [cw_msg("usr", "找一家评分4.5分以上的酒店，是否有早餐服务？要高档型酒店。", [
+        ["Inform", "酒店", "评分", "4.5分以上"], ["Inform", "酒店", "酒店设施-早餐服务", "是"],
+        ["Inform", "酒店", "酒店类型", "高档型"], ["Inform", "酒店", "名称", "高档型酒店"],
+        ["Request", "酒店", "地址", ""], ["General", "greet", "none", "none"], ["Inform", "酒店", "价格", 300],
+    ])]}}
+    rows, stats = crosswoz.load_file_with_stats(write_convlab_zip(tmp_path / "v.zip", dialogues))
+    # No word boundaries in Chinese; the longer name wins over the type inside it; "是" (yes),
+    # "", "none" and the non-string 300 are skipped and not counted.
+    assert spans_of(rows[0]) == [("4.5分以上", "评分"), ("高档型酒店", "名称")]
+    assert (stats.values, stats.aligned) == (3, 2)
 
 
 # ---------------------------------------------------------- dispatch and CLI
@@ -281,3 +342,31 @@ def test_shared_data_loads(fmt, path, split, rows, labels):
     # Round trip through the canonical validator: spans inside the text, no duplicate labels.
     from intentvcs.core.dataio import parse_row
     assert all(parse_row(ex.to_dict()) == ex for ex in examples)
+
+
+# Measured on the shared files; docs/RESEARCH.md section 8.1 reports these figures.
+ALIGNMENT = {
+    "multiwoz": {"valid": (7318, 6601), "test": (7236, 6574)},
+    "crosswoz": {"valid": (3996, 3680), "test": (4027, 3729)},
+}
+
+
+@needs_data
+@pytest.mark.parametrize("dataset", ["multiwoz", "crosswoz"])
+def test_shared_dialogue_values_align_to_their_text(dataset):
+    module = multiwoz if dataset == "multiwoz" else crosswoz
+    rows, stats = module.load_file_with_stats(convlab_zip.split_path(DATA / dataset, "valid"))
+    assert (stats.values, stats.aligned) == ALIGNMENT[dataset]["valid"]
+    assert sum(len(ex.spans) for ex in rows) == stats.aligned
+    sources = convlab_zip.read_dialogues(convlab_zip.split_path(DATA / dataset, "valid"))
+    for ex in rows[::20]:  # a sample: every span reads back as its own slot's value
+        pairs = act_pairs(dataset, sources[ex.meta["dialogue"]], ex.meta["turn"])
+        assert all((s.label, ex.text[s.start:s.end].lower()) in pairs for s in ex.spans)
+
+
+def act_pairs(dataset: str, dialogue: dict, turn: int) -> set[tuple[str, str]]:
+    """``(span label, lowercased value)`` of every act of one raw turn."""
+    if dataset == "multiwoz":
+        acts = dialogue["log"][turn]["dialog_act"]
+        return {(slot.lower(), value.lower()) for pairs in acts.values() for slot, value in pairs}
+    return {(slot, str(value).lower()) for _, _, slot, value in dialogue["messages"][turn]["dialog_act"]}

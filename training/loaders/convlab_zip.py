@@ -7,9 +7,10 @@ import json
 import os
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from intentvcs.core.dataio import DataError
+from intentvcs.core.dataio import DataError, Example
+from intentvcs.training.loaders.alignment import AlignmentStats
 
 # Our split names → the archive names ConvLab-2 uses.
 SPLIT_FILES = {"valid": "val.json.zip", "test": "test.json.zip"}
@@ -57,3 +58,11 @@ def read_dialogues(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
 def composite(intents: set[str]) -> str:
     """The composite label of several intents: sorted parts joined by ``&``."""
     return "&".join(sorted(intents))
+
+
+def split_alignment(
+    load_file_with_stats: Callable[[Path], tuple[list[Example], AlignmentStats]], root: str | os.PathLike
+) -> dict[str, AlignmentStats]:
+    """``{split: AlignmentStats}`` of every split under ``root``, read by a
+    loader's ``load_file_with_stats`` — the figures docs/RESEARCH.md reports."""
+    return {split: load_file_with_stats(split_path(root, split))[1] for split in SPLIT_FILES}

@@ -8,6 +8,13 @@ Intent of a user message = its set of act types (``General``, ``Inform``,
 ``Request``, ``Select``); several distinct types give one composite label
 (``Inform&Request``, parts sorted). A user message with no dialogue act (about
 0.4 %) is **skipped**: there is no intent to learn from it.
+
+Entity spans: each act value found in the text as a substring (Chinese has no
+spaces, so no word boundaries) becomes a span (rules in
+:mod:`intentvcs.training.loaders.alignment`). The span label is the slot as
+written (``名称``, ``评分``, ``人均消费``, ``出发地`` ...), without the domain,
+for the same reason as MultiWOZ: the slot means the same across domains, and
+sharing one tag pools its examples.
 """
 
 from __future__ import annotations
@@ -16,8 +23,13 @@ import os
 from pathlib import Path
 
 from intentvcs.core.dataio import DataError, Example
+from intentvcs.training.loaders.alignment import AlignmentStats, align
 from intentvcs.training.loaders.convlab_zip import composite, read_dialogues, split_path
 
+# Values that stand for no words of the message: ``none`` (General acts) and
+# the yes/no flags of hotel facilities (``酒店设施-早餐服务=是``). A substring
+# match of 是 would hit the copula of almost any question, so it must not align.
+NO_SURFACE_FORM = frozenset({"", "none", "是", "否"})
 
 
 def load_split(root: str | os.PathLike, split: str) -> list[Example]:
@@ -26,36 +38,50 @@ def load_split(root: str | os.PathLike, split: str) -> list[Example]:
 
 
 def load_file(path: str | os.PathLike) -> list[Example]:
-    """One example per user message with at least one act, in file order.
+    """One example per user message with at least one act, in file order (see
+    :func:`load_file_with_stats`)."""
+    return load_file_with_stats(path)[0]
+
+
+def load_file_with_stats(path: str | os.PathLike) -> tuple[list[Example], AlignmentStats]:
+    """The examples of :func:`load_file`, and how many act values became spans.
 
     Ids are ``"<dialogue id>:<message index>"``; ``meta`` holds ``dialogue``
     and ``turn`` (the message index) so splits can be made by dialogue.
     """
     path = Path(path)
-    examples = []
+    examples, stats = [], AlignmentStats()
     for dialogue_id, dialogue in read_dialogues(path).items():
         messages = dialogue.get("messages")
         if not isinstance(messages, list):
             raise DataError(path, None, f"dialogue {dialogue_id}: 'messages' is missing or not a list")
         for index, message in enumerate(messages):
-            where = f"dialogue {dialogue_id} message {index}"
-            if not isinstance(message, dict):
-                raise DataError(path, None, f"{where}: expected an object")
-            if message.get("role") != "usr":
+            parsed = _user_message(path, f"dialogue {dialogue_id} message {index}", message)
+            if parsed is None or not parsed[1]:
                 continue
-            text, acts = message.get("content"), message.get("dialog_act")
-            if not isinstance(text, str) or not text.strip():
-                raise DataError(path, None, f"{where}: 'content' is missing or empty")
-            if not isinstance(acts, list):
-                raise DataError(path, None, f"{where}: 'dialog_act' is missing or not a list")
-            types = set()
-            for act in acts:
-                if not (isinstance(act, list) and len(act) == 4 and isinstance(act[0], str) and act[0]):
-                    raise DataError(path, None, f"{where}: dialogue act {act!r} is not [act, domain, slot, value]")
-                types.add(act[0])
-            if types:
-                examples.append(Example(
-                    text=text.strip(), labels=(composite(types),), id=f"{dialogue_id}:{index}",
-                    meta={"dialogue": dialogue_id, "turn": index},
-                ))
-    return examples
+            text, acts = parsed
+            spans = align(text, [(slot, value) for _, _, slot, value in acts],
+                          skip=NO_SURFACE_FORM, word_boundaries=False, stats=stats)
+            examples.append(Example(
+                text=text, labels=(composite({act[0] for act in acts}),), id=f"{dialogue_id}:{index}",
+                spans=spans, meta={"dialogue": dialogue_id, "turn": index},
+            ))
+    return examples, stats
+
+
+def _user_message(path: Path, where: str, message: object) -> tuple[str, list[list]] | None:
+    """The stripped text and the acts of a user message, ``None`` for another
+    role; ``DataError`` when malformed."""
+    if not isinstance(message, dict):
+        raise DataError(path, None, f"{where}: expected an object")
+    if message.get("role") != "usr":
+        return None
+    text, acts = message.get("content"), message.get("dialog_act")
+    if not isinstance(text, str) or not text.strip():
+        raise DataError(path, None, f"{where}: 'content' is missing or empty")
+    if not isinstance(acts, list):
+        raise DataError(path, None, f"{where}: 'dialog_act' is missing or not a list")
+    for act in acts:
+        if not (isinstance(act, list) and len(act) == 4 and isinstance(act[0], str) and act[0]):
+            raise DataError(path, None, f"{where}: dialogue act {act!r} is not [act, domain, slot, value]")
+    return text.strip(), acts

@@ -18,6 +18,15 @@ A turn with several kept domains gets one composite label (``hotel&taxi``,
 parts sorted). A turn with no kept domain (about a quarter of user turns:
 greetings, thanks, police/hospital) is **skipped**, because DialogVCS has no
 out-of-scope class and an empty label would teach "no intent".
+
+Entity spans: each ``[slot, value]`` of the turn's acts whose value occurs in
+the text at word boundaries becomes a span (rules in
+:mod:`intentvcs.training.loaders.alignment`). The span label is the bare slot,
+lowercased (``area``, ``price``, ``name``, ``depart``, ``dest``, ``day``,
+``people`` ...), **without** the domain: the domain is already the intent, and
+``area`` or ``day`` mean the same in hotel, restaurant and attraction turns, so
+one tag shared across domains gets all their examples instead of five sparse
+tags (and a composite turn's "friday" is one span, not a hotel and a train one).
 """
 
 from __future__ import annotations
@@ -26,9 +35,15 @@ import os
 from pathlib import Path
 
 from intentvcs.core.dataio import DataError, Example
+from intentvcs.training.loaders.alignment import AlignmentStats, align
 from intentvcs.training.loaders.convlab_zip import composite, read_dialogues, split_path
 
 DIALOGVCS_DOMAINS = frozenset({"attraction", "hotel", "restaurant", "taxi", "train"})
+
+# Values that stand for no words of the utterance: requests (``?``), slot-less
+# acts (``none``), "any" (``dontcare`` and its spellings) and yes/no flags
+# (``Internet=yes``: "wifi" is said, "yes" is not).
+NO_SURFACE_FORM = frozenset({"", "none", "?", "dontcare", "dont care", "don't care", "do n't care", "yes", "no"})
 
 
 def load_split(root: str | os.PathLike, split: str) -> list[Example]:
@@ -37,37 +52,57 @@ def load_split(root: str | os.PathLike, split: str) -> list[Example]:
 
 
 def load_file(path: str | os.PathLike, domains: frozenset[str] = DIALOGVCS_DOMAINS) -> list[Example]:
-    """One example per user turn with a kept domain, in file order.
+    """One example per user turn with a kept domain, in file order (see
+    :func:`load_file_with_stats`)."""
+    return load_file_with_stats(path, domains)[0]
+
+
+def load_file_with_stats(
+    path: str | os.PathLike, domains: frozenset[str] = DIALOGVCS_DOMAINS
+) -> tuple[list[Example], AlignmentStats]:
+    """The examples of :func:`load_file`, and how many act values became spans.
 
     Ids are ``"<dialogue id>:<turn index in log>"``; ``meta`` holds
-    ``dialogue`` and ``turn`` so splits can be made by dialogue.
+    ``dialogue`` and ``turn`` so splits can be made by dialogue. Values of every
+    act of a kept turn are aligned (a ``general`` or ``police`` act carries no
+    value worth a span in practice); the stats count kept turns only.
     """
     path = Path(path)
-    examples = []
+    examples, stats = [], AlignmentStats()
     for dialogue_id, dialogue in read_dialogues(path).items():
         log = dialogue.get("log")
         if not isinstance(log, list):
             raise DataError(path, None, f"dialogue {dialogue_id}: 'log' is missing or not a list")
         for turn_index in range(0, len(log), 2):
-            turn = log[turn_index]
-            where = f"dialogue {dialogue_id} turn {turn_index}"
-            if not isinstance(turn, dict):
-                raise DataError(path, None, f"{where}: expected an object")
-            text, acts = turn.get("text"), turn.get("dialog_act")
-            if not isinstance(text, str) or not text.strip():
-                raise DataError(path, None, f"{where}: 'text' is missing or empty")
-            if not isinstance(acts, dict):
-                raise DataError(path, None, f"{where}: 'dialog_act' is missing or not an object")
-            kept = set()
-            for key in acts:
-                domain, dash, act = key.partition("-")
-                if not (dash and domain and act):
-                    raise DataError(path, None, f"{where}: dialogue act {key!r} is not 'Domain-Act'")
-                if domain.lower() in domains:
-                    kept.add(domain.lower())
+            text, acts = _user_turn(path, f"dialogue {dialogue_id} turn {turn_index}", log[turn_index])
+            kept = {key.partition("-")[0].lower() for key in acts} & domains
             if kept:
+                pairs = [(pair[0].strip().lower(), pair[1]) for pairs in acts.values() for pair in pairs]
+                spans = align(text, pairs, skip=NO_SURFACE_FORM, word_boundaries=True, stats=stats)
                 examples.append(Example(
-                    text=text.strip(), labels=(composite(kept),), id=f"{dialogue_id}:{turn_index}",
+                    text=text, labels=(composite(kept),), id=f"{dialogue_id}:{turn_index}", spans=spans,
                     meta={"dialogue": dialogue_id, "turn": turn_index},
                 ))
-    return examples
+    return examples, stats
+
+
+def _user_turn(path: Path, where: str, turn: object) -> tuple[str, dict[str, list]]:
+    """The stripped text and the acts of one user turn; ``DataError`` when malformed."""
+    if not isinstance(turn, dict):
+        raise DataError(path, None, f"{where}: expected an object")
+    text, acts = turn.get("text"), turn.get("dialog_act")
+    if not isinstance(text, str) or not text.strip():
+        raise DataError(path, None, f"{where}: 'text' is missing or empty")
+    if not isinstance(acts, dict):
+        raise DataError(path, None, f"{where}: 'dialog_act' is missing or not an object")
+    for key, pairs in acts.items():
+        domain, dash, act = key.partition("-")
+        if not (dash and domain and act):
+            raise DataError(path, None, f"{where}: dialogue act {key!r} is not 'Domain-Act'")
+        if not (isinstance(pairs, list) and all(_is_pair(p) for p in pairs)):
+            raise DataError(path, None, f"{where}: dialogue act {key!r} is not a list of [slot, value]")
+    return text.strip(), acts
+
+
+def _is_pair(pair: object) -> bool:
+    return isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)

@@ -37,10 +37,10 @@ DEFAULT_PORT = 3000  # BentoML's, which its docs and the container use
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "serve", help="serve a bundle over HTTP (BentoML): /predict, /audit, /metrics",
+        "serve", help="serve a bundle over HTTP (BentoML): /predict, /model/parse, /audit, /metrics",
         description="Run the BentoML service on a bundle. Limits and batching are set with INTENTVCS_* "
         "environment variables (e.g. INTENTVCS_MAX_TEXTS=256, INTENTVCS_MAX_TEXT_CHARS=1000), which pass "
-        "through; INTENTVCS_API_TOKEN makes /predict and /audit require 'Authorization: Bearer <token>'. "
+        "through; INTENTVCS_API_TOKEN makes /predict, /model/parse and /audit require 'Authorization: Bearer <token>'. "
         f"This command binds --host (default {DEFAULT_HOST}); `bentoml serve` and the container bind 0.0.0.0, "
         "every interface, unless told otherwise.",
     )
