@@ -44,6 +44,7 @@ def test_the_checkpoint_records_the_entity_head(joint):
     assert 0.95 * entities["spans"] <= entities["spans_aligned"] <= entities["spans"]
     assert load_file(str(joint / "tagger.safetensors"))["weight"].shape[0] == len(entities["tags"])
     assert "slot_f1" in meta["metrics"]["valid"] and "overall_accuracy" in meta["metrics"]["valid"]
+    assert all(0.0 <= epoch["valid_slot_f1"] <= 1.0 for epoch in meta["history"])
 
 
 def test_data_without_spans_trains_exactly_as_an_intent_only_model(backbone, tmp_path):

@@ -25,6 +25,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.entities import aligned, tag_vocabulary
+from intentvcs.core.scoring import span_metrics
 from intentvcs.training.batching import (
     Encoded,
     collate,
@@ -75,6 +76,7 @@ class _Run:
     clean: Encoded  # ``train`` encoded
     rows: Encoded  # what the current epoch trains on: ``clean``, plus perturbed copies when augmenting
     valid: Encoded  # the validation rows (plus copies with ``validate_perturbed``); empty: no validation
+    valid_examples: list[Example]  # the validation rows themselves (their spans score the entity head)
     params: list[torch.nn.Parameter]  # the trained ones
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
@@ -128,8 +130,8 @@ class Trainer:
         valid_enc = self._validation_rows(valid, labels, tokenizer)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer, scheduler = self._optimiser(params, len(rows))
-        return _Run(model, tokenizer, labels, tags, train, clean, rows, valid_enc, params, optimizer, scheduler,
-                    rng, generator)
+        return _Run(model, tokenizer, labels, tags, train, clean, rows, valid_enc, valid, params, optimizer,
+                    scheduler, rng, generator)
 
     def _seed(self) -> tuple[random.Random, torch.Generator]:
         """Seed torch (head initialisation, dropout); return the batch-order and negative-sampling generators."""
@@ -207,9 +209,22 @@ class Trainer:
                       if len(run.valid) > 0 else math.nan)
         record = {"epoch": epoch, "train_loss": train_loss, "valid_loss": valid_loss,
                   "seconds": round(time.time() - epoch_start, 1)}
-        log.info("epoch %d: train loss %.4f, valid loss %.4f, %.0f s", epoch, train_loss, valid_loss,
+        if run.tags and any(ex.spans for ex in run.valid_examples):
+            record["valid_slot_f1"] = self._valid_slot_f1(run)
+        log.info("epoch %d: train loss %.4f, valid loss %.4f%s, %.0f s", epoch, train_loss, valid_loss,
+                 f", valid slot F1 {record['valid_slot_f1']:.4f}" if "valid_slot_f1" in record else "",
                  record["seconds"])
         return record
+
+    def _valid_slot_f1(self, run: _Run) -> float:
+        """The entity head's span F1 on the validation rows, recorded per epoch beside the loss that picks
+        the kept epoch, so a run shows how its slot filling moved."""
+        from intentvcs.training.predict import infer
+
+        found = infer(run.model, run.tokenizer, [ex.text for ex in run.valid_examples], self.config.max_length,
+                      tags=run.tags).entities
+        gold = [{(s.start, s.end, s.label) for s in ex.spans} for ex in run.valid_examples]
+        return span_metrics(gold, [{(e.start, e.end, e.label) for e in row} for row in found])["slot_f1"]
 
     def _train_steps(self, run: _Run, epoch: int) -> float:
         """One pass over ``run.rows`` in length-bucketed batches; return the mean training loss."""
