@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from intentvcs.core.dataio import Example
-from intentvcs.core.entities import aligned, tag_vocabulary
+from intentvcs.core.entities import aligned, span_set, tag_vocabulary
 from intentvcs.core.scoring import span_metrics
 from intentvcs.training.batching import (
     Encoded,
@@ -223,8 +223,8 @@ class Trainer:
 
         found = infer(run.model, run.tokenizer, [ex.text for ex in run.valid_examples], self.config.max_length,
                       tags=run.tags).entities
-        gold = [{(s.start, s.end, s.label) for s in ex.spans} for ex in run.valid_examples]
-        return span_metrics(gold, [{(e.start, e.end, e.label) for e in row} for row in found])["slot_f1"]
+        gold = [span_set(ex.spans) for ex in run.valid_examples]
+        return span_metrics(gold, [span_set(row) for row in found])["slot_f1"]
 
     def _train_steps(self, run: _Run, epoch: int) -> float:
         """One pass over ``run.rows`` in length-bucketed batches; return the mean training loss."""

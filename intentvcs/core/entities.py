@@ -155,6 +155,11 @@ def decode(tag_logits: np.ndarray, text_words: Sequence[Word], tags: Sequence[st
         for kind, first, last in chunks([tags[k] for k in best]))
 
 
+def span_set(items: Iterable[Span | Entity]) -> set[tuple[int, int, str]]:
+    """``(start, end, type)`` of gold spans or decided entities: what span-level scoring compares."""
+    return {(item.start, item.end, item.label) for item in items}
+
+
 def aligned(spans: Sequence[Span], text_words: Sequence[Word]) -> int:
     """How many of ``spans`` the word tags reproduce exactly (the rest start or end inside a word)."""
     return len(set(spans) & set(spans_of(word_tags(spans, text_words), text_words)))

@@ -14,6 +14,7 @@ import numpy as np
 
 from intentvcs.core import scoring
 from intentvcs.core.dataio import Example
+from intentvcs.core.entities import span_set
 from intentvcs.core.outputs import GraphOutputs
 
 # The score a report leads with: "accuracy" (the top intent is a gold one) or
@@ -83,8 +84,8 @@ def _entity_figures(examples: Sequence[Example], entities: np.ndarray, in_scope:
                     top_right: np.ndarray) -> dict:
     """Span-level entity scores and the sentence-level overall accuracy over the in-scope rows."""
     rows = np.flatnonzero(in_scope)
-    gold = [{(s.start, s.end, s.label) for s in examples[i].spans} for i in rows]
-    predicted = [{(e.start, e.end, e.label) for e in entities[i]} for i in rows]
+    gold = [span_set(examples[i].spans) for i in rows]
+    predicted = [span_set(entities[i]) for i in rows]
     figures = scoring.span_metrics(gold, predicted)
     entities_right = np.array([g == p for g, p in zip(gold, predicted)], dtype=bool)
     figures["overall_accuracy"] = float((entities_right & top_right[rows]).mean())
