@@ -96,7 +96,7 @@ def score_bundle(bundle: Path, test_rows, quantized: bool) -> dict:
     from intentvcs.core.evaluation import evaluate
     from intentvcs.service.engine import Engine
 
-    engine = Engine(bundle, provider="cpu", quantized=quantized)
+    engine = Engine(bundle, provider="cpu", quantized="on" if quantized else "off")
     figures = evaluate(engine.decision, engine.infer([ex.text for ex in test_rows]), test_rows,
                        include_tables=False)
     return {"intent_acc": round(100 * figures["accuracy"], 2), "slot_f1": round(100 * figures["slot_f1"], 2),
@@ -147,7 +147,7 @@ def cost_part(runs: Path, threads: int | None) -> list[dict]:
     texts = [ex.text for ex in read_jsonl(split_file("snips", "test", runs))][:COST_TEXTS]
     records = []
     for quantized in (False, True):
-        engines = {name: Engine(path, provider="cpu", threads=threads, quantized=quantized)
+        engines = {name: Engine(path, provider="cpu", threads=threads, quantized="on" if quantized else "off")
                    for name, path in bundles.items()}
         for batch in COST_BATCHES:
             best = {name: float("inf") for name in engines}

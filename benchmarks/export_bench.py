@@ -34,9 +34,9 @@ def accuracy_records(checkpoint: str, bundle: Path, data: str) -> list[dict]:
     examples = read_jsonl(data)
     texts = [ex.text for ex in examples]
     torch_arrays = TorchPredictor(checkpoint).infer(texts)
-    fp32 = Engine(bundle, provider="cpu")
+    fp32 = Engine(bundle, provider="cpu", quantized="off")
     backends = {"torch": (fp32.decision, torch_arrays), "onnx-fp32": (fp32.decision, fp32.infer(texts))}
-    int8 = Engine(bundle, provider="cpu", quantized=True)
+    int8 = Engine(bundle, provider="cpu", quantized="on")
     backends["onnx-int8"] = (int8.decision, int8.infer(texts))
     figures = {name: headline(evaluate(decision, arrays, examples, include_tables=False))
                for name, (decision, arrays) in backends.items()}

@@ -273,11 +273,11 @@ def engine_records(bundle: str, checkpoint: str | None, texts: Sequence[str], ba
     from intentvcs.core.manifest import INT8_MODEL_FILE
     from intentvcs.service.engine import Engine
 
-    fp32 = Engine(bundle, provider="cpu", threads=threads, max_batch=max_batch)
+    fp32 = Engine(bundle, provider="cpu", threads=threads, max_batch=max_batch, quantized="off")
     backends = {"onnx-fp32": fp32.infer}
     if INT8_MODEL_FILE in fp32.bundle.manifest["files"]:
         backends["onnx-int8"] = Engine(bundle, provider="cpu", threads=threads, max_batch=max_batch,
-                                       quantized=True).infer
+                                       quantized="on").infer
     if checkpoint:
         backends["torch"] = torch_backend(checkpoint, fp32.bundle.manifest, threads, max_batch, "cpu")
     runs = interleaved_runs(backends, texts, batch_sizes, repeats)

@@ -4,12 +4,14 @@ Steps, inside ``intentvcs.core.atomic.directory`` so that any failure (a parity
 miss included) leaves no bundle and an existing one untouched:
 
 1. ``model.onnx``: one fp32 graph ids -> ``logits``, ``pooled``, ``pooled_mid`` and, for a model
-   with an entity head, ``tag_logits`` (``intentvcs.export.onnx_export``);
+   with an entity head, ``tag_logits`` (``intentvcs.export.onnx_export``), its encoder
+   rewritten with fused ops (``intentvcs.export.fusion``);
 2. ``tokenizer.json``: the checkpoint's fast tokenizer with truncation at its
    ``max_length`` and its pad token recorded; ``spelling.json``, the
    checkpoint's spelling normaliser, when it has one;
 3. parity: PyTorch vs that graph run by the serving session (``intentvcs.export.parity``);
-4. optionally ``model.int8.onnx`` and its agreement/speed report (``intentvcs.export.quantize``);
+4. unless told not to, ``model.int8.onnx`` with its agreement/speed report and, when the
+   parity rows are labelled, its accuracy gate (``intentvcs.export.quantize``);
 5. ``manifest.json`` (``intentvcs.core.manifest``), then the finished directory is
    loaded with ``intentvcs.service.engine.Engine`` exactly as the service will load it.
 
@@ -30,10 +32,11 @@ from intentvcs.core import atomic, manifest
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import entity_types
 from intentvcs.core.manifest import INT8_MODEL_FILE, MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE
-from intentvcs.core.spelling import SPELLING_FILE
+from intentvcs.core.spelling import SPELLING_FILE, Spelling, infer_normalised
+from intentvcs.export.fusion import fuse_encoder
 from intentvcs.export.onnx_export import export_onnx
-from intentvcs.export.parity import check_parity, parity_texts
-from intentvcs.export.quantize import quantization_report, quantize_int8
+from intentvcs.export.parity import HeldOut, check_parity, held_out_rows
+from intentvcs.export.quantize import accuracy_gate, quantization_report, quantize_int8
 from intentvcs.service.engine import Engine
 from intentvcs.service.onnx_session import OnnxSession
 from intentvcs.service.tokenization import BundleTokenizer
@@ -47,13 +50,14 @@ log = logging.getLogger(__name__)
 SMOKE_TEXTS = 8
 
 
-def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, quantize: bool = False,
+def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, quantize: bool = True,
                   parity_data: str | os.PathLike | None = None, opset: int | None = None,
                   force: bool = False, name: str | None = None, entities: bool = True) -> dict[str, Any]:
     """Export ``checkpoint_dir`` to the bundle ``out_dir``; return the result summary.
 
     ``parity_data`` is a canonical JSONL file of held-out utterances (default:
-    the built-in sample); ``opset`` overrides Optimum's default; ``name`` is the
+    the built-in sample); when its rows are labelled they are also the int8
+    graph's accuracy gate. ``quantize=False`` writes no int8 graph. ``opset`` overrides Optimum's default; ``name`` is the
     model's name in the manifest (default ``default_name(checkpoint_dir)``);
     ``entities=False`` leaves a checkpoint's entity head out of the bundle (an
     intent-only graph, as if it had none). An existing
@@ -68,7 +72,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
     meta = read_checkpoint_meta(checkpoint_dir)
     decision = _checkpoint_decision(meta, checkpoint_dir / META_FILE)
-    texts, source = parity_texts(parity_data)  # before any heavy work: a bad file fails fast
+    held_out = held_out_rows(parity_data)  # before any heavy work: a bad file fails fast
     atomic.check_replaceable(out_dir, MANIFEST_FILE, force)
     max_length = meta["max_length"]
     model, tokenizer = _load_model(checkpoint_dir, decision)
@@ -80,15 +84,16 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     with atomic.directory(out_dir, MANIFEST_FILE, force) as tmp:
         log.info("exporting the ONNX graph with Optimum")
         model_info = export_onnx(model, tmp / MODEL_FILE, opset)
+        model_info["fusions"] = fuse_encoder(tmp / MODEL_FILE, model.encoder.config)
         _write_tokenizer(tokenizer, max_length, tmp / TOKENIZER_FILE)
         if spelling is not None:
             spelling.save(tmp / SPELLING_FILE)
-        parity, quantization = _check_graphs(tmp, model, tokenizer, (max_length, tags), decision, (texts, source),
-                                             quantize)
+        parity, fp32 = _check_parity(tmp, model, tokenizer, (max_length, tags), decision, held_out)
+        quantization = _quantize(tmp, fp32, decision, held_out, spelling) if quantize else None
         written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, parity, quantization, spelling,
                                   name or default_name(checkpoint_dir), tags)
-        for quantized in (False, True) if quantize else (False,):
-            Engine(tmp, provider="cpu", quantized=quantized).predict(texts[:SMOKE_TEXTS])
+        for quantized in ("off", "on") if quantize else ("off",):
+            Engine(tmp, provider="cpu", quantized=quantized).predict(held_out.texts[:SMOKE_TEXTS])
 
     log.info("bundle written to %s", out_dir)
     return {
@@ -150,32 +155,48 @@ def _load_model(checkpoint_dir: Path, decision: Decision) -> tuple[IntentModel, 
     return model, load_tokenizer(checkpoint_dir / ENCODER_DIR)
 
 
-def _check_graphs(directory: Path, model: IntentModel, tokenizer, reading: tuple[int, list[str]], decision: Decision,
-                  parity_rows: tuple[list[str], str], quantize: bool) -> tuple[dict, dict | None]:
-    """Parity of ``directory``'s fp32 graph against PyTorch; then, with ``quantize``, the int8 graph.
+def _check_parity(directory: Path, model: IntentModel, tokenizer, reading: tuple[int, list[str]],
+                  decision: Decision, held_out: HeldOut) -> tuple[dict, OnnxSession]:
+    """Parity of ``directory``'s fp32 graph against PyTorch on the held-out texts.
 
     ``reading``: the checkpoint's ``max_length`` and entity tags ([] without an entity head).
-
-    Both graphs run through the serving session (``OnnxSession``), so what is
+    The graph runs through the serving session (``OnnxSession``), so what is
     checked is the code path the service runs. Returns the parity report and
-    the int8 agreement/speed report (None without ``quantize``); raises
-    ``ParityError`` when the fp32 graph does not reproduce PyTorch.
+    that session; raises ``ParityError`` when the graph does not reproduce PyTorch.
     """
-    texts, source = parity_rows
     max_length, tags = reading
-    log.info("parity check on %d utterances (%s)", len(texts), source)
+    log.info("parity check on %d utterances (%s)", len(held_out.texts), held_out.source)
     fp32 = OnnxSession(directory / MODEL_FILE, BundleTokenizer(directory / TOKENIZER_FILE, max_length), provider="cpu",
                        tags=tags)
-    fp32_outputs = fp32.infer(texts)
-    reference = torch_infer(model, tokenizer, texts, max_length, tags=tags)
-    parity = check_parity(reference, fp32_outputs, decision, texts, source)
+    reference = torch_infer(model, tokenizer, held_out.texts, max_length, tags=tags)
+    parity = check_parity(reference, fp32.infer(held_out.texts), decision, held_out.texts, held_out.source)
     log.info("parity passed: max |logit diff| %.2e", parity["max_abs_logit_diff"])
-    if not quantize:
-        return parity, None
+    return parity, fp32
+
+
+def _quantize(directory: Path, fp32: OnnxSession, decision: Decision, held_out: HeldOut,
+              spelling: Spelling | None) -> dict:
+    """Write ``model.int8.onnx`` beside the fp32 graph; return its report.
+
+    Agreement and speed are read on the held-out texts as the graphs see them;
+    the accuracy gate, on labelled held-out rows only, through the spelling
+    normaliser as the service runs (``gate`` is None without labels).
+    """
     log.info("quantising to dynamic int8")
     quantize_int8(directory / MODEL_FILE, directory / INT8_MODEL_FILE)
-    int8 = OnnxSession(directory / INT8_MODEL_FILE, fp32.tokenizer, provider="cpu", tags=tags)
-    return parity, quantization_report(fp32_outputs, fp32.infer, int8.infer, decision, texts)
+    int8 = OnnxSession(directory / INT8_MODEL_FILE, fp32.tokenizer, provider="cpu", tags=fp32.tags)
+    texts = held_out.texts
+    report = quantization_report(fp32.infer(texts), fp32.infer, int8.infer, decision, texts)
+    report["gate"] = None
+    if held_out.examples is None:
+        log.warning("int8 graph written but not gated: the parity rows (%s) carry no labels; the service "
+                    "serves it only when asked (INTENTVCS_QUANTIZED=on)", held_out.source)
+        return report
+    outputs = [infer_normalised(spelling, texts, session.infer)[0] for session in (fp32, int8)]
+    report["gate"] = accuracy_gate(*outputs, decision, held_out.examples, held_out.source)
+    log.info("int8 accuracy gate %s: %s", "passed" if report["gate"]["passed"] else "FAILED",
+             ", ".join(f"{name} {f['fp32']:.4f} -> {f['int8']:.4f}" for name, f in report["gate"]["figures"].items()))
+    return report
 
 
 def _checkpoint_decision(meta: dict[str, Any], meta_path: Path) -> Decision:

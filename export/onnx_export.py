@@ -41,6 +41,11 @@ from intentvcs.core.outputs import GRAPH_OUTPUTS, TAG_OUTPUT
 from intentvcs.training.model import IntentModel
 
 TASK = "feature-extraction"
+# Node-name scopes of the traced graph: the tracer names each node after the module
+# path that produced it (``_Exportable.model`` -> "/model/", its encoder -> "/model/encoder/");
+# nodes fused offline get new names outside both. The quantiser keeps the heads fp32 by these.
+MODEL_SCOPE = "/model/"
+ENCODER_SCOPE = "/model/encoder/"
 
 
 class _Exportable(nn.Module):

@@ -24,11 +24,11 @@ Pure numpy here; the caller runs the models.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from intentvcs.core.dataio import read_jsonl
+from intentvcs.core.dataio import Example, read_jsonl
 from intentvcs.core.decision import Decision
 from intentvcs.core.outputs import GraphOutputs
 
@@ -98,14 +98,23 @@ class ParityError(RuntimeError):
             f"entity sets differ on {report.get('entity_mismatches', 0)}")
 
 
-def parity_texts(path: str | os.PathLike | None) -> tuple[list[str], str]:
-    """``(texts, source)`` from a canonical JSONL file, or the built-in sample."""
+class HeldOut(NamedTuple):
+    """The utterances parity runs on; ``examples`` are their labelled rows (the int8 gate's
+    data), None for the built-in sample, which has no labels."""
+
+    texts: list[str]
+    source: str
+    examples: list[Example] | None
+
+
+def held_out_rows(path: str | os.PathLike | None) -> HeldOut:
+    """The rows of a canonical JSONL file, or the built-in sample."""
     if path is None:
-        return list(SAMPLE_UTTERANCES), "built-in sample"
-    texts = [example.text for example in read_jsonl(path)]
-    if not texts:
+        return HeldOut(list(SAMPLE_UTTERANCES), "built-in sample", None)
+    examples = list(read_jsonl(path))
+    if not examples:
         raise ValueError(f"{path}: no utterances for the parity check")
-    return texts, str(path)
+    return HeldOut([example.text for example in examples], str(path), examples)
 
 
 def compare(reference: GraphOutputs, candidate: GraphOutputs, decision: Decision,

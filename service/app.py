@@ -134,7 +134,7 @@ class IntentService:
     @staticmethod
     def _load() -> Engine:
         engine = Engine(SETTINGS.bundle, provider=SETTINGS.provider, threads=SETTINGS.threads,
-                        spin=SETTINGS.ort_spin, spelling=SETTINGS.spelling)
+                        quantized=SETTINGS.quantized, spin=SETTINGS.ort_spin, spelling=SETTINGS.spelling)
         # The first run pays ONNX Runtime's lazy allocations; do it before serving (/readyz, or a swap).
         engine.predict(["warm-up"])
         return engine

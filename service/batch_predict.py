@@ -58,7 +58,7 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 
 from intentvcs.core import atomic
 from intentvcs.core.dataio import DataError, decode_line, parse_row, text_problem
-from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS
+from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, PROVIDERS
 
 FORMATS = {"jsonl": (".jsonl", ".ndjson", ".json"), "csv": (".csv",), "parquet": (".parquet", ".pq")}
 DEFAULT_CHUNK_ROWS = 1024  # rows per Engine.predict call: read, predicted and written together
@@ -447,7 +447,7 @@ def _read_spans(batch: dict, source: Source, chunk_rows: int) -> Iterator[Any]:
 class RayPredictor:
     """Ray Data actor: one ``Engine`` per actor, loaded once; a chunk of rows in, its answer lines out."""
 
-    def __init__(self, bundle: str, provider: str, threads: int, quantized: bool, max_batch: int,
+    def __init__(self, bundle: str, provider: str, threads: int, quantized: str, max_batch: int,
                  spelling: bool, top_k: int | None):
         from intentvcs.service.engine import Engine
 
@@ -463,7 +463,7 @@ class RayPredictor:
 
 
 def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLike, *, provider: str = "cpu",
-                quantized: bool = False, spelling: bool = True, top_k: int | None = None,
+                quantized: str = DEFAULT_QUANTIZED, spelling: bool = True, top_k: int | None = None,
                 max_batch: int = DEFAULT_MAX_BATCH, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                 workers: int | None = None, cpus_per_worker: int = 1, address: str | None = None,
                 progress: bool | None = None) -> dict[str, Any]:

@@ -27,12 +27,14 @@ from intentvcs.core.manifest import (
     read,
 )
 from intentvcs.core.spelling import SPELLING_FILE, Spelling, SpellingError
+from intentvcs.service.settings import DEFAULT_QUANTIZED, QUANTIZED_MODES
 from intentvcs.service.tokenization import BundleTokenizer
 
 
 @dataclass(frozen=True)
 class Bundle:
-    """A validated bundle: manifest, the graph file to load, tokenizer, decision, spelling normaliser."""
+    """A validated bundle: manifest, the graph file to load (and ``graph_reason``, why that one), tokenizer,
+    decision, spelling normaliser."""
 
     directory: Path
     manifest: dict[str, Any]
@@ -40,6 +42,7 @@ class Bundle:
     tokenizer: BundleTokenizer
     decision: Decision
     spelling: Spelling | None
+    graph_reason: str
 
     @property
     def labels(self) -> list[str]:
@@ -51,16 +54,14 @@ class Bundle:
         return list((self.manifest["entities"] or {}).get("tags", []))
 
 
-def open_bundle(directory: str | os.PathLike, quantized: bool = False) -> Bundle:
-    """Validate ``directory`` and return a ``Bundle`` for its fp32 (or int8) graph."""
+def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED) -> Bundle:
+    """Validate ``directory`` and return a ``Bundle`` for the graph ``quantized`` picks
+    (one of ``QUANTIZED_MODES``; ``serving_graph``)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise BundleError(directory, "not a directory")
     manifest = read(directory / MANIFEST_FILE)
-    model_file = INT8_MODEL_FILE if quantized else MODEL_FILE
-    if model_file not in manifest["files"]:
-        raise BundleError(directory / MANIFEST_FILE, f"no {model_file} in this bundle (export with --quantize)",
-                          field="files")
+    model_file, why = serving_graph(manifest, quantized, directory / MANIFEST_FILE)
     model_path = check_file(directory, manifest, model_file)
     tokenizer = BundleTokenizer(check_file(directory, manifest, TOKENIZER_FILE), manifest["max_length"])
     spelling = None
@@ -70,7 +71,36 @@ def open_bundle(directory: str | os.PathLike, quantized: bool = False) -> Bundle
         except SpellingError as exc:
             raise BundleError(exc.path, exc.reason) from None
     # validate() has already proven the decision parses.
-    return Bundle(directory, manifest, model_path, tokenizer, Decision.from_dict(manifest["decision"]), spelling)
+    return Bundle(directory, manifest, model_path, tokenizer, Decision.from_dict(manifest["decision"]), spelling,
+                  why)
+
+
+def serving_graph(manifest: dict, quantized: str, path: str | os.PathLike = MANIFEST_FILE) -> tuple[str, str]:
+    """The graph file that serves under ``quantized`` (``"auto"``, ``"on"``, ``"off"``) and why, in words.
+
+    ``auto`` serves ``model.int8.onnx`` only when the export recorded that it passed
+    its accuracy gate (``intentvcs.export.quantize``), else ``model.onnx``; ``on``
+    serves the int8 graph ungated and raises ``BundleError`` for a bundle without one.
+    """
+    if quantized not in QUANTIZED_MODES:
+        raise ValueError(f"quantized must be one of {list(QUANTIZED_MODES)}, got {quantized!r}")
+    has_int8 = INT8_MODEL_FILE in manifest["files"]
+    if quantized == "off":
+        return MODEL_FILE, "fp32 asked for (quantized=off)"
+    if quantized == "on":
+        if not has_int8:
+            raise BundleError(path, f"no {INT8_MODEL_FILE} in this bundle (it was exported with --no-quantize)",
+                              field="files")
+        return INT8_MODEL_FILE, "int8 asked for (quantized=on)"
+    gate = (manifest["quantization"] or {}).get("gate")
+    if not has_int8:
+        return MODEL_FILE, "the bundle has no int8 graph"
+    if gate is None:
+        return MODEL_FILE, "the int8 graph was not gated (its export had no labelled parity rows)"
+    failed = [name for name, figure in gate["figures"].items() if not figure["passed"]]
+    if failed:
+        return MODEL_FILE, f"the int8 graph failed its accuracy gate on {', '.join(failed)}"
+    return INT8_MODEL_FILE, f"the int8 graph passed its accuracy gate ({gate['rows']} rows)"
 
 
 def check_graph(bundle: Bundle, output_widths: dict[str, int]) -> None:

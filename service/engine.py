@@ -17,12 +17,12 @@ import numpy as np
 
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import entity_types
-from intentvcs.core.manifest import BundleError
+from intentvcs.core.manifest import INT8_MODEL_FILE, BundleError
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.spelling import infer_normalised
 from intentvcs.service.bundle import check_graph, open_bundle
 from intentvcs.service.onnx_session import EngineError, OnnxSession, default_threads
-from intentvcs.service.settings import DEFAULT_MAX_BATCH
+from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED
 
 __all__ = ["BundleError", "Engine", "EngineError", "default_threads"]
 
@@ -38,7 +38,8 @@ class Engine:
     ``bundle_dir``  a bundle written by ``intentvcs export``.
     ``provider``    ``"auto"`` (CUDA, else CPU), ``"cpu"`` or ``"cuda"``.
     ``threads``     intra-op threads; default ``default_threads()``.
-    ``quantized``   load ``model.int8.onnx`` instead of ``model.onnx``.
+    ``quantized``   which graph: ``"auto"`` (int8 when its export passed the accuracy gate),
+                    ``"on"`` (int8), ``"off"`` (fp32); ``intentvcs.service.bundle.serving_graph``.
     ``max_batch``   texts per graph run; a request is split into chunks of this size.
     ``spelling``    run texts through the bundle's spelling normaliser (when it has
                     one) before the graph, as training's evaluation did.
@@ -47,16 +48,16 @@ class Engine:
     """
 
     def __init__(self, bundle_dir: str | os.PathLike, provider: str = "auto", threads: int | None = None,
-                 quantized: bool = False, max_batch: int = DEFAULT_MAX_BATCH, spin: bool = True,
+                 quantized: str = DEFAULT_QUANTIZED, max_batch: int = DEFAULT_MAX_BATCH, spin: bool = True,
                  spelling: bool = True):
         self.bundle = open_bundle(bundle_dir, quantized=quantized)
         self.spelling = self.bundle.spelling if spelling else None
         self.session = OnnxSession(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch, spin,
                                    tags=self.bundle.tags)
         check_graph(self.bundle, self.session.output_widths)
-        self.quantized = quantized
-        log.info("engine: serving %s with %d labels on %s", self.bundle.directory, len(self.labels),
-                 self.session.provider)
+        self.quantized = self.bundle.model_path.name == INT8_MODEL_FILE
+        log.info("engine: serving %s (%s: %s) with %d labels on %s", self.bundle.directory,
+                 self.bundle.model_path.name, self.bundle.graph_reason, len(self.labels), self.session.provider)
 
     @property
     def labels(self) -> list[str]:
@@ -92,6 +93,7 @@ class Engine:
             "data_fingerprint": manifest["data_fingerprint"],
             "model_file": self.bundle.model_path.name,
             "quantized": self.quantized,
+            "graph_reason": self.bundle.graph_reason,
             "provider": self.session.provider,
             "cuda_fallback": self.session.cuda_fallback,
             "threads": self.session.threads,

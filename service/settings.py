@@ -22,6 +22,11 @@ PROVIDERS = ("auto", "cpu", "cuda")
 # at most this many (intentvcs.service.onnx_session). Here, in a module that
 # loads no onnxruntime, so that the command line can show it as a default.
 DEFAULT_MAX_BATCH = 32
+# Which graph of a bundle serves (intentvcs.service.bundle.serving_graph): "auto"
+# serves the int8 graph when the export recorded that it passed its accuracy gate,
+# "on" serves it in any case, "off" serves the fp32 graph.
+QUANTIZED_MODES = ("auto", "on", "off")
+DEFAULT_QUANTIZED = "auto"
 
 
 # Each reader takes the environment to read (``os.environ`` by default), so that
@@ -117,6 +122,7 @@ class Settings:
 
     bundle: str = "runs/default/bundle"  # relative to the working directory; where `intentvcs demo` exports
     provider: str = "auto"  # one of PROVIDERS
+    quantized: str = DEFAULT_QUANTIZED  # one of QUANTIZED_MODES
     threads: int | None = None  # onnxruntime intra-op threads; None: the engine decides
     # The defaults below are chosen from benchmarks/service_defaults.py
     # (docs/RESULTS.md, "Service defaults, measured"). Workers: one per core with one ONNX
@@ -160,6 +166,8 @@ class Settings:
     fallback_intent: str = "nlu_fallback"
 
     def __post_init__(self) -> None:
+        if self.quantized not in QUANTIZED_MODES:
+            raise ValueError(f"{ENV_PREFIX}QUANTIZED={self.quantized!r} is not one of {list(QUANTIZED_MODES)}")
         if self.metrics_token_required and not self.api_token:
             raise ValueError(f"{ENV_PREFIX}METRICS_TOKEN_REQUIRED is set but {ENV_PREFIX}API_TOKEN is not")
         _check_intent_name("FALLBACK_INTENT", self.fallback_intent)
@@ -174,6 +182,7 @@ class Settings:
         return cls(
             bundle=environ.get(ENV_PREFIX + "BUNDLE", cls.bundle),
             provider=provider,
+            quantized=environ.get(ENV_PREFIX + "QUANTIZED", "").strip().lower() or cls.quantized,
             # The cores shared out among the workers: no oversubscription.
             threads=_env_int("THREADS", 0, environ=environ) if threads else max(1, (os.cpu_count() or 1) // workers),
             workers=workers,

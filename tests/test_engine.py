@@ -136,7 +136,7 @@ def test_info(engine, bundle):
     assert str(bundle) not in json.dumps(info)
     assert info["spelling_words"] is None  # the fixture bundle was exported without one
     assert info["provider"] == "CPUExecutionProvider" and info["backbone"] == "tiny-random-bert"
-    assert Engine(bundle, provider="cpu", quantized=True).info["model_file"] == "model.int8.onnx"
+    assert Engine(bundle, provider="cpu", quantized="on").info["model_file"] == "model.int8.onnx"
 
 
 def test_threads(bundle, monkeypatch):

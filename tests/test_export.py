@@ -172,12 +172,14 @@ def test_tokenizer_json_truncates_and_knows_its_pad_token(exported):
 
 def test_quantization_report(exported):
     report = exported.manifest["quantization"]
-    assert report["weight_type"] == "int8" and report["per_channel"] and report["op_types"] == ["MatMul"]
+    assert report["weight_type"] == "int8" and report["per_channel"] and report["op_types"] == ["MatMul", "Attention"]
     agreement = report["agreement"]
     assert agreement["utterances"] == len(SAMPLE_UTTERANCES)
     # The recorded agreement is what the two graphs of the bundle do, recomputed here.
     texts = list(SAMPLE_UTTERANCES)
-    fp32, int8 = (Engine(exported.bundle, provider="cpu", quantized=q, spelling=False) for q in (False, True))
+    fp32, int8 = (Engine(exported.bundle, provider="cpu", quantized=q, spelling=False) for q in ("off", "on"))
+    # Exported with the built-in (unlabelled) sample: agreement measured, accuracy not gated.
+    assert report["gate"] is None and not Engine(exported.bundle, provider="cpu").quantized
     ref, cand = (engine.decision.apply(*engine.infer(texts).scores) for engine in (fp32, int8))
     assert agreement["label_set_agreement"] == pytest.approx(np.all(ref.accepted == cand.accepted, axis=1).mean(),
                                                              abs=1e-3)
@@ -344,6 +346,6 @@ def test_missing_int8_graph_and_missing_directory(exported, tmp_path):
     shutil.copytree(exported.bundle, bundle)
     (bundle / "model.int8.onnx").unlink()
     with pytest.raises(BundleError, match="model.int8.onnx"):
-        Engine(bundle, provider="cpu", quantized=True)
+        Engine(bundle, provider="cpu", quantized="on")
     with pytest.raises(BundleError, match="not a directory"):
         Engine(tmp_path / "nowhere", provider="cpu")

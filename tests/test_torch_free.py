@@ -56,7 +56,7 @@ def test_engine_imports_and_predicts_without_torch(bundle):
 import json, sys
 from intentvcs.service.engine import Engine
 engine = Engine(sys.argv[1], provider="cpu")
-int8 = Engine(sys.argv[1], provider="cpu", quantized=True)
+int8 = Engine(sys.argv[1], provider="cpu", quantized="on")
 answers = engine.predict(["play some music by the artist", "hi", ""], top_k=2)
 logits = int8.infer(["will it rain tomorrow"]).logits
 loaded = sorted(m for m in sys.modules if m.partition(".")[0] in ("torch", "transformers", "optimum"))

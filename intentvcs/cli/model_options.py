@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from intentvcs.core.predictor import Predictor
-from intentvcs.service.settings import PROVIDERS, Settings
+from intentvcs.service.settings import DEFAULT_QUANTIZED, PROVIDERS, QUANTIZED_MODES, Settings
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,11 +19,18 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", help="checkpoint directory (PyTorch path, no export needed)")
     source.add_argument("--bundle", help="bundle directory (ONNX engine path, what the service runs)")
-    p.add_argument("--quantized", action="store_true", help="bundle: use the int8 graph")
+    add_quantized_argument(p)
     p.add_argument("--provider", choices=PROVIDERS, default=Settings.provider,
                    help=f"bundle: ONNX Runtime execution provider (default {Settings.provider})")
     p.add_argument("--no-spelling", dest="spelling", action="store_false",
                    help="feed the model the raw texts, without the model's spelling normaliser (to measure it)")
+
+
+def add_quantized_argument(p: argparse.ArgumentParser) -> None:
+    """``--quantized auto|on|off``: which graph of a bundle runs, as ``INTENTVCS_QUANTIZED`` chooses it for the service."""
+    p.add_argument("--quantized", choices=QUANTIZED_MODES, default=DEFAULT_QUANTIZED,
+                   help="bundle: the graph that runs: auto (the int8 graph when its export passed the accuracy "
+                        "gate, as the service serves it), on (int8) or off (fp32) (default %(default)s)")
 
 
 def load_predictor(args: argparse.Namespace) -> Predictor:
@@ -38,7 +45,7 @@ def load_predictor(args: argparse.Namespace) -> Predictor:
     return Engine(args.bundle, provider=args.provider, quantized=args.quantized, spelling=args.spelling)
 
 
-def model_source(args: argparse.Namespace) -> dict:
-    """What a result was computed on, for its ``source`` field."""
-    return {"checkpoint": args.checkpoint, "bundle": args.bundle, "quantized": bool(args.quantized),
-            "spelling": args.spelling}
+def model_source(args: argparse.Namespace, model: Predictor) -> dict:
+    """What a result was computed on (``model``, loaded from ``args``), for its ``source`` field."""
+    graph = model.info.get("model_file") if args.bundle else None
+    return {"checkpoint": args.checkpoint, "bundle": args.bundle, "graph": graph, "spelling": args.spelling}

@@ -20,7 +20,8 @@ bundle's single source of truth for everything that is not a tensor:
 ``model``             graph facts: inputs, outputs, opset, hidden size, middle layer, exporter
 ``files``             name -> ``{"sha256", "bytes"}`` for every payload file
 ``parity``            PyTorch vs ONNX parity report (an export that fails it writes nothing)
-``quantization``      int8 report, or null when no int8 graph was exported
+``quantization``      int8 report, or null when no int8 graph was exported; its ``gate`` (the
+                      accuracy gate, or null) decides whether the service's ``auto`` mode serves int8
 ``spelling``          ``{"words": n}`` for the spelling normaliser in ``spelling.json``, or null
 ``entities``          ``{"tags": [...], "types": [...]}`` of the entity head (``intentvcs.core.entities``),
                       whose ``tag_logits`` the graph then also outputs; null without one
@@ -132,6 +133,26 @@ def _files(value: Any) -> str | None:
     return None
 
 
+def _quantization(value: Any) -> str | None:
+    # Free-form report, except the accuracy gate the service's "auto" mode acts on
+    # (intentvcs.service.bundle.serving_graph): null (not gated) or an object of
+    # figures, each with its verdict.
+    if (error := json_object(value)) is not None:
+        return error
+    gate = value.get("gate")
+    if gate is None:
+        return None
+    figures = gate.get("figures") if isinstance(gate, dict) else None
+    if not isinstance(figures, dict) or not isinstance(gate.get("passed"), bool) \
+            or positive_int(gate.get("rows")) is not None \
+            or not all(isinstance(f, dict) and isinstance(f.get("passed"), bool) for f in figures.values()):
+        return f"gate: expected null or {{'rows': n, 'figures': {{name: {{..., 'passed': bool}}}}, 'passed': bool}}, " \
+               f"got {gate!r}"
+    if gate["passed"] != (bool(figures) and all(f["passed"] for f in figures.values())):
+        return "gate: 'passed' disagrees with its figures"
+    return None
+
+
 def _spelling(value: Any) -> str | None:
     if (error := json_object(value)) is not None:
         return error
@@ -179,7 +200,7 @@ BUNDLE_FORMAT = FileFormat(
         "model": _model,
         "files": _files,
         "parity": json_object,
-        "quantization": nullable(json_object),
+        "quantization": nullable(_quantization),
         "spelling": nullable(_spelling),
         "entities": nullable(_entities),
         "digest": _digest,

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     if model.entity_types:  # a type the model cannot output would only be counted as missed
         check_span_types(args.data, model.entity_types)
     figures = evaluate(model.decision, model.infer([ex.text for ex in examples]), examples)
-    figures["source"] = {**model_source(args), "data": args.data}
+    figures["source"] = {**model_source(args, model), "data": args.data}
     outputs: dict[str, str | bytes] = {args.out: atomic.json_text(figures)}
     if args.heatmap:
         from intentvcs.training.plots import cooccurrence_png

@@ -29,10 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier bundle")
     p.add_argument("--name", help="the model's name in the manifest, /status and the metrics (default: the folder "
                                   "holding the checkpoint, e.g. 'default' for runs/default/checkpoint)")
-    p.add_argument("--quantize", action="store_true",
-                   help="also write model.int8.onnx (dynamic int8) and record its agreement and speed-up")
+    p.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=True,
+                   help="also write model.int8.onnx (dynamic int8 of the fused graph) with its agreement, speed-up "
+                        "and accuracy gate; the service serves it by default when the gate passed (default: on)")
     p.add_argument("--parity-data", metavar="FILE.jsonl",
-                   help="held-out utterances (canonical JSONL) for the parity check; default: a built-in sample")
+                   help="held-out rows (canonical JSONL) for the parity check and, being labelled, the int8 "
+                        "accuracy gate; default: a built-in unlabelled sample (int8 then stays ungated, "
+                        "and is served only with INTENTVCS_QUANTIZED=on)")
     p.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default: Optimum's for the backbone)")
     p.add_argument("--result", metavar="FILE.json", help="also write the result JSON here")
     p.set_defaults(func=run)
@@ -71,7 +74,18 @@ def _summarise(result: dict[str, Any]) -> None:
         lines.append(f"int8       label sets agree {agreement['label_set_agreement']:.1%}, OOS agree "
                      f"{agreement['oos_agreement']:.1%}, max conf diff {agreement['max_confidence_diff']:.3f}, "
                      f"speed-up {timing['speedup']:.2f}x")
+        lines.append(f"int8 gate  {_gate_line(quantization['gate'])}")
     print("\n".join(lines), file=sys.stderr)
+
+
+def _gate_line(gate: dict[str, Any] | None) -> str:
+    """The accuracy gate in one line: verdict, then each figure fp32 -> int8."""
+    if gate is None:
+        return "not measured (the parity rows carry no labels; give --parity-data): served only when asked"
+    figures = ", ".join(f"{name} {f['fp32']:.2%} -> {f['int8']:.2%}" + ("" if f["passed"] else " (FAILED)")
+                        for name, f in gate["figures"].items())
+    verdict = "passed: served by default" if gate["passed"] else "failed: the fp32 graph serves by default"
+    return f"{verdict}, on {gate['rows']} rows: {figures}"
 
 
 def _emit(result: dict[str, Any], path: str | None) -> None:

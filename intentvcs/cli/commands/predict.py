@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from intentvcs.cli.model_options import add_quantized_argument
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS, Settings
 
 DESCRIPTION = """\
@@ -49,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS,
                    help="rows read, predicted and written at a time; a chunk is sorted by length into graph "
                         "runs, and is one Ray batch (default: %(default)s)")
-    p.add_argument("--quantized", action="store_true", help="use the bundle's int8 graph")
+    add_quantized_argument(p)
     p.add_argument("--provider", choices=PROVIDERS, default=Settings.provider,
                    help=f"ONNX Runtime execution provider (default {Settings.provider}; with --engine ray, "
                         "cuda gives each actor one GPU and anything else runs on CPUs)")

@@ -43,8 +43,9 @@ def run(args: argparse.Namespace) -> int:
     atomic.check_targets((args.out, args.md))
     examples = read_jsonl(args.data)
     train = read_jsonl(args.train) if args.train else None
-    report = run_suite(examples, load_predictor(args), operators, args.draws, args.seed, args.metric, train=train)
-    report["source"] = {**model_source(args), "data": args.data, **({"train": args.train} if args.train else {})}
+    model = load_predictor(args)
+    report = run_suite(examples, model, operators, args.draws, args.seed, args.metric, train=train)
+    report["source"] = {**model_source(args, model), "data": args.data, **({"train": args.train} if args.train else {})}
     markdown = render_markdown(report)
     atomic.write_files({args.out: atomic.json_text(report), **({args.md: markdown} if args.md else {})})
     print(markdown, end="")

@@ -1,0 +1,75 @@
+"""Offline transformer fusions: the exported graph rewritten with ONNX Runtime's fused encoder ops.
+
+``fuse_encoder`` runs ONNX Runtime's transformer optimizer
+(``onnxruntime.transformers.optimizer``) over the traced graph: the
+embedding sum and its LayerNorm become ``EmbedLayerNormalization``, each
+self-attention block (Q/K/V projections, scaled dot product, softmax, mask)
+one ``Attention`` op, each residual add + LayerNorm ``SkipLayerNormalization``
+and each bias + GELU ``BiasGelu``. Only the graph-level rewrites run
+(``opt_level=0``); ONNX Runtime's own load-time optimisations still run in the
+engine, so the file stays provider-neutral (every fused op has CPU and CUDA
+kernels).
+
+Why offline, when the engine's ``ORT_ENABLE_ALL`` fuses at load time too: the
+int8 graph is quantised from the file, and the quantiser only sees what the
+file holds. Fused first, a whole attention block becomes one ``QAttention``
+(int8 Q/K/V projections in one GEMM); quantised unfused, the load-time
+attention fusion no longer matches the quantised pattern. Measured on
+all-MiniLM-L6-v2, 2 threads (docs/RESULTS.md "Performance"): see the perf
+benchmark's ``engine`` records for fp32 and int8 of both graphs.
+
+A backbone the optimizer does not know keeps its traced graph; the manifest
+then records no fusions, and parity gates whichever graph was written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# Encoder architectures whose graphs ORT's "bert" fusion patterns match (the
+# BERT family: same embedding, attention and FFN blocks).
+BERT_LIKE = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
+# The fused op types reported in the manifest, in the order of a layer.
+FUSED_OPS = ("EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu", "FastGelu", "Gelu")
+
+
+def fuse_encoder(path: str | os.PathLike, encoder_config) -> dict[str, int]:
+    """Rewrite the graph at ``path`` in place with the fused encoder ops; return the count of each fused op.
+
+    ``encoder_config`` is the backbone's transformers config (its ``model_type``,
+    ``num_attention_heads`` and ``hidden_size`` drive the optimizer). Returns
+    ``{}`` (and leaves the file alone) for a backbone outside ``BERT_LIKE``.
+    """
+    if encoder_config.model_type not in BERT_LIKE:
+        log.info("no offline fusions for a %s backbone (known: %s)", encoder_config.model_type, list(BERT_LIKE))
+        return {}
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    path = Path(path)
+    with _quiet("onnxruntime.transformers"):
+        model = optimize_model(str(path), model_type="bert", num_heads=encoder_config.num_attention_heads,
+                               hidden_size=encoder_config.hidden_size, opt_level=0)
+        counts = model.get_fused_operator_statistics()
+        fused = {op: int(counts[op]) for op in FUSED_OPS if counts.get(op)}
+        tmp = path.with_suffix(".fusing")
+        model.save_model_to_file(str(tmp))
+    os.replace(tmp, path)
+    log.info("offline fusions: %s", ", ".join(f"{n} {op}" for op, n in fused.items()) or "none matched")
+    return fused
+
+
+@contextmanager
+def _quiet(prefix: str):
+    """The optimizer logs every pattern it tries at INFO on the root logger's handlers; keep its WARNINGs."""
+    logger = logging.getLogger(prefix)
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -1,0 +1,155 @@
+"""The served graph: offline fusions, the int8 graph's fp32 heads, its accuracy gate and the choice ``auto`` makes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from intentvcs.core.dataio import Example
+from intentvcs.core.decision import Decision
+from intentvcs.core.evaluation import evaluate
+from intentvcs.core.manifest import BundleError, validate
+from intentvcs.core.oos import ThresholdRule
+from intentvcs.core.outputs import GraphOutputs
+from intentvcs.export.quantize import MAX_LOSS, accuracy_gate
+from intentvcs.service.bundle import serving_graph
+from intentvcs.service.engine import Engine
+from intentvcs.service.settings import Settings
+from tests.helpers.bundle import make_tiny_checkpoint
+
+LABELLED_ROWS = [
+    ("play the new album by daft punk", ["PlayMusic"]), ("put on some jazz", ["PlayMusic"]),
+    ("book a table for two tonight", ["BookRestaurant"]), ("reserve a place for 8 people", ["BookRestaurant"]),
+    ("will it rain tomorrow in paris", ["GetWeather"]), ("is it cold outside", ["GetWeather"]),
+    ("rate this book four stars", ["RateBook"]), ("give the novel a 2", ["RateBook"]),
+    ("find the movie called dune", ["SearchCreativeWork"]), ("search for the song hello", ["SearchCreativeWork"]),
+    ("what is the capital of australia", []), ("tell me a joke about penguins", []),
+]
+
+
+@pytest.fixture(scope="module")
+def gated(tmp_path_factory):
+    """A tiny model exported with labelled parity rows: fused fp32 graph, int8 graph and a measured gate."""
+    from intentvcs.export.exporter import export_bundle
+
+    root = tmp_path_factory.mktemp("gated")
+    rows = root / "held_out.jsonl"
+    rows.write_text("".join(json.dumps({"text": t, "labels": l}) + "\n" for t, l in LABELLED_ROWS))
+    checkpoint = make_tiny_checkpoint(root / "checkpoint", entity_types=("city", "date"))
+    result = export_bundle(checkpoint, root / "bundle", parity_data=rows)
+    return root / "bundle", result, rows
+
+
+def test_the_encoder_is_fused_and_parity_holds_for_the_fused_graph(gated):
+    bundle, result, _ = gated
+    ops = {node.op_type for node in onnx.load(str(bundle / "model.onnx")).graph.node}
+    # The tiny BERT's attention blocks, residual LayerNorms and GELUs became fused ops.
+    assert {"Attention", "SkipLayerNormalization"} <= ops
+    assert result["model"]["fusions"]["Attention"] == 2  # one per layer of the tiny backbone
+    assert result["parity"]["passed"]
+
+
+def test_the_int8_graph_quantizes_the_encoder_and_keeps_both_heads_fp32(gated):
+    bundle, _, _ = gated
+    graph = onnx.load(str(bundle / "model.int8.onnx")).graph
+    ops = [node.op_type for node in graph.node]
+    assert "QAttention" in ops and ("MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops)
+    heads = {node.name: node.op_type for node in graph.node
+             if node.name.startswith(("/model/head/", "/model/tagger/"))}
+    # The quantiser rewrites the head's Gemm as MatMul + Add, and leaves both heads in fp32.
+    assert set(heads.values()) <= {"Gemm", "MatMul", "Add"}
+    assert any(name.startswith("/model/head/") for name in heads) and "/model/tagger/MatMul" in heads
+
+
+def test_the_gate_is_the_evaluation_of_both_graphs_and_auto_follows_it(gated):
+    bundle, result, rows = gated
+    gate = result["quantization"]["gate"]
+    assert gate["rows"] == len(LABELLED_ROWS) and gate["data"] == str(rows)
+    examples = [Example(text, labels) for text, labels in LABELLED_ROWS]
+    fp32, int8 = (Engine(bundle, provider="cpu", quantized=mode) for mode in ("off", "on"))
+    figures = {name: evaluate(engine.decision, engine.infer([e.text for e in examples]), examples,
+                              include_tables=False) for name, engine in (("fp32", fp32), ("int8", int8))}
+    assert {"accuracy", "in_scope_accuracy", "oos_recall", "auroc", "slot_f1"} <= set(gate["figures"])
+    for name, figure in gate["figures"].items():
+        assert figure["fp32"] == pytest.approx(figures["fp32"][name], abs=1e-4)
+        assert figure["int8"] == pytest.approx(figures["int8"][name], abs=1e-4)
+    served = Engine(bundle, provider="cpu")  # the default, "auto"
+    assert served.quantized is gate["passed"]
+    assert served.info["model_file"] == ("model.int8.onnx" if gate["passed"] else "model.onnx")
+    assert "accuracy gate" in served.info["graph_reason"]
+
+
+def _outputs(top: list[int], labels: int = 3) -> GraphOutputs:
+    logits = np.full((len(top), labels), -4.0, dtype=np.float32)
+    logits[np.arange(len(top)), top] = 4.0
+    pooled = np.zeros((len(top), 4), dtype=np.float32)
+    return GraphOutputs(logits, pooled, pooled, None)
+
+
+def test_the_gate_fails_a_figure_that_loses_more_than_its_allowance():
+    decision = Decision(("a", "b", "c"), activation="softmax", thresholds=[0.5] * 3, oos=ThresholdRule(0.9))
+    rows = 400
+    gold = [i % 3 for i in range(rows)]
+    examples = [Example(f"text {i}", ["abc"[g]]) for i, g in enumerate(gold)]
+    # int8 gets 2 of 400 rows wrong (0.5 points: allowed), then 3 (0.75 points: refused).
+    for wrong, passed in ((2, True), (3, False)):
+        flipped = [(g + 1) % 3 if i < wrong else g for i, g in enumerate(gold)]
+        gate = accuracy_gate(_outputs(gold), _outputs(flipped), decision, examples, "rows.jsonl")
+        assert gate["figures"]["accuracy"]["loss"] == pytest.approx(wrong / rows)
+        assert gate["figures"]["accuracy"]["allowed"] == MAX_LOSS
+        assert gate["passed"] is passed and gate["figures"]["accuracy"]["passed"] is passed
+
+
+def test_on_few_rows_the_gate_allows_one_row_and_no_more():
+    decision = Decision(("a", "b", "c"), activation="softmax", thresholds=[0.5] * 3, oos=ThresholdRule(0.9))
+    gold = [i % 3 for i in range(50)]
+    examples = [Example(f"text {i}", ["abc"[g]]) for i, g in enumerate(gold)]
+    one, two = ([(g + 1) % 3 if i < wrong else g for i, g in enumerate(gold)] for wrong in (1, 2))
+    assert accuracy_gate(_outputs(gold), _outputs(one), decision, examples, "x")["passed"]
+    assert not accuracy_gate(_outputs(gold), _outputs(two), decision, examples, "x")["passed"]
+    # A gain is never a loss.
+    assert accuracy_gate(_outputs(two), _outputs(gold), decision, examples, "x")["passed"]
+
+
+def _manifest(int8: bool, gate: dict | None) -> dict:
+    files = {"model.onnx": {}, **({"model.int8.onnx": {}} if int8 else {})}
+    return {"files": files, "quantization": {"gate": gate} if int8 else None}
+
+
+PASSED = {"rows": 10, "figures": {"accuracy": {"passed": True}}, "passed": True}
+FAILED = {"rows": 10, "figures": {"accuracy": {"passed": True}, "auroc": {"passed": False}}, "passed": False}
+
+
+@pytest.mark.parametrize("int8, gate, mode, graph, reason", [
+    (True, PASSED, "auto", "model.int8.onnx", "passed its accuracy gate"),
+    (True, FAILED, "auto", "model.onnx", "failed its accuracy gate on auroc"),
+    (True, None, "auto", "model.onnx", "not gated"),
+    (False, None, "auto", "model.onnx", "no int8 graph"),
+    (True, FAILED, "on", "model.int8.onnx", "asked for"),
+    (True, PASSED, "off", "model.onnx", "asked for"),
+])
+def test_which_graph_serves(int8, gate, mode, graph, reason):
+    chosen, why = serving_graph(_manifest(int8, gate), mode)
+    assert chosen == graph and reason in why
+
+
+def test_int8_demanded_of_a_bundle_without_one_and_an_unknown_mode_are_refused():
+    with pytest.raises(BundleError, match="no model.int8.onnx"):
+        serving_graph(_manifest(False, None), "on")
+    with pytest.raises(ValueError, match="quantized must be one of"):
+        serving_graph(_manifest(True, PASSED), "int8")
+    with pytest.raises(ValueError, match="INTENTVCS_QUANTIZED='fast'"):
+        Settings.from_env({"INTENTVCS_QUANTIZED": "fast"})
+    assert Settings.from_env({}).quantized == "auto" and Settings.from_env({"INTENTVCS_QUANTIZED": "OFF"}).quantized == "off"
+
+
+def test_a_gate_whose_verdict_disagrees_with_its_figures_is_refused(gated):
+    bundle, _, _ = gated
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    gate = manifest["quantization"]["gate"]
+    gate["passed"] = not gate["passed"]
+    with pytest.raises(BundleError, match="quantization: gate: 'passed' disagrees"):
+        validate(manifest, "manifest.json")
