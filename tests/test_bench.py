@@ -54,18 +54,21 @@ def test_avx2_peak_from_cpuinfo():
 
 def test_targets_are_checked_in_the_right_direction():
     records = [
-        {"component": "engine", "backend": "onnx-fp32", "batch_size": 1, "speedup_vs_torch": 3.0},
-        {"component": "engine", "backend": "onnx-fp32", "batch_size": 32, "utt_per_s": 400.0},
-        {"component": "engine", "backend": "onnx-int8", "batch_size": 32, "speedup_vs_fp32": 1.5},  # on the bound
-        {"component": "service", "mode": "idle", "concurrency": 1, "p50_ms": 9.0},
+        {"component": "engine", "backend": "onnx-int8", "batch_size": 1, "speedup_vs_transformers": 4.0},
+        {"component": "engine", "backend": "onnx-int8", "batch_size": 32, "speedup_vs_transformers": 3.0},  # bound
+        {"component": "engine", "backend": "onnx-fp32", "batch_size": 32, "speedup_vs_transformers": 1.4},
+        {"component": "service", "mode": "load", "concurrency": 32, "errors": 0, "p99_over_p50": 12.0},
+        {"component": "service", "mode": "idle", "concurrency": 1, "p50_ms": 5.0},  # on the bound
     ]
     met = {t["target"]: t["met"] for t in bench.target_records(records)}
     assert met == {
-        "engine fp32 vs PyTorch, batch 1": True,
-        "engine fp32 throughput, batch 32": False,
-        "engine int8 vs fp32, batch 32": True,
-        "service at concurrency 32 vs engine batch 32": None,
-        "service idle single-request p50": False,
+        "engine int8 vs transformers, batch 32": True,
+        "engine int8 vs transformers, batch 1": False,
+        "engine fp32 vs transformers, batch 32": True,
+        "service at 32 clients vs its engine graph at batch 32": None,
+        "service at 32 clients, errors": True,
+        "service at 32 clients, p99 / p50": False,
+        "service idle single-request p50": True,
         "GPU (H100) ONNX, batch 256": None,
     }
 
@@ -98,13 +101,16 @@ def test_run_end_to_end_without_service(tiny):
     assert (result["utterances"], result["threads"], result["max_batch"]) == (len(TEXTS), 1, 2)
     records = result["records"]
     engine = {(r["backend"], r["batch_size"]): r for r in records if r["component"] == "engine"}
-    assert set(engine) == {(b, n) for b in ("onnx-fp32", "onnx-int8", "torch") for n in (1, 4)}
+    backends = ("onnx-fp32", "onnx-int8", "transformers", "st-onnx", "st-onnx-int8")
+    assert set(engine) == {(b, n) for b in backends for n in (1, 4)}
     for (backend, size), record in engine.items():
         assert record["utt_per_s"] > 0 and record["p50_ms"] > 0 and (record["runs"], record["max_batch"]) == (1, 2)
-        torch_rate = engine["torch", size]["utt_per_s"]
-        if backend != "torch":  # one repeat: the speed-up is the ratio of the two rates
-            assert record["speedup_vs_torch"] == pytest.approx(record["utt_per_s"] / torch_rate, rel=0.01)
-    assert "speedup_vs_fp32" in engine["onnx-int8", 4] and "speedup_vs_fp32" not in engine["onnx-fp32", 4]
+        reference = engine["transformers", size]["utt_per_s"]
+        if backend != "transformers":  # one repeat: the speed-up is the ratio of the two rates
+            assert record["speedup_vs_transformers"] == pytest.approx(record["utt_per_s"] / reference, rel=0.01)
+    assert engine["onnx-int8", 4]["speedup_vs_fp32"] == pytest.approx(
+        engine["onnx-int8", 4]["utt_per_s"] / engine["onnx-fp32", 4]["utt_per_s"], rel=0.01)
+    assert "speedup_vs_fp32" in engine["st-onnx-int8", 4] and "speedup_vs_fp32" not in engine["onnx-fp32", 4]
 
     (limit,) = [r for r in records if r["component"] == "limit"]
     from intentvcs.service.bundle import open_bundle
@@ -114,7 +120,11 @@ def test_run_end_to_end_without_service(tiny):
     lengths = [len(e.ids) for e in opened.tokenizer.encode(TEXTS)]
     assert limit["mflop_per_utt"] == pytest.approx(bench.encoder_flops(config, lengths, len(opened.labels)) / 1e6,
                                                    abs=1e-3)
-    assert limit["best_fp32_utt_per_s"] == max(engine["onnx-fp32", n]["utt_per_s"] for n in (1, 4))
+    for backend in backends:
+        path = limit["paths"][backend]
+        assert path["best_utt_per_s"] == max(engine[backend, n]["utt_per_s"] for n in (1, 4))
+        assert path["fraction_of_ceiling"] == pytest.approx(
+            path["best_utt_per_s"] * limit["mflop_per_utt"] / 1e3 / limit["matmul_gflops"], rel=0.01, abs=1e-3)
     # Any CPU this runs on multiplies fp32 matrices at more than a GFLOP/s; the
     # ceiling is that rate over the FLOPs an utterance needs.
     assert limit["matmul_gflops"] > 1.0
