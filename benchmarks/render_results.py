@@ -181,11 +181,13 @@ def perf_rows() -> list[Row]:
         return []
     targets = {r["target"]: r for r in meta["records"] if r["component"] == "target" and r.get("measured") is not None}
     groups = (
-        ("engine fp32 throughput, batch 32 (utt/s); fp32 vs PyTorch, batch 1; int8 vs fp32, batch 32",
-         ("engine fp32 throughput, batch 32", "engine fp32 vs PyTorch, batch 1", "engine int8 vs fp32, batch 32"),
-         ("", "×", "×")),
-        ("HTTP service at 32 clients, share of the engine's batch-32 throughput; idle single-request p50 (ms)",
-         ("service at concurrency 32 vs engine batch 32", "service idle single-request p50"), ("", "")),
+        ("engine vs a plain transformers forward: int8 at batch 32, int8 at batch 1, fp32 at batch 32",
+         ("engine int8 vs transformers, batch 32", "engine int8 vs transformers, batch 1",
+          "engine fp32 vs transformers, batch 32"), ("×", "×", "×")),
+        ("HTTP service at 32 clients, share of its graph's engine batch-32 throughput; p99 / p50; idle "
+         "single-request p50 (ms)",
+         ("service at 32 clients vs its engine graph at batch 32", "service at 32 clients, p99 / p50",
+          "service idle single-request p50"), ("", "", "")),
     )
     rows = []
     threads = f" ({meta['threads']} threads)" if meta.get("threads") else ""

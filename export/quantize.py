@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -43,6 +42,7 @@ from intentvcs.core.evaluation import evaluate, headline
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.export.onnx_export import ENCODER_SCOPE, MODEL_SCOPE
 from intentvcs.export.parity import compare
+from intentvcs.export.quiet import quiet_logger
 
 SETTINGS = {"method": "dynamic", "weight_type": "int8", "activation_type": "uint8",
             "per_channel": True, "op_types": ["MatMul", "Attention"], "heads": "fp32"}
@@ -58,7 +58,9 @@ MAX_LOSS = 0.005
 
 def quantize_int8(fp32_path: str | Path, int8_path: str | Path) -> dict[str, Any]:
     """Write the dynamic int8 graph of ``fp32_path`` to ``int8_path``; return ``SETTINGS``."""
-    with _quiet_root_logger():
+    # The quantiser logs one root-logger line per tensor it skips, and recommends
+    # pre-processing that the fusions (export/fusion.py) already did.
+    with quiet_logger(None, logging.ERROR):
         quantize_dynamic(Path(fp32_path), Path(int8_path), op_types_to_quantize=SETTINGS["op_types"],
                          per_channel=SETTINGS["per_channel"], weight_type=QuantType.QInt8,
                          nodes_to_quantize=encoder_nodes(fp32_path),
@@ -80,19 +82,6 @@ def encoder_nodes(path: str | Path) -> list[str]:
     graph = onnx.load(str(path), load_external_data=False).graph
     return [node.name for node in graph.node if node.op_type in SETTINGS["op_types"]
             and (node.name.startswith(ENCODER_SCOPE) or not node.name.startswith(MODEL_SCOPE))]
-
-
-@contextmanager
-def _quiet_root_logger():
-    """The ORT quantiser logs one root-logger line per tensor it skips, and
-    recommends the pre-processing deliberately not done (module docstring)."""
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        root.setLevel(level)
 
 
 def seconds_per_pass(infer, texts: Sequence[str], repeats: int = TIMING_REPEATS) -> float:

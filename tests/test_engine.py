@@ -43,6 +43,20 @@ def test_length_buckets_sort_by_length_and_keep_ties_in_order():
     assert list(length_buckets([], max_batch=4)) == []
 
 
+def test_length_buckets_cut_where_padding_costs_more_than_a_run():
+    lengths = [3, 30, 4, 3, 31, 5, 29, 4]
+    # Cut every 8: one chunk padded to 31 tokens (248 padded tokens for 109 real ones).
+    assert [c.tolist() for c in length_buckets(lengths, max_batch=8)] == [[0, 3, 2, 7, 5, 6, 1, 4]]
+    # A run costs 8 tokens: the short texts and the long ones go in separate runs (5 x 5 + 3 x 31 + 2 x 8).
+    chunks = [c.tolist() for c in length_buckets(lengths, max_batch=8, run_cost_tokens=8)]
+    assert chunks == [[0, 3, 2, 7, 5], [6, 1, 4]]
+    # Every row once, chunks in ascending length, none over max_batch; a dear run keeps one chunk.
+    assert [c.tolist() for c in length_buckets(lengths, max_batch=8, run_cost_tokens=1000)] == [[0, 3, 2, 7, 5, 6, 1, 4]]
+    many = [c.tolist() for c in length_buckets(list(range(50, 0, -1)), max_batch=8, run_cost_tokens=2)]
+    assert sorted(sum(many, [])) == list(range(50)) and max(map(len, many)) <= 8
+    assert list(length_buckets([], max_batch=4, run_cost_tokens=8)) == []
+
+
 def test_pad_chunk_pads_to_the_longest_in_the_chunk(engine):
     encodings = engine.bundle.tokenizer.encode(["hi", "play the new album"])
     feed = pad_chunk(encodings, engine.session.input_names, engine.bundle.tokenizer.pad_id)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from intentvcs import BLAS_THREADS
-from intentvcs.service.settings import ENV_PREFIX, PROVIDERS, Settings
+from intentvcs.service.settings import ENV_PREFIX, PROVIDERS, QUANTIZED_MODES, Settings
 
 SERVICE = "intentvcs.service.app:IntentService"
 # Loopback unless told otherwise: a model server on every interface is a decision, not a default.
@@ -54,6 +54,9 @@ def register(subparsers) -> None:
     parser.add_argument("--provider", choices=PROVIDERS, default=Settings.provider)
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker "
                         "(default: cores / workers)")
+    parser.add_argument("--quantized", choices=QUANTIZED_MODES,
+                        help="the graph that serves (sets INTENTVCS_QUANTIZED): auto, the int8 graph when its export "
+                             "passed the accuracy gate; on; off (default: $INTENTVCS_QUANTIZED or auto)")
     parser.add_argument("--no-spelling", dest="spelling", action="store_false",
                         help="serve the graph the raw texts, without the bundle's spelling normaliser "
                         "(sets INTENTVCS_SPELLING=0)")
@@ -91,7 +94,6 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
     bundle = Path(bundle).resolve()
     if not (bundle / MANIFEST_FILE).is_file():
         raise FileNotFoundError(f"{bundle} is not a bundle (no {MANIFEST_FILE}); run `intentvcs export` first")
-    open_bundle(bundle)
     if workers is not None and workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     env = dict(os.environ)
@@ -106,11 +108,12 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
     if threads is not None:
         env[f"{ENV_PREFIX}THREADS"] = str(threads)
     env.update(extra or {})
-    _check_settings(env)
+    settings = _check_settings(env)
+    open_bundle(bundle, quantized=settings.quantized)  # the graph the workers will load
     return env
 
 
-def _check_settings(env: Mapping[str, str]) -> None:
+def _check_settings(env: Mapping[str, str]) -> Settings:
     """Read the service's settings from ``env`` as each worker will, so that a bad
     ``INTENTVCS_*`` value is one error here, not a worker BentoML restarts forever."""
     from intentvcs.service.audit import AuditConfig
@@ -122,6 +125,7 @@ def _check_settings(env: Mapping[str, str]) -> None:
         AuditConfig.from_dict(settings.audit_config)
     except ValueError as exc:
         raise ValueError(f"{ENV_PREFIX}AUDIT_CONFIG: {exc}") from None
+    return settings
 
 
 def server_command(port: int, host: str = DEFAULT_HOST) -> list[str]:
@@ -130,15 +134,20 @@ def server_command(port: int, host: str = DEFAULT_HOST) -> list[str]:
 
 
 def run(args) -> NoReturn:
-    serve_bundle(args.bundle, args.port, args.host, args.workers, args.provider, args.threads, args.spelling)
+    serve_bundle(args.bundle, args.port, args.host, args.workers, args.provider, args.threads, args.spelling,
+                 args.quantized)
 
 
 def serve_bundle(bundle: str | os.PathLike, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST,
                  workers: int | None = None, provider: str = Settings.provider, threads: int | None = None,
-                 spelling: bool = True) -> NoReturn:
-    """Replace this process with ``bentoml serve`` on ``bundle`` (``intentvcs serve``, and the demo's last step)."""
-    env = service_env(bundle, port, workers, provider, threads,
-                      extra=None if spelling else {f"{ENV_PREFIX}SPELLING": "0"})
+                 spelling: bool = True, quantized: str | None = None) -> NoReturn:
+    """Replace this process with ``bentoml serve`` on ``bundle`` (``intentvcs serve``, and the demo's last step).
+
+    ``quantized`` None leaves ``INTENTVCS_QUANTIZED`` as the environment has it."""
+    extra = {} if spelling else {f"{ENV_PREFIX}SPELLING": "0"}
+    if quantized is not None:
+        extra[f"{ENV_PREFIX}QUANTIZED"] = quantized
+    env = service_env(bundle, port, workers, provider, threads, extra=extra)
     print(f"serving {env[f'{ENV_PREFIX}BUNDLE']} on http://{host}:{port} "
           f"({f'{workers} worker(s)' if workers else 'one worker per core on CPU, one on a GPU'}); "
           "docs at /, OpenAPI at /docs.json", file=sys.stderr)
