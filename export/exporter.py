@@ -57,7 +57,8 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
 
     ``parity_data`` is a canonical JSONL file of held-out utterances (default:
     the built-in sample); when its rows are labelled they are also the int8
-    graph's accuracy gate. ``quantize=False`` writes no int8 graph. ``opset`` overrides Optimum's default; ``name`` is the
+    graph's accuracy gate. ``quantize=False`` writes no int8 graph. ``opset``
+    overrides Optimum's default; ``name`` is the
     model's name in the manifest (default ``default_name(checkpoint_dir)``);
     ``entities=False`` leaves a checkpoint's entity head out of the bundle (an
     intent-only graph, as if it had none). An existing

@@ -7,8 +7,8 @@ figures in docs/RESULTS.md "Performance"):
   run time): needs no calibration data, and encoder CPU time is dominated by
   the projections whose weights dominate the file;
 - of the graph the exporter fused (``intentvcs.export.fusion``): each
-  ``Attention`` op becomes one ``QAttention`` beside the int8 ``MatMul`` s of
-  the feed-forward blocks;
+  ``Attention`` op becomes one ``QAttention`` beside the int8 matrix
+  products of the feed-forward blocks;
 - the encoder only: the intent head (a ``Gemm``) and the entity head (a
   ``MatMul`` over every token) stay fp32; they cost little, and the tag
   logits decide span boundaries, where int8 rounding moved whole entities;
