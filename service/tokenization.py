@@ -49,7 +49,8 @@ class BundleTokenizer:
         return self._tokenizer.encode_batch(list(texts))
 
 
-def length_buckets(lengths: Sequence[int], max_batch: int, run_cost_tokens: float | None = None) -> Iterator[np.ndarray]:
+def length_buckets(lengths: Sequence[int], max_batch: int,
+                   run_cost_tokens: float | None = None) -> Iterator[np.ndarray]:
     """Row indices in chunks of at most ``max_batch``, ascending token length.
 
     A stable sort keeps equal-length texts in input order, so results do not

@@ -27,7 +27,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_quantized_argument(p: argparse.ArgumentParser) -> None:
-    """``--quantized auto|on|off``: which graph of a bundle runs, as ``INTENTVCS_QUANTIZED`` chooses it for the service."""
+    """``--quantized auto|on|off``: which graph of a bundle runs, chosen as the service's ``INTENTVCS_QUANTIZED``."""
     p.add_argument("--quantized", choices=QUANTIZED_MODES, default=DEFAULT_QUANTIZED,
                    help="bundle: the graph that runs: auto (the int8 graph when its export passed the accuracy "
                         "gate, as the service serves it), on (int8) or off (fp32) (default %(default)s)")
