@@ -74,6 +74,7 @@ def measure(name: str, task: Task, out: Path) -> dict:
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
     from intentvcs.export.exporter import export_bundle
+    from intentvcs.service.bundle import serving_graph
     from intentvcs.service.engine import Engine
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -81,10 +82,11 @@ def measure(name: str, task: Task, out: Path) -> dict:
         result = export_bundle(task.checkpoint, out / name, parity_data=valid, force=True)
         examples = list(read_jsonl(test))
     texts = [example.text for example in examples]
-    scored = {}
+    scored, manifest = {}, None
     for mode in ("off", "on"):
         engine = Engine(out / name, provider="cpu", quantized=mode)
         scored[mode] = headline(evaluate(engine.decision, engine.infer(texts), examples, include_tables=False))
+        manifest = engine.bundle.manifest
     figures, kept = {}, True
     for figure in task.figures:
         fp32, int8 = scored["off"][figure], scored["on"][figure]
@@ -94,12 +96,11 @@ def measure(name: str, task: Task, out: Path) -> dict:
         figures[figure] = {"fp32": round(100 * fp32, 2), "int8": round(100 * int8, 2),
                            "loss_points": round(100 * loss, 2)}
     gate = result["quantization"]["gate"]
-    served = Engine(out / name, provider="cpu")
     return {"task": name, "checkpoint": str(task.checkpoint.relative_to(ROOT)), "test_rows": len(examples),
             "figures": figures, "test_loss_within_target": bool(kept),
             "gate": {"rows": gate["rows"], "passed": gate["passed"],
                      "failed": [f for f, v in gate["figures"].items() if not v["passed"]]},
-            "served_by_default": served.info["model_file"],
+            "served_by_default": serving_graph(manifest, "auto")[0],
             "int8_speedup_at_export": result["quantization"]["timing"]["speedup"],
             "fusions": result["model"]["fusions"]}
 

@@ -32,6 +32,7 @@ from intentvcs.core import atomic, manifest
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import entity_types
 from intentvcs.core.manifest import INT8_MODEL_FILE, MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE
+from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.spelling import SPELLING_FILE, Spelling, infer_normalised
 from intentvcs.export.fusion import fuse_encoder
 from intentvcs.export.onnx_export import export_onnx
@@ -89,8 +90,8 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         _write_tokenizer(tokenizer, max_length, tmp / TOKENIZER_FILE)
         if spelling is not None:
             spelling.save(tmp / SPELLING_FILE)
-        parity, fp32 = _check_parity(tmp, model, tokenizer, (max_length, tags), decision, held_out)
-        quantization = _quantize(tmp, fp32, decision, held_out, spelling) if quantize else None
+        parity, fp32, fp32_outputs = _check_parity(tmp, model, tokenizer, (max_length, tags), decision, held_out)
+        quantization = _quantize(tmp, (fp32, fp32_outputs), decision, held_out, spelling) if quantize else None
         written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, parity, quantization, spelling,
                                   name or default_name(checkpoint_dir), tags)
         for quantized in ("off", "on") if quantize else ("off",):
@@ -157,43 +158,50 @@ def _load_model(checkpoint_dir: Path, decision: Decision) -> tuple[IntentModel, 
 
 
 def _check_parity(directory: Path, model: IntentModel, tokenizer, reading: tuple[int, list[str]],
-                  decision: Decision, held_out: HeldOut) -> tuple[dict, OnnxSession]:
+                  decision: Decision, held_out: HeldOut) -> tuple[dict, OnnxSession, GraphOutputs]:
     """Parity of ``directory``'s fp32 graph against PyTorch on the held-out texts.
 
     ``reading``: the checkpoint's ``max_length`` and entity tags ([] without an entity head).
     The graph runs through the serving session (``OnnxSession``), so what is
-    checked is the code path the service runs. Returns the parity report and
-    that session; raises ``ParityError`` when the graph does not reproduce PyTorch.
+    checked is the code path the service runs. Returns the parity report, that
+    session and its outputs on the texts; raises ``ParityError`` when the graph
+    does not reproduce PyTorch.
     """
     max_length, tags = reading
     log.info("parity check on %d utterances (%s)", len(held_out.texts), held_out.source)
     fp32 = OnnxSession(directory / MODEL_FILE, BundleTokenizer(directory / TOKENIZER_FILE, max_length), provider="cpu",
                        tags=tags)
     reference = torch_infer(model, tokenizer, held_out.texts, max_length, tags=tags)
-    parity = check_parity(reference, fp32.infer(held_out.texts), decision, held_out.texts, held_out.source)
+    outputs = fp32.infer(held_out.texts)
+    parity = check_parity(reference, outputs, decision, held_out.texts, held_out.source)
     log.info("parity passed: max |logit diff| %.2e", parity["max_abs_logit_diff"])
-    return parity, fp32
+    return parity, fp32, outputs
 
 
-def _quantize(directory: Path, fp32: OnnxSession, decision: Decision, held_out: HeldOut,
-              spelling: Spelling | None) -> dict:
+def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decision: Decision,
+              held_out: HeldOut, spelling: Spelling | None) -> dict:
     """Write ``model.int8.onnx`` beside the fp32 graph; return its report.
 
-    Agreement and speed are read on the held-out texts as the graphs see them;
-    the accuracy gate, on labelled held-out rows only, through the spelling
-    normaliser as the service runs (``gate`` is None without labels).
+    ``fp32_run``: the fp32 session and its outputs on the held-out texts (from
+    parity). Agreement and speed are read on the held-out texts as the graphs
+    see them; the accuracy gate, on labelled held-out rows only, through the
+    spelling normaliser as the service runs (``gate`` is None without labels).
     """
+    fp32, fp32_outputs = fp32_run
     log.info("quantising to dynamic int8")
     quantize_int8(directory / MODEL_FILE, directory / INT8_MODEL_FILE)
     int8 = OnnxSession(directory / INT8_MODEL_FILE, fp32.tokenizer, provider="cpu", tags=fp32.tags)
     texts = held_out.texts
-    report = quantization_report(fp32.infer(texts), fp32.infer, int8.infer, decision, texts)
+    int8_outputs = int8.infer(texts)
+    report = quantization_report(fp32_outputs, int8_outputs, fp32.infer, int8.infer, decision, texts)
     report["gate"] = None
     if held_out.examples is None:
         log.warning("int8 graph written but not gated: the parity rows (%s) carry no labels; the service "
                     "serves it only when asked (INTENTVCS_QUANTIZED=on)", held_out.source)
         return report
-    outputs = [infer_normalised(spelling, texts, session.infer)[0] for session in (fp32, int8)]
+    # Without a normaliser the graphs read the texts as sent: the outputs above are the served ones.
+    outputs = ([fp32_outputs, int8_outputs] if spelling is None else
+               [infer_normalised(spelling, texts, session.infer)[0] for session in (fp32, int8)])
     report["gate"] = accuracy_gate(*outputs, decision, held_out.examples, held_out.source)
     log.info("int8 accuracy gate %s: %s", "passed" if report["gate"]["passed"] else "FAILED",
              ", ".join(f"{name} {f['fp32']:.4f} -> {f['int8']:.4f}" for name, f in report["gate"]["figures"].items()))

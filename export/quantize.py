@@ -98,15 +98,16 @@ def seconds_per_pass(infer, texts: Sequence[str], repeats: int = TIMING_REPEATS)
     return min(times)
 
 
-def quantization_report(fp32_outputs: GraphOutputs, fp32_infer, int8_infer,
+def quantization_report(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, fp32_infer, int8_infer,
                         decision: Decision, texts: Sequence[str]) -> dict[str, Any]:
     """Agreement of the int8 graph with fp32 on ``texts`` and its speed-up.
 
-    ``fp32_outputs`` are the fp32 graph's outputs on ``texts`` (already
-    computed for parity); ``fp32_infer`` / ``int8_infer`` map texts to outputs. Timing uses at most ``TIMING_TEXTS`` of the texts to bound
-    export time.
+    ``fp32_outputs`` / ``int8_outputs`` are the two graphs' outputs on ``texts``
+    (computed once by the caller, which uses them for the gate too);
+    ``fp32_infer`` / ``int8_infer`` map texts to outputs, for the timing, which
+    uses at most ``TIMING_TEXTS`` of the texts to bound export time.
     """
-    agreement = compare(fp32_outputs, int8_infer(texts), decision, texts)
+    agreement = compare(fp32_outputs, int8_outputs, decision, texts)
     timed = list(texts[:TIMING_TEXTS])
     fp32_s, int8_s = seconds_per_pass(fp32_infer, timed), seconds_per_pass(int8_infer, timed)
     return {

@@ -19,6 +19,7 @@ from intentvcs.cli.commands.serve import running
 from intentvcs.service.rasa import EXTRACTOR, parse_answer
 from intentvcs.service.settings import Limits
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
+from tests.helpers.http import assert_400_names, post
 
 LIMITS = Limits()
 ENTITY_TYPES = ("city", "date")
@@ -46,11 +47,6 @@ def url(bundle):
 def tight_url(bundle):
     with running(bundle, extra_env=TIGHT_ENV) as base:
         yield base
-
-
-def post(base: str, path: str, body) -> httpx.Response:
-    kwargs = {"content": body} if isinstance(body, (str, bytes)) else {"json": body}
-    return httpx.post(f"{base}{path}", headers={"content-type": "application/json"}, timeout=30, **kwargs)
 
 
 def predictions(base: str, texts: list[str]) -> list[dict]:
@@ -179,11 +175,7 @@ TOO_LONG = "a" * (LIMITS.max_text_chars + 1)
     ('"hello"', "", "should be an object"),
 ])
 def test_bad_parse_requests_get_a_400_naming_field_and_limit(url, body, field, limit):
-    response = post(url, "/model/parse", body)
-    assert response.status_code == 400, response.text
-    detail = response.json()["detail"][0]
-    assert (detail["loc"][0] if detail["loc"] else "") == field
-    assert limit in detail["msg"]
+    assert_400_names(post(url, "/model/parse", body), field, limit)
 
 
 def test_parse_refuses_what_predict_refuses_before_the_schema(url, tight_url):

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from intentvcs.cli.commands.serve import running
 from intentvcs.service.settings import Limits
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
+from tests.helpers.http import assert_400_names, post
 
 LIMITS = Limits()
 # The tiny bundle's "training texts", for its spelling normaliser.
@@ -41,11 +42,6 @@ def tight_url(bundle):
            "INTENTVCS_MAX_BODY_BYTES": "4096", "INTENTVCS_SPELLING": "0"}
     with running(bundle, workers=2, threads=1, extra_env=env) as base:
         yield base
-
-
-def post(base: str, path: str, body) -> httpx.Response:
-    kwargs = {"content": body} if isinstance(body, (str, bytes)) else {"json": body}
-    return httpx.post(f"{base}{path}", headers={"content-type": "application/json"}, timeout=30, **kwargs)
 
 
 def scrape(base: str) -> dict[str, list]:
@@ -127,11 +123,7 @@ TOO_LONG = "a" * (LIMITS.max_text_chars + 1)
     ("[1, 2]", "", "should be an object"),
 ])
 def test_bad_requests_get_a_4xx_naming_field_and_limit(url, body, field, limit):
-    response = post(url, "/predict", body)
-    assert response.status_code == 400, response.text
-    detail = response.json()["detail"][0]
-    assert (detail["loc"][0] if detail["loc"] else "") == field
-    assert limit in detail["msg"]
+    assert_400_names(post(url, "/predict", body), field, limit)
 
 
 def test_an_intent_only_bundle_answers_no_entities(url, bundle):
