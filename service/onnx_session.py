@@ -16,9 +16,11 @@ Execution settings and why:
   large ops, where parallelism belongs inside each op.
 - ``ORT_ENABLE_ALL`` graph optimisation (attention / layer-norm / GELU fusion).
 - on CPU, a call is cut into length-sorted chunks where padding would cost
-  more than another run (``CPU_RUN_COST_TOKENS``; measured on SNIPS, calls of
-  32: fp32 275 -> 392 utt/s, int8 413 -> 616 utt/s against fixed chunks of 32,
-  a run's cost of 8 tokens best among 4, 8, 16 and 32); on CUDA, full chunks.
+  more than another run (``CPU_RUN_COST_TOKENS``; measured on the SNIPS test
+  split in calls of 32 with a one-off interleaved script, 3 rounds: fp32 275 ->
+  392 utt/s, int8 413 -> 616 utt/s against fixed chunks of 32, a run's cost of
+  8 tokens best among 4, 8, 16 and 32; perf_bench's batch-32 figures before and
+  after, in two runs: fp32 270 -> 383, int8 408 -> 548); on CUDA, full chunks.
 - on CUDA, IO binding with outputs allocated on the device and copied back
   once per chunk, instead of ORT's per-run host staging.
 """
