@@ -135,7 +135,12 @@ def compare(reference: GraphOutputs, candidate: GraphOutputs, decision: Decision
                 else np.zeros(len(texts), bool))
     # A row's label set may differ through a tied label (relation closure
     # carries its parents along) or through a tied OOS verdict (which empties it).
-    label_ties = np.any((ref.accepted != cand.accepted) & at_cut, axis=1) | (oos_ties & ~same_oos)
+    # An in-scope row with nothing above its cut falls back to its top intent,
+    # which a float32 tie with the runner-up may swap.
+    top_two = np.sort(ref.confidences, axis=1)[:, -2:]
+    top_ties = (top_two[:, -1] - top_two[:, 0]) <= TIE_RTOL * np.maximum(top_two[:, -1], 1e-12)
+    label_ties = (np.any((ref.accepted != cand.accepted) & at_cut, axis=1) | (oos_ties & ~same_oos)
+                  | (top_ties & ~np.any(ref.confidences >= decision.thresholds, axis=1)))
     labels = decision.labels
     mismatched = [
         {"text": texts[i],

@@ -54,6 +54,26 @@ def test_rows_judged_oos_accept_nothing():
     assert result.accepted.tolist() == [[False, False], [True, False]]
 
 
+def test_an_in_scope_row_accepts_at_least_its_top_intent():
+    # No OOS rule: every row is in scope; book at 0.73 and weather at 0.27 are both under
+    # their 0.9 thresholds, so the row falls back to book, the most confident intent.
+    decision = Decision(LABELS, activation="sigmoid", thresholds=[0.9] * 4, relations=_relations())
+    result = decision.apply(np.array([[-3.0, -3.0, -1.0, 1.0], [1.0, -3.0, -3.0, -3.0]]))
+    # The fallback is closed under the relations like any accepted label: play brings play_v1.
+    assert result.accepted.tolist() == [[False, False, False, True], [True, True, False, False]]
+    assert not result.out_of_scope.any()
+
+
+def test_the_top_intent_fallback_never_picks_the_oos_class():
+    labels = ("oos", "a", "b")
+    # oos ties with a: the train rule keeps the row (oos is not strictly on top), and the
+    # fallback takes a, although the oos column comes first.
+    decision = Decision(labels, activation="softmax", thresholds=[0.9, 0.9, 0.9], oos=TrainRule.fit(labels))
+    result = decision.apply(np.array([[1.0, 1.0, 0.0]]))
+    assert result.out_of_scope.tolist() == [False]
+    assert result.accepted.tolist() == [[False, True, False]]
+
+
 def test_train_rule_never_accepts_the_oos_class():
     labels = ("a", "b", "oos")
     decision = Decision(labels, activation="sigmoid", oos=TrainRule.fit(labels))

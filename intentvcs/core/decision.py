@@ -9,7 +9,9 @@ The same object runs after PyTorch (evaluation) and after ONNX Runtime
    means no rescaling, e.g. for sigmoid baselines);
 3. out-of-scope verdict from the ``oos`` rule (``intentvcs.core.oos``);
 4. ``accepted = confidence >= thresholds`` (``intentvcs.core.thresholds``), never
-   the ``"oos"`` class itself, then closed under ``relations``
+   the ``"oos"`` class itself; an in-scope row with nothing above its
+   threshold accepts its most confident intent (an answer "in scope, no
+   intent" would contradict itself); then closed under ``relations``
    (``intentvcs.core.relations``); rows judged OOS accept nothing.
 
 Serialised (``to_dict``) as a versioned object, ``DECISION_FORMAT``
@@ -150,6 +152,10 @@ class Decision:
         confidences = self.confidences(logits)
         out_of_scope, score = self.oos.judge(confidences, pooled, pooled_mid)
         accepted = (confidences >= self.thresholds) & self._intent_columns
+        empty = np.flatnonzero(~out_of_scope & ~accepted.any(axis=1))
+        if empty.size:
+            top = np.where(self._intent_columns, confidences[empty], -1.0).argmax(axis=1)
+            accepted[empty, top] = True
         if self._closure is not None:
             accepted = self._closure(accepted)
         accepted[out_of_scope] = False
