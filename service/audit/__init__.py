@@ -19,10 +19,12 @@ API (numpy + stdlib + tqdm; no torch, runs inside the service)::
     report.fails("blocking")  # for CI exit codes
     report.fix_relations()    # intentvcs.core.relations.LabelRelations to save as relations.json
     render_html(report.to_dict())  # self-contained page with an SVG heatmap
+    pairs_csv(report.to_dict())    # one row per intent pair, for pandas (``pairs``)
 
 Modules: ``containment`` (both directions, Wilson intervals), ``rules`` (the
 decision rules, documented there), ``evidence`` (examples, PU relabel list),
-``report`` (report and fix), ``render`` (HTML), ``batch`` (orchestration),
+``report`` (report and fix), ``render`` (HTML), ``pairs`` (the flat pair
+table), ``slots`` (the entity-profile test), ``batch`` (orchestration),
 ``config`` (thresholds).
 
 Report JSON (``report.schema.json``, JSON Schema 2020-12, is normative)::
@@ -43,7 +45,9 @@ Report JSON (``report.schema.json``, JSON Schema 2020-12, is normative)::
           "multi_intent": Count,            # rows with >= 2 independent existing intents
           "out_of_scope": Count,            # rows the served decision answers out of scope
           "containment": [{"existing": E, "new_in_existing": Count,
-                           "existing_in_new": Count|null, "reference": "training"|"batch"|null}],
+                           "existing_in_new": Count|null, "reference": "training"|"batch"|null,
+                           "entity_pivot": {"entity", "direction", "new_share", "existing_share",
+                                            "p_value", "tested", "test", "correction", ...}|null}],
           "examples": [Row], "counter_examples": [Row],
           "relabel": [{"text", "id"?, "labels", "existing", "probability", "odds", "source"}],
           "fix": {"action": "merge"|"link"|"multi_label"|"none", "label_map": {N: E}, "relations": [...]}
@@ -57,8 +61,9 @@ Report JSON (``report.schema.json``, JSON Schema 2020-12, is normative)::
 
 from intentvcs.service.audit.batch import AuditInputError, audit_batch, validate_rows
 from intentvcs.service.audit.config import AuditConfig
+from intentvcs.service.audit.pairs import pairs_csv
 from intentvcs.service.audit.render import render_html
 from intentvcs.service.audit.report import SCHEMA_PATH, AuditReport
 
-__all__ = ["SCHEMA_PATH", "AuditConfig", "AuditInputError", "AuditReport", "audit_batch", "render_html",
-           "validate_rows"]
+__all__ = ["SCHEMA_PATH", "AuditConfig", "AuditInputError", "AuditReport", "audit_batch", "pairs_csv",
+           "render_html", "validate_rows"]

@@ -7,9 +7,12 @@ pooled embedding is trained to ignore exactly this (all of E's utterances
 should land on E), so neither the kNN containment nor the two-sample test in
 the embedding can see it. Where the data carries entity annotations
 (``Example.spans``) on both sides, the audit compares, per entity type t, the
-share of N's rows that carry t with the share of E's rows that do, by a
-two-proportion z-test with a Bonferroni correction over the types tested
-(those on at least ``min_rows`` rows of the two sides together). A
+share of N's rows that carry t with the share of E's rows that do, by
+Fisher's exact test (two-sided) with a Bonferroni correction over the types
+tested (those on at least ``min_rows`` rows of the two sides together). The
+test is exact because the sides are small: from 3 rows up, where the normal
+approximation of a z-test gives p-values 2-4 times too small (3 of 3 against 1
+of 10: z-test 0.003, exact 0.014) and its stated level would not hold. A
 type whose share differs significantly and by at least ``min_gap`` tells N
 apart from E (no duplicate) and names the pivot: "all of N carries t, 25 % of
 E does" (N is E restricted to utterances with t) or the reverse (without t).
@@ -19,15 +22,23 @@ against annotated training data would differ everywhere.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any, Sequence
 
 from intentvcs.core.dataio import Example
 
 
+# How the report names the test and its multiple-testing correction.
+TEST_NAME = "fisher_exact_two_sided"
+CORRECTION = "bonferroni"
+# Tables whose probability is within this factor of the observed one count as
+# "as extreme" (R's fisher.test uses the same guard against rounding).
+RELATIVE_TIE = 1.0 + 1e-7
+
+
 def format_p(p_value: float) -> str:
-    """A p-value for people: ``p = 0.003``, or ``p < 1e-06`` below what the normal tail resolves."""
+    """A p-value for people: ``p = 0.003``, or ``p < 1e-06`` for anything smaller."""
     return f"p = {p_value:.1g}" if p_value >= 1e-6 else "p < 1e-06"
 
 
@@ -40,7 +51,7 @@ class EntityPivot:
     existing_share: float
     new_rows: int
     existing_rows: int
-    p_value: float  # Bonferroni-corrected over the ``tested`` entity types
+    p_value: float  # Fisher's exact test, Bonferroni-corrected over the ``tested`` entity types
     tested: int
 
     @property
@@ -55,7 +66,8 @@ class EntityPivot:
     def to_dict(self) -> dict[str, Any]:
         return {"entity": self.entity, "direction": self.direction, "new_share": round(self.new_share, 4),
                 "existing_share": round(self.existing_share, 4), "new_rows": self.new_rows,
-                "existing_rows": self.existing_rows, "p_value": round(self.p_value, 6), "tested": self.tested}
+                "existing_rows": self.existing_rows, "p_value": round(self.p_value, 6), "tested": self.tested,
+                "test": TEST_NAME, "correction": CORRECTION}
 
 
 def _presence(rows: Sequence[Example]) -> dict[str, int]:
@@ -67,14 +79,28 @@ def _presence(rows: Sequence[Example]) -> dict[str, int]:
     return counts
 
 
-def _two_proportion_p(k1: int, n1: int, k2: int, n2: int) -> float:
-    """Two-sided p-value of the pooled two-proportion z-test."""
-    pooled = (k1 + k2) / (n1 + n2)
-    variance = pooled * (1.0 - pooled) * (1.0 / n1 + 1.0 / n2)
-    if variance <= 0.0:
-        return 1.0
-    z = abs(k1 / n1 - k2 / n2) / variance ** 0.5
-    return 2.0 * (1.0 - NormalDist().cdf(z))
+def fisher_exact_p(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p-value of Fisher's exact test: ``k1`` of ``n1`` rows against ``k2`` of ``n2``.
+
+    Conditioned on the margins, the count of the first side follows a
+    hypergeometric law; the p-value sums the probability of every table no
+    more likely than the observed one (the usual two-sided definition, as in
+    R's ``fisher.test`` and scipy's ``fisher_exact``).
+    """
+    carrying, total = k1 + k2, n1 + n2
+
+    def log_probability(x: int) -> float:
+        return _log_choose(n1, x) + _log_choose(n2, carrying - x) - _log_choose(total, carrying)
+
+    observed = log_probability(k1)
+    cut = observed + math.log(RELATIVE_TIE)
+    low, high = max(0, carrying - n2), min(carrying, n1)
+    tail = sum(math.exp(lp) for lp in map(log_probability, range(low, high + 1)) if lp <= cut)
+    return min(1.0, tail)
+
+
+def _log_choose(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
 
 def entity_pivot(new_rows: Sequence[Example], existing_rows: Sequence[Example], *, min_rows: int,
@@ -100,7 +126,7 @@ def entity_pivot(new_rows: Sequence[Example], existing_rows: Sequence[Example], 
         k1, k2 = new_counts.get(kind, 0), old_counts.get(kind, 0)
         if abs(k1 / n1 - k2 / n2) < min_gap:
             continue
-        p = min(1.0, _two_proportion_p(k1, n1, k2, n2) * len(kinds))
+        p = min(1.0, fisher_exact_p(k1, n1, k2, n2) * len(kinds))
         if best is None or p < best.p_value:
             best = EntityPivot(kind, k1 / n1, k2 / n2, n1, n2, p, len(kinds))
     return best

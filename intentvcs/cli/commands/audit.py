@@ -28,11 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "duplicates, is a subset or superset of, or composes existing intents, with containment "
                     "figures, example utterances, old rows to relabel and a proposed relations fix.")
     add_model_arguments(p)
-    p.add_argument("--batch", required=True, help="upgrade batch, canonical JSONL")
-    p.add_argument("--train", help="sample of the old data (JSONL): the preferred source of existing intents' "
-                                   "utterances; default: the batch's own rows of them")
+    p.add_argument("--batch", required=True, help="upgrade batch: canonical JSONL, a Rasa nlu.yml (.yml/.yaml) "
+                                                  "or a CSV with text and intent columns (.csv)")
+    p.add_argument("--train", help="sample of the old data (same formats as --batch): the preferred source of "
+                                   "existing intents' utterances; default: the batch's own rows of them")
     p.add_argument("--out", required=True, help="report JSON")
     p.add_argument("--html", help="also write a self-contained HTML page with a co-occurrence heatmap")
+    p.add_argument("--pairs-csv", help="also write the findings as a flat CSV, one row per intent pair "
+                                       "(pandas-ready: intent_a, intent_b, relation, a_in_b, b_in_a, counts)")
     p.add_argument("--relations-out", help="write the proposed relations.json (known + proposed relations)")
     p.add_argument("--fail-on", choices=FAIL_LEVELS, default=FAIL_LEVELS[0],
                    help=f"exit 1 when the overall severity reaches this level (default: {FAIL_LEVELS[0]})")
@@ -43,21 +46,23 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.dataio import read_jsonl
-    from intentvcs.service.audit import AuditConfig, audit_batch, render_html
+    from intentvcs.core.team_formats import read_examples
+    from intentvcs.service.audit import AuditConfig, audit_batch, pairs_csv, render_html
 
     config = AuditConfig.from_dict(args.config) if args.config else AuditConfig()
-    atomic.check_targets((args.out, args.html, args.relations_out))
-    batch = read_jsonl(args.batch)
-    training = read_jsonl(args.train) if args.train else None
+    atomic.check_targets((args.out, args.html, args.pairs_csv, args.relations_out))
+    batch = read_examples(args.batch)
+    training = read_examples(args.train) if args.train else None
     report = audit_batch(load_predictor(args), batch, training, config)
     document = report.to_dict()
     outputs = {args.out: atomic.json_text(document)}
     if args.html:
         outputs[args.html] = render_html(document)
+    if args.pairs_csv:
+        outputs[args.pairs_csv] = pairs_csv(document)
     if args.relations_out:
         outputs[args.relations_out] = atomic.json_text(report.fix_relations().to_dict())
-    atomic.write_files(outputs)  # the report, its page and the relations, or none of them
+    atomic.write_files(outputs)  # the report, its page, the pair table and the relations, or none
     for finding in report.findings:
         v = finding.verdict
         print(f"{v.severity:8s} {v.intent}: {v.relation} {', '.join(v.existing)}".rstrip(), file=sys.stderr)

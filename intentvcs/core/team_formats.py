@@ -1,0 +1,170 @@
+"""Training data in the formats teams keep it in: Rasa ``nlu.yml`` and a ``text,intent`` CSV.
+
+``read_examples(path)`` picks the reader by the file's suffix: ``.yml`` /
+``.yaml`` a Rasa NLU file, ``.csv`` a CSV, anything else canonical JSONL
+(``intentvcs.core.dataio``). Every row goes through the canonical checks
+(``parse_row``), and every error is a ``DataError`` naming file, line and reason,
+so a team's file is refused exactly like a JSONL one.
+
+Rasa (``nlu:`` entries with ``intent`` and ``examples``, the block of ``- ``
+lines Rasa 2 and 3 write): entity annotations ``[text](type)``,
+``[text](type:value)`` (a synonym: the value is Rasa's to map, the span is the
+text) and ``[text]{"entity": "type", ...}`` become spans on the plain text.
+Entries without ``intent`` (synonym, regex, lookup tables) carry no training rows
+and are skipped.
+
+CSV: a header row naming at least ``text`` and ``intent`` (``id`` is kept when
+present, other columns are ignored); an empty ``intent`` marks an out-of-scope
+row, as ``labels: []`` does in JSONL.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+from intentvcs.core.dataio import DataError, Example, parse_row, read_jsonl
+
+RASA_SUFFIXES = (".yml", ".yaml")
+CSV_SUFFIXES = (".csv",)
+CSV_REQUIRED = ("text", "intent")
+# [text](type) or [text](type:value), or [text]{"entity": ...}
+ANNOTATION = re.compile(r"\[(?P<text>[^\]]+)\](?:\((?P<short>[^)]+)\)|(?P<json>\{[^}]*\}))")
+
+
+def read_examples(path: str | os.PathLike) -> list[Example]:
+    """The rows of a JSONL, Rasa NLU YAML or CSV file (by suffix); ``DataError`` when malformed or empty."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in RASA_SUFFIXES + CSV_SUFFIXES:
+        return read_jsonl(path)
+    if not path.is_file():
+        raise DataError(path, None, "is a directory, not a data file" if path.is_dir() else "file not found")
+    rows = list(_rasa_rows(path) if suffix in RASA_SUFFIXES else _csv_rows(path))
+    if not rows:
+        raise DataError(path, None, "no rows")
+    return rows
+
+
+def _row(path: Path, line: int, obj: dict[str, Any]) -> Example:
+    try:
+        return parse_row(obj)
+    except ValueError as exc:
+        raise DataError(path, line, str(exc)) from None
+
+
+# ------------------------------------------------------------------ CSV
+def _csv_rows(path: Path) -> Iterator[Example]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        try:
+            reader = csv.DictReader(handle)
+            header = [name.strip().lower() for name in reader.fieldnames or []]
+            missing = [name for name in CSV_REQUIRED if name not in header]
+            if missing:
+                raise DataError(path, 1, f"the header names no {' or '.join(missing)} column "
+                                         f"(expected at least {', '.join(CSV_REQUIRED)})")
+            reader.fieldnames = header
+            for record in reader:
+                yield _csv_row(path, reader.line_num, record)
+        except UnicodeDecodeError as exc:
+            raise DataError(path, None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+        except csv.Error as exc:
+            raise DataError(path, reader.line_num, f"invalid CSV: {exc}") from None
+
+
+def _csv_row(path: Path, line: int, record: dict[str | None, Any]) -> Example:
+    if None in record:  # more cells than header names
+        raise DataError(path, line, f"{len(record[None])} cell(s) more than the header has columns")
+    if record.get("text") is None:
+        raise DataError(path, line, "fewer cells than the header has columns")
+    intent = (record.get("intent") or "").strip()
+    obj: dict[str, Any] = {"text": record["text"], "labels": [intent] if intent else []}
+    if record.get("id"):
+        obj["id"] = record["id"]
+    return _row(path, line, obj)
+
+
+# ------------------------------------------------------------------ Rasa
+def _rasa_rows(path: Path) -> Iterator[Example]:
+    import yaml
+
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except UnicodeDecodeError as exc:
+        raise DataError(path, None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise DataError(path, None if mark is None else mark.line + 1, f"invalid YAML: {exc}") from None
+    entries = _mapping(root).get("nlu")
+    if entries is None:
+        raise DataError(path, None, "no 'nlu' section: not a Rasa NLU training data file")
+    if not isinstance(entries, yaml.SequenceNode):
+        raise DataError(path, entries.start_mark.line + 1, "'nlu' must be a list of entries")
+    for entry in entries.value:
+        fields = _mapping(entry)
+        if "intent" not in fields:
+            continue  # synonym, regex and lookup entries carry no rows
+        yield from _intent_rows(path, fields)
+
+
+def _mapping(node: Any) -> dict[str, Any]:
+    """A YAML mapping node's values by (scalar) key; {} for any other node."""
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {key.value: value for key, value in node.value if isinstance(key, yaml.ScalarNode)}
+
+
+def _intent_rows(path: Path, fields: dict[str, Any]) -> Iterator[Example]:
+    import yaml
+
+    intent, examples = fields["intent"], fields.get("examples")
+    where = intent.start_mark.line + 1
+    if not isinstance(intent, yaml.ScalarNode) or not str(intent.value).strip():
+        raise DataError(path, where, "'intent' must be a non-empty name")
+    if not isinstance(examples, yaml.ScalarNode):
+        raise DataError(path, where, f"intent {intent.value!r} has no 'examples' block of '- ' lines")
+    # A block scalar (| or >) starts on the line after its indicator.
+    first = examples.start_mark.line + (2 if examples.style in ("|", ">") else 1)
+    for offset, raw in enumerate(examples.value.splitlines()):
+        line = raw.strip()
+        if not line:
+            continue
+        if not line.startswith("-"):
+            raise DataError(path, first + offset, f"an example line must start with '- ', got {line[:40]!r}")
+        text, spans = _annotated(path, first + offset, line[1:].strip())
+        yield _row(path, first + offset, {"text": text, "labels": [str(intent.value)], "spans": spans})
+
+
+def _annotated(path: Path, line: int, marked: str) -> tuple[str, list[dict[str, Any]]]:
+    """Plain text and spans of one Rasa example with ``[text](type)`` annotations."""
+    parts, spans, cursor, length = [], [], 0, 0
+    for match in ANNOTATION.finditer(marked):
+        before = marked[cursor:match.start()]
+        parts.append(before)
+        length += len(before)
+        entity = _entity_type(path, line, match)
+        spans.append({"start": length, "end": length + len(match["text"]), "label": entity})
+        parts.append(match["text"])
+        length += len(match["text"])
+        cursor = match.end()
+    parts.append(marked[cursor:])
+    return "".join(parts), spans
+
+
+def _entity_type(path: Path, line: int, match: re.Match) -> str:
+    if match["short"] is not None:
+        entity = match["short"].split(":", 1)[0].strip()
+    else:
+        try:
+            entity = json.loads(match["json"]).get("entity")
+        except (json.JSONDecodeError, AttributeError):
+            raise DataError(path, line, f"entity annotation {match['json']!r} is not a JSON object") from None
+    if not isinstance(entity, str) or not entity.strip():
+        raise DataError(path, line, f"entity annotation {match.group(0)!r} names no entity type")
+    return entity.strip()

@@ -1,0 +1,60 @@
+"""The audit's findings as one flat table of intent pairs, for pandas and spreadsheets.
+
+One row per (new intent, candidate existing intent) that the audit measured,
+and one per pair of new intents that duplicate each other, in the shape of
+cleanlab's ``find_overlapping_classes`` (two classes and how much they
+overlap), with our relation and both containment directions:
+``intent_a`` (new), ``intent_b``, ``relation`` (the verdict when ``intent_b``
+is one of the verdict's existing intents, ``candidate`` for an intent the
+audit measured and did not name), ``a_in_b`` / ``b_in_a`` (share of A's rows
+the model also accepts as B, and the reverse; empty when not estimable),
+their row counts, the entity pivot and its corrected p-value, the severity.
+
+Works on the report document (``AuditReport.to_dict()`` or a saved report), so
+a report written earlier can be tabulated without the model.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+COLUMNS = ("intent_a", "intent_b", "relation", "a_in_b", "b_in_a", "rows_a", "rows_b", "entity_pivot",
+           "pivot_direction", "pivot_p_value", "severity", "source")
+
+
+def pair_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The table's rows (dicts keyed by ``COLUMNS``), findings first, then the new pairs."""
+    rows = []
+    for finding in document["findings"]:
+        for pair in finding["containment"]:
+            named = pair["existing"] in finding["existing"]
+            backward, pivot = pair["existing_in_new"], pair["entity_pivot"]
+            rows.append({
+                "intent_a": finding["intent"], "intent_b": pair["existing"],
+                "relation": finding["relation"] if named else "candidate",
+                "a_in_b": pair["new_in_existing"]["rate"], "b_in_a": None if backward is None else backward["rate"],
+                "rows_a": pair["new_in_existing"]["n"], "rows_b": None if backward is None else backward["n"],
+                "entity_pivot": None if pivot is None else pivot["entity"],
+                "pivot_direction": None if pivot is None else pivot["direction"],
+                "pivot_p_value": None if pivot is None else pivot["p_value"],
+                "severity": finding["severity"] if named else "info", "source": "finding"})
+    for pair in document.get("new_pairs", []):
+        rows.append({
+            "intent_a": pair["first"], "intent_b": pair["second"], "relation": pair["relation"],
+            "a_in_b": pair["first_in_second"]["rate"], "b_in_a": pair["second_in_first"]["rate"],
+            "rows_a": pair["first_in_second"]["n"], "rows_b": pair["second_in_first"]["n"],
+            "entity_pivot": None, "pivot_direction": None, "pivot_p_value": None,
+            "severity": pair["severity"], "source": "new_pair"})
+    return rows
+
+
+def pairs_csv(document: dict[str, Any]) -> str:
+    """``pair_rows`` as CSV text with a header (empty cells for missing values)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in pair_rows(document):
+        writer.writerow({key: "" if value is None else value for key, value in row.items()})
+    return out.getvalue()

@@ -1,0 +1,87 @@
+"""Rasa nlu.yml and text,intent CSV read as canonical rows (intentvcs.core.team_formats), with the
+same errors as JSONL: file, line and reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from intentvcs.core.dataio import DataError, Example, Span
+from intentvcs.core.team_formats import read_examples
+
+RASA = '''version: "3.1"
+nlu:
+- intent: book_table
+  examples: |
+    - book a table at [Chez Paul](restaurant) for [two](party_size:2)
+    - reserve [Nopi]{"entity": "restaurant", "role": "venue"} tonight
+
+    - a table please
+- synonym: two
+  examples: |
+    - 2
+- regex: zipcode
+  examples: |
+    - [0-9]{5}
+- intent: greet
+  examples: |
+    - hello
+'''
+
+
+def test_rasa_rows_carry_their_intent_and_entity_spans(tmp_path):
+    path = tmp_path / "nlu.yml"
+    path.write_text(RASA, encoding="utf-8")
+    rows = read_examples(path)
+    assert [r.text for r in rows] == ["book a table at Chez Paul for two", "reserve Nopi tonight",
+                                     "a table please", "hello"]
+    assert [r.labels for r in rows] == [("book_table",)] * 3 + [("greet",)]
+    first, second = rows[0], rows[1]
+    assert first.spans == (Span(16, 25, "restaurant"), Span(30, 33, "party_size"))
+    assert first.text[16:25] == "Chez Paul" and first.text[30:33] == "two"
+    assert second.spans == (Span(8, 12, "restaurant"),)
+
+
+def test_rasa_and_csv_read_as_the_jsonl_rows(tmp_path):
+    jsonl = tmp_path / "rows.jsonl"
+    rows = [Example("play jazz", ("play_music",)), Example("what is this", ())]
+    jsonl.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows), encoding="utf-8")
+    csv_path = tmp_path / "rows.csv"
+    csv_path.write_text('text,Intent,notes\nplay jazz,play_music,x\n"what is this",,out of scope\n', encoding="utf-8")
+    assert read_examples(jsonl) == rows == read_examples(csv_path)
+    yml = tmp_path / "rows.yaml"
+    yml.write_text("nlu:\n- intent: play_music\n  examples: |\n    - play jazz\n", encoding="utf-8")
+    assert read_examples(yml) == rows[:1]
+
+
+@pytest.mark.parametrize("name, body, line, reason", [
+    ("bad.yml", "nlu:\n- intent: greet\n  examples: |\n    - hello\n    hi there\n", 5, "must start with '- '"),
+    ("bad.yml", "nlu:\n- intent: greet\n  examples: |\n    - hello [x]{not json}\n", 4, "not a JSON object"),
+    ("bad.yml", "nlu:\n- intent: greet\n", 2, "has no 'examples' block"),
+    ("bad.yml", "nlu:\n- intent: greet\n  examples: |\n    - [hi](greeting) [hi](greeting)\n", None, None),
+    ("bad.yml", "version: '3.1'\n", None, "no 'nlu' section"),
+    ("bad.yml", "nlu: [\n", 2, "invalid YAML"),
+    ("bad.csv", "utterance,intent\nhi,greet\n", 1, "names no text column"),
+    ("bad.csv", "text,intent\nhi,greet\nhello,greet,extra\n", 3, "1 cell(s) more than the header"),
+    ("bad.csv", "text,intent\nhi,greet\n   ,greet\n", 3, "'text'"),
+    ("empty.csv", "text,intent\n", None, "no rows"),
+])
+def test_a_bad_file_names_file_line_and_reason(tmp_path, name, body, line, reason):
+    path = tmp_path / name
+    path.write_text(body, encoding="utf-8")
+    if reason is None:  # two annotations of one text are two spans, not an error
+        assert len(read_examples(path)[0].spans) == 2
+        return
+    with pytest.raises(DataError) as caught:
+        read_examples(path)
+    assert (caught.value.path, caught.value.line) == (str(path), line)
+    assert reason in caught.value.reason
+
+
+def test_a_missing_file_or_a_folder_is_refused(tmp_path):
+    with pytest.raises(DataError, match="file not found"):
+        read_examples(tmp_path / "nope.csv")
+    (tmp_path / "dir.yml").mkdir()
+    with pytest.raises(DataError, match="is a directory"):
+        read_examples(tmp_path / "dir.yml")
