@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import numpy as np
 
 
-from benchmarks.common import SHARED_DATA, write_results
+from benchmarks.common import SHARED_DATA, keep_previous, write_results
 from intentvcs.core.oos import DISTANCE_RETENTION
 
 VARIANTS = {"full": "data_full.json", "small": "data_small.json", "imbalanced": "data_imbalanced.json",
@@ -189,7 +189,11 @@ def main() -> int:
     for variant in args.variants:
         records += run_variant(variant, args.epochs, args.rules, variant in args.train_rule_on, args.seed, args.threads,
                                args.ckpt_dir or None, tuple(args.operating_points) if variant == "full" else ())
-        write_results("oos", records, render(records))
+        # Variants not run this time keep their recorded figures (the command lists both runs).
+        done = {f"clinc150-{v}" for v in args.variants}
+        merged, command = keep_previous("oos", records, lambda r: r["dataset"] in done)
+        merged.sort(key=lambda r: list(VARIANTS).index(r["dataset"].removeprefix("clinc150-")))
+        write_results("oos", merged, render(merged), command=command)
     return 0
 
 

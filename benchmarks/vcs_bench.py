@@ -1,4 +1,4 @@
-"""Reproduce the DialogVCS table (docs/RESEARCH.md section 1.6) on SNIPS-VCS and ATIS-VCS.
+"""Reproduce the DialogVCS table (docs/RESEARCH.md section 1.6) on SNIPS-, ATIS-, MultiWOZ- and CrossWOZ-VCS.
 
 Every method is trained on the same benchmark files with the default backbone
 and scored on the test gold sets (micro F1 and exact match, threshold 0.5 on
@@ -26,6 +26,10 @@ PAPER = {
               "mlce": (87.04, 65.14), "upper_bound": (96.57, 95.86)},
     "atis": {"bce": (0.15, 0.00), "negative_sampling": (87.14, 76.37), "ls_focal": (86.43, 77.05),
              "mlce": (88.65, 79.91), "upper_bound": (92.09, 83.22)},
+    "crosswoz": {"bce": (38.35, 3.94), "negative_sampling": (65.54, 42.97), "ls_focal": (92.48, 80.34),
+                 "mlce": (44.60, 14.47), "upper_bound": (96.92, 93.49)},
+    "multiwoz": {"bce": (53.67, 6.75), "negative_sampling": (86.62, 82.79), "ls_focal": (87.52, 85.85),
+                 "mlce": (87.10, 80.46), "upper_bound": (88.32, 86.71)},
 }
 METHOD_NAMES = {"bce": "basic classifier (BCE)", "negative_sampling": "negative sampling",
                 "ls_focal": "LS focal loss", "mlce": "multi-label CE", "pu": "**PU: softmax + Elkan–Noto (ours)**",
@@ -45,26 +49,30 @@ def build_sets(datasets: list[str], out_root: Path, seed: int) -> dict[str, Path
     return paths
 
 
-def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads: int | None = None,
+def run_one(data: Path, method: str, seed: int, recipe: dict, out: Path, threads: int | None = None,
             reuse_only: bool = False) -> dict | None:
-    """Train one model (or reuse a finished checkpoint of the same run) and score it.
+    """Train one model (or reuse a finished checkpoint of the same run) and score its served bundle.
 
-    Besides the plain figures, the test set is also scored with the builder's
-    ground-truth relations applied as label closure at inference (what
-    ``--relations`` does in production), to measure the EM gain of closure.
+    ``recipe`` holds the TrainConfig settings of the run (epochs, patience,
+    ...). The checkpoint is exported (fp32, no int8: the figures are the
+    model's) and scored through the serving engine. Besides the plain
+    figures, the test set is also scored with the builder's ground-truth
+    relations applied as label closure at inference (what ``--relations``
+    does in production), to measure the EM gain of closure.
     """
     from dataclasses import replace
 
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
     from intentvcs.core.relations import LabelRelations
+    from intentvcs.export.exporter import export_bundle
+    from intentvcs.service.engine import Engine
     from intentvcs.training.checkpoint import read_checkpoint_meta
     from intentvcs.training.pipeline import train_pipeline
-    from intentvcs.training.predict import TorchPredictor
     from intentvcs.training.config import DecisionConfig, TrainConfig
 
     gold = method == "upper_bound"
-    config = TrainConfig(method=method, epochs=epochs, seed=seed, threads=threads)
+    config = TrainConfig(method=method, seed=seed, threads=threads, **recipe)
     test = read_jsonl(data / "test.jsonl")
     meta = None
     if (out / "checkpoint.json").exists():
@@ -84,9 +92,13 @@ def run_one(data: Path, method: str, seed: int, epochs: int, out: Path, threads:
         meta = read_checkpoint_meta(out)
     else:
         logging.info("reusing finished run %s", out)
-    predictor = TorchPredictor(out)
-    decision = predictor.decision
-    outputs = predictor.infer([ex.text for ex in test])
+    bundle = out.parent / f"{out.name}-bundle"
+    manifest = bundle / "manifest.json"
+    if not manifest.is_file() or manifest.stat().st_mtime < (out / "checkpoint.json").stat().st_mtime:
+        export_bundle(out, bundle, quantize=False, force=True)
+    engine = Engine(bundle, provider="cpu", threads=threads, quantized="off")
+    decision = engine.decision
+    outputs = engine.infer([ex.text for ex in test])
     closed = replace(decision, relations=LabelRelations.load(data / "relations.json"))
     return {
         "test": headline(evaluate(decision, outputs, test, include_tables=False)),
@@ -104,6 +116,12 @@ def main() -> int:
     parser.add_argument("--baseline-seeds", type=int, default=1)
     parser.add_argument("--threads", type=int, help="torch threads (1 when another job shares the cores)")
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--patience", type=int, help="epochs without validation improvement before stopping "
+                                                     "(default: TrainConfig's)")
+    parser.add_argument("--train-embeddings", action="store_true",
+                        help="train the word-embedding matrix (TrainConfig freezes it by default)")
+    parser.add_argument("--entity-weight", type=float,
+                        help="weight of the entity (BIO) loss; 0 trains intents only (default: TrainConfig's)")
     parser.add_argument("--work", default=str(ROOT / "runs" / "bench" / "vcs"))
     parser.add_argument("--results-name", default="vcs", help="writes benchmarks/results/NAME.{json,md}")
     parser.add_argument("--reuse-only", action="store_true",
@@ -113,6 +131,9 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     work = Path(args.work)
+    recipe = {"epochs": args.epochs, "freeze_embeddings": not args.train_embeddings}
+    recipe.update({key: value for key, value in (("patience", args.patience), ("entity_weight", args.entity_weight))
+                   if value is not None})
     sets = build_sets(args.datasets, work / "data", seed=0)
     records = []
     for dataset, data in sets.items():
@@ -122,7 +143,7 @@ def main() -> int:
             for seed in range(n_seeds):
                 logging.info("== %s / %s / seed %d", dataset, method, seed)
                 out = work / "ckpt" / dataset / f"{method}-s{seed}"
-                result = run_one(data, method, seed, args.epochs, out, args.threads, args.reuse_only)
+                result = run_one(data, method, seed, recipe, out, args.threads, args.reuse_only)
                 if result is not None:
                     runs.append(result)
             if not runs:
@@ -133,7 +154,7 @@ def main() -> int:
             epoch_s = [s for r in runs for s in r["epoch_seconds"]]
             records.append({
                 "dataset": f"{dataset}-vcs", "method": method, "backbone": "all-MiniLM-L6-v2",
-                "seeds": n_seeds, "epochs": args.epochs,
+                "seeds": n_seeds, "epochs": args.epochs, "recipe": recipe, "served": "bundle fp32 (Engine)",
                 "F1": round(100 * statistics.median(t["f1"] for t in tests), 2),
                 "EM": round(100 * statistics.median(t["exact_match"] for t in tests), 2),
                 "precision": round(100 * statistics.median(t["precision"] for t in tests), 2),

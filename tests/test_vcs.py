@@ -303,3 +303,19 @@ def test_shared_data_full_label_counts(tmp_path, dataset, labels):
     assert info["labels"] == labels
     rel = LabelRelations.load(tmp_path / dataset / "relations.json")
     assert len(rel.labels) == labels and len(rel.families) == (7 if dataset == "snips" else 18)
+
+
+def test_diagnosis_puts_each_wrong_row_in_the_first_class_that_applies():
+    from benchmarks.vcs_diagnosis import error_class
+
+    family = {label: "Play" for label in ("Play", "Play_with_artist_v1", "Play_with_artist_v2",
+                                          "Play_without_artist_v1", "Play_without_artist_v2")}
+    family["Weather"] = "Weather"
+    gold = {"Play", "Play_with_artist_v1", "Play_with_artist_v2"}
+    assert error_class(set(gold), gold, set(gold), family) is None
+    # The other split of the same intent: the precision loss of SNIPS-VCS.
+    assert error_class(gold | {"Play_without_artist_v1"}, gold, gold, family) == "extra_in_family"
+    assert error_class(gold | {"Weather"}, gold, gold, family) == "extra_other_family"
+    # A missing version that the relations would add back, and one they would not.
+    assert error_class({"Play", "Play_with_artist_v1"}, gold, gold, family) == "missing_implied"
+    assert error_class({"Play"}, gold, {"Play"}, family) == "missing"
