@@ -22,6 +22,11 @@ Figures per scenario:
 * ``typed_pair_precision`` / ``typed_pair_recall``: over ordered implications
   x -> y (a duplicate is both directions, N subset of E is N -> E, a
   superset N of E is E -> N, a composite implies its parts).
+Each scenario runs on the path ``cli`` (``audit_batch`` with the old training
+rows, what ``intentvcs audit --train`` runs) and, with ``--http``, also on
+``http``: ``POST /audit`` of a server started on the bundle, with the batch
+alone, as a new user calls it (the bundle's own sample of its training rows,
+``intentvcs.core.references``, then stands in for the old data).
 Timing: the assistant batch is expanded to ``--timing-rows`` distinct
 utterances (each row with filler prefixes and suffixes, labels kept) and
 audited end to end, engine inference included, on ``--threads`` threads.
@@ -51,9 +56,11 @@ from benchmarks.audit_scenarios import load_scenario
 from benchmarks.common import ROOT, keep_previous, write_results
 from intentvcs.core.dataio import Example, read_jsonl
 from intentvcs.core.relations import LabelRelations
-from intentvcs.service.audit import AuditConfig, AuditReport, audit_batch
+from intentvcs.service.audit import AuditConfig, audit_batch
 from intentvcs.training import DEFAULT_DATA
 
+# How each path reached the audit (the summary table's column).
+PATHS = {"cli": "CLI, old training rows", "http": "POST /audit, batch alone"}
 PREFIXES = ("", "okay so ", "um ", "hey, ", "please ", "could you ")
 SUFFIXES = ("", " please", " now", " thanks", " if you can")
 def implications(relations: LabelRelations, new_intents: set[str]) -> set[tuple[str, str]]:
@@ -69,27 +76,29 @@ def _precision_recall(predicted: set, gold: set) -> tuple[float | None, float | 
     return (hits / len(predicted) if predicted else None, hits / len(gold) if gold else None)
 
 
-def score(report: AuditReport, truth: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Aggregate figures (fractions) and one row per new intent."""
-    new = [f.verdict.intent for f in report.findings]
+def score(document: dict[str, Any], truth: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Aggregate figures (fractions) and one row per new intent, from the report document
+    (``AuditReport.to_dict()``, or what ``POST /audit`` answered)."""
     expected = truth["expected"]
     rows = []
-    for finding in report.findings:
-        v, want = finding.verdict, expected[finding.verdict.intent]
-        best = finding.containment[0] if finding.containment else None
+    for finding in document["findings"]:
+        want = expected[finding["intent"]]
+        best = finding["containment"][0] if finding["containment"] else None
+        pivot = best["entity_pivot"] if best else None
         rows.append({
-            "intent": v.intent, "expected": want["relation"], "expected_existing": sorted(want["existing"]),
-            "relation": v.relation, "existing": sorted(v.existing), "severity": v.severity,
-            "borderline": v.borderline,
-            "top_existing": best.existing if best else None,
-            "new_in_existing": best.new_in_existing.rate if best else None,
-            "existing_in_new": best.existing_in_new.rate if best and best.existing_in_new else None,
-            "entity_pivot": (f"{best.entity_pivot.direction} {best.entity_pivot.entity} "
-                             f"({best.entity_pivot.new_share:.0%} vs {best.entity_pivot.existing_share:.0%})"
-                             if best and best.entity_pivot else None),
+            "intent": finding["intent"], "expected": want["relation"], "expected_existing": sorted(want["existing"]),
+            "relation": finding["relation"], "existing": sorted(finding["existing"]),
+            "severity": finding["severity"], "borderline": finding["borderline"],
+            "top_existing": best["existing"] if best else None,
+            "new_in_existing": best["new_in_existing"]["rate"] if best else None,
+            "existing_in_new": best["existing_in_new"]["rate"] if best and best["existing_in_new"] else None,
+            "reference": best["reference"] if best else None,
+            "entity_pivot": (f"{pivot['direction']} {pivot['entity']} "
+                             f"({pivot['new_share']:.0%} vs {pivot['existing_share']:.0%})" if pivot else None),
         })
-    predicted = implications(report.fix_relations(), set(new))
-    gold = implications(LabelRelations.from_dict({k: v for k, v in truth.items() if k != "expected"}), set(new))
+    new = {row["intent"] for row in rows}
+    predicted = implications(LabelRelations.from_dict(document["fix"]["relations"]), new)
+    gold = implications(LabelRelations.from_dict({k: v for k, v in truth.items() if k != "expected"}), new)
     typed_p, typed_r = _precision_recall(predicted, gold)
     pair_p, pair_r = _precision_recall({frozenset(p) for p in predicted}, {frozenset(p) for p in gold})
     n = max(len(rows), 1)
@@ -100,7 +109,7 @@ def score(report: AuditReport, truth: dict[str, Any]) -> tuple[dict[str, Any], l
                          for r in rows) / n,
         "pair_precision": pair_p, "pair_recall": pair_r,
         "typed_pair_precision": typed_p, "typed_pair_recall": typed_r,
-        "new_duplicate_pairs": len(report.new_pairs),
+        "new_duplicate_pairs": len(document.get("new_pairs", [])),
     }
     return figures, rows
 
@@ -119,23 +128,24 @@ def _markdown(records: list[dict[str, Any]]) -> str:
     """A summary table over scenarios, then each scenario's verdicts (all of them for the small
     hand-written one, the wrong ones for the generated ones)."""
     summaries = [r for r in records if r["measure"] == "accuracy"]
-    lines = ["| scenario | new intents | relation acc | exact acc | pair P | pair R | typed pair P | typed pair R "
-             "| new-new duplicates found |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| scenario | path | new intents | relation acc | exact acc | pair P | pair R | typed pair P "
+             "| typed pair R | new-new duplicates found |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in summaries:
-        lines.append(f"| {r['scenario']} | {r['new_intents']} | " + " | ".join(
+        lines.append(f"| {r['scenario']} | {PATHS[r.get('path', 'cli')]} | {r['new_intents']} | " + " | ".join(
             "–" if r[k] is None else f"{r[k]:.1f}" for k in ("relation_acc", "exact_acc", "pair_precision",
                                                              "pair_recall", "typed_pair_precision",
                                                              "typed_pair_recall"))
                      + f" | {r['new_duplicate_pairs']} |")
     lines.append("")
     for summary in summaries:
-        name = summary["scenario"]
-        rows = [r for r in records if r["measure"] == "verdict" and r["scenario"] == name]
+        name, path = summary["scenario"], summary.get("path", "cli")
+        rows = [r for r in records if r["measure"] == "verdict" and r["scenario"] == name
+                and r.get("path", "cli") == path]
         shown = rows if name == "assistant-upgrade" else [r for r in rows if r["relation"] != r["expected"]]
         kinds = sorted({r["expected"] for r in rows})
         confusion = ", ".join(f"{k} {sum(r['relation'] == k for r in rows if r['expected'] == k)}/"
                               f"{sum(r['expected'] == k for r in rows)}" for k in kinds)
-        lines += [f"**{name}**: right type per expected relation: {confusion}.", ""]
+        lines += [f"**{name}, {PATHS[path]}**: right type per expected relation: {confusion}.", ""]
         if not shown:
             continue
         lines += ["| new intent | expected | audit | existing | contain(N→E) | contain(E→N) | entity pivot |",
@@ -156,22 +166,44 @@ def _markdown(records: list[dict[str, Any]]) -> str:
 
 
 def run_scenario(name: str, bundle: str, batch: list[Example], truth: dict[str, Any],
-                 training: list[Example] | None, config: AuditConfig, threads: int) -> list[dict[str, Any]]:
-    """Audit one scenario and return its records (one summary, one per new intent)."""
+                 training: list[Example] | None, config: AuditConfig, threads: int,
+                 http: bool = False) -> list[dict[str, Any]]:
+    """Audit one scenario and return its records (per path: one summary, one per new intent).
+
+    Path ``cli``: ``audit_batch`` with the old training rows, as ``intentvcs audit --train`` runs it.
+    Path ``http`` (with ``http``): ``POST /audit`` of a server started on the bundle, with the batch
+    alone, as a new user calls it; the service then reads the bundle's own sample of the old rows.
+    """
     from intentvcs.service.engine import Engine
 
-    engine = Engine(bundle, provider="cpu", threads=threads)
-    report = audit_batch(engine, batch, training, config)
-    scoring, verdicts = score(report, truth)
-    records = [{"scenario": name, "measure": "accuracy", "bundle": bundle, "batch_rows": len(batch),
-                "train_sample_rows": None if training is None else len(training),
-                "seconds": round(report.timing_s["total"], 2),
-                **{k: (round(100 * v, 2) if isinstance(v, float) else v) for k, v in scoring.items()}}]
-    # One flat record per new intent (lists joined, rates as percentages).
-    records += [{"scenario": name, "measure": "verdict",
-                 **{k: ", ".join(v) if isinstance(v, list) else round(100 * v, 2)
-                    if isinstance(v, float) else v for k, v in row.items()}} for row in verdicts]
+    report = audit_batch(Engine(bundle, provider="cpu", threads=threads), batch, training, config)
+    documents = {"cli": (report.to_dict(), None if training is None else len(training))}
+    if http:
+        documents["http"] = (_audit_over_http(bundle, batch, threads), None)
+    records = []
+    for path, (document, training_rows) in documents.items():
+        scoring, verdicts = score(document, truth)
+        records.append({"scenario": name, "path": path, "measure": "accuracy", "bundle": bundle,
+                        "batch_rows": len(batch), "train_sample_rows": training_rows,
+                        "seconds": round(document["summary"]["timing_s"]["total"], 2),
+                        **{k: (round(100 * v, 2) if isinstance(v, float) else v) for k, v in scoring.items()}})
+        # One flat record per new intent (lists joined, rates as percentages).
+        records += [{"scenario": name, "path": path, "measure": "verdict",
+                     **{k: ", ".join(v) if isinstance(v, list) else round(100 * v, 2)
+                        if isinstance(v, float) else v for k, v in row.items()}} for row in verdicts]
     return records
+
+
+def _audit_over_http(bundle: str, batch: list[Example], threads: int) -> dict[str, Any]:
+    """The report ``POST /audit`` answers for ``batch`` alone (no training rows), from a fresh server."""
+    import httpx
+
+    from intentvcs.cli.commands.serve import running
+
+    with running(bundle, threads=threads) as url:
+        response = httpx.post(f"{url}/audit", json={"rows": [ex.to_dict() for ex in batch]}, timeout=600)
+    response.raise_for_status()
+    return response.json()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,20 +218,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timing-rows", type=int, default=10_000, help="0 to skip the timing run")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--config", help="JSON object of AuditConfig overrides")
+    parser.add_argument("--http", action="store_true",
+                        help="also audit each scenario through POST /audit of a server started on its bundle, "
+                             "without training rows (the bundle's own sample stands in for them)")
     args = parser.parse_args(argv)
 
     config = AuditConfig.from_dict(json.loads(Path(args.config).read_text()) if args.config else {})
     batch = read_jsonl(args.batch)
     training = None if args.train == "none" else read_jsonl(args.train)
     records = run_scenario("assistant-upgrade", args.bundle, batch,
-                           json.loads(Path(args.truth).read_text(encoding="utf-8")), training, config, args.threads)
+                           json.loads(Path(args.truth).read_text(encoding="utf-8")), training, config, args.threads,
+                           args.http)
     for spec in args.scenario:
         name, _, folder = spec.partition("=")
         if not folder:
             parser.error(f"--scenario {spec!r}: expected NAME=DIR")
         rows, truth = load_scenario(Path(folder))
         records += run_scenario(name, str(Path(folder) / "bundle"), rows, truth,
-                                read_jsonl(Path(folder) / "base_train.jsonl"), config, args.threads)
+                                read_jsonl(Path(folder) / "base_train.jsonl"), config, args.threads, args.http)
     if args.timing_rows:
         from intentvcs.service.engine import Engine
 

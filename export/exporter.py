@@ -8,7 +8,9 @@ miss included) leaves no bundle and an existing one untouched:
    rewritten with fused ops (``intentvcs.export.fusion``);
 2. ``tokenizer.json``: the checkpoint's fast tokenizer with truncation at its
    ``max_length`` and its pad token recorded; ``spelling.json``, the
-   checkpoint's spelling normaliser, when it has one;
+   checkpoint's spelling normaliser, when it has one; ``references.jsonl``, the
+   audit's sample of the training rows (``intentvcs.core.references``), when the
+   checkpoint has one and the export was not told to leave it out;
 3. parity: PyTorch vs that graph run by the serving session (``intentvcs.export.parity``);
 4. unless told not to, ``model.int8.onnx`` with its agreement/speed report and, when the
    parity rows are labelled, its accuracy gate (``intentvcs.export.quantize``);
@@ -33,6 +35,8 @@ from intentvcs.core.decision import Decision
 from intentvcs.core.entities import entity_types
 from intentvcs.core.manifest import INT8_MODEL_FILE, MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE
 from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.references import REFERENCES_FILE, read_references, write_references
+from intentvcs.core.references import summary as references_summary
 from intentvcs.core.spelling import SPELLING_FILE, Spelling, infer_normalised
 from intentvcs.export.fusion import fuse_encoder
 from intentvcs.export.onnx_export import export_onnx
@@ -53,7 +57,8 @@ SMOKE_TEXTS = 8
 
 def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, quantize: bool = True,
                   parity_data: str | os.PathLike | None = None, opset: int | None = None,
-                  force: bool = False, name: str | None = None, entities: bool = True) -> dict[str, Any]:
+                  force: bool = False, name: str | None = None, entities: bool = True,
+                  references: bool = True) -> dict[str, Any]:
     """Export ``checkpoint_dir`` to the bundle ``out_dir``; return the result summary.
 
     ``parity_data`` is a canonical JSONL file of held-out utterances (default:
@@ -62,7 +67,9 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     overrides Optimum's default; ``name`` is the
     model's name in the manifest (default ``default_name(checkpoint_dir)``);
     ``entities=False`` leaves a checkpoint's entity head out of the bundle (an
-    intent-only graph, as if it had none). An existing
+    intent-only graph, as if it had none); ``references=False`` leaves the
+    checkpoint's sample of training rows out (a bundle that must not carry the
+    team's utterances; the audit then needs training rows). An existing
     ``out_dir`` is replaced when it is an earlier bundle or empty, any other
     folder only with ``force`` (``FileExistsError``, raised before the export
     starts). Raises
@@ -90,6 +97,9 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         _write_tokenizer(tokenizer, max_length, tmp / TOKENIZER_FILE)
         if spelling is not None:
             spelling.save(tmp / SPELLING_FILE)
+        reference_rows = read_references(checkpoint_dir) if references else None
+        if reference_rows:
+            write_references(tmp, reference_rows)
         parity, fp32, fp32_outputs = _check_parity(tmp, model, tokenizer, (max_length, tags), decision, held_out)
         quantization = _quantize(tmp, (fp32, fp32_outputs), decision, held_out, spelling) if quantize else None
         written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, parity, quantization, spelling,
@@ -108,6 +118,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         "files": written["files"],
         "parity": parity,
         "quantization": quantization,
+        "references": written["references"],
         "seconds": round(time.perf_counter() - started, 2),
     }
 
@@ -124,7 +135,9 @@ def _write_manifest(directory: Path, checkpoint_dir: Path, meta: dict[str, Any],
                     name: str, tags: list[str]) -> dict[str, Any]:
     """Write (and return) the sealed manifest of the bundle files in ``directory``."""
     files = {name: manifest.file_entry(directory / name)
-             for name in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE) if (directory / name).exists()}
+             for name in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE, REFERENCES_FILE)
+             if (directory / name).exists()}
+    reference_rows = read_references(directory)
     body = manifest.create(
         name=name,
         labels=list(decision.labels),
@@ -142,6 +155,8 @@ def _write_manifest(directory: Path, checkpoint_dir: Path, meta: dict[str, Any],
         quantization=quantization,
         spelling=None if spelling is None else {"words": len(spelling)},
         entities={"tags": tags, "types": entity_types(tags)} if tags else None,
+        references=(None if reference_rows is None
+                    else references_summary(reference_rows, files[REFERENCES_FILE]["bytes"])),
     )
     manifest.write(directory / MANIFEST_FILE, body)
     return body

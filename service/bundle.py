@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from intentvcs.core.dataio import Example, read_jsonl
 from intentvcs.core.decision import Decision
 from intentvcs.core.manifest import (
     INT8_MODEL_FILE,
@@ -26,6 +27,7 @@ from intentvcs.core.manifest import (
     check_file,
     read,
 )
+from intentvcs.core.references import REFERENCES_FILE
 from intentvcs.core.spelling import SPELLING_FILE, Spelling, SpellingError
 from intentvcs.service.settings import DEFAULT_QUANTIZED, QUANTIZED_MODES
 from intentvcs.service.tokenization import BundleTokenizer
@@ -52,6 +54,13 @@ class Bundle:
     def tags(self) -> list[str]:
         """The entity head's tag vocabulary (``intentvcs.core.entities``); [] for an intent-only bundle."""
         return list((self.manifest["entities"] or {}).get("tags", []))
+
+    def reference_rows(self) -> list[Example] | None:
+        """The audit's sample of the training rows (``intentvcs.core.references``), read and checked
+        against the manifest now; None when the bundle carries none."""
+        if REFERENCES_FILE not in self.manifest["files"]:
+            return None
+        return read_jsonl(check_file(self.directory, self.manifest, REFERENCES_FILE))
 
 
 def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED) -> Bundle:

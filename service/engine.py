@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import entity_types
 from intentvcs.core.manifest import INT8_MODEL_FILE, BundleError
@@ -105,6 +106,10 @@ class Engine:
             "oos_rule": self.decision.oos.name,
             "spelling_words": len(self.spelling) if self.spelling is not None else None,
         }
+
+    def reference_rows(self) -> list[Example] | None:
+        """The bundle's sample of the training rows, for the audit; None when it carries none."""
+        return self.bundle.reference_rows()
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs:
         """Raw outputs (float32: logits, pooled, pooled_mid; entities at offsets into ``texts``), rows in input

@@ -181,7 +181,9 @@ class AuditRequest(CountedRequest):
     )
     training_rows: list[AuditRow] | None = Field(
         None, max_length=LIMITS.max_audit_rows,
-        description="Optional sample of the old training data (preferred evidence for existing intents).",
+        description="Optional sample of the old training data (preferred evidence for existing intents); "
+        "without it the audit reads the bundle's own sample of its training rows (references.jsonl), when "
+        "the bundle carries one.",
     )
 
 

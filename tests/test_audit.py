@@ -54,6 +54,10 @@ class FakeEngine:
         self.table = table
         self.info = {"bundle": "fake"}
         self.calls = 0
+        self.references = None  # the model's sample of its training rows (None: it keeps none)
+
+    def reference_rows(self):
+        return self.references
 
     def infer(self, texts):
         self.calls += 1
@@ -230,6 +234,25 @@ def test_without_rows_of_the_existing_intent_the_claim_is_subset(world):
     assert "not excluded" in v.rationale
     assert report.findings[0].containment[0].existing_in_new is None
     assert "C" in report.to_dict()["summary"]["missing_references"]
+
+
+def test_the_models_own_reference_rows_stand_in_for_training_rows(world):
+    """The case above with the model keeping a sample of its training rows (as a bundle does): the
+    audit reads them, gives the verdict that the same rows sent as training rows give, and says so."""
+    from intentvcs.core.dataio import parse_row
+
+    batch = world.rows("dupC", 30, "C", ("C",))
+    training = world.training(20)
+    engine = FakeEngine(world.table)
+    engine.references = [parse_row(row) for row in training]
+    kept = audit_batch(engine, batch, config=AuditConfig(progress=False)).to_dict()
+    sent = audit_batch(FakeEngine(world.table), batch, training, AuditConfig(progress=False)).to_dict()
+    assert kept["findings"][0]["relation"] == sent["findings"][0]["relation"] == "duplicate"
+    assert kept["summary"]["missing_references"] == []
+    assert kept["findings"][0]["containment"][0]["reference"] == "model"
+    # Sent rows take precedence over the model's own.
+    assert audit_batch(engine, batch, training, AuditConfig(progress=False)).findings[0].containment[0].reference \
+        == "training"
 
 
 def test_borderline_lowers_severity(world):

@@ -226,25 +226,46 @@ def test_parity_also_requires_identical_decisions():
     """A gap far below the tolerance still fails when it flips an accepted label."""
     # Temperature 0.01 turns a logit gap of 2e-6 into a confidence gap of 5e-5.
     decision = Decision(("a", "b"), activation="sigmoid", temperature=0.01, thresholds=[0.5, 0.5])
-    logits = np.array([[1e-6, -3.0]], dtype=np.float32)  # confidence of "a" 0.5 + 2.5e-5: accepted
+    # "b" is clearly accepted, so the row never falls back to its top intent.
+    logits = np.array([[1e-6, 3.0]], dtype=np.float32)  # confidence of "a" 0.5 + 2.5e-5: accepted
     pooled = np.zeros((1, 4), dtype=np.float32)
     check_parity(GraphOutputs(logits, pooled, pooled), GraphOutputs(logits.copy(), pooled, pooled), decision, ["x"],
                  "test")
+    shifted = logits - np.array([[2e-6, 0.0]], dtype=np.float32)
     with pytest.raises(ParityError, match="label sets differ on 1") as info:
-        check_parity(GraphOutputs(logits, pooled, pooled), GraphOutputs(logits - 2e-6, pooled, pooled), decision,
+        check_parity(GraphOutputs(logits, pooled, pooled), GraphOutputs(shifted, pooled, pooled), decision,
                      ["x"], "test")
     assert info.value.report["max_abs_logit_diff"] < PARITY_ATOL
-    assert info.value.report["mismatched"][0]["reference"]["accepted"] == ["a"]
+    assert info.value.report["mismatched"][0]["reference"]["accepted"] == ["a", "b"]
 
 
 def test_parity_tolerates_a_tie_at_a_threshold():
     """A confidence exactly on the cut may fall either side: reported as a tie, not a failure."""
     decision = Decision(("a", "b"), activation="sigmoid", thresholds=[0.5, 0.5])
-    logits = np.array([[0.0, -3.0]], dtype=np.float32)  # confidence of "a" exactly 0.5: accepted
+    logits = np.array([[0.0, 3.0]], dtype=np.float32)  # confidence of "a" exactly 0.5: accepted, beside "b"
     pooled = np.zeros((1, 4), dtype=np.float32)
-    report = check_parity(GraphOutputs(logits, pooled, pooled), GraphOutputs(logits - 1e-6, pooled, pooled), decision,
+    shifted = logits - np.array([[1e-6, 0.0]], dtype=np.float32)
+    report = check_parity(GraphOutputs(logits, pooled, pooled), GraphOutputs(shifted, pooled, pooled), decision,
                           ["x"], "test")
     assert report["passed"] and report["ties_at_threshold"] == 1 and report["label_set_mismatches"] == 0
+
+
+def test_parity_tolerates_a_tie_for_the_top_intent_fallback():
+    """Nothing passes its cut, so the row falls back to its top intent; two tied top intents may swap."""
+    decision = Decision(("a", "b"), activation="sigmoid", thresholds=[0.9, 0.9])
+    logits = np.array([[0.5, 0.5]], dtype=np.float32)
+    pooled = np.zeros((1, 4), dtype=np.float32)
+    shifted = logits + np.array([[0.0, 1e-6]], dtype=np.float32)
+    report = check_parity(GraphOutputs(logits, pooled, pooled), GraphOutputs(shifted, pooled, pooled), decision,
+                          ["x"], "test")
+    assert report["passed"] and report["ties_at_threshold"] == 1 and report["label_set_mismatches"] == 0
+    # A swap of top intents that were not tied is a real mismatch, however small the logit gap
+    # (temperature 0.01: a gap of 2e-6 in the logits is 5e-5 in the confidences).
+    sharp = Decision(("a", "b"), activation="sigmoid", temperature=0.01, thresholds=[0.9, 0.9])
+    reference, swapped = (np.array([[0.0, gap]], dtype=np.float32) for gap in (-2e-6, 2e-6))
+    with pytest.raises(ParityError, match="label sets differ on 1"):
+        check_parity(GraphOutputs(reference, pooled, pooled), GraphOutputs(swapped, pooled, pooled), sharp, ["x"],
+                     "test")
 
 
 def test_not_a_checkpoint_is_a_usage_error(tmp_path, capsys):

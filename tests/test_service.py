@@ -25,9 +25,17 @@ LIMITS = Limits()
 SPELLING_TEXTS = ("play some jazz music", "book a table for tonight")
 
 
+# The bundle's sample of its training rows, which /audit reads when given none.
+REFERENCE_ROWS = [{"text": f"{phrase} {tail}", "labels": [label]}
+                  for label, phrase in zip(DEFAULT_LABELS, ("play a song", "book a table", "will it rain",
+                                                            "rate this novel", "find the film"))
+                  for tail in ("now", "please", "tonight", "for me")]
+
+
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
-    return make_tiny_bundle(tmp_path_factory.mktemp("service"), spelling_texts=SPELLING_TEXTS)
+    return make_tiny_bundle(tmp_path_factory.mktemp("service"), spelling_texts=SPELLING_TEXTS,
+                            references=REFERENCE_ROWS)
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +152,15 @@ def test_audit(url):
     report = response.json()
     assert report["format"] == "intentvcs-audit"
     assert report["summary"]["new_intents"] == ["PlayJazz"]
+    # No training rows sent: the existing intents' rows come from the bundle's own sample.
+    jazz = [{"text": f"play some jazz {tail}", "labels": ["PlayJazz"]} for tail in ("now", "loud", "please", "again")]
+    report = post(url, "/audit", {"rows": jazz}).json()
+    sources = {pair["reference"] for f in report["findings"] for pair in f["containment"]}
+    # (None: too few of the new rows are accepted as that intent to estimate the reverse.)
+    assert "model" in sources and sources <= {"model", None} and report["summary"]["missing_references"] == []
+    sent = post(url, "/audit", {"rows": jazz, "training_rows": REFERENCE_ROWS}).json()
+    sources = {pair["reference"] for f in sent["findings"] for pair in f["containment"]}
+    assert "training" in sources and sources <= {"training", None}
     refused = post(url, "/audit", {"rows": [{"text": "hi", "labels": ["a", "a"]}]})
     assert refused.status_code == 400 and "rows[0]" in refused.json()["error"]
     assert post(url, "/audit", {"rows": []}).status_code == 400

@@ -31,7 +31,10 @@ def test_train_then_evaluate_through_cli(tmp_path, backbone, method, oos_rule, s
     ])
     assert code == 0
     assert {p.name for p in ckpt.iterdir()} == {"encoder", "head.safetensors", "tagger.safetensors", "checkpoint.json",
-                                                *(["spelling.json"] if spelling else [])}
+                                                "references.jsonl", *(["spelling.json"] if spelling else [])}
+    # The audit's sample of the training rows: every in-scope row of the small default set (under the cap).
+    train = read_jsonl(DEFAULT_DATA / "train.jsonl")
+    assert read_jsonl(ckpt / "references.jsonl") == [ex for ex in train if ex.labels]
     meta = json.loads((ckpt / "checkpoint.json").read_text())
     assert meta["method"] == method and len(meta["labels"]) == 18
     assert meta["backbone"] == str(backbone)  # as given

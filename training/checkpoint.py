@@ -1,8 +1,9 @@
 """Checkpoint directories: the contract between training and export.
 
 Layout (docs/ARCHITECTURE.md): ``encoder/`` (HF weights + tokenizer),
-``head.safetensors``, ``checkpoint.json`` and, unless training turned it off,
-``spelling.json`` (``intentvcs.core.spelling``). Written into a temporary sibling
+``head.safetensors``, ``checkpoint.json``, unless training turned it off
+``spelling.json`` (``intentvcs.core.spelling``), and ``references.jsonl``, the
+audit's sample of the training rows (``intentvcs.core.references``). Written into a temporary sibling
 and renamed, so a crashed run never leaves a loadable half-checkpoint.
 ``checkpoint.json`` is a versioned file, ``CHECKPOINT_FORMAT``
 (``intentvcs.core.formats``): its header and the fields export needs are
@@ -14,10 +15,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from intentvcs.core import atomic
+from intentvcs.core.dataio import Example
 from intentvcs.core.formats import HEADER, FileFormat, anything
+from intentvcs.core.references import write_references
 from intentvcs.core.spelling import SPELLING_FILE, Spelling
 
 # A checkpoint's metadata cannot be refitted when its own header is stale
@@ -30,8 +33,10 @@ META_FILE = "checkpoint.json"
 
 
 def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, Any],
-                     spelling: Spelling | None = None, force: bool = False) -> Path:
-    """Save model, tokenizer, ``meta`` (labels, decision, config, metrics...) and the spelling normaliser.
+                     spelling: Spelling | None = None, force: bool = False,
+                     references: Sequence[Example] = ()) -> Path:
+    """Save model, tokenizer, ``meta`` (labels, decision, config, metrics...), the spelling normaliser
+    and the audit's reference rows (``intentvcs.core.references``; none written when empty).
 
     An existing ``path`` is replaced when it is an earlier checkpoint or empty,
     any other folder only with ``force`` (``atomic.check_replaceable``).
@@ -40,6 +45,8 @@ def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, 
     with atomic.directory(path, META_FILE, force) as tmp:
         model.save(tmp, tokenizer)
         write_checkpoint_spelling(tmp, spelling)
+        if references:
+            write_references(tmp, references)
         write_checkpoint_meta(tmp, body)
     return Path(path)
 

@@ -22,6 +22,7 @@ from intentvcs.core.dataio import Example, fingerprint
 from intentvcs.core.decision import Decision
 from intentvcs.core.evaluation import evaluate, headline
 from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.references import reference_sample
 from intentvcs.core.relations import LabelRelations
 from intentvcs.core.entities import entity_types
 from intentvcs.core.spelling import Spelling, infer_normalised
@@ -117,7 +118,8 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
         "spelling": _spelling_summary(model.spelling),
         "entities": _entities_summary(trained, config),
     }
-    write_checkpoint(out, model.model, model.tokenizer, meta, model.spelling, force=force)
+    write_checkpoint(out, model.model, model.tokenizer, meta, model.spelling, force=force,
+                     references=reference_sample(splits.train))
     log.info("checkpoint written to %s", out)
     return {
         "checkpoint": str(out),

@@ -13,9 +13,11 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import decode, entity_types
 from intentvcs.core.outputs import GraphOutputs, entity_array
+from intentvcs.core.references import read_references
 from intentvcs.core.spelling import infer_normalised
 from intentvcs.training.batching import collate, encode, inference_batches
 from intentvcs.training.checkpoint import checkpoint_tags, read_checkpoint_meta, read_checkpoint_spelling
@@ -94,6 +96,10 @@ class TorchPredictor:
                 "max_length": self.max_length, "labels": len(self.labels), "oos_rule": self.decision.oos.name,
                 "spelling_words": len(self.spelling) if self.spelling is not None else None,
                 "entity_types": len(self.entity_types)}
+
+    def reference_rows(self) -> list[Example] | None:
+        """The checkpoint's sample of the training rows, for the audit; None when it has none."""
+        return read_references(self.directory)
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs:
         return infer_normalised(self.spelling, texts, lambda read: infer(

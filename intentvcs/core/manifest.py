@@ -2,7 +2,8 @@
 
 A bundle directory (docs/ARCHITECTURE.md) holds ``model.onnx``, optionally
 ``model.int8.onnx``, ``tokenizer.json``, optionally ``spelling.json``
-(``intentvcs.core.spelling``) and this manifest. The manifest is the
+(``intentvcs.core.spelling``), optionally ``references.jsonl`` (``intentvcs.core.references``)
+and this manifest. The manifest is the
 bundle's single source of truth for everything that is not a tensor:
 
 ``format``, ``format_version``  ``"intentvcs-bundle"``, ``FORMAT_VERSION``, as declared by ``BUNDLE_FORMAT``
@@ -25,6 +26,9 @@ bundle's single source of truth for everything that is not a tensor:
 ``spelling``          ``{"words": n}`` for the spelling normaliser in ``spelling.json``, or null
 ``entities``          ``{"tags": [...], "types": [...]}`` of the entity head (``intentvcs.core.entities``),
                       whose ``tag_logits`` the graph then also outputs; null without one
+``references``        ``{"rows", "intents", "rows_per_intent", "bytes"}`` of ``references.jsonl``, the
+                      audit's sample of the training rows (``intentvcs.core.references``), or null;
+                      optional (bundles exported before it existed have none)
 ``digest``            ``"sha256:<hex>"`` of every other field (``content_digest``); as the
                       payload files' digests are among them, it names the whole bundle
 
@@ -55,6 +59,7 @@ from intentvcs.core.formats import (FileFormat, FormatError, is_int, json_object
                                     positive_int)
 from intentvcs.core.entities import OUTSIDE, entity_types, tag_vocabulary
 from intentvcs.core.outputs import GRAPH_OUTPUTS, TAG_OUTPUT
+from intentvcs.core.references import REFERENCES_FILE
 from intentvcs.core.relations import LabelRelations, RelationsError
 from intentvcs.core.spelling import SPELLING_FILE
 
@@ -125,7 +130,7 @@ def _files(value: Any) -> str | None:
         if name not in value:
             return f"{name} is not listed"
     for name, entry in value.items():
-        if name not in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE):
+        if name not in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE, REFERENCES_FILE):
             return f"unexpected file {name!r}"
         if (not isinstance(entry, dict) or set(entry) != {"sha256", "bytes"}
                 or not isinstance(entry["sha256"], str) or not is_int(entry["bytes"])):
@@ -173,6 +178,14 @@ def _entities(value: Any) -> str | None:
     return None
 
 
+def _references(value: Any) -> str | None:
+    if not isinstance(value, dict) or set(value) != {"rows", "intents", "rows_per_intent", "bytes"}:
+        return "expected {rows, intents, rows_per_intent, bytes}"
+    if not all(is_int(v) and v >= 0 for v in value.values()):
+        return "expected non-negative integers"
+    return None
+
+
 def _digest(value: Any) -> str | None:
     if not isinstance(value, str) or not value.startswith("sha256:") or len(value) != len("sha256:") + 64:
         return f"expected 'sha256:' and 64 hex digits, got {value!r}"
@@ -203,8 +216,11 @@ BUNDLE_FORMAT = FileFormat(
         "quantization": nullable(_quantization),
         "spelling": nullable(_spelling),
         "entities": nullable(_entities),
+        "references": nullable(_references),
         "digest": _digest,
     },
+    # Added within version 5, absent from the bundles written before it.
+    optional=frozenset({"references"}),
     strict=True,
     error=BundleError,
 )
@@ -229,6 +245,9 @@ def validate(manifest: Any, path: str | os.PathLike = MANIFEST_FILE) -> dict[str
     if (TAG_OUTPUT in manifest["model"]["outputs"]) != (manifest["entities"] is not None):
         raise BundleError(path, f"an entities entry goes with the graph output {TAG_OUTPUT!r} and only with it",
                           field="entities")
+    if (REFERENCES_FILE in manifest["files"]) != (manifest.get("references") is not None):
+        raise BundleError(path, f"a references entry goes with {REFERENCES_FILE} and only with it",
+                          field="references")
     # Last: a manifest with a bad field reports the field, a valid-looking edit the digest.
     if manifest["digest"] != content_digest(manifest):
         raise BundleError(path, "does not match the manifest's content: the manifest was edited after export "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
 from intentvcs.core.outputs import GraphOutputs
 
@@ -26,6 +27,8 @@ class Predictor(Protocol):
     ``decision``  the decision layer the model's answers are decided by.
     ``entity_types``  the entity types its answers can carry ([] without an entity head).
     ``info``      what is loaded (source, backbone, runtime...), JSON-ready, for reports.
+    ``reference_rows``  the model's sample of its training rows (``intentvcs.core.references``),
+                  which the upgrade audit reads when given no training rows; None without one.
     ``infer``     raw ``GraphOutputs`` (logits ``[N, L]``, pooled and middle-layer pooled
                   ``[N, H]``, float32), rows in input order, after the model's own
                   input normalisation (its spelling normaliser); for a model with an
@@ -43,5 +46,7 @@ class Predictor(Protocol):
 
     @property
     def info(self) -> dict[str, Any]: ...
+
+    def reference_rows(self) -> list[Example] | None: ...
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs: ...

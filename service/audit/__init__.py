@@ -45,7 +45,7 @@ Report JSON (``report.schema.json``, JSON Schema 2020-12, is normative)::
           "multi_intent": Count,            # rows with >= 2 independent existing intents
           "out_of_scope": Count,            # rows the served decision answers out of scope
           "containment": [{"existing": E, "new_in_existing": Count,
-                           "existing_in_new": Count|null, "reference": "training"|"batch"|null,
+                           "existing_in_new": Count|null, "reference": "training"|"model"|"batch"|null,
                            "entity_pivot": {"entity", "direction", "new_share", "existing_share",
                                             "p_value", "tested", "test", "correction", ...}|null}],
           "examples": [Row], "counter_examples": [Row],

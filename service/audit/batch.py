@@ -119,13 +119,15 @@ def _infer(model: Predictor, texts: Sequence[str], config: AuditConfig, desc: st
     return GraphOutputs.concatenate(chunks)
 
 
-def _references(names: Iterable[str], batch: list[Example], training: list[Example] | None,
+def _references(names: Iterable[str], batch: list[Example], old_rows: tuple[str, list[Example]],
                 new_intents: set[str], config: AuditConfig, rng: np.random.Generator) -> dict[str, Reference]:
     """A seeded sample of at most ``reference_cap`` rows per existing intent.
 
-    Training rows when the training sample has any of the intent, else the
-    batch's rows of it that carry no new intent (those are the new intents'
-    own evidence, not the existing intent's).
+    ``old_rows`` is ``(source, rows)``: the caller's training rows
+    (``"training"``) or the model's own sample of them (``"model"``). Those
+    when they have any of the intent, else the batch's rows of it that carry
+    no new intent (those are the new intents' own evidence, not the existing
+    intent's).
     """
     def by_label(rows: Iterable[Example]) -> dict[str, list[Example]]:
         groups: dict[str, list[Example]] = {}
@@ -134,11 +136,11 @@ def _references(names: Iterable[str], batch: list[Example], training: list[Examp
                 groups.setdefault(label, []).append(ex)
         return groups
 
-    old = by_label(training or [])
+    old_source, old = old_rows[0], by_label(old_rows[1])
     own = by_label(ex for ex in batch if not new_intents.intersection(ex.labels))
     out = {}
     for name in names:
-        source, pool = ("training", old[name]) if name in old else ("batch", own.get(name, []))
+        source, pool = (old_source, old[name]) if name in old else ("batch", own.get(name, []))
         chosen = sample_rows(len(pool), config.reference_cap, rng)
         out[name] = Reference([pool[i] for i in chosen], source)
     return out
@@ -156,7 +158,9 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         rows: the batch, canonical rows (dicts or ``Example``s). Labels that
             the model does not know are the new intents under audit.
         training_rows: optional sample of the old data, the preferred source
-            of existing intents' utterances for contain(E->N).
+            of existing intents' utterances for contain(E->N); without it,
+            the model's own sample of its training rows
+            (``model.reference_rows()``, ``intentvcs.core.references``).
         config: thresholds and caps (``AuditConfig``).
         should_stop: called between steps; when it returns True the audit
             raises ``AuditStopped`` (the service's deadline).
@@ -166,7 +170,8 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
     """
     started = time.perf_counter()
     batch = validate_rows(rows, "rows")
-    training = None if training_rows is None else validate_rows(training_rows, "training_rows")
+    old_rows = (("training", validate_rows(training_rows, "training_rows")) if training_rows is not None
+                else ("model", model.reference_rows() or []))
     labels = list(model.labels)
     known = model.decision.relations
     label_set = set(labels)
@@ -179,7 +184,7 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         per_intent = {name: audit.candidates(name) for name in new_intents}
         segmented = audit.segment_pairs(model, new_intents)
         needed = list(dict.fromkeys(labels[j] for _, _, keep in per_intent.values() for j in keep))
-        references = _references(needed, batch, training, set(new_intents), config, audit.rng)
+        references = _references(needed, batch, old_rows, set(new_intents), config, audit.rng)
         missing = [name for name, ref in references.items() if not ref.examples]
         embedding = time.perf_counter()
         audit.add_references(model, references)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from intentvcs.core.references import ROWS_PER_INTENT
+
 RELATIONS = ("duplicate", "subset", "superset", "composite", "novel")
 SEVERITIES = ("info", "warning", "blocking")  # ascending
 
@@ -89,7 +91,7 @@ class AuditConfig:
     confidence: float = 0.95
     knn_k: int = 10
     min_rows: int = 3
-    reference_cap: int = 200
+    reference_cap: int = ROWS_PER_INTENT  # what a bundle keeps per intent (intentvcs.core.references)
     max_candidates: int = 5
     max_new_pairs: int = 200
     permutations: int = 200

@@ -76,7 +76,7 @@ def examples(verdict: Verdict, scored: Scored, labels: Sequence[str],
 
 @dataclass(frozen=True)
 class Reference:
-    """An existing intent's reference rows and where they came from (``training`` or ``batch``)."""
+    """An existing intent's reference rows and where they came from (``training``, ``model`` or ``batch``)."""
 
     examples: Sequence[Example]
     source: str

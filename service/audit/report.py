@@ -71,7 +71,7 @@ class PairContainment:
     existing: str
     new_in_existing: Count
     existing_in_new: Count | None
-    reference: str | None  # where E's rows came from: "training", "batch" or None
+    reference: str | None  # where E's rows came from: "training", "model", "batch" or None
     entity_pivot: EntityPivot | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -30,7 +30,7 @@ OUTSIDE_BIAS = 5.0
 def make_tiny_checkpoint(directory: str | Path, labels: Sequence[str] = DEFAULT_LABELS, seed: int = 0,
                          max_length: int = MAX_LENGTH, oos_threshold: float = 0.4,
                          relations: dict | None = None, spelling_texts: Sequence[str] | None = None,
-                         entity_types: Sequence[str] | None = None) -> Path:
+                         entity_types: Sequence[str] | None = None, references: Sequence[dict] = ()) -> Path:
     """Write a checkpoint with a random head and a softmax/threshold decision to ``directory``.
 
     The decision accepts labels with confidence >= 0.3 and calls a text out of
@@ -38,10 +38,12 @@ def make_tiny_checkpoint(directory: str | Path, labels: Sequence[str] = DEFAULT_
     (a relations file object) is applied as closure when given; a spelling
     normaliser built from ``spelling_texts`` is included when given;
     ``entity_types`` (e.g. ``("city", "date")``) adds a random entity tagger
-    over those types, recorded in the meta as training records it.
+    over those types, recorded in the meta as training records it; ``references`` (canonical rows)
+    become the checkpoint's sample of training rows for the audit (none by default).
     """
     import torch
 
+    from intentvcs.core.dataio import parse_row
     from intentvcs.core.decision import Decision
     from intentvcs.core.entities import OUTSIDE, tag_vocabulary
     from intentvcs.core.entities import entity_types as types_of
@@ -79,7 +81,8 @@ def make_tiny_checkpoint(directory: str | Path, labels: Sequence[str] = DEFAULT_
             "metrics": {"valid": {"note": "untrained"}},
             # As training.pipeline._entities_summary writes it.
             "entities": {"tags": tags, "types": types_of(tags), "weight": 1.0} if tags else None,
-        }, spelling=None if spelling_texts is None else Spelling.from_texts(spelling_texts))
+        }, spelling=None if spelling_texts is None else Spelling.from_texts(spelling_texts),
+            references=[parse_row(row) for row in references])
 
 
 def make_tiny_bundle(directory: str | Path, quantize: bool = False, **checkpoint_options) -> Path:

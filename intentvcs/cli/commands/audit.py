@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", required=True, help="upgrade batch: canonical JSONL, a Rasa nlu.yml (.yml/.yaml) "
                                                   "or a CSV with text and intent columns (.csv)")
     p.add_argument("--train", help="sample of the old data (same formats as --batch): the preferred source of "
-                                   "existing intents' utterances; default: the batch's own rows of them")
+                                   "existing intents' utterances; default: the model's own sample of its training "
+                                   "rows (references.jsonl), else the batch's rows of them")
     p.add_argument("--out", required=True, help="report JSON")
     p.add_argument("--html", help="also write a self-contained HTML page with a co-occurrence heatmap")
     p.add_argument("--pairs-csv", help="also write the findings as a flat CSV, one row per intent pair "
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{pair.severity:8s} {pair.first} = {pair.second}: two new intents, one meaning", file=sys.stderr)
     if report.missing_references:
         print(f"audit: no rows of {', '.join(report.missing_references)} to estimate how much of them lies in "
-              "the new intents (duplicates then show as subsets); pass --train with the old data",
+              "the new intents (duplicates then show as subsets); pass --train with the old data, or re-export the "
+              "bundle from a checkpoint trained with this version (it keeps a sample of them)",
               file=sys.stderr)
     print(f"audit: overall {report.severity}, {len(report.findings)} new intent(s), {len(report.new_pairs)} "
           f"duplicate pair(s) among them; report {args.out}",

@@ -36,6 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="held-out rows (canonical JSONL) for the parity check and, being labelled, the int8 "
                         "accuracy gate; default: a built-in unlabelled sample (int8 then stays ungated, "
                         "and is served only with INTENTVCS_QUANTIZED=on)")
+    p.add_argument("--references", action=argparse.BooleanOptionalAction, default=True,
+                   help="ship the checkpoint's sample of its training rows (references.jsonl, at most 200 per "
+                        "intent), which /audit and `intentvcs audit` read when given no training rows; "
+                        "--no-references for a bundle that must not carry the team's utterances (default: on)")
     p.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default: Optimum's for the backbone)")
     p.add_argument("--result", metavar="FILE.json", help="also write the result JSON here")
     p.set_defaults(func=run)
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = export_bundle(args.checkpoint, args.out, quantize=args.quantize,
                                parity_data=args.parity_data, opset=args.opset, force=args.force,
-                               name=args.name)
+                               name=args.name, references=args.references)
     except ParityError as exc:
         _emit({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
                "parity": exc.report}, args.result)
@@ -68,6 +72,10 @@ def _summarise(result: dict[str, Any]) -> None:
         f"parity     passed on {parity['utterances']} utterances: max |logit diff| "
         f"{parity['max_abs_logit_diff']:.2e} (limit {parity['atol']:g})",
     ]
+    references = result["references"]
+    lines.append("references none (the audit needs training rows)" if references is None else
+                 f"references {references['rows']} training rows of {references['intents']} intents for the audit "
+                 f"({references['bytes'] / 1e3:.0f} kB)")
     quantization = result["quantization"]
     if quantization is not None:
         agreement, timing = quantization["agreement"], quantization["timing"]
