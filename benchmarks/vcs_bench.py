@@ -50,23 +50,15 @@ def build_sets(datasets: list[str], out_root: Path, seed: int) -> dict[str, Path
 
 
 def run_one(data: Path, method: str, seed: int, recipe: dict, out: Path, threads: int | None = None,
-            reuse_only: bool = False) -> dict | None:
+            reuse_only: bool = False, discover: float = 0.0) -> dict | None:
     """Train one model (or reuse a finished checkpoint of the same run) and score its served bundle.
 
     ``recipe`` holds the TrainConfig settings of the run (epochs, patience,
     ...). The checkpoint is exported (fp32, no int8: the figures are the
-    model's) and scored through the serving engine. Besides the plain
-    figures, the test set is also scored with the builder's ground-truth
-    relations applied as label closure at inference (what ``--relations``
-    does in production), to measure the EM gain of closure.
+    model's) and scored through the serving engine (``score_bundle``).
     """
-    from dataclasses import replace
-
     from intentvcs.core.dataio import read_jsonl
-    from intentvcs.core.evaluation import evaluate, headline
-    from intentvcs.core.relations import LabelRelations
     from intentvcs.export.exporter import export_bundle
-    from intentvcs.service.engine import Engine
     from intentvcs.training.checkpoint import read_checkpoint_meta
     from intentvcs.training.pipeline import train_pipeline
     from intentvcs.training.config import DecisionConfig, TrainConfig
@@ -96,16 +88,38 @@ def run_one(data: Path, method: str, seed: int, recipe: dict, out: Path, threads
     manifest = bundle / "manifest.json"
     if not manifest.is_file() or manifest.stat().st_mtime < (out / "checkpoint.json").stat().st_mtime:
         export_bundle(out, bundle, quantize=False, force=True)
+    valid = data / ("valid_gold.jsonl" if gold else "valid.jsonl")
+    return {**score_bundle(bundle, data, valid, threads, discover),
+            "epoch_seconds": [h["seconds"] for h in meta["history"]], "best_epoch": meta["best_epoch"]}
+
+
+def score_bundle(bundle: Path, data: Path, valid: Path, threads: int | None, discover: float) -> dict:
+    """The served bundle's test figures: as trained, with the builder's ground-truth relations as closure,
+    and with the relations ``--discover-relations RATE`` reads off the validation rows (the same
+    functions training runs with ``DecisionConfig.discover_relations``; 0 skips that variant)."""
+    from dataclasses import replace
+
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.evaluation import evaluate, headline
+    from intentvcs.core.relation_discovery import discover_relations, with_discovered
+    from intentvcs.core.relations import LabelRelations
+    from intentvcs.service.engine import Engine
+    from intentvcs.training.decision_fit import observed_matrix
+
     engine = Engine(bundle, provider="cpu", threads=threads, quantized="off")
-    decision = engine.decision
+    decision, test = engine.decision, read_jsonl(data / "test.jsonl")
     outputs = engine.infer([ex.text for ex in test])
     closed = replace(decision, relations=LabelRelations.load(data / "relations.json"))
-    return {
-        "test": headline(evaluate(decision, outputs, test, include_tables=False)),
-        "test_closure": headline(evaluate(closed, outputs, test, include_tables=False)),
-        "epoch_seconds": [h["seconds"] for h in meta["history"]],
-        "best_epoch": meta["best_epoch"],
-    }
+    figures = {"test": headline(evaluate(decision, outputs, test, include_tables=False)),
+               "test_closure": headline(evaluate(closed, outputs, test, include_tables=False))}
+    if discover:
+        rows = read_jsonl(valid)
+        accepted = decision.apply(*engine.infer([ex.text for ex in rows]).scores).accepted
+        found = discover_relations(accepted, observed_matrix(rows, decision.labels), decision.labels, discover)
+        discovered = replace(decision, relations=with_discovered(decision.relations, found, decision.labels))
+        figures["test_discovered"] = headline(evaluate(discovered, outputs, test, include_tables=False))
+        figures["discovered_relations"] = len(found)
+    return figures
 
 
 def main() -> int:
@@ -122,6 +136,9 @@ def main() -> int:
                         help="train the word-embedding matrix (TrainConfig freezes it by default)")
     parser.add_argument("--entity-weight", type=float,
                         help="weight of the entity (BIO) loss; 0 trains intents only (default: TrainConfig's)")
+    parser.add_argument("--discover-relations", type=float, default=0.0, metavar="RATE",
+                        help="also score each bundle closed under the relations read off its validation rows at "
+                             "this rate (what training does with --discover-relations RATE); 0: skip")
     parser.add_argument("--work", default=str(ROOT / "runs" / "bench" / "vcs"))
     parser.add_argument("--results-name", default="vcs", help="writes benchmarks/results/NAME.{json,md}")
     parser.add_argument("--reuse-only", action="store_true",
@@ -143,7 +160,8 @@ def main() -> int:
             for seed in range(n_seeds):
                 logging.info("== %s / %s / seed %d", dataset, method, seed)
                 out = work / "ckpt" / dataset / f"{method}-s{seed}"
-                result = run_one(data, method, seed, recipe, out, args.threads, args.reuse_only)
+                result = run_one(data, method, seed, recipe, out, args.threads, args.reuse_only,
+                                 args.discover_relations)
                 if result is not None:
                     runs.append(result)
             if not runs:
@@ -161,6 +179,7 @@ def main() -> int:
                 "recall": round(100 * statistics.median(t["recall"] for t in tests), 2),
                 "F1_closure": round(100 * statistics.median(t["f1"] for t in closed), 2),
                 "EM_closure": round(100 * statistics.median(t["exact_match"] for t in closed), 2),
+                **_discovered_figures(runs, args.discover_relations),
                 "F1_per_seed": [round(100 * t["f1"], 2) for t in tests],
                 "EM_per_seed": [round(100 * t["exact_match"], 2) for t in tests],
                 "epoch_seconds_median": round(statistics.median(epoch_s), 1),
@@ -177,26 +196,38 @@ def main() -> int:
     return 0
 
 
+def _discovered_figures(runs: list[dict], rate: float) -> dict:
+    """Median F1 / EM with the discovered relations, and per seed, when they were scored."""
+    found = [r["test_discovered"] for r in runs if "test_discovered" in r]
+    if not found:
+        return {}
+    return {"discover_rate": rate,
+            "F1_discovered": round(100 * statistics.median(t["f1"] for t in found), 2),
+            "EM_discovered": round(100 * statistics.median(t["exact_match"] for t in found), 2),
+            "EM_discovered_per_seed": [round(100 * t["exact_match"], 2) for t in found],
+            "discovered_relations": [r["discovered_relations"] for r in runs if "test_discovered" in r]}
+
+
 def render(records: list[dict]) -> str:
-    """Ours beside the paper; "+ closure" applies the ground-truth relations at inference."""
-    datasets = list(dict.fromkeys(r["dataset"] for r in records))
-    head = ["method"]
-    for d in datasets:
-        head += [f"{d} F1 / EM", f"{d} + closure F1 / EM", f"{d} paper (BERT-base)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for method in dict.fromkeys(r["method"] for r in records):
-        cells = [METHOD_NAMES.get(method, method)]
-        for d in datasets:
-            r = next((x for x in records if x["dataset"] == d and x["method"] == method), None)
-            if r is None:
-                cells += ["–", "–", "–"]
-                continue
-            seeds = f" ({r['seeds']} seeds, median)" if r["seeds"] > 1 else ""
-            cells.append(f"{r['F1']:.2f} / {r['EM']:.2f}{seeds}")
-            cells.append(f"{r['F1_closure']:.2f} / {r['EM_closure']:.2f}")
-            cells.append("–" if r["paper_F1"] is None else f"{r['paper_F1']:.2f} / {r['paper_EM']:.2f}")
-        lines.append("| " + " | ".join(cells) + " |")
+    """One row per set and method, ours beside the paper: as trained, closed under the relations read off
+    the validation rows (when scored), and closed under the builder's ground-truth relations."""
+    lines = ["| set | method | F1 / EM | + discovered relations | + ground-truth closure | paper (BERT-base) "
+             "| recipe | s/epoch |", "|---|---|---|---|---|---|---|---:|"]
+    for r in records:
+        seeds = f" ({r['seeds']} seeds, median)" if r["seeds"] > 1 else ""
+        recipe = r.get("recipe", {"epochs": r["epochs"], "freeze_embeddings": True})
+        recipe_text = (f"{recipe['epochs']} epochs, " + ("frozen" if recipe.get("freeze_embeddings", True)
+                                                          else "trained") + " embeddings"
+                       + (f", patience {recipe['patience']}" if "patience" in recipe else ""))
+        discovered = (f"{r['F1_discovered']:.2f} / {r['EM_discovered']:.2f} (rate {r['discover_rate']:g})"
+                      if "EM_discovered" in r else "–")
+        paper = "–" if r["paper_F1"] is None else f"{r['paper_F1']:.2f} / {r['paper_EM']:.2f}"
+        lines.append(f"| {r['dataset']} | {METHOD_NAMES.get(r['method'], r['method'])} | "
+                     f"{r['F1']:.2f} / {r['EM']:.2f}{seeds} | {discovered} | "
+                     f"{r['F1_closure']:.2f} / {r['EM_closure']:.2f} | {paper} | {recipe_text} | "
+                     f"{r['epoch_seconds_median']:.0f} |")
     return "\n".join(lines) + "\n"
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -41,3 +41,23 @@ def test_the_per_label_rule_tunes_on_the_validation_gold_sets():
     assert decision.thresholds.tolist() != [DEFAULT_THRESHOLD] * len(LABELS)
     assert report["thresholds"] == {"rule": "per_label_f1",
                                     "values": dict(zip(LABELS, np.round(expected, 4).tolist()))}
+
+
+def test_discovered_relations_close_the_fitted_decision():
+    """Rows observed as b always have a accepted too (b is a subset of a): with discovery on, the
+    decision accepts a wherever it accepts b, and the report lists what was found."""
+    rng = np.random.default_rng(1)
+    n = 90
+    observed = np.repeat(np.eye(len(LABELS), dtype=bool), n // len(LABELS), axis=0)
+    logits = np.where(observed, 3.0, -3.0) + rng.normal(0, 0.2, observed.shape)
+    logits[observed[:, 1], 0] = 3.0   # b rows: a is accepted as well
+    rows = [Example(f"row {i}", (LABELS[int(observed[i].argmax())],)) for i in range(n)]
+    outputs = GraphOutputs(logits, rng.normal(size=(n, 4)), rng.normal(size=(n, 4)))
+    plain, report = fit_decision(LABELS, "sigmoid", rows, outputs, rows, None, DecisionConfig(oos_rule="none"))
+    assert plain.relations is None and "discovered_relations" not in report
+    config = DecisionConfig(oos_rule="none", discover_relations=0.9)
+    decision, report = fit_decision(LABELS, "sigmoid", rows, outputs, rows, None, config)
+    assert report["discovered_relations"] == [{"type": "subset", "child": "b", "parent": "a"}]
+    # A b with a under its cut is closed up to a.
+    accepted = decision.apply(np.array([[-3.0, 3.0, -3.0]])).accepted
+    assert accepted.tolist() == [[True, True, False]]

@@ -113,3 +113,30 @@ def test_load_names_the_file(tmp_path):
     path.write_text(json.dumps(_file([{"type": "subset", "child": "x", "parent": "a"}])))
     with pytest.raises(RelationsError, match="bad.json"):
         LabelRelations.load(path)
+
+
+def test_relations_are_discovered_from_what_the_model_accepts_together():
+    from intentvcs.core.relation_discovery import discover_relations, with_discovered
+    from intentvcs.core.relations import Duplicate, Subset
+
+    labels = ["x", "x_v1", "x_v2", "x_with_e", "y", "oos"]
+    # Rows observed as each label (10 apiece), and what the model accepts on them.
+    observed = np.repeat(np.eye(len(labels), dtype=bool), 10, axis=0)
+    accepted = observed.copy()
+    accepted[10:30, 1:3] = True        # x_v1 and x_v2 rows: both versions, always
+    accepted[10:30, 0] = True          # ... and x, their parent
+    accepted[30:40, 0] = True          # x_with_e rows are x rows too
+    accepted[0:5, 3] = True            # half the x rows carry e
+    accepted[40:48, 0] = True          # y rows accept x 8 times in 10: under a 0.9 rate
+    accepted[50:60, 0] = True          # oos rows: never a relation
+    found = set(discover_relations(accepted, observed, labels, min_rate=0.9))
+    assert found == {Duplicate("x_v1", "x_v2"), Subset(child="x_v1", parent="x"), Subset(child="x_v2", parent="x"),
+                     Subset(child="x_with_e", parent="x")}
+    # A lower rate takes y as a subset of x; too few observed rows take nothing.
+    assert Subset(child="y", parent="x") in discover_relations(accepted, observed, labels, min_rate=0.8)
+    assert discover_relations(accepted, observed, labels, min_rate=0.9, min_rows=11) == []
+    with pytest.raises(ValueError, match="min_rate"):
+        discover_relations(accepted, observed, labels, min_rate=0.0)
+    merged = with_discovered(None, sorted(found, key=repr), labels)
+    assert set(merged.relations) == found and merged.details["discovered"]
+    assert with_discovered(None, [], labels) is None

@@ -48,9 +48,13 @@ def test_the_default_backbone_is_named_not_located():
 
 def test_decision_config_round_trips():
     for config in (DecisionConfig(), DecisionConfig(oos_rule="threshold", oos_retention=0.9,
-                                                    threshold_rule="per_label_f1", spelling=False)):
+                                                    threshold_rule="per_label_f1", spelling=False,
+                                                    discover_relations=0.8)):
         assert DecisionConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
-    assert set(DecisionConfig().to_dict()) == {"oos_rule", "oos_retention", "threshold_rule", "spelling"}
+    assert set(DecisionConfig().to_dict()) == {"oos_rule", "oos_retention", "threshold_rule", "spelling",
+                                               "discover_relations"}
+    with pytest.raises(ValueError, match="discover_relations"):
+        DecisionConfig(discover_relations=1.5)
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['oos_threshold'\]"):
         DecisionConfig.from_dict({"oos_rule": "none", "oos_threshold": 0.5})
 

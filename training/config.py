@@ -181,10 +181,21 @@ class DecisionConfig:
         "vocabulary nor an English word list is replaced by the closest training word, so keyboard typos read as "
         "what was meant (stored in the checkpoint and the bundle)")
 
+    # Off: it changes answers wherever labels co-occur, and data without
+    # versions or splits has nothing to discover; the DialogVCS benchmark turns
+    # it on (benchmarks/results/vcs.md).
+    discover_relations: float = setting(
+        0.0,
+        "close answers under relations read off the validation rows: label a implies b when b is accepted on at "
+        "least this share of the rows observed as a (duplicates both ways, subsets one way; merged with "
+        "--relations; 0: off; intentvcs.core.relation_discovery)")
+
     def __post_init__(self) -> None:
         _check_choices(self)
         if not 0.0 < self.oos_retention < 1.0:
             raise ValueError(f"oos_retention must lie strictly between 0 and 1, got {self.oos_retention}")
+        if not 0.0 <= self.discover_relations <= 1.0:
+            raise ValueError(f"discover_relations must lie in [0, 1] (0: off), got {self.discover_relations}")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -19,6 +19,7 @@ from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.relations import LabelRelations
+from intentvcs.core.relation_discovery import discover_relations, with_discovered
 from intentvcs.core.thresholds import fit_thresholds, global_thresholds
 from intentvcs.training.config import DecisionConfig
 from intentvcs.training.pu import estimate_label_scale
@@ -81,6 +82,12 @@ def fit_decision(
     if config.threshold_rule != "global":  # the global rule reads no data: nothing to report
         report["thresholds"] = {"rule": config.threshold_rule,
                                 "values": dict(zip(labels, np.round(fitted, 4).tolist()))}
+
+    if config.discover_relations:
+        found = discover_relations(decision.apply(z_in).accepted, valid_obs[in_scope], labels,
+                                   config.discover_relations)
+        decision = replace(decision, relations=with_discovered(relations, found, labels))
+        report["discovered_relations"] = [relation.to_dict() for relation in found]
 
     rule, is_oos = config.oos_rule, ~in_scope
     decision = replace(decision, oos=_fit_oos_rule(rule, decision, valid_outputs, valid_obs, is_oos,
