@@ -140,3 +140,43 @@ def test_relations_are_discovered_from_what_the_model_accepts_together():
     merged = with_discovered(None, sorted(found, key=repr), labels)
     assert set(merged.relations) == found and merged.details["discovered"]
     assert with_discovered(None, [], labels) is None
+
+
+def test_a_cover_completes_a_parent_without_children_and_round_trips():
+    from intentvcs.core.decision import Decision
+    from intentvcs.core.relations import Cover
+
+    labels = ("x", "x_with_e_v1", "x_with_e_v2", "x_without_e", "y")
+    relations = LabelRelations.from_dict({
+        "format": "intentvcs-relations", "format_version": 1, "labels": list(labels),
+        "relations": [{"type": "duplicate", "a": "x_with_e_v1", "b": "x_with_e_v2"},
+                      {"type": "cover", "parent": "x", "children": ["x_with_e_v1", "x_with_e_v2", "x_without_e"]}]})
+    assert relations.of_type("cover") == [Cover("x", ("x_with_e_v1", "x_with_e_v2", "x_without_e"))]
+    assert LabelRelations.from_dict(relations.to_dict()) == relations
+    decision = Decision(labels, activation="sigmoid", relations=relations)
+    logits = np.array([
+        [3.0, -1.0, -2.0, -3.0, -3.0],   # x alone: the most confident child joins, then its duplicate
+        [3.0, -3.0, -3.0, -0.5, -3.0],   # x alone again, the other split
+        [-3.0, -3.0, -3.0, -3.0, 3.0],   # y: no cover involved
+        [-3.0, -3.0, -3.0, 3.0, -3.0],   # a child alone brings its parent (closure), nothing more
+    ])
+    assert decision.apply(logits).accepted.tolist() == [
+        [True, True, True, False, False], [True, False, False, True, False],
+        [False, False, False, False, True], [True, False, False, True, False]]
+    with pytest.raises(RelationsError, match="at least 2 children"):
+        LabelRelations.from_dict({"format": "intentvcs-relations", "format_version": 1, "labels": ["x", "a"],
+                                  "relations": [{"type": "cover", "parent": "x", "children": ["a"]}]})
+
+
+def test_discovery_finds_a_cover_when_the_children_take_the_parents_rows():
+    from intentvcs.core.relation_discovery import discover_relations
+    from intentvcs.core.relations import Cover
+
+    labels = ["x", "x_with", "x_without"]
+    observed = np.repeat(np.eye(3, dtype=bool), 10, axis=0)
+    accepted = observed.copy()
+    accepted[10:30, 0] = True                      # each split's rows are x rows
+    accepted[0:5, 1] = accepted[5:9, 2] = True     # 9 of 10 x rows carry one split or the other
+    found = discover_relations(accepted, observed, labels, min_rate=0.9)
+    assert Cover("x", ("x_with", "x_without")) in found
+    assert Cover("x", ("x_with", "x_without")) not in discover_relations(accepted, observed, labels, min_rate=0.95)

@@ -12,7 +12,9 @@ The same object runs after PyTorch (evaluation) and after ONNX Runtime
    the ``"oos"`` class itself; an in-scope row with nothing above its
    threshold accepts its most confident intent (an answer "in scope, no
    intent" would contradict itself); then closed under ``relations``
-   (``intentvcs.core.relations``); rows judged OOS accept nothing.
+   (``intentvcs.core.relations``; a cover's parent accepted without any of
+   its children also takes the most confident child); rows judged OOS accept
+   nothing.
 
 Serialised (``to_dict``) as a versioned object, ``DECISION_FORMAT``
 (``intentvcs.core.formats``), inside ``checkpoint.json`` and the bundle manifest.
@@ -28,7 +30,7 @@ import numpy as np
 from intentvcs.core.calibration import check_activation, probabilities
 from intentvcs.core.formats import FileFormat, anything, json_list, message_error
 from intentvcs.core.oos import OOS_LABEL, NoRule, OOSRule, TrainRule, rule_from_dict
-from intentvcs.core.relations import Closure, LabelRelations
+from intentvcs.core.relations import Closure, Completion, LabelRelations
 from intentvcs.core.thresholds import global_thresholds
 
 
@@ -98,6 +100,7 @@ class Decision:
     _inv_scale: np.ndarray = field(init=False, repr=False, compare=False)
     _intent_columns: np.ndarray = field(init=False, repr=False, compare=False)
     _closure: Closure | None = field(init=False, repr=False, compare=False)
+    _completion: Completion | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         labels = tuple(self.labels)
@@ -114,17 +117,18 @@ class Decision:
         thresholds = (global_thresholds(n) if self.thresholds is None
                       else _vector(self.thresholds, n, "thresholds", 0.0, 1.0))
         self._check_oos(labels)
-        closure = None
+        closure = completion = None
         if self.relations is not None:
             unknown = [x for x in labels if x != OOS_LABEL and x not in self.relations.labels]
             if unknown:
                 raise DecisionError(f"relations: label(s) {unknown[:5]} of the model are unknown to the relations")
             # Built once; per request it is a few vectorised gathers.
             closure = self.relations.closure(labels)
+            completion = self.relations.completion(labels)
         for name, value in (("labels", labels), ("temperature", temperature), ("label_scale", scale),
                             ("thresholds", thresholds), ("_inv_scale", 1.0 / scale),
                             ("_intent_columns", np.array([x != OOS_LABEL for x in labels])),
-                            ("_closure", closure)):
+                            ("_closure", closure), ("_completion", completion)):
             object.__setattr__(self, name, value)
 
     def _check_oos(self, labels: Sequence[str]) -> None:
@@ -143,21 +147,26 @@ class Decision:
         return np.minimum(probabilities(logits, self.activation, self.temperature) * self._inv_scale, 1.0)
 
     def apply(self, logits: np.ndarray, pooled: np.ndarray | None = None,
-              pooled_mid: np.ndarray | None = None) -> DecisionResult:
+              pooled_mid: np.ndarray | None = None, *, top_fallback: bool = True) -> DecisionResult:
         """Decide a batch: ``apply(*graph_outputs.scores)`` (``intentvcs.core.outputs``).
 
         Logits ``[N, L]``; the distance rule also reads the pooled embeddings
         ``[N, H]`` and, when it has a neighbour bank, the middle layer's.
+        ``top_fallback=False`` leaves an in-scope row with nothing above its
+        threshold empty: what the upgrade audit counts, since a forced top
+        intent says nothing about what the model recognises.
         """
         confidences = self.confidences(logits)
         out_of_scope, score = self.oos.judge(confidences, pooled, pooled_mid)
         accepted = (confidences >= self.thresholds) & self._intent_columns
-        empty = np.flatnonzero(~out_of_scope & ~accepted.any(axis=1))
+        empty = np.flatnonzero(~out_of_scope & ~accepted.any(axis=1)) if top_fallback else np.array([], int)
         if empty.size:
             top = np.where(self._intent_columns, confidences[empty], -1.0).argmax(axis=1)
             accepted[empty, top] = True
         if self._closure is not None:
             accepted = self._closure(accepted)
+        if self._completion is not None:
+            accepted = self._closure(self._completion(accepted, confidences))
         accepted[out_of_scope] = False
         return DecisionResult(confidences, accepted, out_of_scope, score, self.oos.name)
 

@@ -2,16 +2,21 @@
 
 A relations file (``relations.json``, schema in docs/ARCHITECTURE.md) is written
 by the VCS builder (ground truth), by the audit (accepted fixes) and embedded in
-checkpoints and bundle manifests. Three relation types exist:
+checkpoints and bundle manifests. Four relation types exist:
 
 ``duplicate``  ``{"a", "b"}``: two names of one intent; symmetric.
 ``subset``     ``{"child", "parent"}``: every ``child`` utterance is also ``parent``.
 ``composite``  ``{"composite", "parts"}``: a ``composite`` utterance carries every part.
+``cover``      ``{"parent", "children"}``: every child is a subset of ``parent``, and
+               every ``parent`` utterance is at least one child (a split
+               ``x_with_e`` / ``x_without_e`` covers ``x``).
 
 Each relation is a set of *implications* "accepting x means accepting y"
-(duplicate: a->b and b->a; subset: child->parent; composite: composite->part).
-``implication_matrix`` is their reflexive-transitive closure, and ``close``
-(or a reusable ``Closure``) applies it to accepted labels at inference.
+(duplicate: a->b and b->a; subset: child->parent; composite: composite->part;
+cover: child->parent). ``implication_matrix`` is their reflexive-transitive
+closure, and ``close`` (or a reusable ``Closure``) applies it to accepted
+labels at inference. A cover also completes an answer that accepts its parent
+and none of its children with the most confident child (``Completion``).
 The file's header and top-level fields are ``RELATIONS_FORMAT``
 (``intentvcs.core.formats``).
 """
@@ -28,7 +33,7 @@ import numpy as np
 from intentvcs.core import atomic
 from intentvcs.core.formats import FileFormat, json_list, json_object, message_error, non_empty_string
 
-RELATION_TYPES = ("duplicate", "subset", "composite")
+RELATION_TYPES = ("duplicate", "subset", "composite", "cover")
 
 
 class RelationsError(ValueError):
@@ -102,7 +107,26 @@ class Composite:
         return {"type": self.type, "composite": self.composite, "parts": list(self.parts)}
 
 
-Relation = Union[Duplicate, Subset, Composite]
+@dataclass(frozen=True)
+class Cover:
+    parent: str
+    children: tuple[str, ...]
+    type = "cover"
+
+    def labels(self) -> tuple[str, ...]:
+        return (self.parent, *self.children)
+
+    def implications(self) -> list[tuple[str, str]]:
+        return [(child, self.parent) for child in self.children]
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return self.implications()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "parent": self.parent, "children": list(self.children)}
+
+
+Relation = Union[Duplicate, Subset, Composite, Cover]
 
 
 def _string(value: Any, where: str) -> str:
@@ -117,7 +141,8 @@ def _string_list(value: Any, where: str) -> list[str]:
     return [_string(item, f"{where}[{i}]") for i, item in enumerate(value)]
 
 
-_FIELDS = {"duplicate": {"a", "b"}, "subset": {"child", "parent"}, "composite": {"composite", "parts"}}
+_FIELDS = {"duplicate": {"a", "b"}, "subset": {"child", "parent"}, "composite": {"composite", "parts"},
+           "cover": {"parent", "children"}}
 
 
 def relation_from_dict(obj: Any, where: str = "relation") -> Relation:
@@ -134,9 +159,12 @@ def relation_from_dict(obj: Any, where: str = "relation") -> Relation:
         relation: Relation = Duplicate(_string(obj["a"], f"{where}.a"), _string(obj["b"], f"{where}.b"))
     elif kind == "subset":
         relation = Subset(_string(obj["child"], f"{where}.child"), _string(obj["parent"], f"{where}.parent"))
-    else:
+    elif kind == "composite":
         parts = _string_list(obj["parts"], f"{where}.parts")
         relation = Composite(_string(obj["composite"], f"{where}.composite"), tuple(parts))
+    else:
+        children = _string_list(obj["children"], f"{where}.children")
+        relation = Cover(_string(obj["parent"], f"{where}.parent"), tuple(children))
     _check_relation_shape(relation, where)
     return relation
 
@@ -147,6 +175,8 @@ def _check_relation_shape(relation: Relation, where: str) -> None:
         raise RelationsError(f"{where}: a {relation.type} relation repeats a label: {list(names)}")
     if isinstance(relation, Composite) and len(relation.parts) < 2:
         raise RelationsError(f"{where}: a composite needs at least 2 parts, got {list(relation.parts)}")
+    if isinstance(relation, Cover) and len(relation.children) < 2:
+        raise RelationsError(f"{where}: a cover needs at least 2 children, got {list(relation.children)}")
 
 
 @dataclass(frozen=True)
@@ -291,6 +321,17 @@ class LabelRelations:
         """A reusable ``Closure`` for columns ``labels`` (default ``self.labels``)."""
         return Closure(self.implication_matrix(labels))
 
+    def completion(self, labels: Iterable[str]) -> "Completion | None":
+        """The covers over columns ``labels`` as a reusable ``Completion``; None without any.
+
+        A cover whose parent is not a column is skipped; its children that are not columns are left out.
+        """
+        index = {label: i for i, label in enumerate(labels)}
+        covers = [(index[c.parent], np.array([index[x] for x in c.children if x in index]))
+                  for c in self.of_type("cover") if c.parent in index]
+        covers = [(parent, children) for parent, children in covers if len(children)]
+        return Completion(covers) if covers else None
+
     def close(self, accepted: np.ndarray, labels: Iterable[str] | None = None) -> np.ndarray:
         """Accepted labels plus everything they imply: bool ``[N, L]`` -> bool ``[N, L]``.
 
@@ -325,6 +366,23 @@ class Closure:
         if len(self._src):
             closed[:, self._dst] |= np.logical_or.reduceat(accepted[:, self._src], self._starts, axis=1)
         return closed
+
+
+class Completion:
+    """Completes answers under covers: a row that accepts a cover's parent and none of its
+    children also accepts its most confident child (``confidences`` [N, L]); closure then
+    brings that child's own implications (its duplicates)."""
+
+    def __init__(self, covers: list[tuple[int, np.ndarray]]):
+        self._covers = covers
+
+    def __call__(self, accepted: np.ndarray, confidences: np.ndarray) -> np.ndarray:
+        completed = np.array(accepted, dtype=bool)
+        for parent, children in self._covers:
+            rows = np.flatnonzero(completed[:, parent] & ~completed[:, children].any(axis=1))
+            if rows.size:
+                completed[rows, children[confidences[np.ix_(rows, children)].argmax(axis=1)]] = True
+        return completed
 
 
 def _transitive_closure(adjacency: np.ndarray) -> np.ndarray:

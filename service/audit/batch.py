@@ -216,12 +216,14 @@ def _score(model: Predictor, audited: list[Example], config: AuditConfig,
 
     The decision runs without its OOS rule: a row judged out of scope accepts
     nothing, and the audit needs every row's accepted labels; the OOS verdict
-    is judged apart, into ``out_of_scope``.
+    is judged apart, into ``out_of_scope``. Nor does it force a top intent on
+    a row with nothing above its threshold: containment counts what the model
+    recognises.
     """
     labels, served = list(model.labels), model.decision
     decision = dataclasses.replace(served, oos=NoRule())
     outputs = _infer(model, [ex.text for ex in audited], config, "audit: new intents", should_stop)
-    result = decision.apply(*outputs.scores)
+    result = decision.apply(*outputs.scores, top_fallback=False)
     known = decision.relations
     return _Audit(
         config=config, labels=labels, decision=decision, examples=audited, confidences=result.confidences,
@@ -310,7 +312,7 @@ class _Audit:
         if not halves:
             return {}
         outputs = _infer(model, halves, self.config, "audit: split utterances", self.should_stop)
-        result = self.decision.apply(*outputs.scores)
+        result = self.decision.apply(*outputs.scores, top_fallback=False)
         # A half must be in scope for the service: the halves of a novel
         # request are no requests the model knows, whatever it accepts.
         in_scope = ~self.oos_rule.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0]
