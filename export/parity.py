@@ -135,12 +135,8 @@ def compare(reference: GraphOutputs, candidate: GraphOutputs, decision: Decision
                 else np.zeros(len(texts), bool))
     # A row's label set may differ through a tied label (relation closure
     # carries its parents along) or through a tied OOS verdict (which empties it).
-    # An in-scope row with nothing above its cut falls back to its top intent,
-    # which a float32 tie with the runner-up may swap.
-    top_two = np.sort(ref.confidences, axis=1)[:, -2:]
-    top_ties = (top_two[:, -1] - top_two[:, 0]) <= TIE_RTOL * np.maximum(top_two[:, -1], 1e-12)
     label_ties = (np.any((ref.accepted != cand.accepted) & at_cut, axis=1) | (oos_ties & ~same_oos)
-                  | (top_ties & ~np.any(ref.confidences >= decision.thresholds, axis=1)))
+                  | _choice_ties(ref.confidences, ref.accepted != cand.accepted))
     labels = decision.labels
     mismatched = [
         {"text": texts[i],
@@ -169,6 +165,19 @@ def compare(reference: GraphOutputs, candidate: GraphOutputs, decision: Decision
         "ties_at_threshold": int(((~same_sets & label_ties) | (~same_oos & oos_ties)).sum()),
         "mismatched": mismatched,
     }
+
+
+def _choice_ties(confidences: np.ndarray, differing: np.ndarray) -> np.ndarray:
+    """Rows whose label sets differ on a label the decision picked by comparing confidences (the top
+    intent an empty in-scope row falls back to, a cover's most confident child) whose reference
+    confidence is within ``TIE_RTOL`` of another label's: float32 rounding may swap the pick."""
+    ties = np.zeros(len(confidences), dtype=bool)
+    for row in np.flatnonzero(differing.any(axis=1)):
+        values = confidences[row]
+        gaps = np.abs(values[differing[row]][:, None] - values[None, :])
+        gaps[np.arange(gaps.shape[0]), np.flatnonzero(differing[row])] = np.inf  # a label against itself
+        ties[row] = bool((gaps <= TIE_RTOL * max(float(values.max()), 1e-12)).any())
+    return ties
 
 
 def _entity_agreement(reference: GraphOutputs, candidate: GraphOutputs, texts: Sequence[str]) -> dict[str, Any]:

@@ -268,6 +268,25 @@ def test_parity_tolerates_a_tie_for_the_top_intent_fallback():
                      "test")
 
 
+def test_parity_tolerates_a_tie_between_a_covers_children():
+    """A covered parent accepted without children takes its most confident child; two tied children
+    may swap between float32 runs: a tie, not a mismatch."""
+    from intentvcs.core.relations import LabelRelations
+
+    labels = ("x", "x_with", "x_without")
+    relations = LabelRelations.from_dict({"format": "intentvcs-relations", "format_version": 1,
+                                          "labels": list(labels),
+                                          "relations": [{"type": "cover", "parent": "x",
+                                                         "children": ["x_with", "x_without"]}]})
+    decision = Decision(labels, activation="sigmoid", thresholds=[0.5, 0.5, 0.5], relations=relations)
+    logits = np.array([[3.0, -1.0, -1.0]], dtype=np.float32)
+    pooled = np.zeros((1, 4), dtype=np.float32)
+    shifted = logits + np.array([[0.0, 0.0, 1e-6]], dtype=np.float32)
+    report = check_parity(GraphOutputs(logits, pooled, pooled), GraphOutputs(shifted, pooled, pooled), decision,
+                          ["x"], "test")
+    assert report["passed"] and report["ties_at_threshold"] == 1 and report["label_set_mismatches"] == 0
+
+
 def test_not_a_checkpoint_is_a_usage_error(tmp_path, capsys):
     code, _ = run_cli("export", "--checkpoint", str(tmp_path), "--out", str(tmp_path / "bundle"))
     assert code == 2 and "checkpoint.json" in capsys.readouterr().err
