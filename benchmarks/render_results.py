@@ -209,7 +209,7 @@ def audit_rows() -> list[Row]:
     rows = []
     if accuracy:
         rows.append(("relation accuracy per scenario (% of new intents typed right): "
-                     + ", ".join(r["scenario"] for r in accuracy),
+                     + ", ".join(f"{r['scenario']} ({r.get('path', 'cli')})" for r in accuracy),
                      " / ".join(f"{r['relation_acc']:.1f}" for r in accuracy), "–"))
     if timing:
         rows.append((f"audit of {timing['batch_rows']:,} utterances, end to end",
