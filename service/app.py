@@ -2,7 +2,8 @@
 
 Endpoints: ``POST /predict``, ``POST /model/parse`` (the same answer in the
 shape of Rasa's NLU server, ``rasa``), ``POST /audit`` (``intentvcs.service.audit``),
-``GET /status`` (which model answers: ``identity``, also the
+the task ``/audit/job`` (submit, status, progress, get: an audit of any size in the
+background, ``audit_jobs``), ``GET /status`` (which model answers: ``identity``, also the
 ``X-Intentvcs-Model`` header of every API answer), and BentoML's own
 ``/healthz`` (live), ``/readyz`` (ready once the bundle is loaded
 and a warm-up prediction has run), ``/metrics`` (BentoML's and
@@ -12,8 +13,8 @@ folder is swapped in without a restart or a dropped request (``reload``).
 
 In front of the API, ASGI middleware, each in its module with its reasons:
 an optional bearer token (``auth``), JSON bodies only (``media_type``), a
-bound on a worker's audits (``audit_control``) and on body size
-(``body_limit``). Every refusal is one log line and one count
+bound on a worker's audits (``audit_control``) and audit jobs (``audit_jobs``), on body
+size (``body_limit``), and a job's body checked before it is queued (``audit_jobs``). Every refusal is one log line and one count
 (``rejections``).
 
 Adaptive batching: the utterances of concurrent ``/predict`` and ``/model/parse`` requests are
@@ -44,6 +45,8 @@ from starlette.responses import JSONResponse
 from intentvcs.service import prometheus_metrics, rejections, schemas
 from intentvcs.service.audit import AuditConfig, AuditInputError, audit_batch
 from intentvcs.service.audit_control import AuditGate, AuditRunner, AuditTimeout, ClientGone
+from intentvcs.service.audit_jobs import (JOB_READ_ROUTES, JOB_ROUTE, SUBMIT_ROUTE, JobBodyCheck, JobGate,
+                                         JobProgress, JobRunner, progress_folder)
 from intentvcs.service.auth import BearerAuth
 from intentvcs.service.body_limit import BodyLimit
 from intentvcs.service.engine import Engine
@@ -53,6 +56,7 @@ from intentvcs.service.rasa import parse_answer
 from intentvcs.service.reload import BundleWatcher
 from intentvcs.service.schemas import (
     LIMITS,
+    AuditJobRequest,
     AuditRequest,
     AuditRow,
     ParseRequest,
@@ -64,7 +68,7 @@ from intentvcs.service.settings import ENV_PREFIX, Settings
 
 SETTINGS = Settings.from_env()
 AUDIT_CONFIG = AuditConfig.from_dict({**SETTINGS.audit_config, "progress": False})  # no bars in server logs
-API_ROUTES = ["/predict", "/model/parse", "/audit"]
+API_ROUTES = ["/predict", "/model/parse", "/audit", SUBMIT_ROUTE]
 log = logging.getLogger(__name__)
 
 
@@ -122,6 +126,7 @@ class IntentService:
                                     fallback=_overloaded, get_batch_size=lambda job: 1)
         self._batched_predict = dispatcher(lambda jobs: predict_jobs(self.engine, jobs))
         self.auditor = AuditRunner(LIMITS.audit_timeout_s)
+        self.jobs = JobRunner(LIMITS.audit_job_timeout_s)
         if SETTINGS.reload_interval_s:
             BundleWatcher(SETTINGS.bundle, self._load, self._swap, self._reload_failed,
                           SETTINGS.reload_interval_s).start()
@@ -181,6 +186,30 @@ class IntentService:
         answer = await self._batched_predict((text, LIMITS.default_top_k))
         return ParseResponse(**parse_answer(answer, SETTINGS.fallback_intent))
 
+    @bentoml.task(route=JOB_ROUTE, input_spec=AuditJobRequest)
+    async def audit_job(self, rows: list[AuditRow], training_rows: list[AuditRow] | None,
+                        ctx: bentoml.Context) -> dict[str, Any]:
+        """``/audit`` for a batch of any size, as a background task with progress (``audit_jobs``)."""
+        progress = JobProgress(progress_folder(), ctx.request.state.task_id, len(rows))
+        progress("queued", 0, len(rows), force=True)
+
+        def job(should_stop) -> dict[str, Any]:  # on the job thread
+            report = audit_batch(self.engine, _as_dicts(rows), _as_dicts(training_rows), config=AUDIT_CONFIG,
+                                 should_stop=should_stop, progress=progress).to_dict()
+            progress("done", len(rows), len(rows), force=True)
+            return report
+
+        try:
+            return await self.jobs.run(job)
+        except AuditTimeout:
+            progress("stopped: deadline", 0, len(rows), force=True)
+            raise bentoml.exceptions.BentoMLException(
+                f"the audit job did not finish within {LIMITS.audit_job_timeout_s} s (setting "
+                f"{ENV_PREFIX}AUDIT_JOB_TIMEOUT_S) and was stopped") from None
+        except Exception as exc:
+            progress(f"failed: {exc}"[:300], 0, len(rows), force=True)
+            raise
+
     @bentoml.api(route="/audit", input_spec=AuditRequest)
     async def audit(self, rows: list[AuditRow], training_rows: list[AuditRow] | None,
                     ctx: bentoml.Context) -> dict[str, Any]:
@@ -218,11 +247,16 @@ class IntentService:
 if SETTINGS.api_token:
     IntentService.add_asgi_middleware(
         BearerAuth, token=SETTINGS.api_token, on_reject=rejections.refused_scope,
-        routes=[*API_ROUTES, *(["/metrics"] if SETTINGS.metrics_token_required else [])])
+        routes=[*API_ROUTES, *JOB_READ_ROUTES, *(["/metrics"] if SETTINGS.metrics_token_required else [])])
 IntentService.add_asgi_middleware(JsonOnly, routes=API_ROUTES, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(AuditGate, route="/audit", max_in_flight=LIMITS.max_audits_in_flight,
                                   retry_after_s=min(5, LIMITS.audit_timeout_s), on_reject=rejections.refused_scope)
+IntentService.add_asgi_middleware(JobGate, max_jobs=LIMITS.max_audit_jobs,
+                                  pending=lambda: bentoml.get_current_service().jobs.unfinished,
+                                  retry_after_s=5, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.max_body_bytes, on_reject=rejections.refused_scope)
+IntentService.add_asgi_middleware(JobBodyCheck, check=schemas.job_body_problem, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(ModelHeader, routes=API_ROUTES)
 IntentService.mount_asgi_app(status_app(), path="/")  # GET /status, beside BentoML's own routes
-rejections.quiet_bentoml({cls.__name__ for cls in (PredictRequest, ParseRequest, AuditRequest)})
+rejections.quiet_bentoml({cls.__name__ for cls in (PredictRequest, ParseRequest, AuditRequest,
+                                                    AuditJobRequest)})

@@ -20,6 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from intentvcs.service.audit_jobs import PROGRESS_ROUTE, progress_endpoint
+
 HEADER = "x-intentvcs-model"
 Message = dict[str, Any]
 
@@ -30,11 +32,13 @@ def header_value(info: dict[str, Any]) -> str:
 
 
 def status_app() -> Starlette:
-    """A Starlette app with one route, ``GET /status``: the worker's ``status()`` as JSON."""
+    """A Starlette app beside BentoML's routes: ``GET /status``, the worker's ``status()`` as JSON, and
+    ``GET /audit/job/progress`` (``intentvcs.service.audit_jobs``)."""
     async def status(request: Request) -> JSONResponse:
         return JSONResponse(bentoml.get_current_service().status())
 
-    return Starlette(routes=[Route("/status", status, methods=["GET"])])
+    return Starlette(routes=[Route("/status", status, methods=["GET"]),
+                             Route(PROGRESS_ROUTE, progress_endpoint, methods=["GET"])])
 
 
 class ModelHeader:

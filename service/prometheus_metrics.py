@@ -22,7 +22,7 @@ from typing import Any
 
 OUT_OF_SCOPE = "out_of_scope"
 # overloaded: /predict's batch queue (503); audit_busy: a worker's audits in
-# flight (429); audit_timeout: an audit past its deadline (504);
+# flight, or its unfinished audit jobs (429); audit_timeout: an audit past its deadline (504);
 # audit_cancelled: an audit stopped because its client went away.
 SERVER_ERROR_REASONS = ("internal_error", "overloaded", "audit_busy", "audit_timeout", "audit_cancelled")
 

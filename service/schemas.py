@@ -187,6 +187,27 @@ class AuditRequest(CountedRequest):
     )
 
 
+
+class AuditJobRequest(CountedRequest):
+    """An upgrade batch of any size to audit as a background job (``/audit/job``)."""
+
+    rows: list[AuditRow] = Field(
+        min_length=1, max_length=LIMITS.max_audit_job_rows,
+        description=f"The batch, 1 to {LIMITS.max_audit_job_rows} rows ({ENV_PREFIX}MAX_AUDIT_JOB_ROWS); labels "
+        "the model does not know are the new intents under audit. The job runs in the background: "
+        "/audit/job/submit answers a task_id at once, /audit/job/status and /audit/job/progress say where it "
+        f"stands, /audit/job/get gives the report. A job stops and fails after {LIMITS.audit_job_timeout_s} s "
+        f"({ENV_PREFIX}AUDIT_JOB_TIMEOUT_S); a worker runs one job at a time and holds at most "
+        f"{LIMITS.max_audit_jobs} unfinished ({ENV_PREFIX}MAX_AUDIT_JOBS; more: 429 with Retry-After).",
+    )
+    training_rows: list[AuditRow] | None = Field(
+        None, max_length=LIMITS.max_audit_job_rows,
+        description="Optional sample of the old training data (preferred evidence for existing intents); "
+        "without it the audit reads the bundle's own sample of its training rows (references.jsonl), when "
+        "the bundle carries one.",
+    )
+
+
 # Rejection reasons form a closed set so that the error counter's label stays
 # bounded whatever a client sends. Anything unforeseen is "invalid_request".
 _REASON_BY_TYPE = {
@@ -241,6 +262,27 @@ def rejection_reason(exc: ValidationError) -> str:
     if kind.endswith(("_type", "_parsing")):
         return "wrong_type"
     return "invalid_request"
+
+
+def job_body_problem(body: bytes) -> tuple[str, str] | None:
+    """What is wrong with an ``/audit/job`` submit body, as ``(reason, message)``; None when it is valid.
+
+    The schema's checks, then the data format's (``validate_rows``: what ``/audit`` answers with 400
+    ``invalid_rows`` once the audit has started)."""
+    from intentvcs.service.audit import AuditInputError, validate_rows
+
+    try:
+        request = AuditJobRequest.model_validate_json(body)
+    except ValidationError as exc:
+        return rejection_reason(exc), str(exc)
+    try:
+        for name in ("rows", "training_rows"):
+            rows = getattr(request, name)
+            if rows is not None:
+                validate_rows([row.model_dump(exclude_none=True) for row in rows], name)
+    except AuditInputError as exc:
+        return "invalid_rows", str(exc)
+    return None
 
 
 # ------------------------------------------------------------------ responses

@@ -100,6 +100,12 @@ class Limits:
     max_audit_new_intents: int = 100  # labels the bundle does not know, per request; beyond: 413
     audit_timeout_s: int = 45  # from parsed request to report, queueing included; beyond: 504, the audit stops
     max_audits_in_flight: int = 2  # per worker, the one computing included (they run one at a time); beyond: 429
+    # Audit jobs (intentvcs.service.audit_jobs): batches past the synchronous
+    # cap, one job at a time per worker on a thread of its own. A 100,000-row
+    # job of short utterances is about 10 MB of JSON, within max_body_bytes.
+    max_audit_job_rows: int = 100_000  # rows per /audit/job submit (and as many training rows)
+    max_audit_jobs: int = 4  # per worker, submitted and unfinished; beyond: 429
+    audit_job_timeout_s: int = 3600  # from the job's start to its report; beyond, it stops and fails
 
     def __post_init__(self) -> None:
         if self.default_top_k > self.max_top_k:

@@ -154,7 +154,8 @@ def test_readyz_waits_for_warm_up(server):
 # ---------------------------------------------------------------------- token
 @pytest.mark.parametrize("path, body", [("/predict", {"text": "play some jazz"}),
                                         ("/model/parse", {"text": "play some jazz"}),
-                                        ("/audit", {"rows": [{"text": "hi there", "labels": ["greet"]}]})])
+                                        ("/audit", {"rows": [{"text": "hi there", "labels": ["greet"]}]}),
+                                        ("/audit/job/submit", {"rows": [{"text": "hi there", "labels": ["greet"]}]})])
 def test_api_routes_need_the_token(server, path, body):
     url = f"{server.url}{path}"
     missing = httpx.post(url, json=body, timeout=30)
@@ -166,6 +167,14 @@ def test_api_routes_need_the_token(server, path, body):
     assert basic.status_code == 401
     assert server.post(path, body).status_code == 200
     assert httpx.post(url, json=body, headers={"authorization": f"bearer {TOKEN}"}, timeout=30).status_code == 200
+
+
+def test_an_audit_jobs_routes_need_the_token(server):
+    task_id = server.post("/audit/job/submit", {"rows": [{"text": "hi there", "labels": ["greet"]}]}).json()["task_id"]
+    for route in ("status", "get", "progress"):
+        url = f"{server.url}/audit/job/{route}"
+        assert httpx.get(url, params={"task_id": task_id}, timeout=30).status_code == 401, route
+        assert httpx.get(url, params={"task_id": task_id}, headers=AUTH, timeout=30).status_code != 401, route
 
 
 def test_probes_stay_open_and_metrics_need_the_token(server):

@@ -73,6 +73,14 @@ def _never() -> bool:
     return False
 
 
+# Told (stage, done, total) as the audit goes: the service's audit jobs publish it.
+Progress = Callable[[str, int, int], None]
+
+
+def _silent(stage: str, done: int, total: int) -> None:
+    return None
+
+
 def _check(should_stop: Callable[[], bool]) -> None:
     if should_stop():
         raise AuditStopped("the audit was asked to stop")
@@ -107,8 +115,9 @@ def _progress(config: AuditConfig, total: int, desc: str) -> tqdm:
 
 
 def _infer(model: Predictor, texts: Sequence[str], config: AuditConfig, desc: str,
-           should_stop: Callable[[], bool] = _never) -> GraphOutputs:
-    """``model.infer`` over ``texts`` in chunks of ``infer_chunk``, with a progress bar."""
+           should_stop: Callable[[], bool] = _never, progress: Progress = _silent) -> GraphOutputs:
+    """``model.infer`` over ``texts`` in chunks of ``infer_chunk``, with a progress bar (and ``progress``
+    told ``(desc, done, total)`` after every chunk)."""
     chunks = []
     with _progress(config, len(texts), desc) as bar:
         for start in range(0, len(texts), config.infer_chunk):
@@ -116,6 +125,7 @@ def _infer(model: Predictor, texts: Sequence[str], config: AuditConfig, desc: st
             chunk = list(texts[start:start + config.infer_chunk])
             chunks.append(GraphOutputs(*model.infer(chunk)))
             bar.update(len(chunk))
+            progress(desc, min(start + len(chunk), len(texts)), len(texts))
     return GraphOutputs.concatenate(chunks)
 
 
@@ -147,7 +157,8 @@ def _references(names: Iterable[str], batch: list[Example], old_rows: tuple[str,
 
 
 def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[Any] | None = None,
-                config: AuditConfig = AuditConfig(), should_stop: Callable[[], bool] = _never) -> AuditReport:
+                config: AuditConfig = AuditConfig(), should_stop: Callable[[], bool] = _never,
+                progress: Progress = _silent) -> AuditReport:
     """Audit an upgrade batch against the current model.
 
     Args:
@@ -164,6 +175,8 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         config: thresholds and caps (``AuditConfig``).
         should_stop: called between steps; when it returns True the audit
             raises ``AuditStopped`` (the service's deadline).
+        progress: told ``(stage, done, total)`` after every inference chunk
+            and every new intent decided (the service's audit jobs).
     Returns an ``AuditReport``: one finding per new intent, in order of first
     appearance in the batch. Raises ``AuditInputError`` for a malformed row
     (the message names it), ``AuditStopped`` when ``should_stop`` said so.
@@ -179,7 +192,7 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
     audited = [ex for ex in batch if not label_set.issuperset(ex.labels)]
     findings, new_pairs, per_intent, timing, missing = [], [], {}, {}, []
     if audited:
-        audit = _score(model, audited, config, should_stop)
+        audit = _score(model, audited, config, should_stop, progress)
         timing["inference"] = time.perf_counter() - started
         per_intent = {name: audit.candidates(name) for name in new_intents}
         segmented = audit.segment_pairs(model, new_intents)
@@ -190,9 +203,10 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         audit.add_references(model, references)
         timing["inference"] += time.perf_counter() - embedding
         findings = []
-        for name in new_intents:
+        for done, name in enumerate(new_intents, start=1):
             _check(should_stop)
             findings.append(audit.finding(name, *per_intent[name], segmented.get(name)))
+            progress("audit: new intents decided", done, len(new_intents))
         new_pairs = audit.new_pairs(findings)
     timing["total"] = time.perf_counter() - started
     return AuditReport(
@@ -211,7 +225,7 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
 
 
 def _score(model: Predictor, audited: list[Example], config: AuditConfig,
-           should_stop: Callable[[], bool] = _never) -> _Audit:
+           should_stop: Callable[[], bool] = _never, progress: Progress = _silent) -> _Audit:
     """One model pass over the rows that carry new intents, decided as the model decides.
 
     The decision runs without its OOS rule: a row judged out of scope accepts
@@ -222,7 +236,7 @@ def _score(model: Predictor, audited: list[Example], config: AuditConfig,
     """
     labels, served = list(model.labels), model.decision
     decision = dataclasses.replace(served, oos=NoRule())
-    outputs = _infer(model, [ex.text for ex in audited], config, "audit: new intents", should_stop)
+    outputs = _infer(model, [ex.text for ex in audited], config, "audit: new intents", should_stop, progress)
     result = decision.apply(*outputs.scores, top_fallback=False)
     known = decision.relations
     return _Audit(
@@ -230,7 +244,7 @@ def _score(model: Predictor, audited: list[Example], config: AuditConfig,
         accepted=result.accepted, ranked=top_two(result.confidences), vectors=normalise(outputs.pooled),
         out_of_scope=served.oos.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0], oos_rule=served.oos,
         implication=(known.implication_matrix(labels) if known is not None else np.eye(len(labels), dtype=bool)),
-        rng=np.random.default_rng(config.seed), should_stop=should_stop)
+        rng=np.random.default_rng(config.seed), should_stop=should_stop, progress=progress)
 
 
 @dataclass
@@ -250,6 +264,7 @@ class _Audit:
     implication: np.ndarray  # bool [L, L], known relations
     rng: np.random.Generator
     should_stop: Callable[[], bool] = _never
+    progress: Progress = _silent
     references: dict[str, Reference] = field(default_factory=dict)
     reference_vectors: dict[str, np.ndarray] = field(default_factory=dict)
     reference_ranked: dict[str, np.ndarray] = field(default_factory=dict)
@@ -274,7 +289,7 @@ class _Audit:
         texts = [ex.text for ref in references.values() for ex in ref.examples]
         if not texts:
             return
-        outputs = _infer(model, texts, self.config, "audit: references", self.should_stop)
+        outputs = _infer(model, texts, self.config, "audit: references", self.should_stop, self.progress)
         pooled = normalise(outputs.pooled)
         ranked = top_two(self.decision.apply(*outputs.scores).confidences)
         offset = 0
@@ -311,7 +326,8 @@ class _Audit:
         halves = [text for name in names for cut in cuts[name] for text in (cut.left, cut.right)]
         if not halves:
             return {}
-        outputs = _infer(model, halves, self.config, "audit: split utterances", self.should_stop)
+        outputs = _infer(model, halves, self.config, "audit: split utterances", self.should_stop,
+                         self.progress)
         result = self.decision.apply(*outputs.scores, top_fallback=False)
         # A half must be in scope for the service: the halves of a novel
         # request are no requests the model knows, whatever it accepts.

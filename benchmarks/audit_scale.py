@@ -1,0 +1,143 @@
+"""Audits at scale: a 100,000-row audit end to end, and what an audit job costs /predict.
+
+Three measurements on one bundle (default: the demo's), batches made by
+expanding the embedded upgrade batch with filler prefixes and suffixes
+(``benchmarks.audit_bench.expand``, then a round number; labels kept):
+
+* ``cli``: ``intentvcs audit`` on ``--rows`` rows (default 100,000) in a child
+  process: wall time and the child's peak RSS (``getrusage``), against the
+  issue's 120 s;
+* ``predict``: a server on the bundle, ``--clients`` closed-loop /predict
+  clients for ``--seconds`` without an audit, then again while an audit job of
+  ``--job-rows`` rows (default 10,000) runs on the same server (submitted
+  through ``/audit/job/submit``; the job's own time to completion is recorded);
+  p50/p99 of both windows and their ratio, against the issue's 2x.
+
+    python -m benchmarks.audit_scale --bundle runs/default/bundle
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.audit_bench import PREFIXES, SUFFIXES, expand
+from benchmarks.common import write_results
+from benchmarks.load_test import load
+from intentvcs.core.dataio import Example, read_jsonl, write_jsonl
+from intentvcs.training import DEFAULT_DATA
+
+UPGRADE = DEFAULT_DATA / "upgrade.jsonl"
+TARGETS = {"cli_seconds": 120.0, "p99_ratio": 2.0}
+
+
+def scaled(size: int) -> list[Example]:
+    """``size`` distinct rows: the expanded upgrade batch, repeated with a round number past its end."""
+    batch = read_jsonl(UPGRADE)
+    base = expand(batch, min(size, len(batch) * len(PREFIXES) * len(SUFFIXES)))
+    return [base[i] if i < len(base) else Example(f"{base[i % len(base)].text} {i // len(base)}",
+                                                  base[i % len(base)].labels) for i in range(size)]
+
+
+def cli_run(bundle: str, rows: int) -> dict:
+    """``intentvcs audit`` on ``rows`` rows in a child process (the engine's default threads: every core):
+    seconds and peak RSS."""
+    with tempfile.TemporaryDirectory() as scratch:
+        batch = Path(scratch) / "batch.jsonl"
+        write_jsonl(batch, scaled(rows))
+        command = [sys.executable, "-m", "intentvcs.cli.main", "audit", "--bundle", bundle, "--batch", str(batch),
+                   "--out", str(Path(scratch) / "report.json"), "--fail-on", "never"]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        started = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        seconds = time.perf_counter() - started
+        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        report = json.loads((Path(scratch) / "report.json").read_text())
+    return {"measure": "cli", "rows": rows, "seconds": round(seconds, 1),
+            # ru_maxrss of children is the largest child so far; the child here is the only one.
+            "peak_rss_mb": round(max(peak_kib, before) / 1024, 1),
+            "new_intents": len(report["findings"]), "target_seconds": TARGETS["cli_seconds"],
+            "met": seconds <= TARGETS["cli_seconds"]}
+
+
+def predict_during_job(bundle: str, job_rows: int, clients: int, seconds: float) -> dict:
+    """/predict latency without and with an audit job of ``job_rows`` rows running on the same server."""
+    import httpx
+
+    from intentvcs.cli.commands.serve import running
+
+    rows = [ex.to_dict() for ex in scaled(job_rows)]
+    with running(bundle) as url:
+        asyncio.run(load(url, clients, 3.0))  # warm-up
+        quiet = asyncio.run(load(url, clients, seconds))
+        submitted = time.perf_counter()
+        task = httpx.post(f"{url}/audit/job/submit", json={"rows": rows}, timeout=120).json()["task_id"]
+        during = asyncio.run(load(url, clients, seconds))
+        status = _wait(url, task)
+        job_seconds = time.perf_counter() - submitted
+    ratio = during["p99_ms"] / quiet["p99_ms"]
+    return {"measure": "predict_during_job", "clients": clients, "window_s": seconds, "job_rows": job_rows,
+            "job_status": status, "job_seconds": round(job_seconds, 1),
+            "quiet": quiet, "during_job": during, "p99_ratio": round(ratio, 2),
+            "p50_ratio": round(during["p50_ms"] / quiet["p50_ms"], 2),
+            "target_p99_ratio": TARGETS["p99_ratio"], "met": ratio <= TARGETS["p99_ratio"]}
+
+
+def _wait(url: str, task_id: str, timeout_s: float = 1800) -> str:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = httpx.get(f"{url}/audit/job/status", params={"task_id": task_id}, timeout=30).json()["status"]
+        if status in ("completed", "failed"):
+            return status
+        time.sleep(1.0)
+    return "unfinished"
+
+
+def render(records: list[dict]) -> str:
+    lines = []
+    for r in records:
+        if r["measure"] == "cli":
+            lines.append(f"- `intentvcs audit` of {r['rows']:,} rows ({r['new_intents']} new intents): "
+                         f"**{r['seconds']:.1f} s** (target ≤ {r['target_seconds']:.0f} s, "
+                         f"{'met' if r['met'] else 'missed'}), peak RSS {r['peak_rss_mb']:.0f} MB.")
+        else:
+            q, d = r["quiet"], r["during_job"]
+            lines.append(f"- /predict at {r['clients']} clients, {r['window_s']:.0f} s windows: p50 / p99 "
+                         f"{q['p50_ms']:.1f} / {q['p99_ms']:.1f} ms without an audit, {d['p50_ms']:.1f} / "
+                         f"{d['p99_ms']:.1f} ms while an audit job of {r['job_rows']:,} rows runs: p99 × "
+                         f"**{r['p99_ratio']:.2f}** (target ≤ {r['target_p99_ratio']:.0f}×, "
+                         f"{'met' if r['met'] else 'missed'}); {q['errors'] + d['errors']} errors; the job "
+                         f"{r['job_status']} in {r['job_seconds']:.0f} s.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bundle", default="runs/default/bundle")
+    parser.add_argument("--rows", type=int, default=100_000, help="rows of the CLI audit (0: skip)")
+    parser.add_argument("--job-rows", type=int, default=10_000, help="rows of the audit job (0: skip)")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=20.0, help="each /predict window")
+    args = parser.parse_args(argv)
+    records = []
+    if args.rows:
+        records.append(cli_run(args.bundle, args.rows))
+        print(render(records[-1:]), end="")
+    if args.job_rows:
+        records.append(predict_during_job(args.bundle, args.job_rows, args.clients, args.seconds))
+        print(render(records[-1:]), end="")
+    write_results("audit_scale", records, render(records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
