@@ -166,27 +166,7 @@ def main() -> int:
                     runs.append(result)
             if not runs:
                 continue
-            n_seeds = len(runs)
-            tests = [r["test"] for r in runs]
-            closed = [r["test_closure"] for r in runs]
-            epoch_s = [s for r in runs for s in r["epoch_seconds"]]
-            records.append({
-                "dataset": f"{dataset}-vcs", "method": method, "backbone": "all-MiniLM-L6-v2",
-                "seeds": n_seeds, "epochs": args.epochs, "recipe": recipe, "served": "bundle fp32 (Engine)",
-                "F1": round(100 * statistics.median(t["f1"] for t in tests), 2),
-                "EM": round(100 * statistics.median(t["exact_match"] for t in tests), 2),
-                "precision": round(100 * statistics.median(t["precision"] for t in tests), 2),
-                "recall": round(100 * statistics.median(t["recall"] for t in tests), 2),
-                "F1_closure": round(100 * statistics.median(t["f1"] for t in closed), 2),
-                "EM_closure": round(100 * statistics.median(t["exact_match"] for t in closed), 2),
-                **_discovered_figures(runs, args.discover_relations),
-                "F1_per_seed": [round(100 * t["f1"], 2) for t in tests],
-                "EM_per_seed": [round(100 * t["exact_match"], 2) for t in tests],
-                "epoch_seconds_median": round(statistics.median(epoch_s), 1),
-                "best_epochs": [r["best_epoch"] for r in runs],
-                "paper_F1": PAPER.get(dataset, {}).get(method, (None, None))[0],
-                "paper_EM": PAPER.get(dataset, {}).get(method, (None, None))[1],
-            })
+            records.append(_record(dataset, method, runs, recipe, args.discover_relations))
             done = {r["dataset"] for r in records}
             merged, command = keep_previous(args.results_name, records, lambda r: r["dataset"] in done)
             if args.reuse_only:  # the runs were trained by the same command without the flag
@@ -194,6 +174,29 @@ def main() -> int:
             write_results(args.results_name, merged, render(merged), command=command,
                           extra={"assembled_from_finished_runs": args.reuse_only})
     return 0
+
+
+def _record(dataset: str, method: str, runs: list[dict], recipe: dict, discover: float) -> dict:
+    """One results record: medians over the seeds' runs, per-seed figures, the paper's."""
+    tests, closed = [r["test"] for r in runs], [r["test_closure"] for r in runs]
+
+    def median(figures: list[dict], key: str) -> float:
+        return round(100 * statistics.median(t[key] for t in figures), 2)
+
+    return {
+        "dataset": f"{dataset}-vcs", "method": method, "backbone": "all-MiniLM-L6-v2",
+        "seeds": len(runs), "epochs": recipe["epochs"], "recipe": recipe, "served": "bundle fp32 (Engine)",
+        "F1": median(tests, "f1"), "EM": median(tests, "exact_match"),
+        "precision": median(tests, "precision"), "recall": median(tests, "recall"),
+        "F1_closure": median(closed, "f1"), "EM_closure": median(closed, "exact_match"),
+        **_discovered_figures(runs, discover),
+        "F1_per_seed": [round(100 * t["f1"], 2) for t in tests],
+        "EM_per_seed": [round(100 * t["exact_match"], 2) for t in tests],
+        "epoch_seconds_median": round(statistics.median(s for r in runs for s in r["epoch_seconds"]), 1),
+        "best_epochs": [r["best_epoch"] for r in runs],
+        "paper_F1": PAPER.get(dataset, {}).get(method, (None, None))[0],
+        "paper_EM": PAPER.get(dataset, {}).get(method, (None, None))[1],
+    }
 
 
 def _discovered_figures(runs: list[dict], rate: float) -> dict:

@@ -61,21 +61,16 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
                   references: bool = True) -> dict[str, Any]:
     """Export ``checkpoint_dir`` to the bundle ``out_dir``; return the result summary.
 
-    ``parity_data`` is a canonical JSONL file of held-out utterances (default:
-    the built-in sample); when its rows are labelled they are also the int8
-    graph's accuracy gate. ``quantize=False`` writes no int8 graph. ``opset``
-    overrides Optimum's default; ``name`` is the
-    model's name in the manifest (default ``default_name(checkpoint_dir)``);
-    ``entities=False`` leaves a checkpoint's entity head out of the bundle (an
-    intent-only graph, as if it had none); ``references=False`` leaves the
-    checkpoint's sample of training rows out (a bundle that must not carry the
-    team's utterances; the audit then needs training rows). An existing
-    ``out_dir`` is replaced when it is an earlier bundle or empty, any other
-    folder only with ``force`` (``FileExistsError``, raised before the export
-    starts). Raises
+    ``parity_data`` is a canonical JSONL file of held-out utterances (default: the built-in
+    sample); labelled rows are also the int8 graph's accuracy gate. ``quantize=False`` writes no
+    int8 graph; ``opset`` overrides Optimum's default; ``name`` is the model's name in the manifest
+    (default ``default_name(checkpoint_dir)``); ``entities=False`` leaves the entity head out (an
+    intent-only graph); ``references=False`` leaves the sample of training rows out (a bundle that
+    must not carry the team's utterances; the audit then needs training rows). An existing
+    ``out_dir`` is replaced when it is an earlier bundle or empty, any other folder only with
+    ``force`` (``FileExistsError``, raised before the export starts). Raises
     ``intentvcs.export.parity.ParityError`` when the graph does not reproduce PyTorch,
-    ``ValueError``/``FileNotFoundError`` for bad inputs; ``out_dir`` is then
-    left as it was.
+    ``ValueError``/``FileNotFoundError`` for bad inputs; ``out_dir`` is then left as it was.
     """
     started = time.perf_counter()
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
@@ -97,9 +92,8 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         _write_tokenizer(tokenizer, max_length, tmp / TOKENIZER_FILE)
         if spelling is not None:
             spelling.save(tmp / SPELLING_FILE)
-        reference_rows = read_references(checkpoint_dir) if references else None
-        if reference_rows:
-            write_references(tmp, reference_rows)
+        if references:
+            _copy_references(checkpoint_dir, tmp)
         parity, fp32, fp32_outputs = _check_parity(tmp, model, tokenizer, (max_length, tags), decision, held_out)
         quantization = _quantize(tmp, (fp32, fp32_outputs), decision, held_out, spelling) if quantize else None
         written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, parity, quantization, spelling,
@@ -121,6 +115,14 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         "references": written["references"],
         "seconds": round(time.perf_counter() - started, 2),
     }
+
+
+def _copy_references(checkpoint_dir: Path, bundle_dir: Path) -> None:
+    """The checkpoint's sample of its training rows into the bundle, when it has one (read and rewritten:
+    a bad row fails the export here, not the audit later)."""
+    rows = read_references(checkpoint_dir)
+    if rows:
+        write_references(bundle_dir, rows)
 
 
 def default_name(checkpoint_dir: str | os.PathLike) -> str:

@@ -168,10 +168,8 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
             is copied into the report.
         rows: the batch, canonical rows (dicts or ``Example``s). Labels that
             the model does not know are the new intents under audit.
-        training_rows: optional sample of the old data, the preferred source
-            of existing intents' utterances for contain(E->N); without it,
-            the model's own sample of its training rows
-            (``model.reference_rows()``, ``intentvcs.core.references``).
+        training_rows: optional sample of the old data, the preferred source of existing
+            intents' utterances for contain(E->N); else ``model.reference_rows()``.
         config: thresholds and caps (``AuditConfig``).
         should_stop: called between steps; when it returns True the audit
             raises ``AuditStopped`` (the service's deadline).
@@ -202,11 +200,7 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         embedding = time.perf_counter()
         audit.add_references(model, references)
         timing["inference"] += time.perf_counter() - embedding
-        findings = []
-        for done, name in enumerate(new_intents, start=1):
-            _check(should_stop)
-            findings.append(audit.finding(name, *per_intent[name], segmented.get(name)))
-            progress("audit: new intents decided", done, len(new_intents))
+        findings = audit.findings(new_intents, per_intent, segmented)
         new_pairs = audit.new_pairs(findings)
     timing["total"] = time.perf_counter() - started
     return AuditReport(
@@ -349,6 +343,16 @@ class _Audit:
                 (a, b), k = counted.most_common(1)[0]
                 out[name] = ((self.labels[a], self.labels[b]),
                              wilson(k, len(sampled[name]), self.config.confidence))
+        return out
+
+    def findings(self, names: list[str], per_intent: dict[str, tuple[np.ndarray, np.ndarray, list[int]]],
+                 segmented: dict[str, tuple[tuple[str, str], Count]]) -> list[Finding]:
+        """One finding per new intent, in order, with progress after each."""
+        out = []
+        for done, name in enumerate(names, start=1):
+            _check(self.should_stop)
+            out.append(self.finding(name, *per_intent[name], segmented.get(name)))
+            self.progress("audit: new intents decided", done, len(names))
         return out
 
     def finding(self, name: str, rows: np.ndarray, counts: np.ndarray, keep: list[int],
