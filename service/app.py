@@ -13,8 +13,9 @@ folder is swapped in without a restart or a dropped request (``reload``).
 
 In front of the API, ASGI middleware, each in its module with its reasons:
 an optional bearer token (``auth``), JSON bodies only (``media_type``), a
-bound on a worker's audits (``audit_control``) and audit jobs (``audit_jobs``), on body
-size (``body_limit``), and a job's body checked before it is queued (``audit_jobs``). Every refusal is one log line and one count
+bound on a worker's audits (``audit_control``) and audit jobs (``audit_jobs``), on
+body size (``body_limit``), and a job's body checked before it is queued
+(``audit_jobs``). Every refusal is one log line and one count
 (``rejections``).
 
 Adaptive batching: the utterances of concurrent ``/predict`` and ``/model/parse`` requests are

@@ -1,7 +1,8 @@
-"""``intentvcs convert`` and ``intentvcs build-vcs``: public data sets → canonical JSONL.
+"""``intentvcs convert``, ``build-vcs`` and ``build-mix``: public data sets → canonical JSONL.
 
 convert    one split of a source data set → one JSONL file.
 build-vcs  a DialogVCS benchmark directory (see ``intentvcs.training.vcs_builder``).
+build-mix  MixATIS / MixSNIPS, standard or hard (see ``intentvcs.training.mix_builder``).
 Both print a JSON summary on stdout; errors in the data exit with status 2.
 """
 
@@ -13,6 +14,8 @@ import sys
 
 # The loaders and the builder import numpy, not torch: cheap enough to offer their names as choices.
 from intentvcs.training.loaders import FORMATS
+from intentvcs.training.mix_builder import SIZES as MIX_SIZES
+from intentvcs.training.mix_builder import VARIANTS as MIX_VARIANTS
 from intentvcs.training.vcs_builder import DIFFICULTIES, GROUPS, SPECS
 
 
@@ -49,6 +52,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--groups", type=int, choices=GROUPS, help="k for easy/hard")
     p.set_defaults(func=run_build_vcs)
 
+    p = sub.add_parser(
+        "build-mix", help="build MixATIS or MixSNIPS (multi-intent utterances), standard or hard",
+        description="Join 1-3 single-intent ATIS or SNIPS utterances of one split (30/50/20%%, distinct "
+                    "intents) into multi-intent rows, as AGIF's MixATIS and MixSNIPS do, or as the hard "
+                    "variant does (random order, more connectors, typed casing and punctuation); writes "
+                    "train.jsonl, valid.jsonl, test.jsonl and info.json (a data card) atomically.",
+    )
+    p.add_argument("--dataset", required=True, choices=tuple(MIX_SIZES))
+    p.add_argument("--variant", default=MIX_VARIANTS[0], choices=MIX_VARIANTS)
+    p.add_argument("--data-root", default="../shared/data", help="folder holding snips/ and atis/")
+    p.add_argument("--out", required=True, help="directory to write (an earlier build there, one with "
+                   "info.json, is replaced; any other non-empty folder only with --force)")
+    p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier build")
+    p.add_argument("--seed", type=int, default=0)
+    for split in ("train", "valid", "test"):
+        p.add_argument(f"--{split}-rows", type=int, metavar="N",
+                       help=f"rows of {split}.jsonl (default: the released size)")
+    p.set_defaults(func=run_build_mix)
+
 
 def run_convert(args: argparse.Namespace) -> int:
     from intentvcs.core.dataio import label_inventory, write_jsonl
@@ -75,6 +97,23 @@ def run_build_vcs(args: argparse.Namespace) -> int:
                      difficulty=args.difficulty, groups=args.groups, force=args.force)
     summary = {"out": args.out, "info": f"{args.out}/{vcs.INFO_FILE}"}
     summary.update({k: info[k] for k in ("benchmark", "labels", "paper_labels", "counts", "selected_families")})
+    json.dump(summary, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+def run_build_mix(args: argparse.Namespace) -> int:
+    from intentvcs.training import mix_builder as mix
+
+    sizes = {split: getattr(args, f"{split}_rows") for split in ("train", "valid", "test")}
+    for split, rows in sizes.items():
+        if rows is not None and rows < 1:
+            raise ValueError(f"--{split}-rows must be at least 1, got {rows}")
+    info = mix.build(args.dataset, args.data_root, args.out, seed=args.seed, variant=args.variant,
+                     sizes={k: v for k, v in sizes.items() if v is not None}, force=args.force)
+    summary = {"out": args.out, "info": f"{args.out}/{mix.INFO_FILE}"}
+    summary.update({k: info[k] for k in ("benchmark", "intents", "counts", "intents_per_row_train",
+                                         "connectors_train")})
     json.dump(summary, sys.stdout, indent=2)
     print()
     return 0

@@ -1,0 +1,108 @@
+"""MixATIS / MixSNIPS builder (intentvcs.training.mix_builder, intentvcs build-mix)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from intentvcs.cli.main import main
+from intentvcs.core.dataio import read_jsonl
+from intentvcs.training import mix_builder as mix
+from tests.test_loaders import DATA, needs_data, write_slot_folder
+
+# (tokens, BIO tags, intent): a city slot in each, several intents, one multi-intent source row.
+SOURCE = [
+    ("book a flight to boston", "O O O O B-city", "flight"),
+    ("what is the fare to denver", "O O O O O B-city", "airfare"),
+    ("show ground transport in dallas", "O O O O B-city", "ground"),
+    ("which airline flies to miami", "O O O O B-city", "airline"),
+    ("fares and flights to reno", "O O O O B-city", "airfare#flight"),
+]
+
+
+@pytest.fixture()
+def data_root(tmp_path):
+    for split in ("train", "valid", "test"):
+        write_slot_folder(tmp_path / "atis", split, SOURCE)
+    return tmp_path
+
+
+def test_standard_rows_follow_agifs_construction(data_root, tmp_path):
+    info = mix.build("atis", data_root, tmp_path / "out", seed=0, sizes={"train": 2000, "valid": 20, "test": 20})
+    rows = read_jsonl(tmp_path / "out" / "train.jsonl")
+    assert info["counts"] == {"train": 2000, "valid": 20, "test": 20} and len(rows) == 2000
+    shares = info["intents_per_row_train"]
+    assert abs(shares["1"] - 0.3) < 0.04 and abs(shares["2"] - 0.5) < 0.04 and abs(shares["3"] - 0.2) < 0.04
+    assert set(info["connectors_train"]) == {",", "and", "and then", "and also"}
+    for row in rows:
+        assert len(set(row.labels)) == len(row.labels) and "airfare#flight" not in row.labels
+        assert list(row.labels) == sorted(row.labels)  # alphabetical, as the released files
+        assert row.meta["mix_label"] == "#".join(row.labels)
+        segments = row.meta["segments"]
+        assert [s["intent"] for s in segments] == list(row.labels)
+        # Every city span still covers a city word, inside its own segment.
+        for span in row.spans:
+            assert row.text[span.start:span.end] in ("boston", "denver", "dallas", "miami")
+            assert any(s["start"] <= span.start and span.end <= s["end"] for s in segments)
+        if len(segments) == 3:
+            assert row.text[segments[0]["end"]:segments[1]["start"]] == " , "
+
+
+def test_hard_rows_break_the_regularities(data_root, tmp_path):
+    mix.build("atis", data_root, tmp_path / "hard", seed=0, variant="hard", sizes={"train": 2000})
+    rows = read_jsonl(tmp_path / "hard" / "train.jsonl")
+    info = json.loads((tmp_path / "hard" / "info.json").read_text())
+    assert {"also", "then", "after that", ",", ""} <= set(info["connectors_train"])
+    multi = [row for row in rows if len(row.labels) > 1]
+    assert 0.3 < sum(list(row.labels) != sorted(row.labels) for row in multi) / len(multi) < 0.7
+    assert any(row.text[0].isupper() for row in rows) and any(row.text.endswith("?") for row in rows)
+    for row in rows:
+        for span in row.spans:
+            assert row.text[span.start:span.end] in ("boston", "denver", "dallas", "miami")
+
+
+def test_the_same_seed_builds_the_same_rows(data_root, tmp_path):
+    sizes = {"train": 50, "valid": 5, "test": 5}
+    mix.build("atis", data_root, tmp_path / "a", seed=3, sizes=sizes)
+    mix.build("atis", data_root, tmp_path / "b", seed=3, sizes=sizes)
+    mix.build("atis", data_root, tmp_path / "c", seed=4, sizes=sizes)
+    read = lambda name: (tmp_path / name / "train.jsonl").read_bytes()  # noqa: E731
+    assert read("a") == read("b") != read("c")
+
+
+def test_mix_row_moves_spans_and_records_segments():
+    from intentvcs.core.dataio import Example, Span
+
+    a = Example("play jazz", ("play",), spans=(Span(5, 9, "genre"),))
+    b = Example("dim the lights", ("lights",))
+    row = mix.mix_row([a, b], ["and then"], "x")
+    assert row.text == "play jazz and then dim the lights"
+    assert row.spans == (Span(5, 9, "genre"),) and row.labels == ("play", "lights")
+    assert row.meta["segments"] == [{"start": 0, "end": 9, "intent": "play"},
+                                    {"start": 19, "end": 33, "intent": "lights"}]
+    assert mix.typed(row, random.Random(0)).spans == row.spans
+
+
+def test_cli_writes_the_build_and_refuses_bad_arguments(data_root, tmp_path, capsys):
+    out = tmp_path / "cli"
+    assert main(["build-mix", "--dataset", "atis", "--data-root", str(data_root), "--out", str(out),
+                 "--train-rows", "30", "--valid-rows", "5", "--test-rows", "5"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["benchmark"] == "MixATIS" and summary["counts"] == {"train": 30, "valid": 5, "test": 5}
+    assert sorted(p.name for p in out.iterdir()) == ["info.json", "test.jsonl", "train.jsonl", "valid.jsonl"]
+    assert main(["build-mix", "--dataset", "atis", "--data-root", str(data_root), "--out", str(out),
+                 "--train-rows", "0"]) == 2
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    assert main(["build-mix", "--dataset", "atis", "--data-root", str(data_root), "--out", str(mine)]) == 2
+    assert (mine / "notes.txt").read_text() == "keep"
+
+
+@needs_data
+@pytest.mark.parametrize("dataset, intents", [("atis", 18), ("snips", 7)])
+def test_shared_data_released_sizes(tmp_path, dataset, intents):
+    info = mix.build(dataset, DATA, tmp_path / dataset, seed=0)
+    assert info["counts"] == mix.SIZES[dataset] and info["intents"] == intents

@@ -1,0 +1,182 @@
+"""MixATIS and MixSNIPS: multi-intent utterances made of single-intent ones (Qin et al. 2020, AGIF).
+
+The standard construction (docs/RESEARCH.md section 5; the issue that asked
+for it measured the segment order and connector shares on AGIF's released
+files): each utterance joins 1, 2 or 3 single-intent
+utterances of one split (30 / 50 / 20 %) whose intents are distinct; two
+segments are joined by a connector, three as ``s1 , s2 <connector> s3``;
+the connector is ``and``, ``and then`` or ``and also`` (a third each); the
+segments stand in alphabetical order of their intents; the label is the
+intents joined by ``#`` (here: the row's ``labels``, in that order, and
+``meta.mix_label``); slot spans are carried over, connectors carry none.
+Sizes: train 18,000 / dev 1,000 / test 1,000 (MixATIS), 45,000 / 2,500 /
+2,500 (MixSNIPS).
+
+The ``hard`` variant keeps the intents and sizes but not the regularities a
+model can learn from the standard files: segments in random order, more
+connectors (``also``, ``then``, ``after that``, a comma alone, none) and
+casing and punctuation as people type them (a capital first letter, a final
+``.`` or ``?`` on some utterances).
+
+Every row's ``meta.segments`` gives each segment's character span and intent,
+so an answer that names where each intent sits can be scored. Rows are seeded
+(``seed``) and the build is written atomically with an ``info.json`` data card.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from intentvcs.core import atomic
+from intentvcs.core.dataio import Example, Span, write_jsonl
+
+INFO_FILE = "info.json"
+VARIANTS = ("standard", "hard")
+INTENT_COUNTS = (1, 2, 3)
+INTENT_SHARES = (0.3, 0.5, 0.2)
+STANDARD_CONNECTORS = ("and", "and then", "and also")
+HARD_CONNECTORS = ("and", "and then", "and also", "also", "then", "after that", ",", "")
+SIZES = {"atis": {"train": 18_000, "valid": 1_000, "test": 1_000},
+         "snips": {"train": 45_000, "valid": 2_500, "test": 2_500}}
+NAMES = {"atis": "MixATIS", "snips": "MixSNIPS"}
+HARD_CAPITAL = 0.5  # share of hard rows typed with a capital first letter
+HARD_FINAL = {".": 0.15, "?": 0.15}  # shares of hard rows ending in each mark
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A part of a mixed utterance: text, and its intent and spans when it is a segment."""
+
+    text: str
+    intent: str | None = None
+    spans: tuple[Span, ...] = ()
+
+
+def single_intent_rows(rows: Sequence[Example]) -> dict[str, list[Example]]:
+    """The split's rows with exactly one intent, by intent (multi-intent source rows are not segments)."""
+    by_intent: dict[str, list[Example]] = {}
+    for row in rows:
+        if len(row.labels) == 1:
+            by_intent.setdefault(row.labels[0], []).append(row)
+    return by_intent
+
+
+def mix_row(segments: Sequence[Example], connectors: Sequence[str], row_id: str,
+            typed_comma: bool = False) -> Example:
+    """One utterance of ``segments`` (in the given order) joined by ``connectors`` (one per gap)."""
+    pieces: list[Piece] = []
+    for index, segment in enumerate(segments):
+        if index:
+            pieces.append(Piece(_gap(connectors[index - 1], typed_comma)))
+        pieces.append(Piece(segment.text, segment.labels[0], segment.spans))
+    return assemble(pieces, row_id)
+
+
+def _gap(connector: str, typed_comma: bool) -> str:
+    """The text between two segments: `` and `` for ``and``; a comma spaced as AGIF's tokens
+    (`` , ``) or as typed (``, ``); a space alone for no connector."""
+    if connector == "," and typed_comma:
+        return ", "
+    return f" {connector} " if connector else " "
+
+
+def assemble(pieces: Sequence[Piece], row_id: str) -> Example:
+    """Concatenate ``pieces``, moving each segment's spans to its new offset."""
+    text, spans, segments, labels = "", [], [], []
+    for piece in pieces:
+        start = len(text)
+        text += piece.text
+        if piece.intent is not None:
+            spans += [Span(s.start + start, s.end + start, s.label) for s in piece.spans]
+            segments.append({"start": start, "end": len(text), "intent": piece.intent})
+            labels.append(piece.intent)
+    return Example(text, tuple(labels), row_id, tuple(spans),
+                   {"mix_label": "#".join(labels), "segments": segments})
+
+
+def draw_segments(by_intent: dict[str, list[Example]], count: int, rng: random.Random) -> list[Example]:
+    """``count`` source rows of distinct intents, intents uniform over those the split has."""
+    intents = rng.sample(sorted(by_intent), count)
+    return [rng.choice(by_intent[intent]) for intent in intents]
+
+
+def build_split(rows: Sequence[Example], size: int, variant: str, rng: random.Random,
+                prefix: str) -> list[Example]:
+    """``size`` mixed rows from one source split."""
+    by_intent = single_intent_rows(rows)
+    most = min(max(INTENT_COUNTS), len(by_intent))
+    out = []
+    for index in range(size):
+        count = min(rng.choices(INTENT_COUNTS, weights=INTENT_SHARES)[0], most)
+        segments = draw_segments(by_intent, count, rng)
+        if variant == "standard":
+            segments.sort(key=lambda ex: ex.labels[0])
+            connectors = [","] * max(0, count - 2) + [rng.choice(STANDARD_CONNECTORS)] * (count > 1)
+        else:
+            rng.shuffle(segments)
+            connectors = [rng.choice(HARD_CONNECTORS) for _ in range(count - 1)]
+        row = mix_row(segments, connectors, f"{prefix}:{index}", typed_comma=variant == "hard")
+        out.append(typed(row, rng) if variant == "hard" else row)
+    return out
+
+
+def typed(row: Example, rng: random.Random) -> Example:
+    """``row`` with casing and punctuation as typed: maybe a capital first letter, maybe a final mark
+    (neither moves an offset: the capital replaces one character, the mark comes after every span)."""
+    text = row.text
+    if text and rng.random() < HARD_CAPITAL:
+        text = text[0].upper() + text[1:]
+    mark = rng.choices([*HARD_FINAL, ""], weights=[*HARD_FINAL.values(), 1 - sum(HARD_FINAL.values())])[0]
+    return Example(text + mark, row.labels, row.id, row.spans, row.meta)
+
+
+def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0, variant: str = "standard",
+          sizes: dict[str, int] | None = None, force: bool = False) -> dict[str, Any]:
+    """Build Mix``dataset`` (``atis`` or ``snips``) from ``data_root`` into ``out`` (atomically); return
+    ``info.json``'s content. ``sizes`` overrides the released sizes per split."""
+    from intentvcs.training.loaders import slot_folder
+
+    if dataset not in SIZES:
+        raise ValueError(f"unknown dataset {dataset!r}; choose from {', '.join(SIZES)}")
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    sizes = {**SIZES[dataset], **(sizes or {})}
+    root = Path(data_root) / dataset
+    rng = random.Random(f"{dataset}-{variant}-{seed}")
+    files = {split: build_split(slot_folder.load_split(root, split), sizes[split], variant, rng, split)
+             for split in ("train", "valid", "test")}
+    info = data_card(dataset, variant, seed, files, [root / split / name for split in files
+                                                      for name in slot_folder.FILES])
+    with atomic.directory(out, INFO_FILE, force) as tmp:
+        for split, rows in files.items():
+            write_jsonl(tmp / f"{split}.jsonl", rows)
+        atomic.write_json(tmp / INFO_FILE, info)
+    return info
+
+
+def data_card(dataset: str, variant: str, seed: int, files: dict[str, list[Example]],
+              sources: Sequence[Path]) -> dict[str, Any]:
+    """What was built, measured on the rows themselves: counts, intents per row, connectors, sources."""
+    def shares(values: list) -> dict[str, float]:
+        counts: dict[str, int] = {}
+        for value in values:
+            counts[str(value)] = counts.get(str(value), 0) + 1
+        return {key: round(n / len(values), 4) for key, n in sorted(counts.items())}
+
+    train = files["train"]
+    gaps = [row.text[a["end"]:b["start"]].strip(" .?") for row in train
+            for a, b in zip(row.meta["segments"], row.meta["segments"][1:])]
+    return {
+        "benchmark": f"{NAMES[dataset]}{'-hard' if variant == 'hard' else ''}", "dataset": dataset,
+        "variant": variant, "seed": seed, "counts": {split: len(rows) for split, rows in files.items()},
+        "intents": len({label for rows in files.values() for row in rows for label in row.labels}),
+        "intents_per_row_train": shares([len(row.labels) for row in train]),
+        "connectors_train": shares(gaps),
+        "construction": __doc__.split("\n\n")[1].replace("\n", " "),
+        "sources": [{"path": str(path.resolve()),
+                     "sha256": "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()} for path in sources],
+    }
