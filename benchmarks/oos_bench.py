@@ -189,9 +189,9 @@ def main() -> int:
     for variant in args.variants:
         records += run_variant(variant, args.epochs, args.rules, variant in args.train_rule_on, args.seed, args.threads,
                                args.ckpt_dir or None, tuple(args.operating_points) if variant == "full" else ())
-        # Variants not run this time keep their recorded figures (the command lists both runs).
-        done = {f"clinc150-{v}" for v in args.variants}
-        merged, command = keep_previous("oos", records, lambda r: r["dataset"] in done)
+        # Variants and rules not run this time keep their recorded figures (the command lists both runs).
+        done = {(r["dataset"], r["oos_rule"]) for r in records}
+        merged, command = keep_previous("oos", records, lambda r: (r["dataset"], r["oos_rule"]) in done)
         merged.sort(key=lambda r: list(VARIANTS).index(r["dataset"].removeprefix("clinc150-")))
         write_results("oos", merged, render(merged), command=command)
     return 0

@@ -179,8 +179,15 @@ def test_multi_label_data_is_scored_by_f1_and_exact_match():
     words = {"music": "play", "weather": "rain", "alarm": "wake"}
 
     def infer(texts):
-        # Sigmoid: +4 for each keyword present in an all-lowercase text, else -4.
-        logits = np.array([[4.0 if words[l] in t and t == t.lower() else -4.0 for l in labels] for t in texts])
+        # Sigmoid: +4 for each keyword present in an all-lowercase text, else -4; capitals push the
+        # keywords' scores under the others' (-2), so only a wrong intent can be on top.
+        def score(label, text):
+            present = words[label] in text.lower()
+            if text == text.lower():
+                return 4.0 if present else -4.0
+            return -4.0 if present else -2.0
+
+        logits = np.array([[score(l, t) for l in labels] for t in texts])
         return GraphOutputs(logits, np.zeros((len(texts), 2)), np.zeros((len(texts), 2)))
 
     data = [row("play jazz and wake me at seven", "music", "alarm"), row("will it rain", "weather"),
@@ -190,7 +197,8 @@ def test_multi_label_data_is_scored_by_f1_and_exact_match():
     assert report["metric"] == "f1" and report["metrics"] == ["f1", "exact_match"]
     assert report["clean"] == {"f1": 100.0, "exact_match": 100.0}
     casing = report["operators"]["casing"]
-    # Capitals silence every label: nothing predicted, F1 0, no row exact.
+    # Capitals leave every label under its threshold; an in-scope row still answers its top intent,
+    # here always a wrong one: F1 0, no row exact.
     assert casing["f1"] == {"clean": 100.0, "perturbed": 0.0, "drop": 100.0}
     assert casing["exact_match"] == {"clean": 100.0, "perturbed": 0.0, "drop": 100.0}
     assert report["hard"]["exact_match"]["perturbed"] == 0.0
