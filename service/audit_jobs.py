@@ -11,10 +11,13 @@ report). This module holds what BentoML's task queue does not:
                  written as small JSON files in a folder every worker of the
                  server shares, so ``GET /audit/job/progress?task_id=`` answers
                  whichever worker ran the job;
-``JobGate``      an ASGI middleware admitting a submit only while this worker
-                 holds fewer than ``max_jobs`` unfinished jobs (429 with
-                 ``Retry-After`` beyond), so submitted batches cannot pile up
-                 in memory;
+``JobGate``      an ASGI middleware admitting a submit (or a retry) only while
+                 this worker holds fewer than ``max_jobs`` unfinished jobs
+                 (429 with ``Retry-After`` beyond), so submitted batches
+                 cannot pile up in memory; and refusing the synchronous form
+                 BentoML also routes, ``POST /audit/job`` (404), which would
+                 run an audit of any size inside one request, past every
+                 bound of ``/audit``;
 ``JobBodyCheck`` validates a submit's body against the request schema before
                  BentoML queues it (BentoML parses a task's input only when
                  the task runs, so a bad row would otherwise be accepted with
@@ -49,8 +52,10 @@ OnReject = Callable[[dict[str, Any], int, str], None]  # (scope, status, reason)
 JOB_ROUTE = "/audit/job"
 SUBMIT_ROUTE = f"{JOB_ROUTE}/submit"
 PROGRESS_ROUTE = f"{JOB_ROUTE}/progress"
-# Every route of a job but its submit: BentoML's four, and ours. Behind the API token like the submit.
-JOB_READ_ROUTES = [f"{JOB_ROUTE}/{name}" for name in ("status", "get", "retry", "cancel")] + [PROGRESS_ROUTE]
+RETRY_ROUTE = f"{JOB_ROUTE}/retry"
+# Every route of a job but its submit: BentoML's, and ours. Behind the API token like the submit.
+JOB_READ_ROUTES = [JOB_ROUTE, RETRY_ROUTE, PROGRESS_ROUTE] + [f"{JOB_ROUTE}/{name}" for name in ("status", "get",
+                                                                                              "cancel")]
 TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")  # BentoML's ids are hex; anything else is no path part
 
 
@@ -111,7 +116,13 @@ class JobGate:
         self.retry_after_s, self.on_reject = retry_after_s, on_reject
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http" and scope["path"] == SUBMIT_ROUTE and self.pending() >= self.max_jobs:
+        if scope["type"] == "http" and scope["path"] == JOB_ROUTE:
+            self.on_reject(scope, 404, "not_found")
+            await respond(send, 404, f"an audit job is submitted to POST {SUBMIT_ROUTE}; POST /audit audits "
+                                     "a batch in one request")
+            return
+        if (scope["type"] == "http" and scope["path"] in (SUBMIT_ROUTE, RETRY_ROUTE)
+                and self.pending() >= self.max_jobs):
             self.on_reject(scope, 429, "audit_busy")
             await respond(send, 429, f"this worker holds {self.pending()} unfinished audit jobs, its limit "
                                      f"(setting INTENTVCS_MAX_AUDIT_JOBS); retry later",

@@ -242,10 +242,11 @@ _REASON_BY_FIELD = {  # emptiness, length and range limits, which depend on the 
     ("too_long", "spans"): "too_many_spans",
     ("too_short", None): "empty_list",
 }
-# Refusals decided outside the schemas: body_limit, media_type, auth, and the
-# new-intent cap of /audit (it needs the bundle's labels).
+# Refusals decided outside the schemas: body_limit, media_type, auth, the
+# new-intent cap of /audit (it needs the bundle's labels), and the synchronous
+# form of the audit job route (audit_jobs).
 OTHER_REJECTIONS = ("wrong_type", "invalid_rows", "invalid_request", "body_too_large", "unsupported_media_type",
-                    "unauthorized", "too_many_new_intents")
+                    "unauthorized", "too_many_new_intents", "not_found")
 REJECTION_REASONS = sorted({*_REASON_BY_TYPE.values(), *_REASON_BY_FIELD.values(), *OTHER_REJECTIONS})
 
 

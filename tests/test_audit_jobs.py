@@ -71,6 +71,12 @@ def test_progress_of_an_unknown_or_malformed_job(served):
     assert malformed.status_code == 400 and "task_id" in malformed.json()["error"]
 
 
+def test_the_synchronous_form_of_the_job_route_is_refused(served):
+    _, url = served
+    refused = httpx.post(f"{url}/audit/job", json={"rows": BATCH}, timeout=30)
+    assert refused.status_code == 404 and "/audit/job/submit" in refused.json()["error"]
+
+
 def test_a_job_submit_is_checked_like_an_audit(served):
     _, url = served
     bad = httpx.post(f"{url}/audit/job/submit", json={"rows": [{"text": "hi", "labels": ["a", "a"]}]}, timeout=30)
