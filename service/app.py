@@ -58,6 +58,7 @@ from intentvcs.service.reload import BundleWatcher
 from intentvcs.service.schemas import (
     LIMITS,
     AuditJobRequest,
+    AuditReportBody,
     AuditRequest,
     AuditRow,
     ParseRequest,
@@ -213,7 +214,7 @@ class IntentService:
 
     @bentoml.api(route="/audit", input_spec=AuditRequest)
     async def audit(self, rows: list[AuditRow], training_rows: list[AuditRow] | None,
-                    ctx: bentoml.Context) -> dict[str, Any]:
+                    ctx: bentoml.Context) -> AuditReportBody:
         """Entanglement report of an upgrade batch's new intents (``intentvcs.service.audit.audit_batch``)."""
         new = {label for row in rows for label in row.labels}.difference(self.engine.labels)
         if len(new) > LIMITS.max_audit_new_intents:
@@ -222,9 +223,9 @@ class IntentService:
                             f"{LIMITS.max_audit_new_intents} (setting {ENV_PREFIX}MAX_AUDIT_NEW_INTENTS); split "
                             "the batch or run `intentvcs audit`")
 
-        def job(should_stop) -> dict[str, Any]:  # on the audit thread
-            return audit_batch(self.engine, _as_dicts(rows), _as_dicts(training_rows), config=AUDIT_CONFIG,
-                               should_stop=should_stop).to_dict()
+        def job(should_stop) -> AuditReportBody:  # on the audit thread
+            return AuditReportBody(audit_batch(self.engine, _as_dicts(rows), _as_dicts(training_rows),
+                                               config=AUDIT_CONFIG, should_stop=should_stop).to_dict())
 
         try:
             return await self.auditor.run(job, client_gone=ctx.request.is_disconnected)

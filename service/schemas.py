@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    RootModel,
     StringConstraints,
     ValidationError,
     ValidationInfo,
@@ -287,6 +288,49 @@ def job_body_problem(body: bytes) -> tuple[str, str] | None:
 
 
 # ------------------------------------------------------------------ responses
+def openapi_schema(node: Any, defs: dict[str, Any]) -> Any:
+    """A JSON Schema 2020-12 node as OpenAPI 3.0 takes it: ``$ref`` to ``defs`` inlined, a type list
+    with ``null`` as ``nullable``, ``const`` as a one-value ``enum``, the draft's keywords dropped."""
+    if isinstance(node, list):
+        return [openapi_schema(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return openapi_schema(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    if "anyOf" in node and {"type": "null"} in node["anyOf"]:  # OpenAPI 3.0 has no null type
+        members = [member for member in node["anyOf"] if member != {"type": "null"}]
+        rest = {key: value for key, value in node.items() if key != "anyOf"}
+        single = members[0] if len(members) == 1 else {"anyOf": members}
+        return {**openapi_schema({**rest, **single}, defs), "nullable": True}
+    out = {key: openapi_schema(value, defs) for key, value in node.items()
+           if key not in ("$schema", "$id", "$defs", "const", "type")}
+    if "const" in node:
+        out["enum"] = [node["const"]]
+    if None in node.get("enum", []):
+        out["nullable"] = True
+    kinds = node.get("type")
+    if isinstance(kinds, list):
+        real = [kind for kind in kinds if kind != "null"]
+        out["nullable"] = len(real) < len(kinds)
+        if len(real) == 1:
+            out["type"] = real[0]
+    elif kinds is not None:
+        out["type"] = kinds
+    return out
+
+
+class AuditReportBody(RootModel[dict[str, Any]]):
+    """The audit report (``service/audit/report.schema.json``, its single source; published in OpenAPI)."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        import json
+
+        from intentvcs.service.audit import SCHEMA_PATH
+
+        schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+        return openapi_schema(schema, schema["$defs"])
+
 # The engine's answer dicts (docs/ARCHITECTURE.md), as published in OpenAPI.
 class RankedIntent(BaseModel):
     intent: str

@@ -144,6 +144,26 @@ def test_an_intent_only_bundle_answers_no_entities(url, bundle):
     assert status["entity_types"] == [] and status["labels"] == list(DEFAULT_LABELS)
 
 
+def test_openapi_types_the_audit_report_from_its_schema(url):
+    """/audit's 200 answer is published with the report's own schema (report.schema.json), in
+    OpenAPI 3.0's dialect: references inlined, nullable instead of a null type."""
+    import json
+
+    from intentvcs.service.audit import SCHEMA_PATH
+
+    spec = httpx.get(f"{url}/docs.json", timeout=10).json()
+    schema = spec["paths"]["/audit"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    if "$ref" in schema:
+        schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+    source = json.loads(SCHEMA_PATH.read_text())
+    assert schema["required"] == source["required"]
+    finding = schema["properties"]["findings"]["items"]
+    assert finding["properties"]["relation"]["enum"] == source["$defs"]["relation"]["enum"]
+    assert finding["properties"]["statistic"]["nullable"] is True
+    text = json.dumps(schema)
+    assert "$ref" not in text and '"null"' not in text and '"const"' not in text
+
+
 def test_audit(url):
     rows = [{"text": "play some jazz", "labels": ["PlayJazz"]}, {"text": "play jazz music", "labels": ["PlayJazz"]},
             {"text": "book a table", "labels": ["BookRestaurant"], "meta": {"source": "test"}}]
