@@ -17,7 +17,8 @@ The per-family table gives exact match by the family of the row's gold labels,
 and the co-prediction table the most frequent (wrong label, gold family) pairs:
 the co-occurrence signal of the paper's matrices, as counts.
 
-    python -m benchmarks.vcs_diagnosis --work runs/bench/vcs-emb --datasets snips atis
+    python -m benchmarks.vcs_diagnosis --work runs/bench/vcs-emb --datasets snips atis --methods pu \
+        --discover-relations 0.8
 """
 
 from __future__ import annotations
@@ -57,16 +58,27 @@ def error_class(pred: set[str], gold: set[str], implied: set[str], family: dict[
     return "missing_implied" if (gold - pred) <= implied else "missing"
 
 
-def diagnose(bundle: Path, data: Path) -> dict:
-    """The diagnosis of one served bundle on the benchmark's test split."""
+def diagnose(bundle: Path, data: Path, discover: float = 0.0) -> dict:
+    """The diagnosis of one served bundle on the benchmark's test split; with ``discover``, of its
+    decision closed under the relations read off the validation rows at that rate (as
+    ``benchmarks.vcs_bench --discover-relations`` scores it)."""
+    from dataclasses import replace
+
     from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.relation_discovery import discover_relations, with_discovered
     from intentvcs.core.relations import LabelRelations
     from intentvcs.service.engine import Engine
+    from intentvcs.training.decision_fit import observed_matrix
 
     test = read_jsonl(data / "test.jsonl")
     engine = Engine(bundle, provider="cpu", quantized="off")
-    labels = engine.decision.labels
-    accepted = engine.decision.apply(*engine.infer([ex.text for ex in test]).scores).accepted
+    decision, labels = engine.decision, engine.decision.labels
+    if discover:
+        valid = read_jsonl(data / "valid.jsonl")
+        found = discover_relations(decision.apply(*engine.infer([ex.text for ex in valid]).scores).accepted,
+                                   observed_matrix(valid, labels), labels, discover)
+        decision = replace(decision, relations=with_discovered(decision.relations, found, labels))
+    accepted = decision.apply(*engine.infer([ex.text for ex in test]).scores).accepted
     closed = LabelRelations.load(data / "relations.json").closure(labels)(accepted)
     family = label_families(data / "relations.json")
     classes: collections.Counter = collections.Counter()
@@ -93,15 +105,15 @@ def diagnose(bundle: Path, data: Path) -> dict:
 
 def render(records: list[dict]) -> str:
     """Error classes per run, then the worst families and the top wrong co-predictions of each set."""
-    head = ["set", "method", "seed", "EM misses", *CLASSES]
+    head = ["set", "method", "decision", "seed", "EM misses", *CLASSES]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in records:
         misses = r["rows"] - r["exact"]
-        lines.append("| " + " | ".join([r["dataset"], r["method"], str(r["seed"]), f"{misses} / {r['rows']}",
-                                        *(str(r["classes"][c]) for c in CLASSES)]) + " |")
+        lines.append("| " + " | ".join([r["dataset"], r["method"], r["decision"], str(r["seed"]),
+                                        f"{misses} / {r['rows']}", *(str(r["classes"][c]) for c in CLASSES)]) + " |")
     for r in records:
         if r["seed"] != min(x["seed"] for x in records if x["dataset"] == r["dataset"]
-                            and x["method"] == r["method"]):
+                            and x["method"] == r["method"]) or r["decision"] != "as trained":
             continue
         worst = sorted(r["per_family"].items(), key=lambda item: item[1]["EM"])[:5]
         lines += ["", f"**{r['dataset']} / {r['method']} / seed {r['seed']}**: lowest exact match by gold family: "
@@ -119,6 +131,8 @@ def main() -> int:
     parser.add_argument("--datasets", nargs="+", default=["snips", "atis"])
     parser.add_argument("--methods", nargs="+", default=["pu", "upper_bound"])
     parser.add_argument("--results-name", default="vcs_diagnosis", help="writes benchmarks/results/NAME.{json,md}")
+    parser.add_argument("--discover-relations", type=float, default=0.0, metavar="RATE",
+                        help="also diagnose each bundle closed under the relations read off its validation rows")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     work = Path(args.work)
@@ -129,9 +143,11 @@ def main() -> int:
             for bundle in sorted((work / "ckpt" / dataset).glob(f"{method}-s*-bundle")):
                 seed = int(bundle.name.removeprefix(f"{method}-s").removesuffix("-bundle"))
                 logging.info("diagnosing %s", bundle)
-                records.append({"dataset": f"{dataset}-vcs", "method": method, "seed": seed,
-                                "work": str(work.relative_to(ROOT) if work.is_relative_to(ROOT) else work),
-                                **diagnose(bundle, data)})
+                where = str(work.relative_to(ROOT) if work.is_relative_to(ROOT) else work)
+                for rate in (0.0, args.discover_relations) if args.discover_relations else (0.0,):
+                    records.append({"dataset": f"{dataset}-vcs", "method": method, "seed": seed, "work": where,
+                                    "decision": f"discovered relations, rate {rate:g}" if rate else "as trained",
+                                    **diagnose(bundle, data, rate)})
     if not records:
         print(f"no bundles of {args.methods} under {work}/ckpt: run benchmarks.vcs_bench first", file=sys.stderr)
         return 2
