@@ -78,7 +78,8 @@ def test_bento_ships_service_and_bundle(bento):
     meta = yaml.safe_load((bento / "bento.yaml").read_text())
     assert meta["service"] == "intentvcs.service.app:IntentService"
     # /audit/job is the audit-job task (BentoML routes its submit, status, get under it).
-    assert {route["route"] for route in meta["schema"]["routes"]} == {"/predict", "/model/parse", "/audit", "/audit/job"}
+    routes = {route["route"] for route in meta["schema"]["routes"]}
+    assert routes == {"/predict", "/model/parse", "/audit", "/audit/job"}
     for name in ("manifest.json", "model.onnx", "tokenizer.json", "spelling.json"):
         assert (bento / "src" / "runs" / "default" / "bundle" / name).is_file()
     # The code is the wheel, whose name the bentofile spells out with pyproject's version.
