@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from benchmarks.audit_bench import PREFIXES, SUFFIXES, expand
-from benchmarks.common import write_results
+from benchmarks.common import keep_previous, write_results
 from benchmarks.load_test import load
 from intentvcs.core.dataio import Example, read_jsonl, write_jsonl
 from intentvcs.training import DEFAULT_DATA
@@ -135,7 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.job_rows:
         records.append(predict_during_job(args.bundle, args.job_rows, args.clients, args.seconds))
         print(render(records[-1:]), end="")
-    write_results("audit_scale", records, render(records))
+    # A measurement not taken this time keeps its recorded figures (the command lists both runs).
+    done = {r["measure"] for r in records}
+    merged, command = keep_previous("audit_scale", records, lambda r: r["measure"] in done)
+    merged.sort(key=lambda r: r["measure"] != "cli")
+    write_results("audit_scale", merged, render(merged), command=command)
     return 0
 
 
