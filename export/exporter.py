@@ -92,12 +92,11 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         _write_tokenizer(tokenizer, max_length, tmp / TOKENIZER_FILE)
         if spelling is not None:
             spelling.save(tmp / SPELLING_FILE)
-        if references:
-            _copy_references(checkpoint_dir, tmp)
+        reference_entry = _copy_references(checkpoint_dir, tmp) if references else None
         parity, fp32, fp32_outputs = _check_parity(tmp, model, tokenizer, (max_length, tags), decision, held_out)
         quantization = _quantize(tmp, (fp32, fp32_outputs), decision, held_out, spelling) if quantize else None
-        written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, parity, quantization, spelling,
-                                  name or default_name(checkpoint_dir), tags)
+        written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, (parity, quantization),
+                                  (spelling, reference_entry), name or default_name(checkpoint_dir), tags)
         for quantized in ("off", "on") if quantize else ("off",):
             Engine(tmp, provider="cpu", quantized=quantized).predict(held_out.texts[:SMOKE_TEXTS])
 
@@ -117,12 +116,14 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     }
 
 
-def _copy_references(checkpoint_dir: Path, bundle_dir: Path) -> None:
+def _copy_references(checkpoint_dir: Path, bundle_dir: Path) -> dict[str, int] | None:
     """The checkpoint's sample of its training rows into the bundle, when it has one (read and rewritten:
-    a bad row fails the export here, not the audit later)."""
+    a bad row fails the export here, not the audit later); return its manifest entry, or None."""
     rows = read_references(checkpoint_dir)
-    if rows:
-        write_references(bundle_dir, rows)
+    if not rows:
+        return None
+    path = write_references(bundle_dir, rows)
+    return references_summary(rows, path.stat().st_size)
 
 
 def default_name(checkpoint_dir: str | os.PathLike) -> str:
@@ -133,13 +134,16 @@ def default_name(checkpoint_dir: str | os.PathLike) -> str:
 
 
 def _write_manifest(directory: Path, checkpoint_dir: Path, meta: dict[str, Any], decision: Decision,
-                    model_info: dict, parity: dict, quantization: dict | None, spelling,
+                    model_info: dict, reports: tuple[dict, dict | None], extras: tuple[Any, dict | None],
                     name: str, tags: list[str]) -> dict[str, Any]:
-    """Write (and return) the sealed manifest of the bundle files in ``directory``."""
+    """Write (and return) the sealed manifest of the bundle files in ``directory``.
+
+    ``reports``: the parity and int8 reports; ``extras``: the spelling normaliser and the references
+    entry (each None when the bundle has none)."""
+    (parity, quantization), (spelling, references) = reports, extras
     files = {name: manifest.file_entry(directory / name)
              for name in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE, REFERENCES_FILE)
              if (directory / name).exists()}
-    reference_rows = read_references(directory)
     body = manifest.create(
         name=name,
         labels=list(decision.labels),
@@ -157,8 +161,7 @@ def _write_manifest(directory: Path, checkpoint_dir: Path, meta: dict[str, Any],
         quantization=quantization,
         spelling=None if spelling is None else {"words": len(spelling)},
         entities={"tags": tags, "types": entity_types(tags)} if tags else None,
-        references=(None if reference_rows is None
-                    else references_summary(reference_rows, files[REFERENCES_FILE]["bytes"])),
+        references=references,
     )
     manifest.write(directory / MANIFEST_FILE, body)
     return body

@@ -47,7 +47,7 @@ from intentvcs.service import prometheus_metrics, rejections, schemas
 from intentvcs.service.audit import AuditConfig, AuditInputError, audit_batch
 from intentvcs.service.audit_control import AuditGate, AuditRunner, AuditTimeout, ClientGone
 from intentvcs.service.audit_jobs import (JOB_READ_ROUTES, JOB_ROUTE, SUBMIT_ROUTE, JobBodyCheck, JobGate,
-                                         JobProgress, JobRunner, progress_folder)
+                                         JobProgress, job_runner, progress_folder)
 from intentvcs.service.auth import BearerAuth
 from intentvcs.service.body_limit import BodyLimit
 from intentvcs.service.engine import Engine
@@ -128,7 +128,7 @@ class IntentService:
                                     fallback=_overloaded, get_batch_size=lambda job: 1)
         self._batched_predict = dispatcher(lambda jobs: predict_jobs(self.engine, jobs))
         self.auditor = AuditRunner(LIMITS.audit_timeout_s)
-        self.jobs = JobRunner(LIMITS.audit_job_timeout_s)
+        self.jobs = job_runner(LIMITS.audit_job_timeout_s)
         if SETTINGS.reload_interval_s:
             BundleWatcher(SETTINGS.bundle, self._load, self._swap, self._reload_failed,
                           SETTINGS.reload_interval_s).start()

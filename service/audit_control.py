@@ -69,16 +69,36 @@ class AuditGate:
             self.in_flight -= 1
 
 
-class AuditRunner:
-    """One audit at a time on a worker thread, each with a deadline and a stop flag."""
+async def _client_stays() -> bool:
+    return False
 
-    def __init__(self, timeout_s: float, poll_s: float = 0.25):
+
+class AuditRunner:
+    """One audit at a time on a worker thread, each with a deadline and a stop flag.
+
+    ``thread_name`` and ``initializer`` name and prepare the thread (the audit
+    jobs run theirs at a lower OS priority, ``intentvcs.service.audit_jobs``);
+    ``unfinished`` counts the jobs handed to ``run`` and not yet ended.
+    """
+
+    def __init__(self, timeout_s: float, poll_s: float = 0.25, thread_name: str = "intentvcs-audit",
+                 initializer: Callable[[], None] | None = None):
         self.timeout_s = timeout_s
         self.poll_s = poll_s  # how often the client's connection is checked
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="intentvcs-audit")
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name, initializer=initializer)
+        self.unfinished = 0  # read on the same event loop (JobGate): no lock needed
 
-    async def run(self, job: Callable[[Callable[[], bool]], T], client_gone: Callable[[], Awaitable[bool]]) -> T:
-        """``job(should_stop)`` on the audit thread; its result, or ``AuditTimeout`` / ``ClientGone``."""
+    async def run(self, job: Callable[[Callable[[], bool]], T],
+                  client_gone: Callable[[], Awaitable[bool]] = _client_stays) -> T:
+        """``job(should_stop)`` on the audit thread; its result, or ``AuditTimeout`` / ``ClientGone``
+        (never without a ``client_gone``: a background job has no client to lose)."""
+        self.unfinished += 1
+        try:
+            return await self._run(job, client_gone)
+        finally:
+            self.unfinished -= 1
+
+    async def _run(self, job: Callable[[Callable[[], bool]], T], client_gone: Callable[[], Awaitable[bool]]) -> T:
         loop = asyncio.get_running_loop()
         stop = threading.Event()
         future = loop.run_in_executor(self.pool, job, stop.is_set)

@@ -22,16 +22,16 @@ report). This module holds what BentoML's task queue does not:
                  BentoML queues it (BentoML parses a task's input only when
                  the task runs, so a bad row would otherwise be accepted with
                  a task id and fail later): 400 naming the field, at once;
-``JobRunner``    runs the jobs one at a time on their own thread, apart from
-                 the synchronous audits, each with a deadline, at a lower OS
-                 priority: /predict's p99 at 8 clients rose 2.5x during a
-                 10,000-row job at normal priority, 1.5x at niceness +10
+``job_runner``  the ``AuditRunner`` (``audit_control``) the jobs run on: one
+                 at a time on their own thread, apart from the synchronous
+                 audits, each with a deadline, at a lower OS priority:
+                 /predict's p99 at 8 clients rose 2.5x during a 10,000-row
+                 job at normal priority, 1.5x at niceness +10
                  (docs/RESULTS.md, "Audits at scale").
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -39,18 +39,16 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from intentvcs.core import atomic
-from intentvcs.service.audit_control import AuditTimeout
+from intentvcs.service.audit_control import AuditRunner
 from intentvcs.service.rejections import respond
 
-T = TypeVar("T")
 OnReject = Callable[[dict[str, Any], int, str], None]  # (scope, status, reason)
 JOB_ROUTE = "/audit/job"
 SUBMIT_ROUTE = f"{JOB_ROUTE}/submit"
@@ -167,6 +165,11 @@ class JobBodyCheck:
         await self.app(scope, replayed, send)
 
 
+def job_runner(timeout_s: float) -> AuditRunner:
+    """The runner of a worker's audit jobs: its own thread, at a lower OS priority."""
+    return AuditRunner(timeout_s, thread_name="intentvcs-audit-job", initializer=_yield_to_predictions)
+
+
 def _yield_to_predictions() -> None:
     """Run the job thread at a lower OS priority (Linux schedules threads on their own), so /predict's
     threads get the cores first; where that is not possible the job simply runs at normal priority."""
@@ -174,28 +177,3 @@ def _yield_to_predictions() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), JOB_NICENESS)
     except (AttributeError, OSError):
         pass
-
-
-class JobRunner:
-    """Audit jobs one at a time on their own thread, each with a deadline counted from its start."""
-
-    def __init__(self, timeout_s: float):
-        self.timeout_s = timeout_s
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="intentvcs-audit-job",
-                                       initializer=_yield_to_predictions)
-        self.unfinished = 0  # submitted and not yet answered; read by JobGate on the same event loop
-
-    async def run(self, job: Callable[[Callable[[], bool]], T]) -> T:
-        """Run ``job(should_stop)``; past the deadline the job is told to stop and ``AuditTimeout`` raised."""
-        stop = threading.Event()
-        deadline = time.monotonic() + self.timeout_s
-        self.unfinished += 1
-        try:
-            future = asyncio.get_running_loop().run_in_executor(self.pool, job, stop.is_set)
-            try:
-                return await asyncio.wait_for(asyncio.shield(future), max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                stop.set()
-                raise AuditTimeout() from None
-        finally:
-            self.unfinished -= 1

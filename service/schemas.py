@@ -168,6 +168,11 @@ class AuditRow(BaseModel):
         return spans
 
 
+TRAINING_ROWS_DESCRIPTION = ("Optional sample of the old training data (preferred evidence for existing intents); "
+                             "without it the audit reads the bundle's own sample of its training rows "
+                             "(references.jsonl), when the bundle carries one.")
+
+
 class AuditRequest(CountedRequest):
     """An upgrade batch to audit with the served model, and optionally a sample of the old data."""
 
@@ -182,9 +187,7 @@ class AuditRequest(CountedRequest):
     )
     training_rows: list[AuditRow] | None = Field(
         None, max_length=LIMITS.max_audit_rows,
-        description="Optional sample of the old training data (preferred evidence for existing intents); "
-        "without it the audit reads the bundle's own sample of its training rows (references.jsonl), when "
-        "the bundle carries one.",
+        description=TRAINING_ROWS_DESCRIPTION,
     )
 
 
@@ -203,9 +206,7 @@ class AuditJobRequest(CountedRequest):
     )
     training_rows: list[AuditRow] | None = Field(
         None, max_length=LIMITS.max_audit_job_rows,
-        description="Optional sample of the old training data (preferred evidence for existing intents); "
-        "without it the audit reads the bundle's own sample of its training rows (references.jsonl), when "
-        "the bundle carries one.",
+        description=TRAINING_ROWS_DESCRIPTION,
     )
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from intentvcs.cli.commands.serve import running
 from intentvcs.service.audit_control import AuditTimeout
-from intentvcs.service.audit_jobs import JobGate, JobProgress, JobRunner
+from intentvcs.service.audit_jobs import JobGate, JobProgress, job_runner
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
 
 REFERENCES = [{"text": f"{phrase} {tail}", "labels": [label]}
@@ -114,7 +114,7 @@ def test_a_job_past_its_deadline_is_told_to_stop():
             time.sleep(0.01)
         stopped.append(True)
 
-    runner = JobRunner(timeout_s=0.2)
+    runner = job_runner(timeout_s=0.2)
 
     async def run():
         with pytest.raises(AuditTimeout):

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from intentvcs.core.oos import OOS_LABEL
-from intentvcs.core.relations import Cover, Duplicate, LabelRelations, Relation, Subset
+from intentvcs.core.relations import Cover, Duplicate, LabelRelations, Relation, Subset, extend_relations
 
 MIN_ROWS = 5  # fewer observed rows say too little about a label's company
 
@@ -78,11 +78,4 @@ def with_discovered(known: LabelRelations | None, found: Sequence[Relation],
     """``known`` plus the ``found`` relations it lacks, over its labels and the model's; None when both are empty."""
     if known is None and not found:
         return None
-    names = list(known.labels) if known is not None else []
-    names += [label for label in labels if label not in names]
-    relations = list(known.relations) if known is not None else []
-    relations += [relation for relation in found if relation not in relations]
-    details = dict(known.details) if known is not None else {}
-    details["discovered"] = [relation.to_dict() for relation in found]
-    return LabelRelations(labels=tuple(names), relations=tuple(relations),
-                          families=dict(known.families) if known is not None else {}, details=details)
+    return extend_relations(known, labels, found, {"discovered": [relation.to_dict() for relation in found]})

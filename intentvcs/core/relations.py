@@ -341,6 +341,23 @@ class LabelRelations:
         return self.closure(labels)(accepted)
 
 
+def extend_relations(known: LabelRelations | None, labels: Iterable[str], relations: Iterable[Relation],
+                     details: Mapping[str, Any]) -> LabelRelations:
+    """``known`` (or nothing) plus ``labels`` and the ``relations`` it lacks; ``details`` added to its own.
+
+    How proposed relations (the audit's fix, relations read off a model's answers) join the relations a
+    model already has: families and earlier details are kept.
+    """
+    names = list(dict.fromkeys([*(known.labels if known is not None else ()), *labels]))
+    merged: list[Relation] = list(known.relations) if known is not None else []
+    for relation in relations:
+        if relation not in merged:
+            merged.append(relation)
+    return LabelRelations(labels=tuple(names), relations=tuple(merged),
+                          families=dict(known.families) if known is not None else {},
+                          details={**(dict(known.details) if known is not None else {}), **details})
+
+
 class Closure:
     """Applies a fixed implication matrix to batches of accepted labels.
 

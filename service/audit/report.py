@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from intentvcs.core.formats import FileFormat
-from intentvcs.core.relations import Composite, Duplicate, LabelRelations, Relation, Subset
+from intentvcs.core.relations import Composite, Duplicate, LabelRelations, Relation, Subset, extend_relations
 from intentvcs.service.audit.config import RELATIONS, SEVERITIES, AuditConfig
 from intentvcs.service.audit.containment import Count, TwoSample
 from intentvcs.service.audit.rules import Verdict
@@ -205,22 +205,12 @@ class AuditReport:
 
     def fix_relations(self) -> LabelRelations:
         """Known relations plus every proposed one, over bundle labels and new intents."""
-        known = self.known_relations
-        names = list(known.labels) if known is not None else []
-        names += [x for x in self.labels if x not in names]
-        names += [f.verdict.intent for f in self.findings if f.verdict.intent not in names]
-        relations = list(known.relations) if known is not None else []
-        for finding in self.findings:
-            relations += [r for r in proposed_relations(finding.verdict) if r not in relations]
-        relations += [r for r in (Duplicate(p.first, p.second) for p in self.new_pairs) if r not in relations]
-        return LabelRelations(
-            labels=tuple(names),
-            relations=tuple(relations),
-            families=dict(known.families) if known is not None else {},
-            details={**(dict(known.details) if known is not None else {}),
-                     "audit": {"proposed_by": REPORT_FORMAT.name,
-                               "findings": {f.verdict.intent: f.verdict.relation for f in self.findings}}},
-        )
+        proposed = [r for finding in self.findings for r in proposed_relations(finding.verdict)]
+        proposed += [Duplicate(p.first, p.second) for p in self.new_pairs]
+        new_intents = [f.verdict.intent for f in self.findings]
+        return extend_relations(self.known_relations, [*self.labels, *new_intents], proposed, {
+            "audit": {"proposed_by": REPORT_FORMAT.name,
+                      "findings": {f.verdict.intent: f.verdict.relation for f in self.findings}}})
 
     def to_dict(self) -> dict[str, Any]:
         counts = dict.fromkeys(RELATIONS, 0)
