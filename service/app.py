@@ -141,7 +141,8 @@ class IntentService:
     @staticmethod
     def _load() -> Engine:
         engine = Engine(SETTINGS.bundle, provider=SETTINGS.provider, threads=SETTINGS.threads,
-                        quantized=SETTINGS.quantized, spin=SETTINGS.ort_spin, spelling=SETTINGS.spelling)
+                        quantized=SETTINGS.quantized, spin=SETTINGS.ort_spin, spelling=SETTINGS.spelling,
+                        segment=SETTINGS.segment)
         # The first run pays ONNX Runtime's lazy allocations; do it before serving (/readyz, or a swap).
         engine.predict(["warm-up"])
         return engine

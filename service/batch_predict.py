@@ -448,11 +448,11 @@ class RayPredictor:
     """Ray Data actor: one ``Engine`` per actor, loaded once; a chunk of rows in, its answer lines out."""
 
     def __init__(self, bundle: str, provider: str, threads: int, quantized: str, max_batch: int,
-                 spelling: bool, top_k: int | None):
+                 spelling: bool, segment: bool, top_k: int | None):
         from intentvcs.service.engine import Engine
 
         self.engine = Engine(bundle, provider=provider, threads=threads, quantized=quantized, max_batch=max_batch,
-                             spelling=spelling)
+                             spelling=spelling, segment=segment)
         self.top_k = top_k
 
     def __call__(self, batch):
@@ -463,8 +463,8 @@ class RayPredictor:
 
 
 def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLike, *, provider: str = "cpu",
-                quantized: str = DEFAULT_QUANTIZED, spelling: bool = True, top_k: int | None = None,
-                max_batch: int = DEFAULT_MAX_BATCH, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                quantized: str = DEFAULT_QUANTIZED, spelling: bool = True, segment: bool = True,
+                top_k: int | None = None, max_batch: int = DEFAULT_MAX_BATCH, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                 workers: int | None = None, cpus_per_worker: int = 1, address: str | None = None,
                 progress: bool | None = None) -> dict[str, Any]:
     """Predict every row of ``source`` on Ray Data (see the module docstring); write ``out``; return a summary.
@@ -508,7 +508,8 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
         context.execution_options.preserve_order = True  # answers in input order
         context.enable_progress_bars = False  # ours counts rows
         engine = {"bundle": bundle, "provider": "cuda" if gpu else "cpu", "threads": cpus_per_worker,
-                  "quantized": quantized, "max_batch": max_batch, "spelling": spelling, "top_k": top_k}
+                  "quantized": quantized, "max_batch": max_batch, "spelling": spelling,
+                  "segment": segment, "top_k": top_k}
         answers = _answers_dataset(ray, source, spans, chunk_rows, engine, workers, cpus_per_worker, gpu)
         rows = _write_answers(answers, out, total, progress)
         return _summary("ray", source, out, rows, began, workers=workers, cpus_per_worker=cpus_per_worker,

@@ -20,10 +20,11 @@ from intentvcs.core.decision import Decision
 from intentvcs.core.entities import entity_types
 from intentvcs.core.manifest import INT8_MODEL_FILE, BundleError
 from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.segmentation import decide_segmented
 from intentvcs.core.spelling import infer_normalised
 from intentvcs.service.bundle import check_graph, open_bundle
 from intentvcs.service.onnx_session import EngineError, OnnxSession, default_threads
-from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED
+from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT
 
 __all__ = ["BundleError", "Engine", "EngineError", "default_threads"]
 
@@ -44,13 +45,16 @@ class Engine:
     ``max_batch``   texts per graph run; a request is split into chunks of this size.
     ``spelling``    run texts through the bundle's spelling normaliser (when it has
                     one) before the graph, as training's evaluation did.
+    ``segment``     answer chained requests ("X and Y") with every request's intents
+                    (``intentvcs.core.segmentation``); False decides each text whole.
     Raises ``BundleError`` for a missing, corrupt or incompatible bundle and
     ``EngineError`` when the requested provider cannot be used.
     """
 
     def __init__(self, bundle_dir: str | os.PathLike, provider: str = "auto", threads: int | None = None,
                  quantized: str = DEFAULT_QUANTIZED, max_batch: int = DEFAULT_MAX_BATCH, spin: bool = True,
-                 spelling: bool = True):
+                 spelling: bool = True, segment: bool = DEFAULT_SEGMENT):
+        self.segment = segment
         self.bundle = open_bundle(bundle_dir, quantized=quantized)
         self.spelling = self.bundle.spelling if spelling else None
         self.session = OnnxSession(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch, spin,
@@ -104,6 +108,7 @@ class Engine:
             "entity_types": len(self.entity_types),
             "hidden_size": self.session.output_widths["pooled"],
             "oos_rule": self.decision.oos.name,
+            "segment": self.segment,
             "spelling_words": len(self.spelling) if self.spelling is not None else None,
         }
 
@@ -121,24 +126,34 @@ class Engine:
 
         ``intents`` ranks every label by calibrated confidence (the best
         ``top_k`` when given); ``accepted`` lists the accepted labels after
-        relation closure, most confident first; ``oos`` gives the rule, this
-        text's score and the rule's threshold (OOS when score > threshold);
-        ``normalised`` is the text the graph read when the spelling normaliser
-        rewrote it, else None; ``entities`` (``[]`` for an intent-only bundle)
-        gives ``{entity, value, start, end, confidence}`` with offsets into the
-        text as sent, also where the normaliser rewrote it.
+        relation closure, most confident first; ``parts`` says where each
+        accepted intent sits: the requests of a chained text ("X and Y"),
+        else one part spanning the text (``intentvcs.core.segmentation``);
+        ``oos`` gives the rule, this text's score and the rule's threshold
+        (OOS when score > threshold); ``normalised`` is the text the graph
+        read when the spelling normaliser rewrote it, else None; ``entities``
+        (``[]`` for an intent-only bundle) gives ``{entity, value, start, end,
+        confidence}`` with offsets into the text as sent, also where the
+        normaliser rewrote it.
         """
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         texts = _check_texts(texts)
-        outputs, model_texts = self._infer(texts)
-        result = self.decision.apply(*outputs.scores)
+        read: list[str] = []
+
+        def infer(batch: list[str]) -> GraphOutputs:  # the texts, then their parts: keep what was read of the texts
+            outputs, model_texts = self._infer(batch)
+            read.extend(model_texts[:len(texts)])
+            return outputs
+
+        outputs, segmented = decide_segmented(self.decision, infer, texts, self.segment)
+        result = segmented.result
         # Stable sort on negated confidences: ties keep label order.
         ranking = np.argsort(-result.confidences, axis=1, kind="stable")
         labels = self.labels
         threshold = self.decision.oos.threshold
         answers = []
-        for i, (text, model_text) in enumerate(zip(texts, model_texts)):
+        for i, (text, model_text) in enumerate(zip(texts, read)):
             order = ranking[i]
             answers.append({
                 "text": text,
@@ -148,6 +163,7 @@ class Engine:
                 "intents": [{"intent": labels[j], "confidence": float(result.confidences[i, j])}
                             for j in order[:top_k]],
                 "accepted": [labels[j] for j in order if result.accepted[i, j]],
+                "parts": [part.to_dict(text, labels) for part in segmented.parts[i]],
                 "entities": [] if outputs.entities is None else [e.to_dict(text) for e in outputs.entities[i]],
                 "out_of_scope": bool(result.out_of_scope[i]),
                 "oos": {"rule": result.oos_rule, "score": float(result.oos_score[i]), "threshold": threshold},

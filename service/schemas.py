@@ -352,12 +352,25 @@ class PredictedEntity(BaseModel):
     confidence: float = Field(description="The entity head's mean probability of the entity's word tags, in [0, 1].")
 
 
+class RequestPart(BaseModel):
+    start: int = Field(description="Offset of the part's first character in the utterance as sent (code points).")
+    end: int = Field(description="Offset after its last character (exclusive).")
+    text: str = Field(description="text[start:end].")
+    accepted: list[str] = Field(description="The intents accepted in this part, most confident first.")
+    out_of_scope: bool = Field(description="This part is a request the model does not know.")
+
+
 class Prediction(BaseModel):
     text: str = Field(description="The utterance as sent.")
     normalised: str | None = Field(
         None, description="The text the model read when the spelling normaliser rewrote it; null when unchanged.")
     intents: list[RankedIntent] = Field(description="The top_k intents, most confident first.")
-    accepted: list[str] = Field(description="Accepted intents after label-relation closure, most confident first.")
+    accepted: list[str] = Field(description="Accepted intents after label-relation closure, most confident first: "
+                                "every request's, when the utterance chains several.")
+    parts: list[RequestPart] = Field(
+        description="Where each accepted intent sits: one part per request of a chained utterance (\"X and Y\"), "
+        "an out-of-scope part among them saying which request the model does not know; else one part spanning "
+        "the utterance. Off with INTENTVCS_SEGMENT=0.")
     entities: list[PredictedEntity] = Field(
         description="Entities found in the utterance, in text order; [] when the bundle has no entity head. "
         "Offsets point into the text as sent, also when the spelling normaliser rewrote it.")

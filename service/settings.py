@@ -27,6 +27,9 @@ DEFAULT_MAX_BATCH = 32
 # "on" serves it in any case, "off" serves the fp32 graph.
 QUANTIZED_MODES = ("auto", "on", "off")
 DEFAULT_QUANTIZED = "auto"
+# Chained requests ("X and Y") answered part by part (intentvcs.core.segmentation);
+# benchmarks/mix_bench.py measured what it costs single-intent traffic.
+DEFAULT_SEGMENT = True
 
 
 # Each reader takes the environment to read (``os.environ`` by default), so that
@@ -150,6 +153,8 @@ class Settings:
     # The bundle's spelling normaliser (misspelt words back to training words),
     # when it has one; off serves the graph the raw texts.
     spelling: bool = True
+    # Answer every request of a chained utterance (INTENTVCS_SEGMENT=0 decides each text whole).
+    segment: bool = DEFAULT_SEGMENT
     # A bearer token the API routes (/predict, /model/parse, /audit) require when set
     # (intentvcs.service.auth); health probes and the OpenAPI document stay open.
     # Not in repr: Settings may be logged.
@@ -198,6 +203,7 @@ class Settings:
             trace_requests=_env_bool("TRACE_REQUESTS", cls.trace_requests, environ),
             ort_spin=_env_bool("ORT_SPIN", cls.ort_spin, environ),
             spelling=_env_bool("SPELLING", cls.spelling, environ),
+            segment=_env_bool("SEGMENT", cls.segment, environ),
             api_token=environ.get(ENV_PREFIX + "API_TOKEN", "").strip() or None,
             metrics_token_required=_env_bool("METRICS_TOKEN_REQUIRED", cls.metrics_token_required, environ),
             audit_config=_env_json_object("AUDIT_CONFIG", environ),

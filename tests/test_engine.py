@@ -103,7 +103,11 @@ def test_top_k(engine):
 def test_answers_and_oos_verdicts(engine):
     answers = engine.predict(list(SAMPLE_UTTERANCES))
     for text, answer in zip(SAMPLE_UTTERANCES, answers):
-        assert set(answer) == {"text", "normalised", "intents", "accepted", "entities", "out_of_scope", "oos"}
+        assert set(answer) == {"text", "normalised", "intents", "accepted", "parts", "entities", "out_of_scope",
+                               "oos"}
+        # Every accepted intent sits in a part, a span of the text as sent.
+        assert {i for part in answer["parts"] for i in part["accepted"]} == set(answer["accepted"])
+        assert all(part["text"] == text[part["start"]:part["end"]] for part in answer["parts"])
         assert answer["entities"] == []  # an intent-only bundle
         assert answer["text"] == text and answer["normalised"] is None  # no normaliser in this bundle
         assert isinstance(answer["out_of_scope"], bool)

@@ -61,6 +61,15 @@ def test_data_without_spans_trains_exactly_as_an_intent_only_model(backbone, tmp
     assert all((heads[0][k] == heads[1][k]).all() for k in heads[0])
 
 
+def test_chained_rows_join_the_training_data_with_all_their_intents(backbone, tmp_path):
+    assert _train(backbone, tmp_path / "chains", "--chains", "0.5", "--epochs", "1") == 0
+    meta = json.loads((tmp_path / "chains" / "checkpoint.json").read_text())
+    rows = [ex for ex in read_jsonl(TRAIN) if ex.labels]
+    assert meta["train_config"]["chain_ratio"] == 0.5
+    # Every chain joins rows of the training data, so it carries spans when they do; chains bring more.
+    assert meta["entities"]["spans"] > sum(len(ex.spans) for ex in rows)
+
+
 def test_a_validation_span_type_unknown_to_training_is_refused(backbone, tmp_path, capsys):
     valid = tmp_path / "valid.jsonl"
     valid.write_text('{"text": "fly to paris", "labels": ["book_taxi"], '

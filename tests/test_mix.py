@@ -10,7 +10,10 @@ import pytest
 from intentvcs.cli.main import main
 from intentvcs.core.dataio import read_jsonl
 from intentvcs.training import mix_builder as mix
+from intentvcs.training import DEFAULT_DATA
 from tests.test_loaders import DATA, needs_data, write_slot_folder
+
+DEFAULT_TRAIN = DEFAULT_DATA / "train.jsonl"
 
 # (tokens, BIO tags, intent): a city slot in each, several intents, one multi-intent source row.
 SOURCE = [
@@ -106,3 +109,21 @@ def test_cli_writes_the_build_and_refuses_bad_arguments(data_root, tmp_path, cap
 def test_shared_data_released_sizes(tmp_path, dataset, intents):
     info = mix.build(dataset, DATA, tmp_path / dataset, seed=0)
     assert info["counts"] == mix.SIZES[dataset] and info["intents"] == intents
+
+
+def test_chained_training_rows_join_distinct_intents_and_carry_their_spans():
+    rows = [ex for ex in read_jsonl(DEFAULT_TRAIN) if ex.labels]
+    chains = mix.chained_rows(rows, 300, seed=0)
+    assert len(chains) == 300 and chains == mix.chained_rows(rows, 300, seed=0)
+    counts = [len(row.labels) for row in chains]
+    assert set(counts) == {2, 3} and 0.6 < counts.count(2) / len(counts) < 0.85  # 5 : 2
+    sources = {ex.text: ex for ex in rows}
+    for row in chains:
+        assert len(set(row.labels)) == len(row.labels)
+        for segment in row.meta["segments"]:
+            piece = row.text[segment["start"]:segment["end"]]
+            source = sources.get(piece) or sources.get(piece[0].lower() + piece[1:])  # typed: a capital first letter
+            assert source is not None and source.labels == (segment["intent"],)
+        assert all(any(s["start"] <= span.start and span.end <= s["end"] for s in row.meta["segments"])
+                   for span in row.spans)
+    assert mix.chained_rows(rows[:1], 10, seed=0) == []  # one intent: nothing to chain

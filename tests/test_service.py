@@ -73,7 +73,8 @@ def test_probes(url):
 def test_predict_matches_the_engine(url, bundle):
     from intentvcs.service.engine import Engine
 
-    texts = ["play some music", "book a table for two tonight", "will it rain tomorrow"]
+    texts = ["play some music", "book a table for two tonight", "will it rain tomorrow",
+             "play some music and then will it rain tomorrow"]
     response = post(url, "/predict", {"texts": texts, "top_k": 3})
     assert response.status_code == 200, response.text
     served = response.json()["predictions"]
@@ -83,6 +84,7 @@ def test_predict_matches_the_engine(url, bundle):
         assert [i["intent"] for i in got["intents"]] == [i["intent"] for i in want["intents"]]
         assert [i["confidence"] for i in got["intents"]] == pytest.approx([i["confidence"] for i in want["intents"]])
         assert got["accepted"] == want["accepted"]
+        assert got["parts"] == want["parts"]
         assert got["out_of_scope"] == want["out_of_scope"]
         assert got["oos"]["rule"] == want["oos"]["rule"] == "threshold"
 
@@ -302,13 +304,15 @@ def test_serve_command_refuses_a_missing_bundle(tmp_path):
     assert "is not a bundle" in result.stderr
 
 
-@pytest.mark.parametrize("flags, spelling_env", [([], None), (["--no-spelling"], "0")])
-def test_serve_command_hands_bentoml_the_settings(bundle, monkeypatch, flags, spelling_env):
+@pytest.mark.parametrize("flags, spelling_env, segment_env", [([], None, None), (["--no-spelling"], "0", None),
+                                                             (["--no-segment"], None, "0")])
+def test_serve_command_hands_bentoml_the_settings(bundle, monkeypatch, flags, spelling_env, segment_env):
     """What ``intentvcs serve`` (and the demo's last step, ``serve_bundle``) execs: bentoml serve with the env."""
     from intentvcs.cli.main import main
     from intentvcs.cli.commands import serve
 
     monkeypatch.delenv("INTENTVCS_SPELLING", raising=False)
+    monkeypatch.delenv("INTENTVCS_SEGMENT", raising=False)
     calls = []
 
     def fake_execve(path, argv, env):
@@ -319,10 +323,11 @@ def test_serve_command_hands_bentoml_the_settings(bundle, monkeypatch, flags, sp
     with pytest.raises(SystemExit):
         main(["serve", "--bundle", str(bundle), "--port", "3199", *flags])
     with pytest.raises(SystemExit):
-        serve.serve_bundle(bundle, 3199, spelling=not flags)
+        serve.serve_bundle(bundle, 3199, spelling="--no-spelling" not in flags, segment="--no-segment" not in flags)
     assert calls[0] == calls[1]
     argv, env = calls[0]
     assert argv[-4:] == ["--host", "127.0.0.1", "--port", "3199"] and "bentoml" in argv
     assert env["INTENTVCS_BUNDLE"] == str(bundle.resolve()) and env.get("INTENTVCS_SPELLING") == spelling_env
+    assert env.get("INTENTVCS_SEGMENT") == segment_env
     # Each port gets its own BentoML home, so servers side by side keep their own metrics.
     assert env["BENTOML_HOME"] == str(serve.server_home(3199)) != str(serve.server_home(3200))

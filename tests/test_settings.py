@@ -25,7 +25,13 @@ def test_audit_overrides_and_limits_come_from_the_given_environment():
         Settings.from_env({"INTENTVCS_AUDIT_CONFIG": "[1]"})
 
 
+def test_chained_requests_are_answered_part_by_part_unless_turned_off():
+    assert Settings.from_env({"INTENTVCS_PROVIDER": "cpu"}).segment is True
+    assert Settings.from_env({"INTENTVCS_SEGMENT": "0", "INTENTVCS_PROVIDER": "cpu"}).segment is False
+
+
 @pytest.mark.parametrize("variable, value, message", [
+    ("INTENTVCS_SEGMENT", "maybe", "INTENTVCS_SEGMENT='maybe' is not a boolean"),
     ("INTENTVCS_AUDIT_CONFIG", '{"nope": 1}', "INTENTVCS_AUDIT_CONFIG: unknown audit config key(s) ['nope']"),
     ("INTENTVCS_AUDIT_CONFIG", "{oops", "INTENTVCS_AUDIT_CONFIG is not JSON"),
     ("INTENTVCS_MAX_TEXTS", "zero", "INTENTVCS_MAX_TEXTS='zero' is not an integer"),

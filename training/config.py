@@ -50,7 +50,7 @@ def _check_choices(config: Any) -> None:
 
 # What runs recorded before a setting existed did: copies were drawn once, and
 # no entity head was trained.
-LEGACY_SETTINGS = {"augment_resample": False, "entity_weight": 0.0}
+LEGACY_SETTINGS = {"augment_resample": False, "entity_weight": 0.0, "chain_ratio": 0.0}
 
 
 @dataclass
@@ -97,6 +97,10 @@ class TrainConfig:
     validate_perturbed: bool = setting(False, "validate on the validation rows plus one perturbed copy of each, "
                                               "so that early stopping and the kept epoch reward robustness, not "
                                               "clean loss alone (needs augmentation)")
+    # Off until measured as a default: benchmarks/mix_bench.py compares it with serving-time segmentation alone.
+    chain_ratio: float = setting(0.0, "add RATIO x N synthetic chained rows (2 or 3 training rows of distinct "
+                                      "intents joined as users chain requests, with or without a connector), "
+                                      "which carry all their intents (intentvcs.training.mix_builder)")
     labels: list[str] | None = setting(None, "fixed label order (default: sorted from the training data)")
     # Equal weight, as JointBERT (Chen et al. 2019) sums its two losses. Rows
     # without spans train the intent head only, so data without any trains no
@@ -113,6 +117,8 @@ class TrainConfig:
             # Nothing to draw: recorded as off, so runs without augmentation
             # compare equal whatever the resampling default was when they ran.
             self.augment_resample = False
+        if self.chain_ratio < 0:
+            raise ValueError("chain_ratio must be >= 0")
         if self.entity_weight < 0:
             raise ValueError("entity_weight must be >= 0")
         if self.consistency_weight < 0:

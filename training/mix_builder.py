@@ -38,6 +38,7 @@ INFO_FILE = "info.json"
 VARIANTS = ("standard", "hard")
 INTENT_COUNTS = (1, 2, 3)
 INTENT_SHARES = (0.3, 0.5, 0.2)
+CHAIN_SHARES = (0.0, 0.5, 0.2)  # synthetic training chains: the Mix sets' shares without single rows
 STANDARD_CONNECTORS = ("and", "and then", "and also")
 HARD_CONNECTORS = ("and", "and then", "and also", "also", "then", "after that", ",", "")
 SIZES = {"atis": {"train": 18_000, "valid": 1_000, "test": 1_000},
@@ -105,13 +106,13 @@ def draw_segments(by_intent: dict[str, list[Example]], count: int, rng: random.R
 
 
 def build_split(rows: Sequence[Example], size: int, variant: str, rng: random.Random,
-                prefix: str) -> list[Example]:
-    """``size`` mixed rows from one source split."""
+                prefix: str, shares: Sequence[float] = INTENT_SHARES) -> list[Example]:
+    """``size`` mixed rows from one source split; ``shares`` of 1, 2 and 3 intents per row."""
     by_intent = single_intent_rows(rows)
     most = min(max(INTENT_COUNTS), len(by_intent))
     out = []
     for index in range(size):
-        count = min(rng.choices(INTENT_COUNTS, weights=INTENT_SHARES)[0], most)
+        count = min(rng.choices(INTENT_COUNTS, weights=shares)[0], most)
         segments = draw_segments(by_intent, count, rng)
         if variant == "standard":
             segments.sort(key=lambda ex: ex.labels[0])
@@ -122,6 +123,16 @@ def build_split(rows: Sequence[Example], size: int, variant: str, rng: random.Ra
         row = mix_row(segments, connectors, f"{prefix}:{index}", typed_comma=variant == "hard")
         out.append(typed(row, rng) if variant == "hard" else row)
     return out
+
+
+def chained_rows(rows: Sequence[Example], count: int, seed: int | str) -> list[Example]:
+    """``count`` training rows that chain 2 or 3 of ``rows`` (distinct intents, 5 : 2 as in the Mix sets)
+    the way the hard variant does (any order, any connector or none, typed casing), carrying all their
+    intents: what ``TrainConfig.chain_ratio`` adds to a single-intent training set. Empty when ``rows``
+    have fewer than two intents."""
+    if len(single_intent_rows(rows)) < 2:
+        return []
+    return build_split(rows, count, "hard", random.Random(f"chains-{seed}"), "chain", shares=CHAIN_SHARES)
 
 
 def typed(row: Example, rng: random.Random) -> Example:

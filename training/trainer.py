@@ -122,6 +122,7 @@ class Trainer:
         cfg = self.config
         rng, generator = self._seed()
         train, valid, labels = self._labelled(train, valid)
+        train = self._with_chains(train)
         tags = self._tags(train)
         model, tokenizer = self._model(labels, len(tags))
         self.tag_index = {tag: i for i, tag in enumerate(tags)} if tags else None
@@ -156,6 +157,16 @@ class Trainer:
         if unseen:
             raise ValueError(f"training labels missing from the fixed label list: {unseen[:10]}")
         return train, valid, labels
+
+    def _with_chains(self, train: list[Example]) -> list[Example]:
+        """``train`` plus ``chain_ratio`` x N synthetic chained rows built from it (drawn once, seeded)."""
+        if self.config.chain_ratio <= 0:
+            return train
+        from intentvcs.training.mix_builder import chained_rows
+
+        chains = chained_rows(train, round(self.config.chain_ratio * len(train)), self.config.seed)
+        log.info("chained requests: %d -> %d training rows", len(train), len(train) + len(chains))
+        return train + chains
 
     def _tags(self, train: list[Example]) -> list[str]:
         """The entity head's tags: BIO over the span types of ``train``; none without spans or entity weight."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from intentvcs.core import scoring
 from intentvcs.core.dataio import Example
+from intentvcs.core.decision import DecisionResult
 from intentvcs.core.entities import span_set
 from intentvcs.core.outputs import GraphOutputs
 
@@ -35,7 +36,8 @@ def gold_matrix(examples: Sequence[Example], labels: Sequence[str]) -> tuple[np.
     return gold, columns
 
 
-def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], include_tables: bool = True) -> dict:
+def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], include_tables: bool = True,
+             result: DecisionResult | None = None) -> dict:
     """Figures for ``examples`` (rows with ``labels == []`` are out of scope).
 
     Returns fractions: ``precision``, ``recall``, ``f1``, ``exact_match`` over
@@ -47,11 +49,16 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
     ``slot_f1`` (CoNLL span level: type and both boundaries exact; a row without
     spans has no entities), ``entities_exact`` and ``overall_accuracy`` (the
     sentence level of JointBERT: the top intent is a gold one and the entity
-    set is exactly the gold set). With ``include_tables`` also ``per_label``
-    and the prediction ``cooccurrence`` matrix.
+    set is exactly the gold set) and ``overall_exact_match`` (the multi-intent
+    one of MixATIS / MixSNIPS: the accepted intent set and the entity set both
+    exactly gold). With ``include_tables`` also ``per_label`` and the
+    prediction ``cooccurrence`` matrix. ``result``: the decision already made
+    of ``outputs`` (``intentvcs.core.segmentation.decide_segmented``'s, for
+    chained requests answered part by part); default ``decision.apply``.
     """
     labels = list(decision.labels)
-    result = decision.apply(*outputs.scores)
+    if result is None:
+        result = decision.apply(*outputs.scores)
     gold, columns = gold_matrix(examples, labels)
     pred = np.zeros_like(gold)
     pred[:, : len(labels)] = result.accepted
@@ -66,7 +73,8 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
         top = result.confidences.argmax(axis=1)
         figures["accuracy"] = float(gold[in_scope, top[in_scope]].mean())
         if outputs.entities is not None:
-            figures.update(_entity_figures(examples, outputs.entities, in_scope, gold[np.arange(len(gold)), top]))
+            figures.update(_entity_figures(examples, outputs.entities, in_scope, gold[np.arange(len(gold)), top],
+                                           (pred == gold).all(axis=1)))
     if is_oos.any():
         exact = (pred == gold).all(axis=1)
         figures.update(scoring.oos_metrics(result.out_of_scope, is_oos, exact))
@@ -81,14 +89,15 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
 
 
 def _entity_figures(examples: Sequence[Example], entities: np.ndarray, in_scope: np.ndarray,
-                    top_right: np.ndarray) -> dict:
-    """Span-level entity scores and the sentence-level overall accuracy over the in-scope rows."""
+                    top_right: np.ndarray, set_right: np.ndarray) -> dict:
+    """Span-level entity scores and the sentence-level overall accuracies over the in-scope rows."""
     rows = np.flatnonzero(in_scope)
     gold = [span_set(examples[i].spans) for i in rows]
     predicted = [span_set(entities[i]) for i in rows]
     figures = scoring.span_metrics(gold, predicted)
     entities_right = np.array([g == p for g, p in zip(gold, predicted)], dtype=bool)
     figures["overall_accuracy"] = float((entities_right & top_right[rows]).mean())
+    figures["overall_exact_match"] = float((entities_right & set_right[rows]).mean())
     return figures
 
 

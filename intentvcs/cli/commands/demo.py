@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
+    from intentvcs.core.segmentation import decide_segmented
     from intentvcs.service.engine import Engine
     from intentvcs.training import DEFAULT_DATA
     from intentvcs.training.pipeline import train_pipeline
@@ -58,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
 
     log.info("3/4 evaluating the bundle through the serving engine")
     engine = Engine(out / "bundle", provider="cpu")
-    outputs = engine.infer([ex.text for ex in data["test"]])
-    figures = headline(evaluate(engine.bundle.decision, outputs, data["test"], include_tables=False))
+    # Answered as served: a chained request part by part.
+    outputs, segmented = decide_segmented(engine.decision, engine.infer, [ex.text for ex in data["test"]])
+    figures = headline(evaluate(engine.decision, outputs, data["test"], include_tables=False,
+                                result=segmented.result))
     atomic.write_json(out / "evaluation.json", figures)
     print(json.dumps(figures, indent=2))
     if args.no_serve:

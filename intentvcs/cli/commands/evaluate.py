@@ -14,13 +14,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Micro P/R/F1, exact match, per-label table, prediction co-occurrence, "
                                    "OOS figures when the data has out-of-scope rows and, for a model with an "
                                    "entity head, span-level slot P/R/F1 (CoNLL: type and boundaries exact) and "
-                                   "the sentence-level overall accuracy (top intent and every entity right). A "
+                                   "the sentence-level overall accuracy (top intent and every entity right; overall exact match: every "
+                                   "intent and entity). Chained requests are answered part by part, as served. A "
                                    "bundle is evaluated through the ONNX engine the service uses.")
     add_model_arguments(p)
     p.add_argument("--data", required=True, help="JSONL with gold label sets ([] = out of scope) and, for slot "
                                                  "figures, gold spans (a row without spans has no entities)")
     p.add_argument("--out", required=True, help="result JSON")
     p.add_argument("--heatmap", help="write the prediction co-occurrence heatmap PNG here")
+    p.add_argument("--no-segment", dest="segment", action="store_false",
+                   help="decide each utterance whole, as a server run with --no-segment does (default: the "
+                        "requests of a chained utterance answered part by part, as served)")
     p.set_defaults(func=run)
 
 
@@ -28,13 +32,16 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.dataio import check_span_types, read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
+    from intentvcs.core.segmentation import decide_segmented
 
     atomic.check_targets((args.out, args.heatmap))
     examples = read_jsonl(args.data)
     model = load_predictor(args)
     if model.entity_types:  # a type the model cannot output would only be counted as missed
         check_span_types(args.data, model.entity_types)
-    figures = evaluate(model.decision, model.infer([ex.text for ex in examples]), examples)
+    graph, segmented = decide_segmented(model.decision, model.infer, [ex.text for ex in examples], args.segment)
+    figures = evaluate(model.decision, graph, examples, result=segmented.result)
+    figures["segment"] = args.segment
     figures["source"] = {**model_source(args, model), "data": args.data}
     outputs: dict[str, str | bytes] = {args.out: atomic.json_text(figures)}
     if args.heatmap:

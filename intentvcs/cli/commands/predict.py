@@ -58,6 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="local: ONNX Runtime intra-op threads (default: the cores / $INTENTVCS_WORKERS)")
     p.add_argument("--no-spelling", dest="spelling", action="store_false",
                    help="feed the model the raw texts, without the bundle's spelling normaliser")
+    p.add_argument("--no-segment", dest="segment", action="store_false",
+                   help="decide each utterance whole, without answering the requests of a chained one part by part")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local: this process; ray: Ray Data actors (default: local)")
     p.add_argument("--ray-address", help="ray: a running cluster to join, as ray.init takes it (auto, HOST:PORT); "
@@ -92,13 +94,13 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "ray":
         summary = batch_predict.predict_ray(
             source, out, args.bundle, provider=args.provider, quantized=args.quantized, spelling=args.spelling,
-            top_k=args.top_k, max_batch=args.batch_size, chunk_rows=args.chunk_rows, workers=args.workers,
+            segment=args.segment, top_k=args.top_k, max_batch=args.batch_size, chunk_rows=args.chunk_rows, workers=args.workers,
             cpus_per_worker=args.cpus_per_worker, address=args.ray_address)
     else:
         from intentvcs.service.engine import Engine
 
         engine = Engine(args.bundle, provider=args.provider, threads=args.threads, quantized=args.quantized,
-                        max_batch=args.batch_size, spelling=args.spelling)
+                        max_batch=args.batch_size, spelling=args.spelling, segment=args.segment)
         summary = batch_predict.predict_local(source, out, engine, top_k=args.top_k, chunk_rows=args.chunk_rows)
     json.dump(summary, sys.stdout)
     print()

@@ -60,6 +60,9 @@ def register(subparsers) -> None:
     parser.add_argument("--no-spelling", dest="spelling", action="store_false",
                         help="serve the graph the raw texts, without the bundle's spelling normaliser "
                         "(sets INTENTVCS_SPELLING=0)")
+    parser.add_argument("--no-segment", dest="segment", action="store_false",
+                        help="decide each utterance whole, without answering the requests of a chained one "
+                        "(\"X and Y\") part by part (sets INTENTVCS_SEGMENT=0)")
     parser.set_defaults(func=run)
 
 
@@ -135,16 +138,18 @@ def server_command(port: int, host: str = DEFAULT_HOST) -> list[str]:
 
 def run(args) -> NoReturn:
     serve_bundle(args.bundle, args.port, args.host, args.workers, args.provider, args.threads, args.spelling,
-                 args.quantized)
+                 args.quantized, args.segment)
 
 
 def serve_bundle(bundle: str | os.PathLike, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST,
                  workers: int | None = None, provider: str = Settings.provider, threads: int | None = None,
-                 spelling: bool = True, quantized: str | None = None) -> NoReturn:
+                 spelling: bool = True, quantized: str | None = None, segment: bool = True) -> NoReturn:
     """Replace this process with ``bentoml serve`` on ``bundle`` (``intentvcs serve``, and the demo's last step).
 
     ``quantized`` None leaves ``INTENTVCS_QUANTIZED`` as the environment has it."""
     extra = {} if spelling else {f"{ENV_PREFIX}SPELLING": "0"}
+    if not segment:
+        extra[f"{ENV_PREFIX}SEGMENT"] = "0"
     if quantized is not None:
         extra[f"{ENV_PREFIX}QUANTIZED"] = quantized
     env = service_env(bundle, port, workers, provider, threads, extra=extra)

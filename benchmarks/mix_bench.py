@@ -1,0 +1,272 @@
+"""Chained requests: MixATIS and MixSNIPS (AGIF's construction, ``intentvcs build-mix``), served.
+
+Parts (``--parts``, default all):
+
+``product``   the usual case: models trained on single-intent SNIPS / ATIS only (entities_bench's
+              checkpoints, ``runs/entities/<data set>/seed<k>``: MiniLM-L6, 6 epochs, entity head),
+              scored on the Mix test sets, standard and hard variant, through the served bundle:
+              chained requests answered part by part (``intentvcs.core.segmentation``, the served
+              default) and, for comparison, each text decided whole.
+``standard``  AGIF's protocol: models trained on the Mix training split (every row carries all its
+              intents; sigmoid BCE, ``--method bce``), ``runs/mix/ckpt/<data set>-standard-s<k>``
+              (trained by ``intentvcs train``, see ``STANDARD_RECIPE``), scored the same way.
+``single``    what segmentation costs single-intent traffic: SNIPS and ATIS test (the product
+              models) and CLINC150 Full (oos_bench's PU model, distance rule), part by part vs whole.
+``cost``      engine seconds per utterance, part by part vs whole, interleaved, at batch 1 and 32,
+              on the MixSNIPS test set and on single-intent SNIPS test.
+
+Figures (percent): intent accuracy = the accepted intent set is exactly the gold set (AGIF's
+"intent accuracy"); intent F1 (micro over (row, intent)); overall = intents and the entity set
+exactly gold (AGIF's "overall accuracy"); slot F1 (CoNLL spans); placed = intents exact and every
+gold segment's intent named by a part that covers at least half of that segment. Medians over the
+seeds found, each seed's figures kept.
+
+    python -m benchmarks.mix_bench --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import ROOT, SHARED_DATA, keep_previous, pct, write_results
+
+DATASETS = ("atis", "snips")
+VARIANTS = ("standard", "hard")
+# Published intent accuracy / overall accuracy on MixATIS / MixSNIPS (the issue's anchors).
+ANCHORS = {
+    "AGIF (Qin et al. 2020)": {"atis": (75.8, None), "snips": (96.5, None)},
+    "GL-GIN (Qin et al. 2021)": {"atis": (76.3, 43.5), "snips": (95.6, 75.4)},
+    "SLIM (Cai et al. 2022)": {"atis": (78.3, None), "snips": (97.2, None)},
+    "TFMN (Chen et al. 2022)": {"atis": (79.8, None), "snips": (97.7, None)},
+    "MISCA, RoBERTa (Pham et al. 2023)": {"atis": (None, 59.1), "snips": (None, 86.2)},
+}
+TARGETS = {"standard": {"atis": 85.0, "snips": 98.0}, "product": {"atis": 80.0, "snips": 95.0}}
+STANDARD_RECIPE = "intentvcs train --method bce --oos-rule none --epochs 4 --seed K (train.jsonl, valid.jsonl)"
+COST_TEXTS = 512
+COST_REPEATS = 3
+
+
+def mix_data(dataset: str, variant: str, runs: Path) -> Path:
+    """The built Mix set (``intentvcs build-mix``, seed 0), built once under ``runs``."""
+    from intentvcs.training.mix_builder import build
+
+    out = runs / f"{dataset}-{variant}"
+    if not (out / "info.json").is_file():
+        build(dataset, SHARED_DATA, out, variant=variant)
+    return out
+
+
+def bundle_of(checkpoint: Path) -> Path:
+    """The checkpoint's served bundle (int8 where its gate passed), exported once next to it."""
+    from intentvcs.export.exporter import export_bundle
+
+    out = checkpoint.parent / (checkpoint.name + "-bundle" if checkpoint.name != "checkpoint" else "bundle")
+    if not (out / "manifest.json").is_file():
+        export_bundle(checkpoint, out, quantize=True, force=True)
+    return out
+
+
+def score(engine, rows, segment: bool) -> dict:
+    """The figures above for ``rows``, answered as served (``segment``) or each text whole."""
+    from intentvcs.core.evaluation import evaluate
+    from intentvcs.core.segmentation import decide_segmented
+
+    graph, segmented = decide_segmented(engine.decision, engine.infer, [row.text for row in rows], segment)
+    figures = evaluate(engine.decision, graph, rows, include_tables=False, result=segmented.result)
+    out = {"intent_acc": figures["exact_match"], "intent_f1": figures["f1"], "top_acc": figures["accuracy"]}
+    if "slot_f1" in figures:
+        out.update(overall_acc=figures["overall_exact_match"], slot_f1=figures["slot_f1"])
+    if all(row.meta and "segments" in row.meta for row in rows):
+        exact = segmented.result.accepted == _gold(rows, engine.labels)
+        out["placed_acc"] = statistics.fmean(
+            bool(exact[i].all()) and _placed(row, segmented.parts[i], engine.labels) for i, row in enumerate(rows))
+    if "auroc" in figures:
+        out.update(in_scope_acc=figures["in_scope_accuracy"], oos_recall=figures["oos_recall"],
+                   auroc=figures["auroc"])
+    return {key: round(100 * value, 2) for key, value in out.items()}
+
+
+def _gold(rows, labels):
+    import numpy as np
+
+    index = {label: j for j, label in enumerate(labels)}
+    gold = np.zeros((len(rows), len(labels)), dtype=bool)
+    for i, row in enumerate(rows):
+        gold[i, [index[label] for label in row.labels if label in index]] = True
+    return gold
+
+
+def _placed(row, parts, labels) -> bool:
+    """Every gold segment's intent is named by a part covering at least half of the segment."""
+    for segment in row.meta["segments"]:
+        length = segment["end"] - segment["start"]
+        if not any(labels[j] == segment["intent"] and
+                   min(part.end, segment["end"]) - max(part.start, segment["start"]) >= length / 2
+                   for part in parts for j in part.accepted):
+            return False
+    return True
+
+
+def seed_records(part: str, dataset: str, bundles: list[Path], sets: dict[str, list], threads: int | None) -> list:
+    """Per evaluation set and answering mode, the median over ``bundles`` (one per seed), each kept."""
+    from intentvcs.service.engine import Engine
+
+    per_seed: dict[tuple[str, bool], list[dict]] = {}
+    for bundle in bundles:
+        engine = Engine(bundle, provider="cpu", threads=threads)
+        for name, rows in sets.items():
+            for segment in (True, False):
+                figures = score(engine, rows, segment)
+                per_seed.setdefault((name, segment), []).append(
+                    {"bundle": str(bundle.relative_to(ROOT)), "quantized": engine.quantized, **figures})
+                logging.info("%s %s %s segment=%s: %s", part, dataset, name, segment, figures)
+    records = []
+    for (name, segment), runs in per_seed.items():
+        keys = [key for key in runs[0] if key not in ("bundle", "quantized")]
+        records.append({"part": part, "dataset": dataset, "evaluated_on": name, "segment": segment,
+                        "seeds": len(runs), **{key: statistics.median(run[key] for run in runs) for key in keys},
+                        "runs": runs})
+    return records
+
+
+def product_part(runs: Path, mix_runs: Path, seeds: list[int], threads: int | None) -> list[dict]:
+    from intentvcs.core.dataio import read_jsonl
+
+    records = []
+    for dataset in DATASETS:
+        bundles = [bundle_of(runs / dataset / f"seed{seed}" / "checkpoint") for seed in seeds
+                   if (runs / dataset / f"seed{seed}" / "checkpoint" / "checkpoint.json").is_file()]
+        sets = {f"mix-{variant}": read_jsonl(mix_data(dataset, variant, mix_runs) / "test.jsonl")
+                for variant in VARIANTS}
+        sets["single"] = read_jsonl(runs / "data" / f"{dataset}-test.jsonl")
+        records += seed_records("product", dataset, bundles, sets, threads)
+    return records
+
+
+def standard_part(mix_runs: Path, seeds: list[int], threads: int | None) -> list[dict]:
+    from intentvcs.core.dataio import read_jsonl
+
+    records = []
+    for dataset in DATASETS:
+        checkpoints = [mix_runs / "ckpt" / f"{dataset}-standard-s{seed}" for seed in seeds]
+        bundles = [bundle_of(c) for c in checkpoints if (c / "checkpoint.json").is_file()]
+        if not bundles:
+            logging.warning("standard: no Mix-trained %s checkpoint under %s (%s)", dataset, mix_runs / "ckpt",
+                            STANDARD_RECIPE)
+            continue
+        sets = {f"mix-{variant}": read_jsonl(mix_data(dataset, variant, mix_runs) / "test.jsonl")
+                for variant in VARIANTS}
+        records += seed_records("standard", dataset, bundles, sets, threads)
+    return records
+
+
+def clinc_part(clinc_checkpoint: Path, threads: int | None) -> list[dict]:
+    from intentvcs.training.loaders import load
+
+    rows = load("clinc150", SHARED_DATA / "clinc150", "test")
+    return seed_records("single", "clinc150-full", [bundle_of(clinc_checkpoint)], {"single": rows}, threads)
+
+
+def cost_part(runs: Path, mix_runs: Path, threads: int | None) -> list[dict]:
+    """Engine seconds per utterance, part by part vs whole, interleaved (drift hits both alike)."""
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.segmentation import decide_segmented
+    from intentvcs.service.engine import Engine
+
+    engine = Engine(bundle_of(runs / "snips" / "seed0" / "checkpoint"), provider="cpu", threads=threads)
+    sets = {"mix-standard": read_jsonl(mix_data("snips", "standard", mix_runs) / "test.jsonl"),
+            "single": read_jsonl(runs / "data" / "snips-test.jsonl")}
+    records = []
+    for name, rows in sets.items():
+        texts = [row.text for row in rows][:COST_TEXTS]
+        for batch in (1, 32):
+            best = {True: float("inf"), False: float("inf")}
+            for _ in range(COST_REPEATS):
+                for segment in best:
+                    began = time.perf_counter()
+                    for first in range(0, len(texts), batch):
+                        decide_segmented(engine.decision, engine.infer, texts[first:first + batch], segment)
+                    best[segment] = min(best[segment], time.perf_counter() - began)
+            records.append({"part": "cost", "dataset": "snips", "evaluated_on": name, "batch": batch,
+                            "utterances": len(texts), "quantized": engine.quantized, "threads": threads,
+                            "ms_per_utterance_segment": round(1000 * best[True] / len(texts), 3),
+                            "ms_per_utterance_whole": round(1000 * best[False] / len(texts), 3),
+                            "cost_pct": round(100 * (best[True] / best[False] - 1), 1)})
+            logging.info("%s", records[-1])
+    return records
+
+
+def render(records: list[dict]) -> str:
+    lines = ["| setting | data set | evaluated on | answered | seeds | intent acc | intent F1 | overall | slot F1 "
+             "| placed | target |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        if r["part"] not in ("product", "standard") or r["evaluated_on"] == "single":
+            continue
+        target = TARGETS[r["part"]][r["dataset"]] if r["segment"] and r["evaluated_on"] == "mix-standard" else None
+        lines.append(f"| {r['part']} | {r['dataset']} | {r['evaluated_on']} | {_answered(r)} | {r['seeds']} "
+                     f"| {r['intent_acc']:.2f} | {r['intent_f1']:.2f} | {pct(r.get('overall_acc'))} "
+                     f"| {pct(r.get('slot_f1'))} | {pct(r.get('placed_acc'))} | {pct(target)} |")
+    lines += ["", "| published | MixATIS intent acc / overall | MixSNIPS intent acc / overall |", "|---|---|---|"]
+    for name, figures in ANCHORS.items():
+        lines.append(f"| {name} | {pct(figures['atis'][0])} / {pct(figures['atis'][1])} "
+                     f"| {pct(figures['snips'][0])} / {pct(figures['snips'][1])} |")
+    lines += ["", "Single-intent traffic, answered part by part vs whole:", "",
+              "| model | test set | answered | intent acc (exact set) | top intent acc | in-scope acc | OOS recall "
+              "| AUROC |", "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        if r["evaluated_on"] == "single":
+            lines.append(f"| {r['part']} | {r['dataset']} | {_answered(r)} | {r['intent_acc']:.2f} "
+                         f"| {r['top_acc']:.2f} | {pct(r.get('in_scope_acc'))} | {pct(r.get('oos_recall'))} "
+                         f"| {pct(r.get('auroc'))} |")
+    cost = [r for r in records if r["part"] == "cost"]
+    if cost:
+        lines += ["", "| engine cost (SNIPS bundle) | batch | ms/utt part by part | ms/utt whole | cost |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r['evaluated_on']} | {r['batch']} | {r['ms_per_utterance_segment']:.3f} "
+                  f"| {r['ms_per_utterance_whole']:.3f} | {r['cost_pct']:+.1f} % |" for r in cost]
+    return "\n".join(lines) + "\n"
+
+
+def _answered(record: dict) -> str:
+    return "part by part" if record["segment"] else "whole"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--parts", nargs="+", choices=("product", "standard", "single", "cost"),
+                        default=["product", "standard", "single", "cost"])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "entities",
+                        help="entities_bench's work folder: single-intent checkpoints and data")
+    parser.add_argument("--mix-runs", type=Path, default=ROOT / "runs" / "mix")
+    parser.add_argument("--clinc-checkpoint", type=Path,
+                        default=ROOT / "runs" / "bench" / "oos" / "ckpt" / "08f93232ea76-e4-s0")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    seeds = list(range(args.seeds))
+    records: list[dict] = []
+    if "product" in args.parts:
+        records += product_part(args.runs, args.mix_runs, seeds, args.threads)
+    if "standard" in args.parts:
+        records += standard_part(args.mix_runs, seeds, args.threads)
+    if "single" in args.parts:
+        records += clinc_part(args.clinc_checkpoint, args.threads)
+    if "cost" in args.parts:
+        records += cost_part(args.runs, args.mix_runs, args.threads)
+    records, command = keep_previous("mix", records, lambda r: r["part"] in args.parts)
+    order = {"product": 0, "standard": 1, "single": 2, "cost": 3}
+    records.sort(key=lambda r: order[r["part"]])
+    write_results("mix", records, render(records), command=command,
+                  extra={"anchors": ANCHORS, "targets": TARGETS, "standard_recipe": STANDARD_RECIPE})
+    print(render(records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

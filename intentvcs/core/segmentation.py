@@ -1,0 +1,222 @@
+"""Chained requests: split an utterance where a user joins requests, decide each part, answer them all.
+
+Users chain requests ("play some jazz and turn off the lights", "remind me to
+call mom and also whats the weather"). A model trained on single-intent rows
+(the usual case) gives such a text one intent, or calls it out of scope, since
+it has never seen two requests in one row. So every text is cut at its
+connectors (``CONNECTOR``: "and", "and then", "and also", "also", "then",
+"after that", "plus", a comma or semicolon), each part is read by the same
+model in the same batch, and the parts decide:
+
+1. A part is *confident* when the decision layer accepts an intent in it on
+   its own merits (above its threshold; no top-intent fallback), *out of
+   scope* when the OOS rule says so and it has ``OOS_PART_MIN_WORDS`` words
+   (a request of its own, not a fragment such as "from denver"), else a
+   *fragment*.
+2. Adjacent parts are grouped: a fragment joins its neighbour, and a confident
+   part that shares an accepted intent with the group before it continues
+   that group ("flights to boston and from boston to denver" is one request).
+3. With two or more groups that say something (two requests, or one request
+   and an out-of-scope part), the answer is the union of the groups' intents,
+   each group naming its character span; otherwise the whole text's answer
+   stands, as one part spanning it.
+
+``benchmarks/mix_bench.py`` measured the rule on MixATIS / MixSNIPS (chained)
+and on single-intent SNIPS, ATIS and CLINC150 (nothing to split), docs/RESULTS.md.
+Pure numpy: the engine and ``intentvcs evaluate`` both call ``decide_segmented``, so the
+figures are the service's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+import numpy as np
+
+from intentvcs.core.decision import Decision, DecisionResult
+from intentvcs.core.entities import Entity
+from intentvcs.core.outputs import GraphOutputs
+
+# Where a user joins two requests; a comma or semicolon before a conjunction is part of it.
+CONNECTOR = re.compile(
+    r"\s*[,;]?\s+(?:and then|and also|after that|and|then|also|plus)\s+|\s*[,;]\s*", re.IGNORECASE)
+MIN_WORDS = 2  # a part shorter than this is never cut off ("rock and roll" stays whole)
+OOS_PART_MIN_WORDS = 3  # an out-of-scope part this long is a request of its own, shorter is a fragment
+MAX_PARTS = 4  # cut points after the third are not used
+
+
+@dataclass(frozen=True)
+class Part:
+    """A character span ``[start, end)`` of a text and what was decided there.
+
+    ``accepted`` label indices (closed under relations, most confident first);
+    ``out_of_scope`` when the part is a request the model does not know.
+    """
+
+    start: int
+    end: int
+    accepted: tuple[int, ...]
+    out_of_scope: bool
+
+    def to_dict(self, text: str, labels: Sequence[str]) -> dict:
+        return {"start": self.start, "end": self.end, "text": text[self.start:self.end],
+                "accepted": [labels[j] for j in self.accepted], "out_of_scope": self.out_of_scope}
+
+
+@dataclass(frozen=True)
+class SegmentedResult:
+    """``decide``'s answer: the joined decision (as ``Decision.apply`` gives it) and each text's parts."""
+
+    result: DecisionResult
+    parts: list[tuple[Part, ...]]
+
+
+def cut(text: str, protected: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+    """The parts of ``text`` between connectors, as ``(start, end)`` spans with surrounding blanks trimmed.
+
+    A part of fewer than ``MIN_WORDS`` words is not cut off, nor is a
+    connector strictly inside a ``protected`` span (an entity: "são tomé and
+    príncipe", "neva alice and maggie parker"; a span that only starts or ends
+    at the connector, as a tagger reading a chained text can give, does not
+    protect it). One span, the text, when nothing cuts.
+    """
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in CONNECTOR.finditer(text):
+        if len(spans) == MAX_PARTS - 1:
+            break
+        inside = any(a < match.start() and match.end() < b for a, b in protected)
+        if not inside and _words(text, start, match.start()) >= MIN_WORDS and \
+                _words(text, match.end(), len(text)) >= MIN_WORDS:
+            spans.append(_trim(text, start, match.start()))
+            start = match.end()
+    spans.append(_trim(text, start, len(text)))
+    return spans
+
+
+def _words(text: str, start: int, end: int) -> int:
+    return len(text[start:end].split())
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    piece = text[start:end]
+    left = len(piece) - len(piece.lstrip())
+    return start + left, start + len(piece.rstrip())
+
+
+def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutputs], texts: Sequence[str],
+                     segment: bool = True) -> tuple[GraphOutputs, SegmentedResult]:
+    """The texts' graph outputs and their decision, chained requests answered part by part.
+
+    The texts are read first (their entities protect the connectors inside
+    them), then, in one more ``infer`` call, the parts of the texts that cut.
+    Where a text is answered part by part, its entities are the parts' (read
+    in the short texts the model was trained on), at offsets into the text.
+    ``segment=False`` decides every text whole.
+    """
+    texts = list(texts)
+    outputs = infer(texts)
+    whole = decision.apply(*outputs.scores)
+    pieces = []
+    if segment:
+        for row, text in enumerate(texts):
+            found = () if outputs.entities is None else [(e.start, e.end) for e in outputs.entities[row]]
+            spans = cut(text, found)
+            pieces += [(row, span) for span in spans] if len(spans) > 1 else []
+    if not pieces:
+        return outputs, SegmentedResult(whole, [_whole_part(whole, row, len(text)) for row, text in enumerate(texts)])
+    part_outputs = infer([texts[row][a:b] for row, (a, b) in pieces])
+    strict = decision.apply(*part_outputs.scores, top_fallback=False)
+    groups_by_row: dict[int, list[_Group]] = {}
+    for index, (row, (a, b)) in enumerate(pieces):
+        groups_by_row.setdefault(row, []).append(_Group.of_part(strict, index, a, b, texts[row]))
+    segmented = _join(whole, strict, groups_by_row, [len(t) for t in texts])
+    return _with_part_entities(outputs, part_outputs, pieces, segmented), segmented
+
+
+def _with_part_entities(outputs: GraphOutputs, part_outputs: GraphOutputs, pieces: list,
+                        segmented: SegmentedResult) -> GraphOutputs:
+    """``outputs`` with the entities of each text answered part by part taken from its parts."""
+    if outputs.entities is None:
+        return outputs
+    entities = outputs.entities.copy()
+    split = {row for row, parts in enumerate(segmented.parts) if len(parts) > 1}
+    found: dict[int, list[Entity]] = {}
+    for index, (row, (start, _)) in enumerate(pieces):
+        if row in split:
+            found.setdefault(row, []).extend(
+                replace(e, start=e.start + start, end=e.end + start) for e in part_outputs.entities[index])
+    for row, row_entities in found.items():
+        entities[row] = tuple(row_entities)
+    return outputs._replace(entities=entities)
+
+
+@dataclass
+class _Group:
+    """Adjacent parts read as one request: their span, accepted labels, verdict and part rows."""
+
+    start: int
+    end: int
+    accepted: list[int]
+    out_of_scope: bool
+    fragment: bool
+    members: list[int]
+
+    @classmethod
+    def of_part(cls, strict: DecisionResult, index: int, start: int, end: int, text: str) -> "_Group":
+        order = np.argsort(-strict.confidences[index], kind="stable")
+        accepted = [int(j) for j in order if strict.accepted[index, j]]
+        out_of_scope = bool(strict.out_of_scope[index]) and _words(text, start, end) >= OOS_PART_MIN_WORDS
+        return cls(start, end, accepted, out_of_scope, not accepted and not out_of_scope, [index])
+
+    def absorb(self, other: "_Group") -> None:
+        self.start, self.end = min(self.start, other.start), max(self.end, other.end)
+        self.accepted += [j for j in other.accepted if j not in self.accepted]
+        self.out_of_scope = self.out_of_scope and other.out_of_scope and not self.accepted
+        self.fragment = self.fragment and other.fragment
+        self.members += other.members
+
+
+def _grouped(parts: list[_Group]) -> list[_Group]:
+    """Fragments join a neighbour; a part sharing an accepted intent with the group before it continues it."""
+    groups: list[_Group] = []
+    for part in parts:
+        previous = groups[-1] if groups else None
+        if previous is not None and (part.fragment or previous.fragment
+                                     or set(part.accepted) & set(previous.accepted)):
+            previous.absorb(part)
+        else:
+            groups.append(part)
+    return [group for group in groups if not group.fragment]
+
+
+def _join(whole: DecisionResult, strict: DecisionResult, groups_by_row: dict[int, list[_Group]],
+          lengths: list[int]) -> SegmentedResult:
+    """Per text: its groups' union where two or more groups speak, else the whole text's answer."""
+    confidences, accepted = whole.confidences.copy(), whole.accepted.copy()
+    out_of_scope, oos_score = whole.out_of_scope.copy(), whole.oos_score.copy()
+    parts: list[tuple[Part, ...]] = []
+    for row, length in enumerate(lengths):
+        groups = _grouped(groups_by_row.get(row, []))
+        requests = [group for group in groups if group.accepted]
+        if not requests or len(groups) < 2:
+            parts.append(_whole_part(whole, row, length))
+            continue
+        members = [m for group in requests for m in group.members]
+        accepted[row] = False
+        for group in requests:
+            accepted[row, group.accepted] = True
+        confidences[row] = np.maximum(confidences[row], strict.confidences[members].max(axis=0))
+        out_of_scope[row] = False
+        oos_score[row] = float(strict.oos_score[members].min())
+        parts.append(tuple(Part(g.start, g.end, tuple(g.accepted), g.out_of_scope) for g in groups))
+    joined = DecisionResult(confidences, accepted, out_of_scope, oos_score, whole.oos_rule)
+    return SegmentedResult(joined, parts)
+
+
+def _whole_part(whole: DecisionResult, row: int, length: int) -> tuple[Part, ...]:
+    """The whole text (``length`` characters) as its one part, with the whole text's answer."""
+    order = np.argsort(-whole.confidences[row], kind="stable")
+    return (Part(0, length, tuple(int(j) for j in order if whole.accepted[row, j]), bool(whole.out_of_scope[row])),)

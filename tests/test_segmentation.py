@@ -1,0 +1,119 @@
+"""Chained requests answered part by part (intentvcs.core.segmentation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from intentvcs.core.decision import Decision
+from intentvcs.core.entities import Entity
+from intentvcs.core.evaluation import evaluate
+from intentvcs.core.dataio import Example, Span
+from intentvcs.core.oos import ThresholdRule
+from intentvcs.core.outputs import GraphOutputs, entity_array
+from intentvcs.core.segmentation import cut, decide_segmented
+
+LABELS = ("play", "lights", "weather")
+KEYWORDS = {"jazz": "play", "lights": "lights", "weather": "weather"}
+GENRES = ("jazz", "rock and roll")
+
+
+def fake_infer(calls: list):
+    """A single-intent model: the first intent keyword of a text wins (sigmoid logits +-4); it tags
+    genres as entities."""
+
+    def infer(texts: list[str]) -> GraphOutputs:
+        calls.append(list(texts))
+        logits = np.full((len(texts), len(LABELS)), -4.0)
+        found = []
+        for row, text in enumerate(texts):
+            seen = sorted((text.index(word), label) for word, label in KEYWORDS.items() if word in text)
+            if seen:
+                logits[row, LABELS.index(seen[0][1])] = 4.0
+            found.append(tuple(Entity("genre", text.index(g), text.index(g) + len(g), 0.9)
+                               for g in GENRES if g in text))
+        pooled = np.zeros((len(texts), 2), dtype=np.float32)
+        return GraphOutputs(logits, pooled, pooled, entity_array(found))
+
+    return infer
+
+
+DECISION = Decision(LABELS, activation="sigmoid", oos=ThresholdRule(0.5))
+
+
+def answer(text: str, segment: bool = True):
+    calls: list = []
+    outputs, segmented = decide_segmented(DECISION, fake_infer(calls), [text], segment)
+    parts = [(text[p.start:p.end], [LABELS[j] for j in p.accepted], p.out_of_scope) for p in segmented.parts[0]]
+    accepted = {LABELS[j] for j in np.flatnonzero(segmented.result.accepted[0])}
+    return accepted, parts, bool(segmented.result.out_of_scope[0]), outputs, calls
+
+
+def test_cut_at_connectors():
+    text = "play some jazz and turn off the lights"
+    assert [text[a:b] for a, b in cut(text)] == ["play some jazz", "turn off the lights"]
+    text = "Play some jazz, turn off the lights and then what's the weather"
+    assert [text[a:b] for a, b in cut(text)] == ["Play some jazz", "turn off the lights", "what's the weather"]
+    text = "dim the lights after that play jazz; also check the weather"
+    assert [text[a:b] for a, b in cut(text)] == ["dim the lights", "play jazz", "check the weather"]
+
+
+def test_short_sides_and_entities_are_not_cut():
+    assert cut("play rock and roll") == [(0, 18)]  # "roll" alone is no request
+    text = "play songs by simon and garfunkel now"
+    inside = (text.index("simon"), text.index(" now"))
+    assert cut(text, [inside]) == [(0, len(text))]
+    # A span that only ends at the connector (a tagger reading a chained text runs on) protects nothing.
+    text = "add this to my chill playlist and then book a table"
+    running_on = (text.index("chill"), text.index(" then"))
+    assert [text[a:b] for a, b in cut(text, [running_on])] == ["add this to my chill playlist", "book a table"]
+
+
+def test_at_most_four_parts():
+    text = "play jazz now and dim the lights and check the weather and play jazz again and dim lights too"
+    assert len(cut(text)) == 4
+
+
+def test_two_requests_are_both_answered_with_their_spans():
+    accepted, parts, oos, _, calls = answer("play some jazz and turn off the lights")
+    assert accepted == {"play", "lights"} and not oos
+    assert parts == [("play some jazz", ["play"], False), ("turn off the lights", ["lights"], False)]
+    assert calls == [["play some jazz and turn off the lights"], ["play some jazz", "turn off the lights"]]
+
+
+def test_an_out_of_scope_part_is_named_and_the_known_request_answered():
+    accepted, parts, oos, _, _ = answer("what is the capital of peru and turn off the lights")
+    assert accepted == {"lights"} and not oos
+    assert parts == [("what is the capital of peru", [], True), ("turn off the lights", ["lights"], False)]
+
+
+def test_one_request_stays_one_part():
+    # Both sides are the same request; the short out-of-scope side is a fragment, not a request.
+    for text in ("play jazz now and more jazz later", "turn off the lights and the lamp"):
+        accepted, parts, _, _, _ = answer(text)
+        assert len(parts) == 1 and parts[0][0] == text and len(accepted) == 1
+    accepted, parts, _, _, calls = answer("play some jazz")
+    assert parts == [("play some jazz", ["play"], False)] and len(calls) == 1  # nothing to cut: one graph run
+
+
+def test_segment_off_decides_the_text_whole():
+    accepted, parts, _, _, calls = answer("play some jazz and turn off the lights", segment=False)
+    assert len(calls) == 1 and parts == [("play some jazz and turn off the lights", ["play"], False)]
+
+
+def test_entities_of_a_chained_text_come_from_its_parts_at_offsets_into_the_text():
+    text = "play some rock and roll please and turn off the lights"
+    _, parts, _, outputs, _ = answer(text)
+    assert [p[0] for p in parts] == ["play some rock and roll please", "turn off the lights"]
+    (entity,) = outputs.entities[0]
+    assert text[entity.start:entity.end] == "rock and roll"
+
+
+def test_evaluation_scores_the_segmented_answer():
+    rows = [Example("play some jazz and turn off the lights", ("play", "lights"), spans=(Span(10, 14, "genre"),)),
+            Example("check the weather", ("weather",))]
+    outputs, segmented = decide_segmented(DECISION, fake_infer([]), [r.text for r in rows])
+    figures = evaluate(DECISION, outputs, rows, include_tables=False, result=segmented.result)
+    assert figures["exact_match"] == 1.0 and figures["overall_exact_match"] == 1.0
+    whole = evaluate(DECISION, outputs, rows, include_tables=False)
+    assert whole["exact_match"] == pytest.approx(0.5)
