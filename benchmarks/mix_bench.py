@@ -7,9 +7,12 @@ Parts (``--parts``, default all):
               scored on the Mix test sets, standard and hard variant, through the served bundle:
               chained requests answered part by part (``intentvcs.core.segmentation``, the served
               default) and, for comparison, each text decided whole.
+``chains``    the product setting with synthetic chains in training: single-intent SNIPS / ATIS plus
+              chained rows built from them (``intentvcs train --chains``),
+              ``runs/mix/ckpt/<data set>-chains-s<k>``, scored the same way, single-intent test too.
 ``standard``  AGIF's protocol: models trained on the Mix training split (every row carries all its
-              intents; sigmoid BCE, ``--method bce``), ``runs/mix/ckpt/<data set>-standard-s<k>``
-              (trained by ``intentvcs train``, see ``STANDARD_RECIPE``), scored the same way.
+              intents; sigmoid BCE, ``--method bce``), ``runs/mix/ckpt/<data set>-standard-s<k>``,
+              scored the same way. ``RECIPES`` gives both training commands.
 ``single``    what segmentation costs single-intent traffic: SNIPS and ATIS test (the product
               models) and CLINC150 Full (oos_bench's PU model, distance rule), part by part vs whole.
 ``cost``      engine seconds per utterance, part by part vs whole, interleaved, at batch 1 and 32,
@@ -45,8 +48,16 @@ ANCHORS = {
     "TFMN (Chen et al. 2022)": {"atis": (79.8, None), "snips": (97.7, None)},
     "MISCA, RoBERTa (Pham et al. 2023)": {"atis": (None, 59.1), "snips": (None, 86.2)},
 }
-TARGETS = {"standard": {"atis": 85.0, "snips": 98.0}, "product": {"atis": 80.0, "snips": 95.0}}
-STANDARD_RECIPE = "intentvcs train --method bce --oos-rule none --epochs 4 --seed K (train.jsonl, valid.jsonl)"
+TARGETS = {"standard": {"atis": 85.0, "snips": 98.0}, "product": {"atis": 80.0, "snips": 95.0},
+           "chains": {"atis": 80.0, "snips": 95.0}}
+RECIPES = {
+    "standard": "intentvcs train --train <mix>/train.jsonl --valid <mix>/valid-known.jsonl --method bce "
+                "--oos-rule none --epochs 4 --seed K (valid-known: the validation rows without the spans of "
+                "types the Mix training split never shows)",
+    "chains": "intentvcs train --train <data set>-train.jsonl --valid <data set>-valid.jsonl --chains R "
+              "--oos-rule none --epochs 6 --seed K (R: 1.0 for ATIS, 0.5 for SNIPS)",
+}
+PARTS = ("product", "chains", "standard", "single", "cost")
 COST_TEXTS = 512
 COST_REPEATS = 3
 
@@ -148,28 +159,38 @@ def product_part(runs: Path, mix_runs: Path, seeds: list[int], threads: int | No
     return records
 
 
-def standard_part(mix_runs: Path, seeds: list[int], threads: int | None) -> list[dict]:
+def trained_part(part: str, runs: Path, mix_runs: Path, seeds: list[int], threads: int | None) -> list[dict]:
+    """``standard``: Mix-trained checkpoints; ``chains``: single-intent data plus synthetic chains
+    (``RECIPES``), trained by ``intentvcs train`` under ``<mix runs>/ckpt``."""
     from intentvcs.core.dataio import read_jsonl
 
     records = []
     for dataset in DATASETS:
-        checkpoints = [mix_runs / "ckpt" / f"{dataset}-standard-s{seed}" for seed in seeds]
+        checkpoints = [mix_runs / "ckpt" / f"{dataset}-{part}-s{seed}" for seed in seeds]
         bundles = [bundle_of(c) for c in checkpoints if (c / "checkpoint.json").is_file()]
         if not bundles:
-            logging.warning("standard: no Mix-trained %s checkpoint under %s (%s)", dataset, mix_runs / "ckpt",
-                            STANDARD_RECIPE)
+            logging.warning("%s: no %s checkpoint under %s (%s)", part, dataset, mix_runs / "ckpt", RECIPES[part])
             continue
         sets = {f"mix-{variant}": read_jsonl(mix_data(dataset, variant, mix_runs) / "test.jsonl")
                 for variant in VARIANTS}
-        records += seed_records("standard", dataset, bundles, sets, threads)
+        if part == "chains":
+            sets["single"] = read_jsonl(runs / "data" / f"{dataset}-test.jsonl")
+        records += seed_records(part, dataset, bundles, sets, threads)
     return records
 
 
-def clinc_part(clinc_checkpoint: Path, threads: int | None) -> list[dict]:
+def single_part(clinc_checkpoint: Path, demo_bundle: Path, threads: int | None) -> list[dict]:
+    """CLINC150 Full (out-of-scope rows among single-intent ones) and the embedded demo set."""
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.training import DEFAULT_DATA
     from intentvcs.training.loaders import load
 
     rows = load("clinc150", SHARED_DATA / "clinc150", "test")
-    return seed_records("single", "clinc150-full", [bundle_of(clinc_checkpoint)], {"single": rows}, threads)
+    records = seed_records("single", "clinc150-full", [bundle_of(clinc_checkpoint)], {"single": rows}, threads)
+    if (demo_bundle / "manifest.json").is_file():
+        records += seed_records("single", "assistant (demo)", [demo_bundle],
+                                {"single": read_jsonl(DEFAULT_DATA / "test.jsonl")}, threads)
+    return records
 
 
 def cost_part(runs: Path, mix_runs: Path, threads: int | None) -> list[dict]:
@@ -205,7 +226,7 @@ def render(records: list[dict]) -> str:
     lines = ["| setting | data set | evaluated on | answered | seeds | intent acc | intent F1 | overall | slot F1 "
              "| placed | target |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
-        if r["part"] not in ("product", "standard") or r["evaluated_on"] == "single":
+        if r["part"] not in ("product", "chains", "standard") or r["evaluated_on"] == "single":
             continue
         target = TARGETS[r["part"]][r["dataset"]] if r["segment"] and r["evaluated_on"] == "mix-standard" else None
         lines.append(f"| {r['part']} | {r['dataset']} | {r['evaluated_on']} | {_answered(r)} | {r['seeds']} "
@@ -238,8 +259,7 @@ def _answered(record: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", nargs="+", choices=("product", "standard", "single", "cost"),
-                        default=["product", "standard", "single", "cost"])
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int)
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "entities",
@@ -247,23 +267,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mix-runs", type=Path, default=ROOT / "runs" / "mix")
     parser.add_argument("--clinc-checkpoint", type=Path,
                         default=ROOT / "runs" / "bench" / "oos" / "ckpt" / "08f93232ea76-e4-s0")
+    parser.add_argument("--demo-bundle", type=Path, default=ROOT / "runs" / "default" / "bundle",
+                        help="the demo's bundle (intentvcs demo), scored on the embedded test set when present")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     seeds = list(range(args.seeds))
     records: list[dict] = []
     if "product" in args.parts:
         records += product_part(args.runs, args.mix_runs, seeds, args.threads)
-    if "standard" in args.parts:
-        records += standard_part(args.mix_runs, seeds, args.threads)
+    for part in ("standard", "chains"):
+        if part in args.parts:
+            records += trained_part(part, args.runs, args.mix_runs, seeds, args.threads)
     if "single" in args.parts:
-        records += clinc_part(args.clinc_checkpoint, args.threads)
+        records += single_part(args.clinc_checkpoint, args.demo_bundle, args.threads)
     if "cost" in args.parts:
         records += cost_part(args.runs, args.mix_runs, args.threads)
     records, command = keep_previous("mix", records, lambda r: r["part"] in args.parts)
-    order = {"product": 0, "standard": 1, "single": 2, "cost": 3}
-    records.sort(key=lambda r: order[r["part"]])
+    records.sort(key=lambda r: PARTS.index(r["part"]))
     write_results("mix", records, render(records), command=command,
-                  extra={"anchors": ANCHORS, "targets": TARGETS, "standard_recipe": STANDARD_RECIPE})
+                  extra={"anchors": ANCHORS, "targets": TARGETS, "recipes": RECIPES})
     print(render(records))
     return 0
 

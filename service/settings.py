@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from intentvcs.core.segmentation import DEFAULT_SEGMENT
+
 ENV_PREFIX = "INTENTVCS_"
 # Execution providers by the names users give them: "auto" takes CUDA when
 # onnxruntime offers it, else the CPU (intentvcs.service.onnx_session maps them).
@@ -27,9 +29,6 @@ DEFAULT_MAX_BATCH = 32
 # "on" serves it in any case, "off" serves the fp32 graph.
 QUANTIZED_MODES = ("auto", "on", "off")
 DEFAULT_QUANTIZED = "auto"
-# Chained requests ("X and Y") answered part by part (intentvcs.core.segmentation);
-# benchmarks/mix_bench.py measured what it costs single-intent traffic.
-DEFAULT_SEGMENT = True
 
 
 # Each reader takes the environment to read (``os.environ`` by default), so that

@@ -36,7 +36,7 @@ def test_train_then_evaluate_through_cli(tmp_path, backbone, method, oos_rule, s
     train = read_jsonl(DEFAULT_DATA / "train.jsonl")
     assert read_jsonl(ckpt / "references.jsonl") == [ex for ex in train if ex.labels]
     meta = json.loads((ckpt / "checkpoint.json").read_text())
-    assert meta["method"] == method and len(meta["labels"]) == 18
+    assert meta["method"] == method and len(meta["labels"]) == 19
     assert meta["backbone"] == str(backbone)  # as given
     words = vocabulary(ex.text for ex in read_jsonl(DEFAULT_DATA / "train.jsonl"))
     assert meta["spelling"] == ({"words": len(words)} if spelling else None)
@@ -50,7 +50,7 @@ def test_train_then_evaluate_through_cli(tmp_path, backbone, method, oos_rule, s
     figures = json.loads(out.read_text())
     # The checkpoint's own evaluation and the evaluate command agree.
     assert figures["f1"] == pytest.approx(result["metrics"]["test"]["f1"])
-    assert len(figures["cooccurrence"]["counts"]) == 18
+    assert len(figures["cooccurrence"]["counts"]) == 19
     assert figures["n_oos"] == 40 and "auroc" in figures
     assert (tmp_path / "cooc.png").read_bytes()[:4] == b"\x89PNG"
 

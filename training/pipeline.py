@@ -23,6 +23,7 @@ from intentvcs.core.decision import Decision
 from intentvcs.core.evaluation import evaluate, headline
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.references import reference_sample
+from intentvcs.core.segmentation import decide_segmented
 from intentvcs.core.relations import LabelRelations
 from intentvcs.core.entities import entity_types
 from intentvcs.core.spelling import Spelling, infer_normalised
@@ -77,8 +78,16 @@ class TrainedModel:
     tags: list[str]  # the entity head's tag vocabulary; [] without one
 
     def infer(self, rows: Sequence[Example], progress: bool = False) -> GraphOutputs:
-        return infer_normalised(self.spelling, [ex.text for ex in rows], lambda texts: infer(
-            self.model, self.tokenizer, texts, self.max_length, progress=progress, tags=self.tags))[0]
+        return self.infer_texts([ex.text for ex in rows], progress)
+
+    def infer_texts(self, texts: list[str], progress: bool = False) -> GraphOutputs:
+        return infer_normalised(self.spelling, texts, lambda read: infer(
+            self.model, self.tokenizer, read, self.max_length, progress=progress, tags=self.tags))[0]
+
+    def evaluate(self, decision: Decision, rows: Sequence[Example]) -> dict:
+        """Headline figures of ``rows`` answered as the service answers them (chained requests part by part)."""
+        outputs, segmented = decide_segmented(decision, self.infer_texts, [ex.text for ex in rows])
+        return headline(evaluate(decision, outputs, rows, include_tables=False, result=segmented.result))
 
 
 def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Sequence[Example] | None,
@@ -144,9 +153,9 @@ def fit_and_evaluate(model: TrainedModel, splits: Splits, decision: DecisionConf
                                   train_outputs, decision, relations)
     log.info("decision fitted in %.1f s: T=%.3f, OOS rule %s", time.time() - t0, fitted.temperature,
              decision.oos_rule)
-    metrics = {"valid": headline(evaluate(fitted, valid_outputs, splits.valid, include_tables=False))}
+    metrics = {"valid": model.evaluate(fitted, splits.valid)}
     if splits.test is not None:
-        metrics["test"] = headline(evaluate(fitted, model.infer(splits.test), splits.test, include_tables=False))
+        metrics["test"] = model.evaluate(fitted, splits.test)
     return fitted, report, metrics
 
 

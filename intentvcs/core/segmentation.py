@@ -45,6 +45,9 @@ CONNECTOR = re.compile(
 MIN_WORDS = 2  # a part shorter than this is never cut off ("rock and roll" stays whole)
 OOS_PART_MIN_WORDS = 3  # an out-of-scope part this long is a request of its own, shorter is a fragment
 MAX_PARTS = 4  # cut points after the third are not used
+# Served, evaluated and reported this way unless turned off (INTENTVCS_SEGMENT=0, --no-segment):
+# benchmarks/mix_bench.py measured what it costs single-intent traffic.
+DEFAULT_SEGMENT = True
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutputs], texts: Sequence[str],
-                     segment: bool = True) -> tuple[GraphOutputs, SegmentedResult]:
+                     segment: bool = DEFAULT_SEGMENT) -> tuple[GraphOutputs, SegmentedResult]:
     """The texts' graph outputs and their decision, chained requests answered part by part.
 
     The texts are read first (their entities protect the connectors inside
