@@ -75,4 +75,4 @@ def test_train_config_records_the_same_keys():
         "backbone", "method", "epochs", "batch_size", "learning_rate", "weight_decay", "warmup_ratio", "max_length",
         "dropout", "seed", "patience", "freeze_embeddings", "negative_theta", "focal_beta", "threads",
         "augment_ratio", "augment_mix", "augment_resample", "consistency_weight", "validate_perturbed", "labels",
-        "entity_weight"]
+        "entity_weight", "chain_ratio"]

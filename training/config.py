@@ -97,16 +97,16 @@ class TrainConfig:
     validate_perturbed: bool = setting(False, "validate on the validation rows plus one perturbed copy of each, "
                                               "so that early stopping and the kept epoch reward robustness, not "
                                               "clean loss alone (needs augmentation)")
-    # Off until measured as a default: benchmarks/mix_bench.py compares it with serving-time segmentation alone.
-    chain_ratio: float = setting(0.0, "add RATIO x N synthetic chained rows (2 or 3 training rows of distinct "
-                                      "intents joined as users chain requests, with or without a connector), "
-                                      "which carry all their intents (intentvcs.training.mix_builder)")
     labels: list[str] | None = setting(None, "fixed label order (default: sorted from the training data)")
     # Equal weight, as JointBERT (Chen et al. 2019) sums its two losses. Rows
     # without spans train the intent head only, so data without any trains no
     # entity head at all and is trained exactly as before entities existed.
     entity_weight: float = setting(1.0, "weight of the entity (BIO tagging) loss beside the intent loss, for "
                                         "training rows that carry spans; 0 trains no entity head")
+    # Off until measured as a default: benchmarks/mix_bench.py compares it with serving-time segmentation alone.
+    chain_ratio: float = setting(0.0, "add RATIO x N synthetic chained rows (2 or 3 training rows of distinct "
+                                      "intents joined as users chain requests, with or without a connector), "
+                                      "which carry all their intents (intentvcs.training.mix_builder)")
 
     def __post_init__(self) -> None:
         _check_choices(self)
