@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, SHARED_DATA, keep_previous, pct, write_results
+from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results
 
 DATASETS = ("atis", "snips")
 VARIANTS = ("standard", "hard")
@@ -230,20 +230,20 @@ def render(records: list[dict]) -> str:
             continue
         target = TARGETS[r["part"]][r["dataset"]] if r["segment"] and r["evaluated_on"] == "mix-standard" else None
         lines.append(f"| {r['part']} | {r['dataset']} | {r['evaluated_on']} | {_answered(r)} | {r['seeds']} "
-                     f"| {r['intent_acc']:.2f} | {r['intent_f1']:.2f} | {pct(r.get('overall_acc'))} "
-                     f"| {pct(r.get('slot_f1'))} | {pct(r.get('placed_acc'))} | {pct(target)} |")
+                     f"| {r['intent_acc']:.2f} | {r['intent_f1']:.2f} | {_fig(r.get('overall_acc'))} "
+                     f"| {_fig(r.get('slot_f1'))} | {_fig(r.get('placed_acc'))} | {_fig(target)} |")
     lines += ["", "| published | MixATIS intent acc / overall | MixSNIPS intent acc / overall |", "|---|---|---|"]
     for name, figures in ANCHORS.items():
-        lines.append(f"| {name} | {pct(figures['atis'][0])} / {pct(figures['atis'][1])} "
-                     f"| {pct(figures['snips'][0])} / {pct(figures['snips'][1])} |")
+        lines.append(f"| {name} | {_fig(figures['atis'][0])} / {_fig(figures['atis'][1])} "
+                     f"| {_fig(figures['snips'][0])} / {_fig(figures['snips'][1])} |")
     lines += ["", "Single-intent traffic, answered part by part vs whole:", "",
               "| model | test set | answered | intent acc (exact set) | top intent acc | in-scope acc | OOS recall "
               "| AUROC |", "|---|---|---|---|---|---|---|---|"]
     for r in records:
         if r["evaluated_on"] == "single":
             lines.append(f"| {r['part']} | {r['dataset']} | {_answered(r)} | {r['intent_acc']:.2f} "
-                         f"| {r['top_acc']:.2f} | {pct(r.get('in_scope_acc'))} | {pct(r.get('oos_recall'))} "
-                         f"| {pct(r.get('auroc'))} |")
+                         f"| {r['top_acc']:.2f} | {_fig(r.get('in_scope_acc'))} | {_fig(r.get('oos_recall'))} "
+                         f"| {_fig(r.get('auroc'))} |")
     cost = [r for r in records if r["part"] == "cost"]
     if cost:
         lines += ["", "| engine cost (SNIPS bundle) | batch | ms/utt part by part | ms/utt whole | cost |",
@@ -251,6 +251,11 @@ def render(records: list[dict]) -> str:
         lines += [f"| {r['evaluated_on']} | {r['batch']} | {r['ms_per_utterance_segment']:.3f} "
                   f"| {r['ms_per_utterance_whole']:.3f} | {r['cost_pct']:+.1f} % |" for r in cost]
     return "\n".join(lines) + "\n"
+
+
+def _fig(value: float | None) -> str:
+    """A figure already in percent, or a dash."""
+    return "–" if value is None else f"{value:.2f}"
 
 
 def _answered(record: dict) -> str:

@@ -50,6 +50,14 @@ class ServiceMetrics:
             "intentvcs_spelling_corrected_total",
             "Utterances the spelling normaliser rewrote before the model read them.",
         )
+        self.chained = prom.Counter(
+            "intentvcs_chained_requests_total",
+            "Utterances answered part by part: several requests, or a request and an out-of-scope part.",
+        )
+        self.out_of_scope_parts = prom.Counter(
+            "intentvcs_out_of_scope_parts_total",
+            "Out-of-scope parts of chained utterances whose other requests were answered.",
+        )
         self.confidence = prom.Histogram(
             "intentvcs_confidence", "Top calibrated confidence per utterance.", buckets=CONFIDENCE_BUCKETS
         )
@@ -113,6 +121,10 @@ class ServiceMetrics:
             self.confidence.observe(ranked[0]["confidence"] if ranked else 0.0)
             if prediction["normalised"] is not None:
                 self.spelling_corrected.inc()
+            parts = prediction.get("parts") or ()
+            if len(parts) > 1:
+                self.chained.inc()
+                self.out_of_scope_parts.inc(sum(part["out_of_scope"] for part in parts))
             if prediction["out_of_scope"]:
                 self.out_of_scope.inc()
                 self.predictions.labels(intent=OUT_OF_SCOPE).inc()

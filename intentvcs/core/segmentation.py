@@ -5,8 +5,8 @@ call mom and also whats the weather"). A model trained on single-intent rows
 (the usual case) gives such a text one intent, or calls it out of scope, since
 it has never seen two requests in one row. So every text is cut at its
 connectors (``CONNECTOR``: "and", "and then", "and also", "also", "then",
-"after that", "plus", a comma or semicolon), each part is read by the same
-model in the same batch, and the parts decide:
+"after that", "plus", a comma or semicolon), the parts are read by the same
+model in one more graph run, and the parts decide:
 
 1. A part is *confident* when the decision layer accepts an intent in it on
    its own merits (above its threshold; no top-intent fallback), *out of
@@ -70,7 +70,7 @@ class Part:
 
 @dataclass(frozen=True)
 class SegmentedResult:
-    """``decide``'s answer: the joined decision (as ``Decision.apply`` gives it) and each text's parts."""
+    """``decide_segmented``'s answer: the joined decision (as ``Decision.apply`` gives it) and each text's parts."""
 
     result: DecisionResult
     parts: list[tuple[Part, ...]]
