@@ -17,6 +17,8 @@ Parts (``--parts``, default all):
               models) and CLINC150 Full (oos_bench's PU model, distance rule), part by part vs whole.
 ``cost``      engine seconds per utterance, part by part vs whole, interleaved, at batch 1 and 32,
               on the MixSNIPS test set and on single-intent SNIPS test.
+``idle``      ``/predict`` latency at idle (one request at a time, one worker) of the SNIPS bundle
+              served part by part and whole (``INTENTVCS_SEGMENT``), on both text sets.
 
 Figures (percent): intent accuracy = the accepted intent set is exactly the gold set (AGIF's
 "intent accuracy"); intent F1 (micro over (row, intent)); overall = intents and the entity set
@@ -55,11 +57,14 @@ RECIPES = {
                 "--oos-rule none --epochs 4 --seed K (valid-known: the validation rows without the spans of "
                 "types the Mix training split never shows)",
     "chains": "intentvcs train --train <data set>-train.jsonl --valid <data set>-valid.jsonl --chains R "
-              "--oos-rule none --epochs 6 --seed K (R: 1.0 for ATIS, 0.5 for SNIPS)",
+              "--oos-rule none --seed K (ATIS: R 1.0, --epochs 6; SNIPS: R 0.5, --epochs 3, its best epoch without "
+              "chains, for time)",
 }
-PARTS = ("product", "chains", "standard", "single", "cost")
+PARTS = ("product", "chains", "standard", "single", "cost", "idle")
 COST_TEXTS = 512
 COST_REPEATS = 3
+IDLE_REQUESTS = 300
+IDLE_ROUNDS = 2
 
 
 def mix_data(dataset: str, variant: str, runs: Path) -> Path:
@@ -185,7 +190,7 @@ def single_part(clinc_checkpoint: Path, demo_bundle: Path, threads: int | None) 
     from intentvcs.training import DEFAULT_DATA
     from intentvcs.training.loaders import load
 
-    rows = load("clinc150", SHARED_DATA / "clinc150", "test")
+    rows = load("clinc150", SHARED_DATA / "clinc150" / "data_full.json", "test")
     records = seed_records("single", "clinc150-full", [bundle_of(clinc_checkpoint)], {"single": rows}, threads)
     if (demo_bundle / "manifest.json").is_file():
         records += seed_records("single", "assistant (demo)", [demo_bundle],
@@ -222,6 +227,35 @@ def cost_part(runs: Path, mix_runs: Path, threads: int | None) -> list[dict]:
     return records
 
 
+def idle_part(runs: Path, mix_runs: Path) -> list[dict]:
+    """/predict p50 and p99 at idle (one request at a time, one worker), part by part vs whole: the served
+    SNIPS bundle on single-intent and on chained texts; servers started in turn, ``IDLE_ROUNDS`` times."""
+    import asyncio
+
+    from benchmarks import load_test
+    from intentvcs.cli.commands.serve import running
+    from intentvcs.core.dataio import read_jsonl
+
+    bundle = bundle_of(runs / "snips" / "seed0" / "checkpoint")
+    sets = {"single": [row.text for row in read_jsonl(runs / "data" / "snips-test.jsonl")],
+            "mix-standard": [row.text for row in read_jsonl(mix_data("snips", "standard", mix_runs) / "test.jsonl")]}
+    measured: dict[tuple[str, bool], list[dict]] = {}
+    for _ in range(IDLE_ROUNDS):
+        for segment in (True, False):
+            with running(bundle, workers=1, extra_env={"INTENTVCS_SEGMENT": "1" if segment else "0"}) as url:
+                for name, texts in sets.items():
+                    measured.setdefault((name, segment), []).append(
+                        asyncio.run(load_test.idle(url, IDLE_REQUESTS, texts=texts)))
+    records = []
+    for (name, segment), runs_ in measured.items():
+        records.append({"part": "idle", "dataset": "snips", "evaluated_on": name, "segment": segment,
+                        "requests": IDLE_REQUESTS, "rounds": len(runs_),
+                        "errors": sum(r["errors"] for r in runs_),
+                        **{key: statistics.median(r[key] for r in runs_) for key in ("p50_ms", "p99_ms")}})
+        logging.info("%s", records[-1])
+    return records
+
+
 def render(records: list[dict]) -> str:
     lines = ["| setting | data set | evaluated on | answered | seeds | intent acc | intent F1 | overall | slot F1 "
              "| placed | target |", "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -250,6 +284,12 @@ def render(records: list[dict]) -> str:
                   "|---|---|---|---|---|"]
         lines += [f"| {r['evaluated_on']} | {r['batch']} | {r['ms_per_utterance_segment']:.3f} "
                   f"| {r['ms_per_utterance_whole']:.3f} | {r['cost_pct']:+.1f} % |" for r in cost]
+    idle = [r for r in records if r["part"] == "idle"]
+    if idle:
+        lines += ["", "| /predict at idle, one worker (SNIPS bundle) | answered | p50 (ms) | p99 (ms) | errors |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r['evaluated_on']} | {_answered(r)} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['errors']} |"
+                  for r in idle]
     return "\n".join(lines) + "\n"
 
 
@@ -287,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         records += single_part(args.clinc_checkpoint, args.demo_bundle, args.threads)
     if "cost" in args.parts:
         records += cost_part(args.runs, args.mix_runs, args.threads)
+    if "idle" in args.parts:
+        records += idle_part(args.runs, args.mix_runs)
     records, command = keep_previous("mix", records, lambda r: r["part"] in args.parts)
     records.sort(key=lambda r: PARTS.index(r["part"]))
     write_results("mix", records, render(records), command=command,
