@@ -141,9 +141,10 @@ class Engine:
         texts = _check_texts(texts)
         read: list[str] = []
 
-        def infer(batch: list[str]) -> GraphOutputs:  # the texts, then their parts: keep what was read of the texts
+        def infer(batch: list[str]) -> GraphOutputs:
             outputs, model_texts = self._infer(batch)
-            read.extend(model_texts[:len(texts)])
+            if not read:  # the first call reads the texts themselves, a second one their parts
+                read.extend(model_texts)
             return outputs
 
         outputs, segmented = decide_segmented(self.decision, infer, texts, self.segment)
