@@ -14,7 +14,8 @@ from intentvcs.core.outputs import GraphOutputs, entity_array
 from intentvcs.core.segmentation import cut, decide_segmented
 
 LABELS = ("play", "lights", "weather")
-KEYWORDS = {"jazz": "play", "lights": "lights", "weather": "weather"}
+KEYWORDS = {"jazz": "play", "lights": "lights", "weather": "weather", "help": "weather"}
+WEAK = {"help"}  # recognised less surely (logit 1.5: confidence 0.82)
 GENRES = ("jazz", "rock and roll")
 
 
@@ -27,9 +28,10 @@ def fake_infer(calls: list):
         logits = np.full((len(texts), len(LABELS)), -4.0)
         found = []
         for row, text in enumerate(texts):
-            seen = sorted((text.index(word), label) for word, label in KEYWORDS.items() if word in text)
+            seen = sorted((text.index(word), word) for word in KEYWORDS if word in text)
             if seen:
-                logits[row, LABELS.index(seen[0][1])] = 4.0
+                word = seen[0][1]
+                logits[row, LABELS.index(KEYWORDS[word])] = 1.5 if word in WEAK else 4.0
             found.append(tuple(Entity("genre", text.index(g), text.index(g) + len(g), 0.9)
                                for g in GENRES if g in text))
         pooled = np.zeros((len(texts), 2), dtype=np.float32)
@@ -94,6 +96,14 @@ def test_one_request_stays_one_part():
         assert len(parts) == 1 and parts[0][0] == text and len(accepted) == 1
     accepted, parts, _, _, calls = answer("play some jazz")
     assert parts == [("play some jazz", ["play"], False)] and len(calls) == 1  # nothing to cut: one graph run
+
+
+def test_a_follow_up_less_sure_than_the_whole_text_is_no_request_of_its_own():
+    accepted, parts, _, _, _ = answer("turn off the lights, can you help me")
+    assert accepted == {"lights"} and len(parts) == 1
+    # As sure as the whole reading: a request.
+    accepted, _, _, _, _ = answer("turn off the lights, what is the weather")
+    assert accepted == {"lights", "weather"}
 
 
 def test_segment_off_decides_the_text_whole():
