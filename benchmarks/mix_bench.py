@@ -15,6 +15,8 @@ Parts (``--parts``, default all):
               scored the same way. ``RECIPES`` gives both training commands.
 ``single``    what segmentation costs single-intent traffic: SNIPS and ATIS test (the product
               models) and CLINC150 Full (oos_bench's PU model, distance rule), part by part vs whole.
+``margin``    how ``REQUEST_MARGIN`` was chosen: exact-set accuracy on the validation splits per margin
+              (seed-0 product models, CLINC150 Full), and each text whole.
 ``cost``      engine seconds per utterance, part by part vs whole, interleaved, at batch 1 and 32,
               on the MixSNIPS test set and on single-intent SNIPS test.
 ``idle``      ``/predict`` latency at idle (one request at a time, one worker) of the SNIPS bundle
@@ -60,9 +62,10 @@ RECIPES = {
               "--oos-rule none --seed K (ATIS: R 1.0, --epochs 6; SNIPS: R 0.5, --epochs 3, its best epoch without "
               "chains, for time)",
 }
-PARTS = ("product", "chains", "standard", "single", "cost", "idle")
+PARTS = ("product", "chains", "standard", "single", "margin", "cost", "idle")
 COST_TEXTS = 512
 COST_REPEATS = 3
+MARGINS = (0.0, 0.01, 0.02, 0.05, 0.1, 1.0)  # 1.0: any accepted part is a request
 IDLE_REQUESTS = 300
 IDLE_ROUNDS = 2
 
@@ -227,6 +230,36 @@ def cost_part(runs: Path, mix_runs: Path, threads: int | None) -> list[dict]:
     return records
 
 
+def margin_part(runs: Path, mix_runs: Path, clinc_checkpoint: Path, threads: int | None) -> list[dict]:
+    """How ``segmentation.REQUEST_MARGIN`` was chosen: exact-set accuracy on the validation splits (Mix,
+    its hard variant, single-intent) of the seed-0 product models and CLINC150 Full, per margin and whole."""
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.evaluation import evaluate
+    from intentvcs.core.segmentation import decide_segmented
+    from intentvcs.service.engine import Engine
+    from intentvcs.training.loaders import load
+
+    models = {dataset: (bundle_of(runs / dataset / "seed0" / "checkpoint"),
+                        {f"mix-{variant}": read_jsonl(mix_data(dataset, variant, mix_runs) / "valid.jsonl")
+                         for variant in VARIANTS} | {"single": read_jsonl(runs / "data" / f"{dataset}-valid.jsonl")})
+              for dataset in DATASETS}
+    models["clinc150-full"] = (bundle_of(clinc_checkpoint),
+                               {"single": load("clinc150", SHARED_DATA / "clinc150" / "data_full.json", "valid")})
+    records = []
+    for dataset, (bundle, sets) in models.items():
+        engine = Engine(bundle, provider="cpu", threads=threads)
+        for name, rows in sets.items():
+            texts = [row.text for row in rows]
+            for margin in (*MARGINS, None):
+                graph, segmented = decide_segmented(engine.decision, engine.infer, texts, margin is not None,
+                                                    margin if margin is not None else 0.0)
+                figures = evaluate(engine.decision, graph, rows, include_tables=False, result=segmented.result)
+                records.append({"part": "margin", "dataset": dataset, "evaluated_on": f"{name} (valid)",
+                                "margin": margin, "intent_acc": round(100 * figures["exact_match"], 2)})
+                logging.info("%s", records[-1])
+    return records
+
+
 def idle_part(runs: Path, mix_runs: Path) -> list[dict]:
     """/predict p50 and p99 at idle (one request at a time, one worker), part by part vs whole: the served
     SNIPS bundle on single-intent and on chained texts; servers started in turn, ``IDLE_ROUNDS`` times."""
@@ -284,6 +317,16 @@ def render(records: list[dict]) -> str:
                   "|---|---|---|---|---|"]
         lines += [f"| {r['evaluated_on']} | {r['batch']} | {r['ms_per_utterance_segment']:.3f} "
                   f"| {r['ms_per_utterance_whole']:.3f} | {r['cost_pct']:+.1f} % |" for r in cost]
+    margin = [r for r in records if r["part"] == "margin"]
+    if margin:
+        columns = sorted({(r["dataset"], r["evaluated_on"]) for r in margin})
+        lines += ["", "How the margin was chosen (validation splits, intent accuracy = exact set):", "",
+                  "| margin | " + " | ".join(f"{d} {e}" for d, e in columns) + " |",
+                  "|---" * (len(columns) + 1) + "|"]
+        for value in (*MARGINS, None):
+            cells = {(r["dataset"], r["evaluated_on"]): r["intent_acc"] for r in margin if r["margin"] == value}
+            lines.append(f"| {'whole' if value is None else value} | "
+                         + " | ".join(_fig(cells.get(c)) for c in columns) + " |")
     idle = [r for r in records if r["part"] == "idle"]
     if idle:
         lines += ["", "| /predict at idle, one worker (SNIPS bundle) | answered | p50 (ms) | p99 (ms) | errors |",
@@ -325,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
             records += trained_part(part, args.runs, args.mix_runs, seeds, args.threads)
     if "single" in args.parts:
         records += single_part(args.clinc_checkpoint, args.demo_bundle, args.threads)
+    if "margin" in args.parts:
+        records += margin_part(args.runs, args.mix_runs, args.clinc_checkpoint, args.threads)
     if "cost" in args.parts:
         records += cost_part(args.runs, args.mix_runs, args.threads)
     if "idle" in args.parts:

@@ -117,14 +117,15 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutputs], texts: Sequence[str],
-                     segment: bool = DEFAULT_SEGMENT) -> tuple[GraphOutputs, SegmentedResult]:
+                     segment: bool = DEFAULT_SEGMENT, margin: float = REQUEST_MARGIN
+                     ) -> tuple[GraphOutputs, SegmentedResult]:
     """The texts' graph outputs and their decision, chained requests answered part by part.
 
     The texts are read first (their entities protect the connectors inside
     them), then, in one more ``infer`` call, the parts of the texts that cut.
     Where a text is answered part by part, its entities are the parts' (read
     in the short texts the model was trained on), at offsets into the text.
-    ``segment=False`` decides every text whole.
+    ``segment=False`` decides every text whole; ``margin``: ``REQUEST_MARGIN``.
     """
     texts = list(texts)
     outputs = infer(texts)
@@ -142,7 +143,8 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
     groups_by_row: dict[int, list[_Group]] = {}
     whole_top = whole.confidences.max(axis=1)
     for index, (row, (a, b)) in enumerate(pieces):
-        groups_by_row.setdefault(row, []).append(_Group.of_part(strict, index, a, b, texts[row], whole_top[row]))
+        groups_by_row.setdefault(row, []).append(
+            _Group.of_part(strict, index, a, b, texts[row], whole_top[row] - margin))
     segmented = _join(whole, strict, groups_by_row, [len(t) for t in texts])
     return _with_part_entities(outputs, part_outputs, pieces, segmented), segmented
 
@@ -177,10 +179,11 @@ class _Group:
 
     @classmethod
     def of_part(cls, strict: DecisionResult, index: int, start: int, end: int, text: str,
-                whole_top: float) -> "_Group":
+                least: float) -> "_Group":
+        """One part; it accepts its intents only when its top confidence reaches ``least``."""
         order = np.argsort(-strict.confidences[index], kind="stable")
         accepted = [int(j) for j in order if strict.accepted[index, j]]
-        if accepted and strict.confidences[index, accepted[0]] < whole_top - REQUEST_MARGIN:
+        if accepted and strict.confidences[index, accepted[0]] < least:
             accepted = []  # less sure than the whole text's reading: a follow-up ("..., can you help me")
         out_of_scope = bool(strict.out_of_scope[index]) and _words(text, start, end) >= OOS_PART_MIN_WORDS
         return cls(start, end, accepted, out_of_scope, not accepted and not out_of_scope, [index])
