@@ -307,7 +307,7 @@ def render(records: list[dict]) -> str:
               "| model | test set | answered | intent acc (exact set) | top intent acc | in-scope acc | OOS recall "
               "| AUROC |", "|---|---|---|---|---|---|---|---|"]
     for r in records:
-        if r["evaluated_on"] == "single":
+        if r["part"] in ("product", "chains", "single") and r["evaluated_on"] == "single":
             lines.append(f"| {r['part']} | {r['dataset']} | {_answered(r)} | {r['intent_acc']:.2f} "
                          f"| {r['top_acc']:.2f} | {_fig(r.get('in_scope_acc'))} | {_fig(r.get('oos_recall'))} "
                          f"| {_fig(r.get('auroc'))} |")
