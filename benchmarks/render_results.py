@@ -255,6 +255,7 @@ def mix_rows() -> list[Row]:
     if meta is None:
         return []
     records = [r for r in meta["records"] if r.get("segment")]
+    tfmn = meta["anchors"]["TFMN (Chen et al. 2022)"]
     rows = []
     names = {"product": "trained on single-intent rows", "chains": "single-intent rows + synthetic chains",
              "standard": "trained on Mix rows"}
@@ -268,7 +269,7 @@ def mix_rows() -> list[Row]:
             rows.append((f"Mix{dataset.upper()} intent accuracy (exact set), {names[part]}, served "
                          f"({seeds} seed{'s, median' if seeds > 1 else ''}){'; hard variant' if hard else ''}",
                          f"{found['mix-standard']['intent_acc']:.2f}" + (f"; {hard['intent_acc']:.2f}" if hard else ""),
-                         f"target {meta['targets'][part][dataset]}; TFMN {meta['anchors']['TFMN (Chen et al. 2022)'][dataset][0]}"))
+                         f"target {meta['targets'][part][dataset]}; TFMN {tfmn[dataset][0]}"))
     return rows
 
 

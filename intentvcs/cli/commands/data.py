@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "build-mix", help="build MixATIS or MixSNIPS (multi-intent utterances), standard or hard",
-        description="Join 1-3 single-intent ATIS or SNIPS utterances of one split (30/50/20%%, distinct "
+        description="Join 1-3 single-intent ATIS or SNIPS utterances of one split (30/50/20 per cent, distinct "
                     "intents) into multi-intent rows, as AGIF's MixATIS and MixSNIPS do, or as the hard "
                     "variant does (random order, more connectors, typed casing and punctuation); writes "
                     "train.jsonl, valid.jsonl, test.jsonl and info.json (a data card) atomically.",

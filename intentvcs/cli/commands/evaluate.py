@@ -14,8 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Micro P/R/F1, exact match, per-label table, prediction co-occurrence, "
                                    "OOS figures when the data has out-of-scope rows and, for a model with an "
                                    "entity head, span-level slot P/R/F1 (CoNLL: type and boundaries exact) and "
-                                   "the sentence-level overall accuracy (top intent and every entity right; overall exact match: every "
-                                   "intent and entity). Chained requests are answered part by part, as served. A "
+                                   "the sentence-level overall accuracy (top intent and every entity right; "
+                                   "overall exact match: every intent and entity). Chained requests are "
+                                   "answered part by part, as served. A "
                                    "bundle is evaluated through the ONNX engine the service uses.")
     add_model_arguments(p)
     p.add_argument("--data", required=True, help="JSONL with gold label sets ([] = out of scope) and, for slot "

@@ -94,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "ray":
         summary = batch_predict.predict_ray(
             source, out, args.bundle, provider=args.provider, quantized=args.quantized, spelling=args.spelling,
-            segment=args.segment, top_k=args.top_k, max_batch=args.batch_size, chunk_rows=args.chunk_rows, workers=args.workers,
-            cpus_per_worker=args.cpus_per_worker, address=args.ray_address)
+            segment=args.segment, top_k=args.top_k, max_batch=args.batch_size, chunk_rows=args.chunk_rows,
+            workers=args.workers, cpus_per_worker=args.cpus_per_worker, address=args.ray_address)
     else:
         from intentvcs.service.engine import Engine
 
