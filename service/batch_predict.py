@@ -58,7 +58,7 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 
 from intentvcs.core import atomic
 from intentvcs.core.dataio import DataError, decode_line, parse_row, text_problem
-from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, PROVIDERS
+from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT, PROVIDERS
 
 FORMATS = {"jsonl": (".jsonl", ".ndjson", ".json"), "csv": (".csv",), "parquet": (".parquet", ".pq")}
 DEFAULT_CHUNK_ROWS = 1024  # rows per Engine.predict call: read, predicted and written together
@@ -463,7 +463,7 @@ class RayPredictor:
 
 
 def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLike, *, provider: str = "cpu",
-                quantized: str = DEFAULT_QUANTIZED, spelling: bool = True, segment: bool = True,
+                quantized: str = DEFAULT_QUANTIZED, spelling: bool = True, segment: bool = DEFAULT_SEGMENT,
                 top_k: int | None = None, max_batch: int = DEFAULT_MAX_BATCH, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                 workers: int | None = None, cpus_per_worker: int = 1, address: str | None = None,
                 progress: bool | None = None) -> dict[str, Any]:

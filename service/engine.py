@@ -139,15 +139,8 @@ class Engine:
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         texts = _check_texts(texts)
-        read: list[str] = []
-
-        def infer(batch: list[str]) -> GraphOutputs:
-            outputs, model_texts = self._infer(batch)
-            if not read:  # the first call reads the texts themselves, a second one their parts
-                read.extend(model_texts)
-            return outputs
-
-        outputs, segmented = decide_segmented(self.decision, infer, texts, self.segment)
+        outputs, read = self._infer(texts)
+        outputs, segmented = decide_segmented(self.decision, self.infer, texts, self.segment, outputs=outputs)
         result = segmented.result
         # Stable sort on negated confidences: ties keep label order.
         ranking = np.argsort(-result.confidences, axis=1, kind="stable")

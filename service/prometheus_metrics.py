@@ -121,7 +121,7 @@ class ServiceMetrics:
             self.confidence.observe(ranked[0]["confidence"] if ranked else 0.0)
             if prediction["normalised"] is not None:
                 self.spelling_corrected.inc()
-            parts = prediction.get("parts") or ()
+            parts = prediction["parts"]
             if len(parts) > 1:
                 self.chained.inc()
                 self.out_of_scope_parts.inc(sum(part["out_of_scope"] for part in parts))

@@ -84,9 +84,11 @@ class TrainedModel:
         return infer_normalised(self.spelling, texts, lambda read: infer(
             self.model, self.tokenizer, read, self.max_length, progress=progress, tags=self.tags))[0]
 
-    def evaluate(self, decision: Decision, rows: Sequence[Example]) -> dict:
-        """Headline figures of ``rows`` answered as the service answers them (chained requests part by part)."""
-        outputs, segmented = decide_segmented(decision, self.infer_texts, [ex.text for ex in rows])
+    def evaluate(self, decision: Decision, rows: Sequence[Example], outputs: GraphOutputs | None = None) -> dict:
+        """Headline figures of ``rows`` answered as the service answers them (chained requests part by part);
+        ``outputs``: the rows' graph outputs, when already read."""
+        outputs, segmented = decide_segmented(decision, self.infer_texts, [ex.text for ex in rows],
+                                              outputs=outputs)
         return headline(evaluate(decision, outputs, rows, include_tables=False, result=segmented.result))
 
 
@@ -153,7 +155,7 @@ def fit_and_evaluate(model: TrainedModel, splits: Splits, decision: DecisionConf
                                   train_outputs, decision, relations)
     log.info("decision fitted in %.1f s: T=%.3f, OOS rule %s", time.time() - t0, fitted.temperature,
              decision.oos_rule)
-    metrics = {"valid": model.evaluate(fitted, splits.valid)}
+    metrics = {"valid": model.evaluate(fitted, splits.valid, valid_outputs)}
     if splits.test is not None:
         metrics["test"] = model.evaluate(fitted, splits.test)
     return fitted, report, metrics

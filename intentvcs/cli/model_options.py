@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from intentvcs.core.predictor import Predictor
+from intentvcs.core.segmentation import DEFAULT_SEGMENT
 from intentvcs.service.settings import DEFAULT_QUANTIZED, PROVIDERS, QUANTIZED_MODES, Settings
 
 
@@ -31,6 +32,13 @@ def add_quantized_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quantized", choices=QUANTIZED_MODES, default=DEFAULT_QUANTIZED,
                    help="bundle: the graph that runs: auto (the int8 graph when its export passed the accuracy "
                         "gate, as the service serves it), on (int8) or off (fp32) (default %(default)s)")
+
+
+def add_segment_argument(p: argparse.ArgumentParser, note: str = "") -> None:
+    """``--no-segment``: decide each text whole, as the service does with ``INTENTVCS_SEGMENT=0``."""
+    p.add_argument("--no-segment", dest="segment", action="store_false", default=DEFAULT_SEGMENT,
+                   help="decide each utterance whole instead of answering the requests of a chained one "
+                        f"(\"X and Y\") part by part, as served by default{note}")
 
 
 def load_predictor(args: argparse.Namespace) -> Predictor:

@@ -117,18 +117,21 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutputs], texts: Sequence[str],
-                     segment: bool = DEFAULT_SEGMENT, margin: float = REQUEST_MARGIN
-                     ) -> tuple[GraphOutputs, SegmentedResult]:
+                     segment: bool = DEFAULT_SEGMENT, margin: float = REQUEST_MARGIN,
+                     outputs: GraphOutputs | None = None) -> tuple[GraphOutputs, SegmentedResult]:
     """The texts' graph outputs and their decision, chained requests answered part by part.
 
     The texts are read first (their entities protect the connectors inside
     them), then, in one more ``infer`` call, the parts of the texts that cut.
     Where a text is answered part by part, its entities are the parts' (read
     in the short texts the model was trained on), at offsets into the text.
-    ``segment=False`` decides every text whole; ``margin``: ``REQUEST_MARGIN``.
+    ``segment=False`` decides every text whole; ``margin``: ``REQUEST_MARGIN``;
+    ``outputs``: the texts' graph outputs when the caller has read them already
+    (``infer`` then reads the parts alone).
     """
     texts = list(texts)
-    outputs = infer(texts)
+    if outputs is None:
+        outputs = infer(texts)
     whole = decision.apply(*outputs.scores)
     pieces = []
     if segment:
@@ -174,8 +177,12 @@ class _Group:
     end: int
     accepted: list[int]
     out_of_scope: bool
-    fragment: bool
     members: list[int]
+
+    @property
+    def fragment(self) -> bool:
+        """Neither a request nor an out-of-scope one: it joins a neighbour."""
+        return not self.accepted and not self.out_of_scope
 
     @classmethod
     def of_part(cls, strict: DecisionResult, index: int, start: int, end: int, text: str,
@@ -186,13 +193,13 @@ class _Group:
         if accepted and strict.confidences[index, accepted[0]] < least:
             accepted = []  # less sure than the whole text's reading: a follow-up ("..., can you help me")
         out_of_scope = bool(strict.out_of_scope[index]) and _words(text, start, end) >= OOS_PART_MIN_WORDS
-        return cls(start, end, accepted, out_of_scope, not accepted and not out_of_scope, [index])
+        return cls(start, end, accepted, out_of_scope, [index])
 
     def absorb(self, other: "_Group") -> None:
+        """Take in ``other`` (a fragment, or a request sharing an intent): a fragment changes no verdict."""
         self.start, self.end = min(self.start, other.start), max(self.end, other.end)
         self.accepted += [j for j in other.accepted if j not in self.accepted]
-        self.out_of_scope = self.out_of_scope and other.out_of_scope and not self.accepted
-        self.fragment = self.fragment and other.fragment
+        self.out_of_scope = not self.accepted and (self.out_of_scope or other.out_of_scope)
         self.members += other.members
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from intentvcs.cli.model_options import add_model_arguments, load_predictor, model_source
+from intentvcs.cli.model_options import add_model_arguments, add_segment_argument, load_predictor, model_source
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,9 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                  "figures, gold spans (a row without spans has no entities)")
     p.add_argument("--out", required=True, help="result JSON")
     p.add_argument("--heatmap", help="write the prediction co-occurrence heatmap PNG here")
-    p.add_argument("--no-segment", dest="segment", action="store_false",
-                   help="decide each utterance whole, as a server run with --no-segment does (default: the "
-                        "requests of a chained utterance answered part by part, as served)")
+    add_segment_argument(p)
     p.set_defaults(func=run)
 
 

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from intentvcs.cli.model_options import add_quantized_argument
+from intentvcs.cli.model_options import add_quantized_argument, add_segment_argument
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS, Settings
 
 DESCRIPTION = """\
@@ -58,8 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="local: ONNX Runtime intra-op threads (default: the cores / $INTENTVCS_WORKERS)")
     p.add_argument("--no-spelling", dest="spelling", action="store_false",
                    help="feed the model the raw texts, without the bundle's spelling normaliser")
-    p.add_argument("--no-segment", dest="segment", action="store_false",
-                   help="decide each utterance whole, without answering the requests of a chained one part by part")
+    add_segment_argument(p)
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local: this process; ray: Ray Data actors (default: local)")
     p.add_argument("--ray-address", help="ray: a running cluster to join, as ray.init takes it (auto, HOST:PORT); "

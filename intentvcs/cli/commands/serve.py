@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from intentvcs import BLAS_THREADS
+from intentvcs.cli.model_options import add_segment_argument
+from intentvcs.core.segmentation import DEFAULT_SEGMENT
 from intentvcs.service.settings import ENV_PREFIX, PROVIDERS, QUANTIZED_MODES, Settings
 
 SERVICE = "intentvcs.service.app:IntentService"
@@ -60,9 +62,7 @@ def register(subparsers) -> None:
     parser.add_argument("--no-spelling", dest="spelling", action="store_false",
                         help="serve the graph the raw texts, without the bundle's spelling normaliser "
                         "(sets INTENTVCS_SPELLING=0)")
-    parser.add_argument("--no-segment", dest="segment", action="store_false",
-                        help="decide each utterance whole, without answering the requests of a chained one "
-                        "(\"X and Y\") part by part (sets INTENTVCS_SEGMENT=0)")
+    add_segment_argument(parser, " (sets INTENTVCS_SEGMENT=0)")
     parser.set_defaults(func=run)
 
 
@@ -143,7 +143,7 @@ def run(args) -> NoReturn:
 
 def serve_bundle(bundle: str | os.PathLike, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST,
                  workers: int | None = None, provider: str = Settings.provider, threads: int | None = None,
-                 spelling: bool = True, quantized: str | None = None, segment: bool = True) -> NoReturn:
+                 spelling: bool = True, quantized: str | None = None, segment: bool = DEFAULT_SEGMENT) -> NoReturn:
     """Replace this process with ``bentoml serve`` on ``bundle`` (``intentvcs serve``, and the demo's last step).
 
     ``quantized`` None leaves ``INTENTVCS_QUANTIZED`` as the environment has it."""
