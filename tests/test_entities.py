@@ -3,6 +3,7 @@ offsets through the spelling normaliser, and the data rules on spans."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -14,6 +15,7 @@ from intentvcs.core.entities import (
     OUTSIDE,
     Word,
     aligned,
+    bio_path,
     chunks,
     decode,
     entity_types,
@@ -71,6 +73,33 @@ def test_word_tags_targets_and_decoding_round_trip():
 def test_decoding_follows_conlleval_for_a_stray_inside_tag():
     assert chunks(["I-a", "I-a", "O", "B-a", "I-b", "B-b"]) == [("a", 0, 2), ("a", 3, 4), ("b", 4, 5), ("b", 5, 6)]
     assert chunks([OUTSIDE] * 3) == []
+
+
+def _well_formed(sequence):
+    return all(not tag.startswith("I-") or (previous is not None and previous[2:] == tag[2:] and previous != OUTSIDE)
+               for previous, tag in zip((None, *sequence), sequence))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_bio_path_is_the_best_well_formed_sequence(seed):
+    tags = tuple(tag_vocabulary(["a", "b"]))
+    log_probs = np.log(np.random.default_rng(seed).dirichlet(np.ones(len(tags)), size=1 + seed % 4))
+    candidates = [seq for seq in itertools.product(range(len(tags)), repeat=len(log_probs))
+                  if _well_formed([tags[k] for k in seq])]
+    best = max(candidates, key=lambda seq: log_probs[np.arange(len(seq)), seq].sum())
+    assert bio_path(log_probs, tags).tolist() == list(best)
+
+
+def test_decoding_never_opens_an_entity_with_an_inside_tag_or_breaks_one_across_types():
+    # Word by word the head says O, I-city, I-time: the best well-formed reading is one city entity.
+    vocabulary = tag_vocabulary(["city", "time"])
+    text_words = [Word(1, 0, 2), Word(2, 3, 6), Word(3, 7, 11)]  # "to new york"
+    probs = {0: {"O": 0.9}, 1: {"I-city": 0.5, "B-city": 0.4}, 2: {"I-time": 0.5, "I-city": 0.45}}
+    logits = np.full((5, len(vocabulary)), -20.0)
+    for word, row in probs.items():
+        for tag, p in row.items():
+            logits[word + 1, vocabulary.index(tag)] = np.log(p)
+    assert [(e.start, e.end, e.label) for e in decode(logits, text_words, vocabulary)] == [(3, 11, "city")]
 
 
 def test_a_span_inside_a_word_is_counted_as_not_aligned():

@@ -2,14 +2,18 @@
 the checkpoint records the entity head, the bundle's graph outputs its tags, parity covers entities."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
+import torch
 from safetensors.torch import load_file
 
 from intentvcs.cli.main import main
 from intentvcs.core.dataio import read_jsonl, write_jsonl
 from intentvcs.core.entities import tag_vocabulary
 from intentvcs.training import DEFAULT_DATA
+from intentvcs.training.config import TrainConfig
+from intentvcs.training.trainer import Trainer, _Best
 from tests.helpers.tiny import make_tiny_backbone
 
 TRAIN, VALID, TEST = (str(DEFAULT_DATA / f"{split}.jsonl") for split in ("train", "valid", "test"))
@@ -45,6 +49,31 @@ def test_the_checkpoint_records_the_entity_head(joint):
     assert load_file(str(joint / "tagger.safetensors"))["weight"].shape[0] == len(entities["tags"])
     assert "slot_f1" in meta["metrics"]["valid"] and "overall_accuracy" in meta["metrics"]["valid"]
     assert all(0.0 <= epoch["valid_slot_f1"] <= 1.0 for epoch in meta["history"])
+
+
+def test_the_joint_figure_picks_the_kept_epoch(backbone, tmp_path):
+    out = tmp_path / "ckpt"
+    assert _train(backbone, out, "--epochs", "3", "--patience", "3") == 0
+    meta = json.loads((out / "checkpoint.json").read_text())
+    overall = [epoch["valid_overall"] for epoch in meta["history"]]
+    assert meta["train_config"]["select_by"] == "joint" and len(overall) == 3
+    assert meta["best_epoch"] == 1 + overall.index(max(overall))
+
+
+# The validation loss rises from epoch 1 while the overall accuracy peaks at epoch 2; a run without an
+# entity head records no overall accuracy, and the joint rule then reads the loss.
+@pytest.mark.parametrize("rule, figures, kept", [
+    ("loss", [(0.2, 0.80), (0.3, 0.85), (0.4, 0.83)], 1),
+    ("joint", [(0.2, 0.80), (0.3, 0.85), (0.4, 0.83)], 2),
+    ("joint", [(0.3, None), (0.2, None), (0.4, None)], 2),
+])
+def test_select_by_names_the_figure_that_keeps_an_epoch(rule, figures, kept):
+    trainer = Trainer(TrainConfig(select_by=rule, patience=5))
+    run, best = SimpleNamespace(valid=[0], model=torch.nn.Linear(1, 1)), _Best()
+    for epoch, (loss, overall) in enumerate(figures, start=1):
+        record = {"epoch": epoch, "valid_loss": loss, **({"valid_overall": overall} if overall else {})}
+        assert trainer._keep_best(run, best, record)
+    assert best.epoch == kept
 
 
 def test_data_without_spans_trains_exactly_as_an_intent_only_model(backbone, tmp_path):

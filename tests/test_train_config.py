@@ -12,10 +12,11 @@ def test_resampling_is_the_default_when_augmenting_and_off_without_copies():
 
 
 def test_a_stored_config_keeps_what_its_run_did():
-    # Written before resampling and entities existed: its copies were drawn once, no entity head trained.
+    # Written before resampling, entities and epoch selection existed: its copies were drawn once, no entity
+    # head trained, the loss picked the epoch.
     old = {"epochs": 3, "augment_ratio": 2.0, "augment_mix": None, "a_field_from_the_future": 1}
     assert TrainConfig.from_stored(old) == TrainConfig(epochs=3, augment_ratio=2.0, augment_resample=False,
-                                                       entity_weight=0.0)
+                                                       entity_weight=0.0, select_by="loss")
     today = TrainConfig(augment_ratio=2.0, consistency_weight=0.5)
     assert TrainConfig.from_stored(today.to_dict()) == today
 
@@ -73,6 +74,6 @@ def test_train_config_records_the_same_keys():
     # checkpoint.json's train_config, which benchmarks compare recipes by.
     assert list(TrainConfig().to_dict()) == [
         "backbone", "method", "epochs", "batch_size", "learning_rate", "weight_decay", "warmup_ratio", "max_length",
-        "dropout", "seed", "patience", "freeze_embeddings", "negative_theta", "focal_beta", "threads",
+        "dropout", "seed", "patience", "select_by", "freeze_embeddings", "negative_theta", "focal_beta", "threads",
         "augment_ratio", "augment_mix", "augment_resample", "consistency_weight", "validate_perturbed", "labels",
         "entity_weight", "chain_ratio"]

@@ -34,6 +34,12 @@ METHOD_TABLE = {
 }
 METHOD_NAMES = tuple(METHOD_TABLE)
 
+# What picks the kept epoch (and counts the epochs without improvement):
+# loss, the validation loss; joint, the validation rows' overall accuracy
+# (top intent right and the entity set exactly gold), which falls back to the
+# loss where no entity head is trained or the validation rows carry no spans.
+SELECTION_RULES = ("loss", "joint")
+
 
 def setting(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
     """A dataclass field with its command-line help text and, for a vocabulary, its choices."""
@@ -48,9 +54,9 @@ def _check_choices(config: Any) -> None:
                              f"choose from {sorted(choices)}")
 
 
-# What runs recorded before a setting existed did: copies were drawn once, and
-# no entity head was trained.
-LEGACY_SETTINGS = {"augment_resample": False, "entity_weight": 0.0, "chain_ratio": 0.0}
+# What runs recorded before a setting existed did: copies were drawn once, no
+# entity head was trained, and the validation loss picked the epoch.
+LEGACY_SETTINGS = {"augment_resample": False, "entity_weight": 0.0, "chain_ratio": 0.0, "select_by": "loss"}
 
 
 @dataclass
@@ -59,7 +65,7 @@ class TrainConfig:
                                          "all-MiniLM-L6-v2)")
     # pu: the method this project exists for; the others are the DialogVCS baselines.
     method: str = setting("pu", "training objective (intentvcs.training.losses)", METHOD_NAMES)
-    epochs: int = setting(4, "training epochs; the one with the lowest validation loss is kept")
+    epochs: int = setting(4, "training epochs; the best on validation is kept (--select-by)")
     batch_size: int = setting(32, "training rows per optimiser step")
     learning_rate: float = setting(1e-4, "AdamW peak learning rate (linear warm-up, then linear decay)")
     weight_decay: float = setting(0.01, "AdamW weight decay")
@@ -68,6 +74,13 @@ class TrainConfig:
     dropout: float = setting(0.1, "dropout before the classification head")
     seed: int = setting(0, "seeds the head's initialisation, the batch order and the perturbed copies")
     patience: int = setting(1, "epochs without validation improvement before stopping")
+    # joint: the validation loss is dominated by intents, which converge first; slot
+    # filling keeps improving after it has turned (SNIPS seed 0: the loss kept epoch 3
+    # at validation slot F1 93.5, slot F1 reached 95.0 at epoch 5). Without spans the
+    # two rules are the same.
+    select_by: str = setting("joint", "what picks the kept epoch and stops early: loss (validation loss) or "
+                                      "joint (validation overall accuracy: top intent right and the entity set "
+                                      "exactly gold; the loss where no entity head is trained)", SELECTION_RULES)
     # The word-embedding matrix is half of MiniLM's weights; freezing it costs
     # no accuracy on intent data and makes every CPU step markedly cheaper.
     freeze_embeddings: bool = setting(True, "keep the word-embedding matrix frozen")

@@ -4,7 +4,8 @@ validation, and keep what the decision layer needs to be fitted afterwards.
 ``Trainer.fit`` reads top to bottom: set up (seeds, labels, model, encoded
 rows, optimiser), then per epoch train on length-bucketed batches (with
 robust training, on the rows plus perturbed copies, drawn afresh each epoch)
-and measure the validation loss, keeping the best weights and stopping early.
+and measure validation (the loss, and for an entity head span F1 and overall
+accuracy), keeping the best weights and stopping early.
 Its settings are ``TrainConfig`` (``intentvcs.training.config``).
 """
 
@@ -86,9 +87,9 @@ class _Run:
 
 @dataclass
 class _Best:
-    """The epoch with the lowest validation loss so far, its weights, and the epochs since."""
+    """The best epoch on validation so far (``score``: higher is better), its weights, and the epochs since."""
 
-    loss: float = math.inf
+    score: float = -math.inf
     epoch: int = 0
     state: dict | None = None
     stale: int = 0
@@ -221,21 +222,26 @@ class Trainer:
         record = {"epoch": epoch, "train_loss": train_loss, "valid_loss": valid_loss,
                   "seconds": round(time.time() - epoch_start, 1)}
         if run.tags and any(ex.spans for ex in run.valid_examples):
-            record["valid_slot_f1"] = self._valid_slot_f1(run)
+            record.update(self._valid_entity_figures(run))
         log.info("epoch %d: train loss %.4f, valid loss %.4f%s, %.0f s", epoch, train_loss, valid_loss,
-                 f", valid slot F1 {record['valid_slot_f1']:.4f}" if "valid_slot_f1" in record else "",
-                 record["seconds"])
+                 f", valid slot F1 {record['valid_slot_f1']:.4f}, overall {record['valid_overall']:.4f}"
+                 if "valid_slot_f1" in record else "", record["seconds"])
         return record
 
-    def _valid_slot_f1(self, run: _Run) -> float:
-        """The entity head's span F1 on the validation rows, recorded per epoch beside the loss that picks
-        the kept epoch, so a run shows how its slot filling moved."""
+    def _valid_entity_figures(self, run: _Run) -> dict:
+        """The validation rows read whole by a model with an entity head: span F1 and the overall accuracy
+        (top intent a gold one and the entity set exactly gold; a row without spans has no entities), the
+        figure ``select_by="joint"`` keeps the best epoch by."""
         from intentvcs.training.predict import infer
 
-        found = infer(run.model, run.tokenizer, [ex.text for ex in run.valid_examples], self.config.max_length,
-                      tags=run.tags).entities
-        gold = [span_set(ex.spans) for ex in run.valid_examples]
-        return span_metrics(gold, [span_set(row) for row in found])["slot_f1"]
+        examples = run.valid_examples
+        outputs = infer(run.model, run.tokenizer, [ex.text for ex in examples], self.config.max_length,
+                        tags=run.tags)
+        gold = [span_set(ex.spans) for ex in examples]
+        found = [span_set(row) for row in outputs.entities]
+        top = outputs.logits.argmax(axis=1)
+        right = [run.labels[k] in ex.labels and g == f for ex, k, g, f in zip(examples, top, gold, found)]
+        return {"valid_slot_f1": span_metrics(gold, found)["slot_f1"], "valid_overall": float(np.mean(right))}
 
     def _train_steps(self, run: _Run, epoch: int) -> float:
         """One pass over ``run.rows`` in length-bucketed batches; return the mean training loss."""
@@ -269,8 +275,10 @@ class Trainer:
     def _keep_best(self, run: _Run, best: _Best, record: dict) -> bool:
         """Keep the weights of an epoch that improved validation (any epoch without validation
         rows); return False to stop early, after more than ``patience`` epochs without improvement."""
-        if len(run.valid) == 0 or record["valid_loss"] < best.loss:
-            best.loss, best.epoch, best.stale = record["valid_loss"], record["epoch"], 0
+        joint = self.config.select_by == "joint" and "valid_overall" in record
+        score = record["valid_overall"] if joint else -record["valid_loss"]
+        if len(run.valid) == 0 or score > best.score:
+            best.score, best.epoch, best.stale = score, record["epoch"], 0
             best.state = copy.deepcopy(run.model.state_dict())
             return True
         best.stale += 1
