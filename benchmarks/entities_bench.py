@@ -45,9 +45,11 @@ PARTS = ("accuracy", "decoding", "cost", "clinc150")
 # JointBERT (Chen et al. 2019), BERT-base: intent accuracy / slot F1 / overall accuracy.
 JOINTBERT = {"snips": (98.6, 97.0, 92.8), "atis": (97.5, 96.1, 88.2)}
 TARGETS = {"snips": (98.0, 95.5, 90.0), "atis": (97.5, 95.0, 86.0)}
-# More epochs than TrainConfig's four: slot filling keeps improving after intents have converged, and
-# ATIS, a third of SNIPS's size, takes as many more steps (its validation slot F1 still rose at epoch 12).
-RECIPES = {"snips": {"epochs": 6}, "atis": {"epochs": 12}}
+# More epochs than TrainConfig's four: slot filling keeps improving after intents have converged. ATIS, a
+# third of SNIPS's size, wants more steps still: trained for 15 epochs (seed 0), its validation slot F1 was
+# 95.8 at epoch 6 and 97.1 at epoch 10 (94.4 at the last epoch of a 6-epoch run); patience 2 rides out the
+# noise of its 500 validation rows.
+RECIPES = {"snips": {"epochs": 6}, "atis": {"epochs": 12, "patience": 2}}
 COST_BATCHES = (1, 32)
 COST_TEXTS = 700  # the whole SNIPS test split
 COST_REPEATS = 7
