@@ -3,7 +3,8 @@
 Parts (``--parts``, default all):
 
 ``product``   the usual case: models trained on single-intent SNIPS / ATIS only (entities_bench's
-              checkpoints, ``runs/entities/<data set>/seed<k>``: MiniLM-L6, 6 epochs, entity head),
+              checkpoints, ``runs/entities/<data set>/seed<k>``, its recipe: MiniLM-L6, entity head;
+              the figures in mix.json of 2026-11-24 came from its earlier recipe, 6 epochs, loss-picked),
               scored on the Mix test sets, standard and hard variant, through the served bundle:
               chained requests answered part by part (``intentvcs.core.segmentation``, the served
               default) and, for comparison, each text decided whole.

@@ -162,9 +162,9 @@ def bio_path(log_probs: np.ndarray, tags: tuple[str, ...]) -> np.ndarray:
     """The tag indices, one per word, of the most probable sequence in which every ``I-x`` continues an
     ``x`` (Viterbi over ``log_probs [W, K]``).
 
-    Reading each word's best tag alone lets an entity's inner word open an entity of another type or
-    leave an ``I-x`` after ``O``; the constraint removes those, and on the test splits lifted slot F1 by
-    0.7 (SNIPS) and 0.8 points (ATIS) for the same weights (docs/RESULTS.md, "Entities"). The search
+    Reading each word's best tag alone lets an entity go on as another type (``B-x I-y``) or an
+    ``I-x`` follow ``O``; the constraint removes those readings, and on the test splits lifted slot F1 by
+    0.2-0.5 points for the same weights (``benchmarks.entities_bench --parts decoding``). The search
     is linear in K: ``O`` and ``B-x`` may follow any tag, ``I-x`` only ``B-x`` or ``I-x``.
     """
     inside, begin = _bio_structure(tags)
