@@ -178,22 +178,11 @@ def _best_tags(logits, text_words, tags: list[str]) -> list[str]:
 
 def _tag_scores(checkpoint: Path, rows) -> tuple[list[str], list[tuple]]:
     """The checkpoint's tag vocabulary, and per row its tag logits ``[T, K]`` and words (PyTorch)."""
-    import torch
-
-    from intentvcs.training.batching import collate, encode, inference_batches
-    from intentvcs.training.predict import TorchPredictor
+    from intentvcs.training.predict import TorchPredictor, tag_scores
 
     predictor = TorchPredictor(checkpoint, spelling=False)
-    encoded = encode(predictor.tokenizer, [ex.text for ex in rows], predictor.max_length,
-                     tag_index={tag: i for i, tag in enumerate(predictor.tags)})
-    logits: list = [None] * len(rows)
-    with torch.inference_mode():
-        for idx in inference_batches([len(ids) for ids in encoded.input_ids], 64):
-            batch = collate(encoded, idx, predictor.tokenizer.pad_token_id)
-            tag_logits = predictor.model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])[3]
-            for row, i in enumerate(idx):
-                logits[i] = tag_logits[row].float().numpy()
-    return predictor.tags, list(zip(logits, encoded.words))
+    return predictor.tags, tag_scores(predictor.model, predictor.tokenizer, [ex.text for ex in rows],
+                                      predictor.max_length, predictor.tags)
 
 
 def cost_part(runs: Path, threads: int | None) -> list[dict]:

@@ -15,7 +15,7 @@ import torch
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
-from intentvcs.core.entities import decode, entity_types
+from intentvcs.core.entities import Word, decode, entity_types
 from intentvcs.core.outputs import GraphOutputs, entity_array
 from intentvcs.core.references import read_references
 from intentvcs.core.spelling import infer_normalised
@@ -29,31 +29,51 @@ def infer(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, 
           progress: bool = False, tags: Sequence[str] = ()) -> GraphOutputs:
     """``logits [N, L]`` and the final and middle mean-pooled embeddings ``[N, H]`` (float32), and, for a
     model with an entity head (``tags``: its tag vocabulary), each text's decoded entities."""
-    was_training = model.training
-    model.eval()
     tagging = model.tagger is not None and bool(tags)
-    encoded = encode(tokenizer, texts, max_length, tag_index={tag: i for i, tag in enumerate(tags)} if tagging else None)
-    lengths = [len(x) for x in encoded.input_ids]
+    encoded = encode(tokenizer, texts, max_length,
+                     tag_index={tag: i for i, tag in enumerate(tags)} if tagging else None)
     hidden = model.head.in_features
     arrays = (np.zeros((len(texts), model.head.out_features), dtype=np.float32),
               np.zeros((len(texts), hidden), dtype=np.float32), np.zeros((len(texts), hidden), dtype=np.float32))
     found: list[tuple] = [()] * len(texts)
-    batches = list(inference_batches(lengths, batch_size))
-    if progress:
-        from tqdm.auto import tqdm
-
-        batches = tqdm(batches, desc="infer", unit="batch", leave=False, disable=None)  # quiet off a terminal
-    for idx in batches:
-        batch = collate(encoded, idx, tokenizer.pad_token_id)
-        result = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    for idx, result in _forward(model, tokenizer, encoded, batch_size, progress):
         for array, tensor in zip(arrays, result[:3]):
             array[idx] = tensor.float().numpy()
         if tagging:
             tag_logits = result[3].float().numpy()
             for row, i in enumerate(idx):
                 found[i] = decode(tag_logits[row], encoded.words[i], tags)
-    model.train(was_training)
     return GraphOutputs(*arrays, entity_array(found) if tagging else None)
+
+
+@torch.inference_mode()
+def tag_scores(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, tags: Sequence[str],
+               batch_size: int = 64) -> list[tuple[np.ndarray, list[Word]]]:
+    """Per text, the entity head's undecoded tag logits ``[T, K]`` and the text's words (to compare decodings)."""
+    encoded = encode(tokenizer, texts, max_length, tag_index={tag: i for i, tag in enumerate(tags)})
+    logits: list = [None] * len(texts)
+    for idx, result in _forward(model, tokenizer, encoded, batch_size):
+        for row, i in enumerate(idx):
+            logits[i] = result[3][row].float().numpy()
+    return list(zip(logits, encoded.words))
+
+
+def _forward(model: IntentModel, tokenizer, encoded, batch_size: int, progress: bool = False):
+    """``(row indices, model outputs)`` per length-bucketed batch of ``encoded``, the model in eval mode
+    meanwhile (its training mode restored after)."""
+    was_training = model.training
+    model.eval()
+    batches = list(inference_batches([len(x) for x in encoded.input_ids], batch_size))
+    if progress:
+        from tqdm.auto import tqdm
+
+        batches = tqdm(batches, desc="infer", unit="batch", leave=False, disable=None)  # quiet off a terminal
+    try:
+        for idx in batches:
+            batch = collate(encoded, idx, tokenizer.pad_token_id)
+            yield idx, model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    finally:
+        model.train(was_training)
 
 
 class TorchPredictor:

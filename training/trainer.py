@@ -26,7 +26,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.entities import aligned, span_set, tag_vocabulary
-from intentvcs.core.scoring import span_metrics
+from intentvcs.core.scoring import overall_accuracy, span_metrics
 from intentvcs.training.batching import (
     Encoded,
     collate,
@@ -239,9 +239,9 @@ class Trainer:
                         tags=run.tags)
         gold = [span_set(ex.spans) for ex in examples]
         found = [span_set(row) for row in outputs.entities]
-        top = outputs.logits.argmax(axis=1)
-        right = [run.labels[k] in ex.labels and g == f for ex, k, g, f in zip(examples, top, gold, found)]
-        return {"valid_slot_f1": span_metrics(gold, found)["slot_f1"], "valid_overall": float(np.mean(right))}
+        top_right = [run.labels[k] in ex.labels for ex, k in zip(examples, outputs.logits.argmax(axis=1))]
+        return {"valid_slot_f1": span_metrics(gold, found)["slot_f1"],
+                "valid_overall": overall_accuracy(gold, found, top_right)}
 
     def _train_steps(self, run: _Run, epoch: int) -> float:
         """One pass over ``run.rows`` in length-bucketed batches; return the mean training loss."""

@@ -95,9 +95,8 @@ def _entity_figures(examples: Sequence[Example], entities: np.ndarray, in_scope:
     gold = [span_set(examples[i].spans) for i in rows]
     predicted = [span_set(entities[i]) for i in rows]
     figures = scoring.span_metrics(gold, predicted)
-    entities_right = np.array([g == p for g, p in zip(gold, predicted)], dtype=bool)
-    figures["overall_accuracy"] = float((entities_right & top_right[rows]).mean())
-    figures["overall_exact_match"] = float((entities_right & set_right[rows]).mean())
+    figures["overall_accuracy"] = scoring.overall_accuracy(gold, predicted, top_right[rows])
+    figures["overall_exact_match"] = scoring.overall_accuracy(gold, predicted, set_right[rows])
     return figures
 
 

@@ -205,3 +205,11 @@ def span_metrics(gold: Sequence[Iterable[tuple[int, int, str]]],
     precision, recall = _ratio(true_positive, n_predicted), _ratio(true_positive, n_gold)
     return {"slot_precision": precision, "slot_recall": recall, "slot_f1": _f1(precision, recall),
             "entities_exact": _ratio(exact, len(gold))}
+
+
+def overall_accuracy(gold: Sequence[Iterable[tuple[int, int, str]]],
+                     predicted: Sequence[Iterable[tuple[int, int, str]]], intents_right: Sequence[bool]) -> float:
+    """The sentence-level accuracy of JointBERT: the share of rows whose intents are right (``intents_right``)
+    and whose predicted entity set is exactly the gold set."""
+    right = [bool(ok) and set(g) == set(p) for g, p, ok in zip(gold, predicted, intents_right, strict=True)]
+    return _ratio(sum(right), len(right))
