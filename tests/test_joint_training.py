@@ -155,3 +155,31 @@ def test_evaluate_reports_slot_figures_through_the_bundle(bundle, tmp_path):
     for key in ("slot_precision", "slot_recall", "slot_f1", "entities_exact", "overall_accuracy"):
         assert 0.0 <= figures[key] <= 1.0
     assert figures["overall_accuracy"] <= min(figures["accuracy"], figures["entities_exact"])
+
+
+def test_a_tagger_that_reads_intents_trains_exports_and_serves_with_parity(backbone, tmp_path):
+    from intentvcs.training.model import IntentModel
+
+    out, bundle_dir = tmp_path / "ckpt", tmp_path / "bundle"
+    assert _train(backbone, out, "--tags-read-intents") == 0
+    meta = json.loads((out / "checkpoint.json").read_text())
+    assert meta["train_config"]["tags_read_intents"] is True
+    stored = load_file(str(out / "tagger.safetensors"))
+    assert stored["intent_weight"].shape == (len(meta["entities"]["tags"]), len(meta["labels"]))
+    assert stored["intent_weight"].abs().sum() > 0, "the per-intent prior was trained"
+    model = IntentModel.from_checkpoint(out)
+    assert model.tagger.reads_intents
+    # The prior is the only path from the intent logits to the tags: two intent distributions, two tag scores.
+    states = torch.randn(1, 3, model.tagger.in_features)
+    first, second = (model.tagger(states, torch.eye(len(meta["labels"]))[[k]] * 20) for k in (0, 1))
+    assert not torch.allclose(first, second)
+    assert main(["export", "--checkpoint", str(out), "--out", str(bundle_dir), "--quantize"]) == 0
+    parity = json.loads((bundle_dir / "manifest.json").read_text())["parity"]
+    assert parity["passed"] and parity["entity_set_agreement"] == 1.0
+
+
+def test_checkpoints_of_plain_taggers_load_as_plain_taggers(joint):
+    from intentvcs.training.model import IntentModel
+
+    assert not IntentModel.from_checkpoint(joint).tagger.reads_intents
+    assert json.loads((joint / "checkpoint.json").read_text())["train_config"]["tags_read_intents"] is False

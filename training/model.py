@@ -10,7 +10,11 @@ its file records which layer is the middle one.
 With entity types in the training data the model also has a tagger: a
 linear layer over every token's final hidden state giving BIO tag logits
 (``intentvcs.core.entities``), trained jointly with the intent head on the
-same encoder and saved beside it (``TAGGER_FILE``).
+same encoder and saved beside it (``TAGGER_FILE``). It may also read the
+sentence's intent distribution (``Tagger``): entity types are largely
+intent-specific (SNIPS's ``movie_name`` only under SearchScreeningEvent,
+``object_name`` under SearchCreativeWork and RateBook), and one token's state
+of a small encoder says less about the whole request than the intent head does.
 """
 
 from __future__ import annotations
@@ -55,16 +59,43 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
     return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp_min(1e-9)
 
 
+class Tagger(nn.Linear):
+    """BIO tag logits of every token: ``W h_t + b``, plus ``V softmax(intent logits)`` when it reads intents.
+
+    The intent term is a per-intent prior over the tags (``intent_weight [K, L]``,
+    zero at initialisation, so training starts from the plain tagger). The intent
+    logits enter detached: the tagging loss teaches the tagger how intents shape
+    entities, never the intent head what to answer. A ``Linear`` underneath, so
+    checkpoints of plain taggers (``weight``, ``bias``) load unchanged.
+    """
+
+    def __init__(self, hidden: int, num_tags: int, num_labels: int = 0):
+        super().__init__(hidden, num_tags)
+        self.intent_weight = nn.Parameter(torch.zeros(num_tags, num_labels)) if num_labels else None
+
+    @property
+    def reads_intents(self) -> bool:
+        return self.intent_weight is not None
+
+    def forward(self, states: torch.Tensor, intent_logits: torch.Tensor | None = None) -> torch.Tensor:
+        logits = super().forward(states)
+        if self.intent_weight is None:
+            return logits
+        prior = torch.softmax(intent_logits.detach(), dim=-1) @ self.intent_weight.t()
+        return logits + prior.unsqueeze(1)
+
+
 class IntentModel(nn.Module):
     """``forward`` returns ``(logits [B, L], pooled [B, H], pooled_mid [B, H])``, and
     ``tag_logits [B, T, K]`` after them when the model has a tagger (``num_tags`` > 0).
 
     ``mid_layer`` indexes the encoder's hidden states (0: embeddings); default
-    ``intentvcs.core.outputs.default_mid_layer``.
+    ``intentvcs.core.outputs.default_mid_layer``. ``tags_read_intents`` gives the
+    tagger the intent distribution (``Tagger``).
     """
 
     def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1, mid_layer: int | None = None,
-                 num_tags: int = 0):
+                 num_tags: int = 0, tags_read_intents: bool = False):
         super().__init__()
         self.encoder = encoder
         hidden = encoder.config.hidden_size
@@ -74,12 +105,13 @@ class IntentModel(nn.Module):
             raise ValueError(f"mid_layer must lie in [0, {layers}], got {self.mid_layer}")
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(hidden, num_labels)
-        self.tagger = nn.Linear(hidden, num_tags) if num_tags else None
+        self.tagger = Tagger(hidden, num_tags, num_labels if tags_read_intents else 0) if num_tags else None
 
     @classmethod
     def from_backbone(cls, backbone: str | os.PathLike, num_labels: int, dropout: float = 0.1,
-                      mid_layer: int | None = None, num_tags: int = 0) -> "IntentModel":
-        return cls(_load_encoder(backbone), num_labels, dropout, mid_layer, num_tags)
+                      mid_layer: int | None = None, num_tags: int = 0,
+                      tags_read_intents: bool = False) -> "IntentModel":
+        return cls(_load_encoder(backbone), num_labels, dropout, mid_layer, num_tags, tags_read_intents)
 
     @classmethod
     def from_checkpoint(cls, checkpoint_dir: str | os.PathLike) -> "IntentModel":
@@ -93,7 +125,8 @@ class IntentModel(nn.Module):
         # Checkpoints written before the middle layer was recorded take the default.
         model = cls.from_backbone(checkpoint_dir / ENCODER_DIR, num_labels=state["weight"].shape[0],
                                   mid_layer=None if recorded is None else int(recorded),
-                                  num_tags=0 if tagger is None else tagger["weight"].shape[0])
+                                  num_tags=0 if tagger is None else tagger["weight"].shape[0],
+                                  tags_read_intents=tagger is not None and "intent_weight" in tagger)
         model.head.load_state_dict(state)
         if tagger is not None:
             model.tagger.load_state_dict(tagger)
@@ -106,10 +139,11 @@ class IntentModel(nn.Module):
             kwargs["token_type_ids"] = token_type_ids
         states = self.encoder(**kwargs).hidden_states
         pooled = mean_pool(states[-1], attention_mask)
-        outputs = (self.head(self.dropout(pooled)), pooled, mean_pool(states[self.mid_layer], attention_mask))
+        logits = self.head(self.dropout(pooled))
+        outputs = (logits, pooled, mean_pool(states[self.mid_layer], attention_mask))
         if self.tagger is None:
             return outputs
-        return outputs + (self.tagger(self.dropout(states[-1])),)
+        return outputs + (self.tagger(self.dropout(states[-1]), logits),)
 
     def save(self, checkpoint_dir: str | os.PathLike, tokenizer) -> None:
         """Write encoder + tokenizer (HF format) and the head (safetensors, with ``mid_layer``)."""

@@ -179,7 +179,8 @@ class Trainer:
         cfg = self.config
         backbone = cfg.resolved_backbone()
         tokenizer = load_tokenizer(backbone)
-        model = IntentModel.from_backbone(backbone, len(labels), dropout=cfg.dropout, num_tags=num_tags)
+        model = IntentModel.from_backbone(backbone, len(labels), dropout=cfg.dropout, num_tags=num_tags,
+                                          tags_read_intents=cfg.tags_read_intents)
         if cfg.freeze_embeddings:
             model.encoder.get_input_embeddings().weight.requires_grad_(False)
         return model, tokenizer

@@ -42,6 +42,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     add_option(p, TrainConfig, "consistency_weight", "--consistency", metavar="WEIGHT")
     add_option(p, TrainConfig, "validate_perturbed")
     add_option(p, TrainConfig, "entity_weight", metavar="WEIGHT")
+    add_option(p, TrainConfig, "tags_read_intents")
     add_option(p, TrainConfig, "chain_ratio", "--chains", metavar="RATIO")
     # The flag spells the setting backwards, so it says what it does itself.
     add_option(p, TrainConfig, "freeze_embeddings", "--train-embeddings", action="store_false",
