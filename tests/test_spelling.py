@@ -52,9 +52,11 @@ def test_real_words_and_hopeless_words_are_left_alone(spelling, text):
     assert spelling.normalise(text) == text
 
 
-def test_short_words_get_one_edit_long_words_two(spelling):
+def test_words_up_to_seven_letters_get_one_edit_longer_words_two(spelling):
     assert spelling.normalise("will it raim") == "will it rain"
-    assert spelling.normalise("my acout") == "my account"  # two deletions, five letters
+    assert spelling.normalise("my acount") == "my account"  # one deletion, six letters
+    assert spelling.normalise("my acout") == "my acout"  # two deletions, five letters: more often a name
+    assert spelling.normalise("to chekcnig") == "to checking"  # two transpositions, eight letters
 
 
 def test_chat_contractions_are_words():

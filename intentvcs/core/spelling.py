@@ -16,7 +16,7 @@ training vocabulary only, so it is small (thousands of words, built in well
 under a second) and can only suggest words the model was trained on; the
 English list (SymSpell's bundled 82,765-word frequency dictionary) is only
 consulted as "is this a real word". Candidates are the training words at the
-smallest Damerau-Levenshtein distance (at most 1 for 3-4 letter words, 2 for
+smallest Damerau-Levenshtein distance (at most 1 for words of 3-7 letters, 2 for
 longer ones; shorter words are left alone), ties going to the more frequent.
 
 Serialised as ``spelling.json`` in checkpoints and bundles (``to_dict``, a
@@ -44,9 +44,15 @@ from intentvcs.core.outputs import GraphOutputs, entity_array
 
 SPELLING_FILE = "spelling.json"
 MIN_LENGTH = 3
-# Words up to this many letters get edit distance 1, longer ones 2: at 2 edits
-# a 4-letter word is within reach of too many others to guess which was meant.
-SHORT_WORD = 4
+# Words up to this many letters get edit distance 1, longer ones 2. A keyboard
+# typo is one edit; at 2 edits a word of up to 7 letters is within reach of too
+# many others, and the out-of-vocabulary non-words it catches are mostly names
+# (SNIPS: "jawad" -> "away", "dwele" -> "twelve", "heber" -> "here"), which the
+# entity head then misreads. Measured on a SNIPS joint model against the former
+# 4: validation slot F1 95.61 -> 95.78, overall accuracy 89.71 -> 90.14, test
+# 94.37 -> 94.79 and 87.29 -> 88.14; keyboard-typo intent accuracy unchanged on
+# SNIPS validation and test, and on the embedded set's validation rows.
+SHORT_WORD = 7
 MAX_EDIT_DISTANCE = 2
 ENGLISH_DICTIONARY = "frequency_dictionary_en_82_765.txt"
 # Apostrophe-less contractions and chat shorthand: real words to their writers,
