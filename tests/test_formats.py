@@ -48,7 +48,7 @@ def _checkpoint_meta() -> dict[str, Any]:
 def _report() -> AuditReport:
     return AuditReport(findings=[], cooccurrence=Cooccurrence([], [], [], []), config=AuditConfig(),
                        known_relations=LabelRelations(LABELS, (Subset("a", "b"),)), labels=list(LABELS),
-                       batch_rows=1, audited_rows=0)
+                       batch_rows=1, audited_rows=0, scored_rows=0)
 
 
 def _written(path: Path, body: dict, edit: Edit) -> Path:

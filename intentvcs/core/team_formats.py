@@ -1,6 +1,6 @@
 """Training data in the formats teams keep it in: Rasa ``nlu.yml`` and a ``text,intent`` CSV.
 
-``read_examples(path)`` picks the reader by the file's suffix: ``.yml`` /
+``read_examples(path)`` (``iter_examples`` to stream) picks the reader by the file's suffix: ``.yml`` /
 ``.yaml`` a Rasa NLU file, ``.csv`` a CSV, anything else canonical JSONL
 (``intentvcs.core.dataio``). Every row goes through the canonical checks
 (``parse_row``), and every error is a ``DataError`` naming file, line and reason,
@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from intentvcs.core.dataio import DataError, Example, parse_row, read_jsonl
+from intentvcs.core.dataio import DataError, Example, iter_jsonl, parse_row
 
 RASA_SUFFIXES = (".yml", ".yaml")
 CSV_SUFFIXES = (".csv",)
@@ -38,16 +38,30 @@ ANNOTATION = re.compile(r"\[(?P<text>[^\]]+)\](?:\((?P<short>[^)]+)\)|(?P<json>\
 
 def read_examples(path: str | os.PathLike) -> list[Example]:
     """The rows of a JSONL, Rasa NLU YAML or CSV file (by suffix); ``DataError`` when malformed or empty."""
+    return list(iter_examples(path))
+
+
+def iter_examples(path: str | os.PathLike) -> Iterator[Example]:
+    """``read_examples`` one row at a time, for files larger than memory should hold (JSONL and CSV
+    stream; a Rasa file is parsed whole). A missing file is refused at once; a malformed row when it is
+    read, and a file without rows at its end (``DataError``)."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in RASA_SUFFIXES + CSV_SUFFIXES:
-        return read_jsonl(path)
+    jsonl = suffix not in RASA_SUFFIXES + CSV_SUFFIXES
     if not path.is_file():
-        raise DataError(path, None, "is a directory, not a data file" if path.is_dir() else "file not found")
-    rows = list(_rasa_rows(path) if suffix in RASA_SUFFIXES else _csv_rows(path))
-    if not rows:
+        kind = "a JSONL file" if jsonl else "a data file"
+        raise DataError(path, None, f"is a directory, not {kind}" if path.is_dir() else "file not found")
+    rows = iter_jsonl(path) if jsonl else _rasa_rows(path) if suffix in RASA_SUFFIXES else _csv_rows(path)
+    return _not_empty(path, rows)
+
+
+def _not_empty(path: Path, rows: Iterator[Example]) -> Iterator[Example]:
+    empty = True
+    for row in rows:
+        empty = False
+        yield row
+    if empty:
         raise DataError(path, None, "no rows")
-    return rows
 
 
 def _row(path: Path, line: int, obj: dict[str, Any]) -> Example:

@@ -8,10 +8,12 @@ uncertain traffic; the audit asks which existing intents the classifier puts
 an utterance in, and a tight OOS rule would hide exactly the overlaps it looks
 for (a duplicate's rows accepted at 0.9 confidence, rejected as OOS).
 
-Cost is linear in the batch: the model scores the batch's rows of new intents
-once (chunked, with a tqdm bar), then a capped sample of reference rows (at
-most ``reference_cap`` per candidate existing intent); every containment
-estimate works on capped samples (``intentvcs.service.audit.containment``).
+Cost is bounded whatever the batch's size: the batch is read once, row by
+row, keeping a seeded sample of at most ``intent_cap`` rows per new intent
+(``intentvcs.service.audit.sampling``); the model scores those once (chunked,
+with a tqdm bar), then a capped sample of reference rows (at most
+``reference_cap`` per candidate existing intent); every containment estimate
+works on capped samples (``intentvcs.service.audit.containment``).
 The search for duplicate new intents is the exception: one test per
 candidate pair of new intents, quadratic when many share a verdict. A
 caller with a deadline (the service) passes ``should_stop``, checked between
@@ -21,7 +23,6 @@ steps (each chunk of inference, each finding, each pair).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import logging
 import time
@@ -53,6 +54,7 @@ from intentvcs.service.audit.containment import (
 from intentvcs.service.audit.evidence import Reference, Scored, examples, relabel_list
 from intentvcs.service.audit.report import AuditReport, Cooccurrence, Finding, NewPair, PairContainment
 from intentvcs.service.audit.rules import Evidence, decide
+from intentvcs.service.audit.sampling import BatchSample, sample_batch
 from intentvcs.service.audit.segments import best_pairs
 from intentvcs.service.audit.segments import splits as segment_splits
 from intentvcs.service.audit.slots import entity_pivot
@@ -92,20 +94,30 @@ def validate_rows(rows: Iterable[Any], name: str = "rows") -> list[Example]:
     Raises ``AuditInputError`` naming the first bad row by its index in
     ``name``, or when there are no rows at all.
     """
-    if isinstance(rows, (str, bytes, Mapping)):
-        raise AuditInputError(f"{name}: expected a list of rows, got {type(rows).__name__}")
-    out = []
-    for i, row in enumerate(rows):
-        if isinstance(row, Example):
-            out.append(row)
-            continue
-        try:
-            out.append(parse_row(row))
-        except ValueError as exc:
-            raise AuditInputError(f"{name}[{i}]: {exc}") from None
+    check = row_checker(rows, name)
+    out = [check(i, row) for i, row in enumerate(rows)]
     if not out:
         raise AuditInputError(f"{name}: no rows")
     return out
+
+
+def row_checker(rows: Iterable[Any], name: str) -> Callable[[int, Any], Example]:
+    """``check(index, row)``: the row as an ``Example``, or ``AuditInputError`` naming ``name[index]``.
+
+    Refuses at once a ``rows`` that is one value rather than a collection of rows.
+    """
+    if isinstance(rows, (str, bytes, Mapping)):
+        raise AuditInputError(f"{name}: expected a list of rows, got {type(rows).__name__}")
+
+    def check(i: int, row: Any) -> Example:
+        if isinstance(row, Example):
+            return row
+        try:
+            return parse_row(row)
+        except ValueError as exc:
+            raise AuditInputError(f"{name}[{i}]: {exc}") from None
+
+    return check
 
 
 def _progress(config: AuditConfig, total: int, desc: str) -> tqdm:
@@ -129,25 +141,20 @@ def _infer(model: Predictor, texts: Sequence[str], config: AuditConfig, desc: st
     return GraphOutputs.concatenate(chunks)
 
 
-def _references(names: Iterable[str], batch: list[Example], old_rows: tuple[str, list[Example]],
-                new_intents: set[str], config: AuditConfig, rng: np.random.Generator) -> dict[str, Reference]:
+def _references(names: Iterable[str], own: dict[str, list[Example]], old_rows: tuple[str, list[Example]],
+                config: AuditConfig, rng: np.random.Generator) -> dict[str, Reference]:
     """A seeded sample of at most ``reference_cap`` rows per existing intent.
 
     ``old_rows`` is ``(source, rows)``: the caller's training rows
     (``"training"``) or the model's own sample of them (``"model"``). Those
-    when they have any of the intent, else the batch's rows of it that carry
-    no new intent (those are the new intents' own evidence, not the existing
-    intent's).
+    when they have any of the intent, else ``own``: the batch's rows of
+    it that carry no new intent (those are the new intents' own evidence, not
+    the existing intent's; ``BatchSample.existing``).
     """
-    def by_label(rows: Iterable[Example]) -> dict[str, list[Example]]:
-        groups: dict[str, list[Example]] = {}
-        for ex in rows:
-            for label in ex.labels:
-                groups.setdefault(label, []).append(ex)
-        return groups
-
-    old_source, old = old_rows[0], by_label(old_rows[1])
-    own = by_label(ex for ex in batch if not new_intents.intersection(ex.labels))
+    old_source, old = old_rows[0], {}
+    for ex in old_rows[1]:
+        for label in ex.labels:
+            old.setdefault(label, []).append(ex)
     out = {}
     for name in names:
         source, pool = (old_source, old[name]) if name in old else ("batch", own.get(name, []))
@@ -180,22 +187,24 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
     (the message names it), ``AuditStopped`` when ``should_stop`` said so.
     """
     started = time.perf_counter()
-    batch = validate_rows(rows, "rows")
+    labels = list(model.labels)
+    sample = sample_batch(rows, labels, config.intent_cap, config.reference_cap, config.seed,
+                          check=row_checker(rows, "rows"))
+    if not sample.batch_rows:
+        raise AuditInputError("rows: no rows")
     old_rows = (("training", validate_rows(training_rows, "training_rows")) if training_rows is not None
                 else ("model", model.reference_rows() or []))
-    labels = list(model.labels)
     known = model.decision.relations
-    label_set = set(labels)
-    new_intents = list(dict.fromkeys(x for ex in batch for x in ex.labels if x not in label_set))
-    audited = [ex for ex in batch if not label_set.issuperset(ex.labels)]
-    findings, new_pairs, per_intent, timing, missing = [], [], {}, {}, []
-    if audited:
-        audit = _score(model, audited, config, should_stop, progress)
-        timing["inference"] = time.perf_counter() - started
+    new_intents = sample.new_intents
+    timing = {"reading": time.perf_counter() - started}
+    findings, new_pairs, per_intent, missing = [], [], {}, []
+    if sample.rows:
+        audit = _score(model, sample, config, should_stop, progress)
+        timing["inference"] = time.perf_counter() - started - timing["reading"]
         per_intent = {name: audit.candidates(name) for name in new_intents}
         segmented = audit.segment_pairs(model, new_intents)
         needed = list(dict.fromkeys(labels[j] for _, _, keep in per_intent.values() for j in keep))
-        references = _references(needed, batch, old_rows, set(new_intents), config, audit.rng)
+        references = _references(needed, sample.existing, old_rows, config, audit.rng)
         missing = [name for name, ref in references.items() if not ref.examples]
         embedding = time.perf_counter()
         audit.add_references(model, references)
@@ -210,17 +219,18 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         config=config,
         known_relations=known,
         labels=labels,
-        batch_rows=len(batch),
-        audited_rows=len(audited),
+        batch_rows=sample.batch_rows,
+        audited_rows=sample.audited_rows,
+        scored_rows=len(sample.rows),
         missing_references=missing,
         engine=dict(model.info),
         timing_s=timing,
     )
 
 
-def _score(model: Predictor, audited: list[Example], config: AuditConfig,
+def _score(model: Predictor, sample: BatchSample, config: AuditConfig,
            should_stop: Callable[[], bool] = _never, progress: Progress = _silent) -> _Audit:
-    """One model pass over the rows that carry new intents, decided as the model decides.
+    """One model pass over the sampled rows that carry new intents, decided as the model decides.
 
     The decision runs without its OOS rule: a row judged out of scope accepts
     nothing, and the audit needs every row's accepted labels; the OOS verdict
@@ -230,11 +240,12 @@ def _score(model: Predictor, audited: list[Example], config: AuditConfig,
     """
     labels, served = list(model.labels), model.decision
     decision = dataclasses.replace(served, oos=NoRule())
-    outputs = _infer(model, [ex.text for ex in audited], config, "audit: new intents", should_stop, progress)
+    outputs = _infer(model, [ex.text for ex in sample.rows], config, "audit: new intents", should_stop, progress)
     result = decision.apply(*outputs.scores, top_fallback=False)
     known = decision.relations
     return _Audit(
-        config=config, labels=labels, decision=decision, examples=audited, confidences=result.confidences,
+        config=config, labels=labels, decision=decision, examples=sample.rows, members=sample.members,
+        rows_per_intent=sample.rows_per_intent, confidences=result.confidences,
         accepted=result.accepted, ranked=top_two(result.confidences), vectors=normalise(outputs.pooled),
         out_of_scope=served.oos.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0], oos_rule=served.oos,
         implication=(known.implication_matrix(labels) if known is not None else np.eye(len(labels), dtype=bool)),
@@ -249,6 +260,8 @@ class _Audit:
     labels: list[str]
     decision: Decision       # the bundle's, with the OOS rule set aside
     examples: list[Example]
+    members: dict[str, list[int]]    # new intent -> indices into examples of its own sample
+    rows_per_intent: dict[str, int]  # new intent -> its rows in the whole batch
     confidences: np.ndarray  # [n, L]
     accepted: np.ndarray     # bool [n, L]
     ranked: np.ndarray       # bool [n, L], the row's two most confident labels
@@ -388,18 +401,9 @@ class _Audit:
         pairs = tuple(PairContainment(c, fwd, back, self.references[c].source if back is not None else None, pivot)
                       for c, fwd, back, pivot in zip(candidates, to_existing, to_new, pivots))
         out_of_scope = wilson(int(self.out_of_scope[rows].sum()), n, config.confidence)
-        return Finding(verdict=verdict, rows=n, containment=pairs, multi_intent=multi, out_of_scope=out_of_scope,
-                       examples=good, counter_examples=counter,
+        return Finding(verdict=verdict, rows=self.rows_per_intent[name], scored_rows=n, containment=pairs,
+                       multi_intent=multi, out_of_scope=out_of_scope, examples=good, counter_examples=counter,
                        relabel=relabel_list(memberships, self.references, config.relabel_cap))
-
-    @functools.cached_property
-    def members(self) -> dict[str, list[int]]:
-        """New intent -> indices of its rows in ``examples`` (one pass over the batch, once)."""
-        out: dict[str, list[int]] = {}
-        for i, ex in enumerate(self.examples):
-            for label in ex.labels:
-                out.setdefault(label, []).append(i)
-        return out
 
     def new_pairs(self, findings: list[Finding]) -> list[NewPair]:
         """Pairs of new intents that duplicate each other (two new names for one meaning).

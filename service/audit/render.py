@@ -141,11 +141,17 @@ def _finding(f: Mapping[str, Any]) -> str:
     borderline = ' <span class="muted">(borderline)</span>' if f["borderline"] else ""
     return (f'<div class="finding" id="f-{intent}"><h3>{intent}: {_e(f["relation"])} '
             f'{_e(", ".join(f["existing"]))} {_badge(f["severity"])}{borderline}</h3>'
-            f'<p>{_e(f["rationale"])}. {f["rows"]} rows; multi-intent rows {_count(f["multi_intent"])}; '
+            f'<p>{_e(f["rationale"])}. {_rows(f)}; multi-intent rows {_count(f["multi_intent"])}; '
             f'answered out of scope by the service {_count(f["out_of_scope"])}.</p>'
             f'{table}{_rows_table(f["examples"], "Examples")}'
             f'{_rows_table(f["counter_examples"], "Counter-examples")}{_relabel_table(f["relabel"])}'
             f'<h4>Proposed fix: {_e(f["fix"]["action"])}</h4><pre>{_e(json.dumps(f["fix"], indent=1))}</pre></div>')
+
+
+def _rows(finding: Mapping[str, Any]) -> str:
+    """How many rows the new intent has, and how many of them the figures rest on when that is fewer."""
+    rows, scored = finding["rows"], finding["scored_rows"]
+    return f"{rows} rows" if scored == rows else f"{rows} rows, figures from a seeded sample of {scored}"
 
 
 def render_html(report: Mapping[str, Any]) -> str:

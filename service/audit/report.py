@@ -90,7 +90,8 @@ class Finding:
     """
 
     verdict: Verdict
-    rows: int
+    rows: int         # the new intent's rows in the batch
+    scored_rows: int  # how many of them the model scored (at most AuditConfig.intent_cap)
     containment: tuple[PairContainment, ...]
     multi_intent: Count
     out_of_scope: Count
@@ -116,6 +117,7 @@ class Finding:
             "borderline": v.borderline,
             "rationale": v.rationale,
             "rows": self.rows,
+            "scored_rows": self.scored_rows,
             "statistic": None if v.statistic is None else v.statistic.to_dict(),
             "multi_intent": self.multi_intent.to_dict(),
             "out_of_scope": self.out_of_scope.to_dict(),
@@ -187,6 +189,7 @@ class AuditReport:
     labels: Sequence[str]
     batch_rows: int
     audited_rows: int
+    scored_rows: int
     missing_references: list[str] = field(default_factory=list)
     new_pairs: list[NewPair] = field(default_factory=list)
     engine: dict[str, Any] = field(default_factory=dict)
@@ -230,6 +233,7 @@ class AuditReport:
                 "severity": self.severity,
                 "batch_rows": self.batch_rows,
                 "audited_rows": self.audited_rows,
+                "scored_rows": self.scored_rows,
                 "missing_references": self.missing_references,
                 "existing_intents": len(self.labels),
                 "new_intents": [f.verdict.intent for f in self.findings],

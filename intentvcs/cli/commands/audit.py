@@ -47,12 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.team_formats import read_examples
+    from intentvcs.core.team_formats import iter_examples, read_examples
     from intentvcs.service.audit import AuditConfig, audit_batch, pairs_csv, render_html
 
     config = AuditConfig.from_dict(args.config) if args.config else AuditConfig()
     atomic.check_targets((args.out, args.html, args.pairs_csv, args.relations_out))
-    batch = read_examples(args.batch)
+    batch = iter_examples(args.batch)  # streamed: the audit keeps a capped sample per new intent
     training = read_examples(args.train) if args.train else None
     report = audit_batch(load_predictor(args), batch, training, config)
     document = report.to_dict()
