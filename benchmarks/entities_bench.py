@@ -51,24 +51,24 @@ TARGETS = {"snips": (98.0, 95.5, 90.0), "atis": (97.5, 95.0, 86.0)}
 # noise of its 500 validation rows. SNIPS trained for 6 epochs (seed 0) still gained validation slot F1 at
 # its last epoch (95.2, 95.3 at epochs 5 and 6; test 94.2).
 RECIPES = {"snips": {"epochs": 10, "patience": 2}, "atis": {"epochs": 12, "patience": 2}}
-# The entity head's two forms (``intentvcs.training.model.Tagger``): each word's state alone, or with the
-# sentence's intent distribution as a learnt prior over the tags.
-TAGGERS = {"plain": {}, "intents": {"tags_read_intents": True}}
+# Variations of the recipe, measured beside it: the entity head reading the sentence's intent distribution as
+# a learnt prior over the tags (``intentvcs.training.model.Tagger``), and the word embeddings trained too.
+VARIANTS = {"plain": {}, "intents": {"tags_read_intents": True}, "trained-embeddings": {"freeze_embeddings": False}}
 COST_BATCHES = (1, 32)
 COST_TEXTS = 700  # the whole SNIPS test split
 COST_REPEATS = 7
 CLINC_RECORDED = RESULTS / "oos.json"
 
 
-def checkpoint_for(dataset: str, seed: int, runs: Path, threads: int | None, tagger: str = "plain") -> Path:
-    """The trained checkpoint of ``dataset``, ``seed`` and ``tagger``: reused when one of the same recipe exists."""
+def checkpoint_for(dataset: str, seed: int, runs: Path, threads: int | None, variant: str = "plain") -> Path:
+    """The trained checkpoint of ``dataset``, ``seed`` and ``variant``: reused when one of the same recipe exists."""
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.training.checkpoint import read_checkpoint_meta
     from intentvcs.training.config import DecisionConfig, TrainConfig
     from intentvcs.training.pipeline import train_pipeline
 
-    out = runs / dataset / (f"seed{seed}" if tagger == "plain" else f"seed{seed}-{tagger}") / "checkpoint"
-    config = TrainConfig(seed=seed, threads=threads, **RECIPES[dataset], **TAGGERS[tagger])
+    out = runs / dataset / (f"seed{seed}" if variant == "plain" else f"seed{seed}-{variant}") / "checkpoint"
+    config = TrainConfig(seed=seed, threads=threads, **RECIPES[dataset], **VARIANTS[variant])
     if (out / "checkpoint.json").is_file():
         stored = TrainConfig.from_stored(read_checkpoint_meta(out)["train_config"])
         # Thread count changes speed, not the run.
@@ -117,7 +117,7 @@ def score_bundle(bundle: Path, test_rows, quantized: bool) -> dict:
 
 
 def accuracy_part(datasets: list[str], seeds: list[int], runs: Path, threads: int | None,
-                  tagger: str = "plain") -> list[dict]:
+                  variant: str = "plain") -> list[dict]:
     from intentvcs.core.dataio import read_jsonl
 
     records = []
@@ -125,7 +125,7 @@ def accuracy_part(datasets: list[str], seeds: list[int], runs: Path, threads: in
         test_rows = read_jsonl(split_file(dataset, "test", runs))
         per_seed = []
         for seed in seeds:
-            bundle = bundle_for(checkpoint_for(dataset, seed, runs, threads, tagger))
+            bundle = bundle_for(checkpoint_for(dataset, seed, runs, threads, variant))
             meta = json.loads((bundle / "manifest.json").read_text())
             per_seed.append({"seed": seed, "fp32": score_bundle(bundle, test_rows, False),
                              "int8": score_bundle(bundle, test_rows, True),
@@ -133,12 +133,12 @@ def accuracy_part(datasets: list[str], seeds: list[int], runs: Path, threads: in
                              "best_epoch": json.loads((bundle.parent / "checkpoint" / "checkpoint.json")
                                                       .read_text())["best_epoch"]})
             logging.info("%s seed %d: %s", dataset, seed, per_seed[-1])
-        records.append(_median_record(dataset, tagger, per_seed))
+        records.append(_median_record(dataset, variant, per_seed))
     return records
 
 
-def _median_record(dataset: str, tagger: str, per_seed: list[dict]) -> dict:
-    record = {"part": "accuracy", "dataset": dataset, "tagger": tagger, "backbone": "all-MiniLM-L6-v2",
+def _median_record(dataset: str, variant: str, per_seed: list[dict]) -> dict:
+    record = {"part": "accuracy", "dataset": dataset, "variant": variant, "backbone": "all-MiniLM-L6-v2",
               "seeds": len(per_seed), **RECIPES[dataset], "runs": per_seed}
     for runtime in ("fp32", "int8"):
         for key in ("intent_acc", "slot_f1", "overall_acc", "exact_match"):
@@ -151,7 +151,7 @@ def _median_record(dataset: str, tagger: str, per_seed: list[dict]) -> dict:
 
 
 def decoding_part(datasets: list[str], seeds: list[int], runs: Path, threads: int | None,
-                  tagger: str = "plain") -> list[dict]:
+                  variant: str = "plain") -> list[dict]:
     """Slot F1 of the same weights decoded word by word and as served (well-formed sequences)."""
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.entities import decode, span_set, spans_of
@@ -162,11 +162,11 @@ def decoding_part(datasets: list[str], seeds: list[int], runs: Path, threads: in
         rows = [ex for ex in read_jsonl(split_file(dataset, "test", runs)) if ex.labels]
         gold = [span_set(ex.spans) for ex in rows]
         for seed in seeds:
-            tags, scored = _tag_scores(checkpoint_for(dataset, seed, runs, threads, tagger), rows)
+            tags, scored = _tag_scores(checkpoint_for(dataset, seed, runs, threads, variant), rows)
             found = {"per_word": [span_set(spans_of(_best_tags(logits, text_words, tags), text_words))
                                   for logits, text_words in scored],
                      "well_formed": [span_set(decode(logits, text_words, tags)) for logits, text_words in scored]}
-            record = {"part": "decoding", "dataset": dataset, "tagger": tagger, "seed": seed}
+            record = {"part": "decoding", "dataset": dataset, "variant": variant, "seed": seed}
             for name, predicted in found.items():
                 figures = span_metrics(gold, predicted)
                 record[f"{name}_slot_f1"] = round(100 * figures["slot_f1"], 2)
@@ -190,12 +190,12 @@ def _tag_scores(checkpoint: Path, rows) -> tuple[list[str], list[tuple]]:
                                       predictor.max_length, predictor.tags)
 
 
-def cost_part(runs: Path, threads: int | None, tagger: str = "plain") -> list[dict]:
+def cost_part(runs: Path, threads: int | None, variant: str = "plain") -> list[dict]:
     """Utterances/s of the same checkpoint's bundle with and without the entity head, interleaved."""
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.service.engine import Engine
 
-    checkpoint = checkpoint_for("snips", 0, runs, threads, tagger)
+    checkpoint = checkpoint_for("snips", 0, runs, threads, variant)
     bundles = {"entities": bundle_for(checkpoint), "intents_only": bundle_for(checkpoint, entities=False)}
     texts = [ex.text for ex in read_jsonl(split_file("snips", "test", runs))][:COST_TEXTS]
     records = []
@@ -207,7 +207,7 @@ def cost_part(runs: Path, threads: int | None, tagger: str = "plain") -> list[di
             for _ in range(COST_REPEATS):
                 for name, engine in engines.items():  # interleaved: drift hits both alike
                     best[name] = min(best[name], _seconds(engine, texts, batch))
-            record = {"part": "cost", "tagger": tagger, "runtime": "int8" if quantized else "fp32", "batch": batch,
+            record = {"part": "cost", "variant": variant, "runtime": "int8" if quantized else "fp32", "batch": batch,
                       "utterances": len(texts), "threads": threads,
                       **{f"{name}_per_s": round(len(texts) / best[name], 1) for name in engines}}
             record["entity_cost_pct"] = round(100 * (best["entities"] / best["intents_only"] - 1), 1)
@@ -246,12 +246,12 @@ def render(records: list[dict]) -> str:
     lines = []
     accuracy = [r for r in records if r["part"] == "accuracy"]
     if accuracy:
-        lines += ["| data set | tagger | seeds | intent acc (fp32 / int8) | slot F1 (fp32 / int8) | overall (fp32 / int8) "
+        lines += ["| data set | variant | seeds | intent acc (fp32 / int8) | slot F1 (fp32 / int8) | overall (fp32 / int8) "
                   "| JointBERT (BERT-base) | target | met |", "|---|---|---|---|---|---|---|---|---|"]
         for r in accuracy:
             paper, target = r["jointbert"], r["target"]
             lines.append(
-                f"| {r['dataset']} | {r.get('tagger', 'plain')} | {r['seeds']} "
+                f"| {r['dataset']} | {r.get('variant', 'plain')} | {r['seeds']} "
                 f"| {r['fp32_intent_acc']:.2f} / {r['int8_intent_acc']:.2f} "
                 f"| {r['fp32_slot_f1']:.2f} / {r['int8_slot_f1']:.2f} "
                 f"| {r['fp32_overall_acc']:.2f} / {r['int8_overall_acc']:.2f} "
@@ -260,16 +260,16 @@ def render(records: list[dict]) -> str:
                 f"| {'yes' if r['target_met'] else 'no'} |")
     decoding = [r for r in records if r["part"] == "decoding"]
     if decoding:
-        lines += ["", "| data set | tagger | seed | slot F1, each word's best tag | slot F1, well-formed (served) "
+        lines += ["", "| data set | variant | seed | slot F1, each word's best tag | slot F1, well-formed (served) "
                   "| rows exact, each word's best tag | rows exact, well-formed |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['dataset']} | {r.get('tagger', 'plain')} | {r['seed']} | {r['per_word_slot_f1']:.2f} "
+        lines += [f"| {r['dataset']} | {r.get('variant', 'plain')} | {r['seed']} | {r['per_word_slot_f1']:.2f} "
                   f"| {r['well_formed_slot_f1']:.2f} "
                   f"| {r['per_word_entities_exact']:.2f} | {r['well_formed_entities_exact']:.2f} |" for r in decoding]
     cost = [r for r in records if r["part"] == "cost"]
     if cost:
-        lines += ["", "| tagger | runtime | batch | with entities (utt/s) | intents only (utt/s) | entity output cost |",
+        lines += ["", "| variant | runtime | batch | with entities (utt/s) | intents only (utt/s) | entity output cost |",
                   "|---|---|---|---|---|---|"]
-        lines += [f"| {r.get('tagger', 'plain')} | {r['runtime']} | {r['batch']} | {r['entities_per_s']} "
+        lines += [f"| {r.get('variant', 'plain')} | {r['runtime']} | {r['batch']} | {r['entities_per_s']} "
                   f"| {r['intents_only_per_s']} "
                   f"| {r['entity_cost_pct']:+.1f}% |" for r in cost]
     clinc = [r for r in records if r["part"] == "clinc150"]
@@ -287,8 +287,8 @@ def main() -> int:
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--tagger", choices=TAGGERS, default="plain",
-                        help="the entity head of the accuracy, decoding and cost parts (default plain)")
+    parser.add_argument("--variant", choices=VARIANTS, default="plain",
+                        help="the recipe's variation in the accuracy, decoding and cost parts (default plain: none)")
     parser.add_argument("--threads", type=int, help="torch and ONNX Runtime threads (default: all cores)")
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "entities",
                         help="where checkpoints and bundles are kept and reused (default runs/entities)")
@@ -296,16 +296,16 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     records: list[dict] = []
     if "accuracy" in args.parts:
-        records += accuracy_part(args.datasets, args.seeds, args.runs, args.threads, args.tagger)
+        records += accuracy_part(args.datasets, args.seeds, args.runs, args.threads, args.variant)
     if "decoding" in args.parts:
-        records += decoding_part(args.datasets, args.seeds, args.runs, args.threads, args.tagger)
+        records += decoding_part(args.datasets, args.seeds, args.runs, args.threads, args.variant)
     if "cost" in args.parts:
-        records += cost_part(args.runs, args.threads, args.tagger)
+        records += cost_part(args.runs, args.threads, args.variant)
     if "clinc150" in args.parts:
         records += clinc_part(args.runs, args.threads)
     records, command = keep_previous("entities", records, lambda old: any(
         old["part"] == new["part"] and old.get("dataset") == new.get("dataset") and old.get("seed") == new.get("seed")
-        and old.get("tagger", "plain") == new.get("tagger", "plain") for new in records))
+        and old.get("variant", "plain") == new.get("variant", "plain") for new in records))
     write_results("entities", records, render(records), command=command)
     print(render(records), end="")
     return 0
