@@ -238,8 +238,9 @@ def entities_rows() -> list[Row]:
     rows = []
     for r in (r for r in meta["records"] if r["part"] == "accuracy"):
         paper, target = r["jointbert"], r["target"]
+        variant = "" if r.get("variant", "plain") == "plain" else f", recipe variant {r['variant']}"
         rows.append((f"{r['dataset'].upper()}: intent accuracy / slot F1 / overall accuracy, served fp32 bundle "
-                     f"({r['seeds']} seed{'s, median' if r['seeds'] > 1 else ''})",
+                     f"({r['seeds']} seed{'s, median' if r['seeds'] > 1 else ''}{variant})",
                      f"{r['fp32_intent_acc']:.2f} / {r['fp32_slot_f1']:.2f} / {r['fp32_overall_acc']:.2f}",
                      f"JointBERT {paper['intent_acc']} / {paper['slot_f1']} / {paper['overall_acc']}; target "
                      f"{target['intent_acc']} / {target['slot_f1']} / {target['overall_acc']}"))
