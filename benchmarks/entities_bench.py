@@ -246,8 +246,8 @@ def render(records: list[dict]) -> str:
     lines = []
     accuracy = [r for r in records if r["part"] == "accuracy"]
     if accuracy:
-        lines += ["| data set | variant | seeds | intent acc (fp32 / int8) | slot F1 (fp32 / int8) | overall (fp32 / int8) "
-                  "| JointBERT (BERT-base) | target | met |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| data set | variant | seeds | intent acc (fp32 / int8) | slot F1 (fp32 / int8) "
+                  "| overall (fp32 / int8) | JointBERT (BERT-base) | target | met |", "|---" * 9 + "|"]
         for r in accuracy:
             paper, target = r["jointbert"], r["target"]
             lines.append(
@@ -267,8 +267,8 @@ def render(records: list[dict]) -> str:
                   f"| {r['per_word_entities_exact']:.2f} | {r['well_formed_entities_exact']:.2f} |" for r in decoding]
     cost = [r for r in records if r["part"] == "cost"]
     if cost:
-        lines += ["", "| variant | runtime | batch | with entities (utt/s) | intents only (utt/s) | entity output cost |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", "| variant | runtime | batch | with entities (utt/s) | intents only (utt/s) "
+                  "| entity output cost |", "|---|---|---|---|---|---|"]
         lines += [f"| {r.get('variant', 'plain')} | {r['runtime']} | {r['batch']} | {r['entities_per_s']} "
                   f"| {r['intents_only_per_s']} "
                   f"| {r['entity_cost_pct']:+.1f}% |" for r in cost]

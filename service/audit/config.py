@@ -117,8 +117,8 @@ class AuditConfig:
                 raise ValueError(f"AuditConfig.{name} must be in [0, 1], got {value}")
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"AuditConfig.confidence must be in (0, 1), got {self.confidence}")
-        for name in ("knn_k", "min_rows", "intent_cap", "reference_cap", "max_candidates", "max_new_pairs", "permutations",
-                     "segment_cap", "infer_chunk"):
+        for name in ("knn_k", "min_rows", "intent_cap", "reference_cap", "max_candidates", "max_new_pairs",
+                     "permutations", "segment_cap", "infer_chunk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"AuditConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.min_rows < 2:
