@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from intentvcs.core.dataio import Example
-from intentvcs.service.audit import AuditConfig, audit_batch
+from intentvcs.service.audit import AuditConfig, audit_batch, render_html
 from intentvcs.service.audit.sampling import sample_batch
 from tests.test_audit import EXPECTED, FakeEngine, World, _batch
 
@@ -60,6 +60,8 @@ def test_a_capped_sample_of_a_streamed_batch_gives_the_whole_batchs_verdicts(wor
         v = found[intent].verdict
         assert (v.relation, tuple(sorted(v.existing)), v.severity) == (relation, existing, severity), v.rationale
         assert (found[intent].rows, found[intent].scored_rows) == (40, 25)
-    summary = report.to_dict()["summary"]
+    document = report.to_dict()
+    summary = document["summary"]
     assert summary["batch_rows"] == summary["audited_rows"] == len(batch)
     assert summary["scored_rows"] == 25 * len(EXPECTED)
+    assert "40 rows, figures from a seeded sample of 25" in render_html(document)
