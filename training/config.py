@@ -117,14 +117,14 @@ class TrainConfig:
     # entity head at all and is trained exactly as before entities existed.
     entity_weight: float = setting(1.0, "weight of the entity (BIO tagging) loss beside the intent loss, for "
                                         "training rows that carry spans; 0 trains no entity head")
-    # Off until measured as a default: benchmarks/entities_bench.py compares the two taggers.
-    tags_read_intents: bool = setting(False, "the entity head also reads the sentence's intent distribution (a "
-                                             "learnt per-intent prior over the tags, intentvcs.training.model."
-                                             "Tagger); needs an entity head")
     # Off until measured as a default: benchmarks/mix_bench.py compares it with serving-time segmentation alone.
     chain_ratio: float = setting(0.0, "add RATIO x N synthetic chained rows (2 or 3 training rows of distinct "
                                       "intents joined as users chain requests, with or without a connector), "
                                       "which carry all their intents (intentvcs.training.mix_builder)")
+    # Off: on SNIPS it gained nothing measurable (benchmarks/results/entities.md, variant "intents").
+    tags_read_intents: bool = setting(False, "the entity head also reads the sentence's intent distribution (a "
+                                             "learnt per-intent prior over the tags, intentvcs.training.model."
+                                             "Tagger); needs an entity head")
 
     def __post_init__(self) -> None:
         _check_choices(self)
