@@ -37,6 +37,7 @@ from intentvcs.training import DEFAULT_DATA
 
 UPGRADE = DEFAULT_DATA / "upgrade.jsonl"
 TARGETS = {"cli_seconds": 120.0, "p99_ratio": 2.0}
+MEASURES = ("cli", "cli_whole", "predict_during_job")  # the records' kinds, in the order the results list them
 
 
 def scaled(size: int) -> list[Example]:
@@ -122,7 +123,7 @@ def render(records: list[dict]) -> str:
     lines = []
     for r in records:
         if r["measure"] in ("cli", "cli_whole"):
-            how = "every row scored" if r["measure"] == "cli_whole" else f"{r.get('scored_rows', '?'):,} rows scored"
+            how = "every row scored" if r["measure"] == "cli_whole" else f"{r['scored_rows']:,} rows scored"
             same = (f"; the same verdict as with every row scored for {r['same_verdicts']} of {r['new_intents']}"
                     if "same_verdicts" in r else "")
             lines.append(f"- `intentvcs audit` of {r['rows']:,} rows ({r['new_intents']} new intents, {how}): "
@@ -162,9 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         records.append(predict_during_job(args.bundle, args.job_rows, args.clients, args.seconds))
         print(render(records[-1:]), end="")
     # A measurement not taken this time keeps its recorded figures (the command lists both runs).
+    # A new CLI run also retires a recorded every-row comparison it did not repeat.
     done = {r["measure"] for r in records} | ({"cli", "cli_whole"} if args.rows else set())
     merged, command = keep_previous("audit_scale", records, lambda r: r["measure"] in done)
-    merged.sort(key=lambda r: ("cli", "cli_whole").index(r["measure"]) if r["measure"].startswith("cli") else 2)
+    merged.sort(key=lambda r: MEASURES.index(r["measure"]))
     write_results("audit_scale", merged, render(merged), command=command)
     return 0
 

@@ -83,10 +83,11 @@ def sample_batch(rows: Iterable[Example], known: Iterable[str], cap: int, refere
         unknown = [label for label in row.labels if label not in known]
         if unknown:
             audited_rows += 1
-        for label in unknown:
-            new.setdefault(label, _Reservoir(cap)).offer((i, row), rng)
-        for label in ([] if unknown else row.labels):
-            existing.setdefault(label, _Reservoir(reference_cap)).offer(row, rng)
+            for label in unknown:
+                new.setdefault(label, _Reservoir(cap)).offer((i, row), rng)
+        else:
+            for label in row.labels:
+                existing.setdefault(label, _Reservoir(reference_cap)).offer(row, rng)
     kept = sorted({i: row for reservoir in new.values() for i, row in reservoir.items}.items())
     position = {i: k for k, (i, _) in enumerate(kept)}
     return BatchSample(
