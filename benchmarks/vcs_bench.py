@@ -7,12 +7,19 @@ the method's confidences). The PU method and the upper bound use several seeds
 
     python -m benchmarks.vcs_bench                       # full run (hours on 2 cores)
     python -m benchmarks.vcs_bench --datasets atis --methods pu --seeds 1
+    python -m benchmarks.vcs_bench --datasets snips --variants easy2 hard2 --methods pu upper_bound
+
+``--variants`` names the builder's difficulties (``intentvcs.training.vcs_builder``, "Difficulty"):
+``full`` is the paper's table; ``easyK`` / ``hardK`` give versions (easy) or splits, versions and merge
+frictions (hard) to K families only, the paper's "Easy k" / "Hard k". Their records are named
+``<set>-vcs-easyK`` / ``-hardK``; the paper publishes no figures for them.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -37,15 +44,38 @@ METHOD_NAMES = {"bce": "basic classifier (BCE)", "negative_sampling": "negative 
 MULTI_SEED = {"pu", "upper_bound"}
 
 
-def build_sets(datasets: list[str], out_root: Path, seed: int) -> dict[str, Path]:
+def parse_variant(text: str) -> tuple[str, int | None]:
+    """``full`` -> ("full", None); ``easy2`` / ``hard4`` -> the builder's difficulty and group count."""
+    from intentvcs.training.vcs_builder import DIFFICULTIES
+
+    match = re.fullmatch(r"(easy|hard)(\d+)|full", text)
+    if match is None or (match.group(1) or "full") not in DIFFICULTIES:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected full, easyK or hardK (e.g. hard2)")
+    return (match.group(1), int(match.group(2))) if match.group(1) else ("full", None)
+
+
+def variant_arg(text: str) -> str:
+    parse_variant(text)  # refuses a malformed name on the command line
+    return text
+
+
+def set_name(dataset: str, variant: str) -> str:
+    """The name of a set's records (and, with ``-seedN``, its data folder): ``snips-vcs``, ``snips-vcs-hard2``."""
+    return f"{dataset}-vcs" + ("" if variant == "full" else f"-{variant}")
+
+
+def build_sets(datasets: list[str], variants: list[str], out_root: Path, seed: int) -> dict[tuple[str, str], Path]:
+    """Each (data set, variant)'s benchmark files, built unless they exist."""
     from intentvcs.training.vcs_builder import build
 
     paths = {}
     for name in datasets:
-        path = out_root / f"{name}-vcs-seed{seed}"
-        if not (path / "info.json").exists():
-            build(name, SHARED_DATA, path, seed=seed)
-        paths[name] = path
+        for variant in variants:
+            difficulty, groups = parse_variant(variant)
+            path = out_root / f"{set_name(name, variant)}-seed{seed}"
+            if not (path / "info.json").exists():
+                build(name, SHARED_DATA, path, seed=seed, difficulty=difficulty, groups=groups)
+            paths[name, variant] = path
     return paths
 
 
@@ -125,6 +155,8 @@ def score_bundle(bundle: Path, data: Path, valid: Path, threads: int | None, dis
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=["snips", "atis"])
+    parser.add_argument("--variants", nargs="+", default=["full"], type=variant_arg,
+                        help="the builder's difficulties: full (the paper's table), easyK, hardK (default: full)")
     parser.add_argument("--methods", nargs="+", default=list(METHOD_NAMES))
     parser.add_argument("--seeds", type=int, default=3, help="seeds for the PU method and the upper bound")
     parser.add_argument("--baseline-seeds", type=int, default=1)
@@ -136,6 +168,12 @@ def main() -> int:
                         help="train the word-embedding matrix (TrainConfig freezes it by default)")
     parser.add_argument("--entity-weight", type=float,
                         help="weight of the entity (BIO) loss; 0 trains intents only (default: TrainConfig's)")
+    parser.add_argument("--focal-alpha", type=float,
+                        help="ls_focal: the positive part's class weight (default: TrainConfig's, the paper's 0.99999; "
+                             "benchmarks/baseline_optima.py says why another reading is tested)")
+    parser.add_argument("--extend-vocab", type=int, metavar="N",
+                        help="grow the tokenizer by the training rows' unknown words seen N+ times (TrainConfig."
+                             "extend_vocab; needs --train-embeddings)")
     parser.add_argument("--discover-relations", type=float, default=0.0, metavar="RATE",
                         help="also score each bundle closed under the relations read off its validation rows at "
                              "this rate (what training does with --discover-relations RATE); 0: skip")
@@ -151,24 +189,29 @@ def main() -> int:
     # The loss picks the epoch: the benchmark scores intents, and the joint rule (TrainConfig's default)
     # would keep the epoch of best entity accuracy where rows carry spans.
     recipe = {"epochs": args.epochs, "freeze_embeddings": not args.train_embeddings, "select_by": "loss"}
-    recipe.update({key: value for key, value in (("patience", args.patience), ("entity_weight", args.entity_weight))
-                   if value is not None})
-    sets = build_sets(args.datasets, work / "data", seed=0)
+    optional = {"patience": args.patience, "entity_weight": args.entity_weight, "focal_alpha": args.focal_alpha,
+                "extend_vocab": args.extend_vocab}
+    recipe.update({key: value for key, value in optional.items() if value is not None})
+    sets = build_sets(args.datasets, args.variants, work / "data", seed=0)
     records = []
-    for dataset, data in sets.items():
+    for (base, variant), data in sets.items():
+        dataset = set_name(base, variant)
+        # Folder names of the full sets predate the variants: kept, so finished runs are reused.
+        ckpt = work / "ckpt" / (base if variant == "full" else f"{base}-{variant}")
         for method in args.methods:
             n_seeds = args.seeds if method in MULTI_SEED else args.baseline_seeds
             runs = []
             for seed in range(n_seeds):
                 logging.info("== %s / %s / seed %d", dataset, method, seed)
-                out = work / "ckpt" / dataset / f"{method}-s{seed}"
+                out = ckpt / f"{method}-s{seed}"
                 result = run_one(data, method, seed, recipe, out, args.threads, args.reuse_only,
                                  args.discover_relations)
                 if result is not None:
                     runs.append(result)
             if not runs:
                 continue
-            records.append(_record(dataset, method, runs, recipe, args.discover_relations))
+            paper = PAPER.get(base, {}).get(method) if variant == "full" else None
+            records.append(_record(dataset, method, runs, recipe, args.discover_relations, paper))
             done = {r["dataset"] for r in records}
             merged, command = keep_previous(args.results_name, records, lambda r: r["dataset"] in done)
             if args.reuse_only:  # the runs were trained by the same command without the flag
@@ -178,15 +221,16 @@ def main() -> int:
     return 0
 
 
-def _record(dataset: str, method: str, runs: list[dict], recipe: dict, discover: float) -> dict:
-    """One results record: medians over the seeds' runs, per-seed figures, the paper's."""
+def _record(dataset: str, method: str, runs: list[dict], recipe: dict, discover: float,
+            paper: tuple[float, float] | None) -> dict:
+    """One results record: medians over the seeds' runs, per-seed figures, the paper's (None: unpublished)."""
     tests, closed = [r["test"] for r in runs], [r["test_closure"] for r in runs]
 
     def median(figures: list[dict], key: str) -> float:
         return round(100 * statistics.median(t[key] for t in figures), 2)
 
     return {
-        "dataset": f"{dataset}-vcs", "method": method, "backbone": "all-MiniLM-L6-v2",
+        "dataset": dataset, "method": method, "backbone": "all-MiniLM-L6-v2",
         "seeds": len(runs), "epochs": recipe["epochs"], "recipe": recipe, "served": "bundle fp32 (Engine)",
         "F1": median(tests, "f1"), "EM": median(tests, "exact_match"),
         "precision": median(tests, "precision"), "recall": median(tests, "recall"),
@@ -196,8 +240,8 @@ def _record(dataset: str, method: str, runs: list[dict], recipe: dict, discover:
         "EM_per_seed": [round(100 * t["exact_match"], 2) for t in tests],
         "epoch_seconds_median": round(statistics.median(s for r in runs for s in r["epoch_seconds"]), 1),
         "best_epochs": [r["best_epoch"] for r in runs],
-        "paper_F1": PAPER.get(dataset, {}).get(method, (None, None))[0],
-        "paper_EM": PAPER.get(dataset, {}).get(method, (None, None))[1],
+        "paper_F1": paper[0] if paper else None,
+        "paper_EM": paper[1] if paper else None,
     }
 
 
@@ -223,7 +267,10 @@ def render(records: list[dict]) -> str:
         recipe = r.get("recipe", {"epochs": r["epochs"], "freeze_embeddings": True})
         recipe_text = (f"{recipe['epochs']} epochs, " + ("frozen" if recipe.get("freeze_embeddings", True)
                                                           else "trained") + " embeddings"
-                       + (f", patience {recipe['patience']}" if "patience" in recipe else ""))
+                       + (f", patience {recipe['patience']}" if "patience" in recipe else "")
+                       + (f", α_pos {recipe['focal_alpha']:g}" if "focal_alpha" in recipe else "")
+                       + (f", vocabulary grown (words seen {recipe['extend_vocab']}+ times)"
+                          if recipe.get("extend_vocab") else ""))
         discovered = (f"{r['F1_discovered']:.2f} / {r['EM_discovered']:.2f} (rate {r['discover_rate']:g})"
                       if "EM_discovered" in r else "–")
         paper = "–" if r["paper_F1"] is None else f"{r['paper_F1']:.2f} / {r['paper_EM']:.2f}"

@@ -125,6 +125,14 @@ class TrainConfig:
     tags_read_intents: bool = setting(False, "the entity head also reads the sentence's intent distribution (a "
                                              "learnt per-intent prior over the tags, intentvcs.training.model."
                                              "Tagger); needs an entity head")
+    # The DialogVCS paper's alpha_pos = 0.99999 (alpha_neg = 1 - alpha_pos); at that weighting the loss's
+    # optimum puts every label above 0.5 (benchmarks/baseline_optima.py), so the reading is a setting.
+    focal_alpha: float = setting(0.99999, "ls_focal: class weight of the positive part of each label's loss; "
+                                          "the negative part gets 1 - alpha")
+    # Off: the default backbone reads English, where nearly every word of the data sets has word pieces.
+    extend_vocab: int = setting(0, "add every word of the training rows that the tokenizer reads as [UNK] and "
+                                   "that occurs at least N times as a token of its own, with a trained embedding "
+                                   "row (intentvcs.training.vocabulary; needs trained embeddings); 0: off")
 
     def __post_init__(self) -> None:
         _check_choices(self)
@@ -137,6 +145,13 @@ class TrainConfig:
             self.augment_resample = False
         if self.chain_ratio < 0:
             raise ValueError("chain_ratio must be >= 0")
+        if self.extend_vocab < 0:
+            raise ValueError("extend_vocab must be >= 0")
+        if self.extend_vocab and self.freeze_embeddings:
+            raise ValueError("extend_vocab needs trained embeddings (freeze_embeddings off): the new rows must "
+                             "be learnt")
+        if not 0.0 < self.focal_alpha < 1.0:
+            raise ValueError("focal_alpha must be in (0, 1)")
         if self.entity_weight < 0:
             raise ValueError("entity_weight must be >= 0")
         if self.consistency_weight < 0:

@@ -38,6 +38,7 @@ from intentvcs.training.batching import (
 from intentvcs.training.config import TrainConfig
 from intentvcs.training.losses import METHODS, consistency_loss, negative_sampling_loss, tag_loss
 from intentvcs.training.model import IntentModel, load_tokenizer
+from intentvcs.training.vocabulary import extend_vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class Trainer:
         train, valid, labels = self._labelled(train, valid)
         train = self._with_chains(train)
         tags = self._tags(train)
-        model, tokenizer = self._model(labels, len(tags))
+        model, tokenizer = self._model(labels, len(tags), train)
         self.tag_index = {tag: i for i, tag in enumerate(tags)} if tags else None
         clean = self._encode(tokenizer, train, labels)
         rows = self._training_rows(train, clean, labels, tokenizer, epoch=1)
@@ -174,13 +175,16 @@ class Trainer:
         types = {span.label for ex in train for span in ex.spans}
         return tag_vocabulary(types) if types and self.config.entity_weight > 0 else []
 
-    def _model(self, labels: list[str], num_tags: int) -> tuple[IntentModel, object]:
-        """The backbone with a fresh head of ``len(labels)`` outputs (and a tagger of ``num_tags``), and its tokenizer."""
+    def _model(self, labels: list[str], num_tags: int, train: list[Example]) -> tuple[IntentModel, object]:
+        """The backbone with a fresh head of ``len(labels)`` outputs (and a tagger of ``num_tags``), and its
+        tokenizer (grown by the training rows' unknown words with ``extend_vocab``)."""
         cfg = self.config
         backbone = cfg.resolved_backbone()
         tokenizer = load_tokenizer(backbone)
         model = IntentModel.from_backbone(backbone, len(labels), dropout=cfg.dropout, num_tags=num_tags,
                                           tags_read_intents=cfg.tags_read_intents)
+        if cfg.extend_vocab:
+            tokenizer, _ = extend_vocabulary(tokenizer, model.encoder, [ex.text for ex in train], cfg.extend_vocab)
         if cfg.freeze_embeddings:
             model.encoder.get_input_embeddings().weight.requires_grad_(False)
         return model, tokenizer
@@ -304,7 +308,8 @@ class Trainer:
         if cfg.method == "negative_sampling":
             return negative_sampling_loss(logits, targets, theta=cfg.negative_theta, generator=generator)
         if cfg.method == "ls_focal":
-            return self.method.loss(logits, targets, beta=cfg.focal_beta)
+            return self.method.loss(logits, targets, beta=cfg.focal_beta, alpha_pos=cfg.focal_alpha,
+                                    alpha_neg=1.0 - cfg.focal_alpha)
         return self.method.loss(logits, targets)
 
     def _consistency(self, logits: torch.Tensor, idx: list[int], sources: list[int]) -> torch.Tensor:

@@ -47,6 +47,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     # The flag spells the setting backwards, so it says what it does itself.
     add_option(p, TrainConfig, "freeze_embeddings", "--train-embeddings", action="store_false",
                help="fine-tune the word-embedding matrix too instead of keeping it frozen")
+    add_option(p, TrainConfig, "extend_vocab", metavar="N")
 
 
 def add_decision_options(p: argparse.ArgumentParser) -> None:
