@@ -212,8 +212,10 @@ def main() -> int:
                 continue
             paper = PAPER.get(base, {}).get(method) if variant == "full" else None
             records.append(_record(dataset, method, runs, recipe, args.discover_relations, paper))
-            done = {r["dataset"] for r in records}
-            merged, command = keep_previous(args.results_name, records, lambda r: r["dataset"] in done)
+            # A run redoes the (set, method) records it measured; the file keeps every other.
+            done = {(r["dataset"], r["method"]) for r in records}
+            merged, command = keep_previous(args.results_name, records,
+                                            lambda r: (r["dataset"], r["method"]) in done)
             if args.reuse_only:  # the runs were trained by the same command without the flag
                 command = command.replace(" --reuse-only", "")
             write_results(args.results_name, merged, render(merged), command=command,
