@@ -24,8 +24,9 @@ Figures per scenario:
   superset N of E is E -> N, a composite implies its parts).
 Each scenario runs on the path ``cli`` (``audit_batch`` with the old training
 rows, what ``intentvcs audit --train`` runs) and, with ``--http``, also on
-``http``: ``POST /audit`` of a server started on the bundle, with the batch
-alone, as a new user calls it (the bundle's own sample of its training rows,
+``http``: ``POST /audit`` of a server started on the bundle (an audit job
+above the synchronous row cap), with the batch alone, as a new user calls
+it (the bundle's own sample of its training rows,
 ``intentvcs.core.references``, then stands in for the old data).
 Timing: the assistant batch is expanded to ``--timing-rows`` distinct
 utterances (each row with filler prefixes and suffixes, labels kept) and
@@ -195,13 +196,26 @@ def run_scenario(name: str, bundle: str, batch: list[Example], truth: dict[str, 
 
 
 def _audit_over_http(bundle: str, batch: list[Example], threads: int) -> dict[str, Any]:
-    """The report ``POST /audit`` answers for ``batch`` alone (no training rows), from a fresh server."""
+    """The report the service answers for ``batch`` alone (no training rows), from a fresh server: ``POST
+    /audit`` up to its row cap, an audit job (submit, wait, get) above it, as a user would call it."""
     import httpx
 
     from intentvcs.cli.commands.serve import running
+    from intentvcs.service.settings import LIMITS
 
+    rows = [ex.to_dict() for ex in batch]
     with running(bundle, threads=threads) as url:
-        response = httpx.post(f"{url}/audit", json={"rows": [ex.to_dict() for ex in batch]}, timeout=600)
+        if len(rows) <= LIMITS.max_audit_rows:
+            response = httpx.post(f"{url}/audit", json={"rows": rows}, timeout=600)
+        else:
+            from benchmarks.audit_scale import _wait
+
+            task = httpx.post(f"{url}/audit/job/submit", json={"rows": rows}, timeout=120)
+            task.raise_for_status()
+            task_id = task.json()["task_id"]
+            if _wait(url, task_id) != "completed":
+                raise RuntimeError(f"audit job {task_id} of {len(rows)} rows did not complete")
+            response = httpx.get(f"{url}/audit/job/get", params={"task_id": task_id}, timeout=120)
     response.raise_for_status()
     return response.json()
 

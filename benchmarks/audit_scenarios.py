@@ -43,6 +43,7 @@ import itertools
 import json
 import random
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -166,52 +167,83 @@ def _truth(existing: Sequence[str], batch: Sequence[Example], relations: Sequenc
 Scenario = tuple[list[Example], list[Example], list[Example], dict]  # base_train, base_valid, batch, truth
 
 
-def vcs_scenario(dataset: str, data_root: Path, seed: int = 0, versions: int = 2, unions: int = 2,
-                 joins: int = 2, withheld: str | None = None, min_rows: int = MIN_INTENT_ROWS) -> Scenario:
-    """``(base_train, base_valid, batch, truth)`` for SNIPS or ATIS (see the module docstring)."""
+@dataclass(frozen=True)
+class Base:
+    """An existing model's world: its training rows, and the rows held out from it by intent.
+
+    ``heldout`` maps each existing intent to held-out rows carrying it alone
+    (the material that new intents are made of); ``unseen`` are held-out rows
+    of what the existing model never saw (a withheld intent, or out-of-scope
+    queries), the "new scope" of a generic intent.
+    """
+
+    train: list[Example]
+    valid: list[Example]
+    existing: list[str]
+    heldout: dict[str, list[Example]]
+    unseen: list[Example]
+
+
+def vcs_base(dataset: str, data_root: Path, seed: int = 0,
+             withheld: str | None = None) -> tuple[Base, Any, str, dict[str, Example]]:
+    """The SNIPS / ATIS existing model's world (train rows of the first half, one intent withheld), the
+    DialogVCS build of the train rows, the withheld intent and the original train rows by id (see the
+    module docstring)."""
     from intentvcs.training import vcs_builder as vcs
 
     sources, _, _ = vcs.load_sources(dataset, data_root)
     bench = vcs.build_benchmark(sources, vcs.SPECS[dataset], seed=seed)
     original = {ex.id: ex for ex in sources["train"]}
     originals = sorted({x for ex in sources["train"] for x in ex.labels})
-    rng = random.Random(seed)
     counts = {x: sum(ex.labels == (x,) for ex in sources["train"]) for x in originals}
     # The novel intent: a mid-sized original intent the existing model never sees.
     withheld = withheld or sorted(originals, key=lambda x: abs(counts[x] - 200))[0]
-    base_train = [original[ex.id] for ex in bench.files["train"]
-                  if half_of(ex.id) == 0 and withheld not in original[ex.id].labels]
-    base_valid = [ex for ex in sources["valid"] if withheld not in ex.labels]
+    train = [original[ex.id] for ex in bench.files["train"]
+             if half_of(ex.id) == 0 and withheld not in original[ex.id].labels]
+    valid = [ex for ex in sources["valid"] if withheld not in ex.labels]
+    second = [original[ex.id] for ex in bench.files["train"] if half_of(ex.id) == 1]
+    heldout = _by_label(ex for ex in second if withheld not in ex.labels)
+    base = Base(train, valid, [x for x in originals if x != withheld], heldout,
+                [ex for ex in second if ex.labels == (withheld,)])
+    return base, bench, withheld, original
+
+
+def vcs_scenario(dataset: str, data_root: Path, seed: int = 0, versions: int = 2, unions: int = 2,
+                 joins: int = 2, withheld: str | None = None, min_rows: int = MIN_INTENT_ROWS) -> Scenario:
+    """``(base_train, base_valid, batch, truth)`` for SNIPS or ATIS (see the module docstring)."""
+    base, bench, withheld, original = vcs_base(dataset, data_root, seed, withheld)
+    rng = random.Random(seed)
     second = [ex for ex in bench.files["train"] if half_of(ex.id) == 1]
-    new_labels = set(bench.relations.labels) - set(originals)
+    new_labels = set(bench.relations.labels) - set(base.existing) - {withheld}
     batch = [ex for ex in second if ex.labels[0] in new_labels and withheld not in original[ex.id].labels]
-    batch += [original[ex.id] for ex in second if original[ex.id].labels == (withheld,)]
-    untouched = _by_label(original[ex.id] for ex in second
-                          if ex.labels[0] not in new_labels and len(original[ex.id].labels) == 1
-                          and withheld not in original[ex.id].labels)
+    batch += base.unseen
+    relabelled = {ex.id for ex in batch}
+    untouched = {x: [ex for ex in rows if ex.id not in relabelled] for x, rows in base.heldout.items()}
     injected, relations = inject(untouched, rng, versions, unions, joins)
     batch += injected
     batch = _drop_small(batch, min_rows)
-    existing = [x for x in originals if x != withheld]
-    present = {x for ex in batch for x in ex.labels} | set(existing)
+    present = {x for ex in batch for x in ex.labels} | set(base.existing)
     kept = [r for r in (*bench.relations.relations, *relations) if set(r.labels()) <= present]
-    return base_train, base_valid, batch, _truth(existing, batch, kept)
+    return base.train, base.valid, batch, _truth(base.existing, batch, kept)
+
+
+def clinc_base(path: Path) -> Base:
+    """The CLINC150 existing model's world: the in-scope train split; valid + test held out, out-of-scope
+    queries as the unseen rows."""
+    from intentvcs.training.loaders.clinc150 import load_split
+
+    train, valid, test = (load_split(path, split) for split in ("train", "valid", "test"))
+    base_train = [ex for ex in train if ex.labels]
+    return Base(base_train, [ex for ex in valid if ex.labels], sorted({x for ex in base_train for x in ex.labels}),
+                _by_label(valid + test), [ex for ex in valid + test if not ex.labels])
 
 
 def clinc_scenario(path: Path, seed: int = 0, versions: int = 20, unions: int = 5, joins: int = 5) -> Scenario:
     """``(base_train, base_valid, batch, truth)`` for CLINC150 (see the module docstring)."""
-    from intentvcs.training.loaders.clinc150 import load_split
-
-    train, valid, test = (load_split(path, split) for split in ("train", "valid", "test"))
-    rng = random.Random(seed)
-    heldout = _by_label(valid + test)
-    oos = [ex for ex in valid + test if not ex.labels]
-    injected, relations = inject(heldout, rng, versions, unions, joins)
-    batch = injected + [Example(ex.text, ("oos~new",), id=ex.id) for ex in oos]
-    base_train = [ex for ex in train if ex.labels]
-    base_valid = [ex for ex in valid if ex.labels]
-    return base_train, base_valid, batch, _truth(sorted({x for ex in base_train for x in ex.labels}),
-                                                 batch, relations)
+    base = clinc_base(path)
+    injected, relations = inject(base.heldout, random.Random(seed), versions, unions, joins)
+    batch = injected + [Example(ex.text, ("oos~new",), id=ex.id) for ex in base.unseen]
+    return base.train, base.valid, batch, _truth(base.existing, batch, relations)
 
 
 def write_scenario(out: Path, base_train: list[Example], base_valid: list[Example], batch: list[Example],
