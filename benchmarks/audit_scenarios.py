@@ -13,7 +13,7 @@ some of which re-express existing intents. Each scenario directory holds
 
 Builders:
 
-``vcs``        SNIPS / ATIS. The train rows are split in two halves by a hash of
+``vcs``        SNIPS / ATIS / MultiWOZ. The train rows are split in two halves by a hash of
                their id. The existing model trains on the first half with the
                original labels. The batch is the second half as the DialogVCS
                builder (``intentvcs.training.vcs_builder``) relabelled it: versions
@@ -24,7 +24,10 @@ Builders:
                "<x utterance> and <y utterance>") and one novel intent
                (an original intent withheld from the existing model), and two
                versions ``X~v2`` of untouched rows. New intents with fewer than
-               ``MIN_INTENT_ROWS`` rows are left out.
+               ``MIN_INTENT_ROWS`` rows are left out. MultiWOZ the same way, with
+               its own composites in place of joined ones: the existing model
+               knows the single domains only, and every multi-domain turn
+               (``hotel&train``, from both halves) comes in the batch under its name.
 ``clinc``      CLINC150. The existing model trains on the in-scope train split;
                the batch relabels held-out rows (valid + test): versions
                (``X~v2``, duplicate), supersets, composites, and the
@@ -32,6 +35,7 @@ Builders:
                spans, so it has no subsets.
 
     python -m benchmarks.audit_scenarios vcs --dataset snips --out runs/bench/audit/snips
+    python -m benchmarks.audit_scenarios vcs --dataset multiwoz --out runs/bench/audit/multiwoz
     python -m benchmarks.audit_scenarios clinc --out runs/bench/audit/clinc150
 """
 
@@ -194,15 +198,20 @@ def vcs_base(dataset: str, data_root: Path, seed: int = 0,
     sources, _, _ = vcs.load_sources(dataset, data_root)
     bench = vcs.build_benchmark(sources, vcs.SPECS[dataset], seed=seed)
     original = {ex.id: ex for ex in sources["train"]}
-    originals = sorted({x for ex in sources["train"] for x in ex.labels})
+    # Multi-domain turns (MultiWOZ's "hotel&train") are what the upgrade brings as composites: the
+    # existing model knows the base intents only.
+    originals = sorted({x for ex in sources["train"] for x in ex.labels if vcs.COMPOSITE_SEPARATOR not in x})
     counts = {x: sum(ex.labels == (x,) for ex in sources["train"]) for x in originals}
     # The novel intent: a mid-sized original intent the existing model never sees.
     withheld = withheld or sorted(originals, key=lambda x: abs(counts[x] - 200))[0]
-    train = [original[ex.id] for ex in bench.files["train"]
-             if half_of(ex.id) == 0 and withheld not in original[ex.id].labels]
-    valid = [ex for ex in sources["valid"] if withheld not in ex.labels]
+
+    def known(ex: Example) -> bool:  # a row the existing model may learn from
+        return withheld not in ex.labels and not any(vcs.COMPOSITE_SEPARATOR in x for x in ex.labels)
+
+    train = [original[ex.id] for ex in bench.files["train"] if half_of(ex.id) == 0 and known(original[ex.id])]
+    valid = [ex for ex in sources["valid"] if known(ex)]
     second = [original[ex.id] for ex in bench.files["train"] if half_of(ex.id) == 1]
-    heldout = _by_label(ex for ex in second if withheld not in ex.labels)
+    heldout = _by_label(ex for ex in second if known(ex))
     base = Base(train, valid, [x for x in originals if x != withheld], heldout,
                 [ex for ex in second if ex.labels == (withheld,)])
     return base, bench, withheld, original
@@ -210,13 +219,25 @@ def vcs_base(dataset: str, data_root: Path, seed: int = 0,
 
 def vcs_scenario(dataset: str, data_root: Path, seed: int = 0, versions: int = 2, unions: int = 2,
                  joins: int = 2, withheld: str | None = None, min_rows: int = MIN_INTENT_ROWS) -> Scenario:
-    """``(base_train, base_valid, batch, truth)`` for SNIPS or ATIS (see the module docstring)."""
+    """``(base_train, base_valid, batch, truth)`` for SNIPS, ATIS or MultiWOZ (see the module docstring)."""
+    from intentvcs.training.vcs_builder import COMPOSITE_SEPARATOR, SPECS
+
     base, bench, withheld, original = vcs_base(dataset, data_root, seed, withheld)
     rng = random.Random(seed)
     second = [ex for ex in bench.files["train"] if half_of(ex.id) == 1]
     new_labels = set(bench.relations.labels) - set(base.existing) - {withheld}
-    batch = [ex for ex in second if ex.labels[0] in new_labels and withheld not in original[ex.id].labels]
+
+    def composite(ex: Example) -> bool:  # a multi-domain turn (MultiWOZ), which the existing model never saw
+        return any(COMPOSITE_SEPARATOR in x for x in original[ex.id].labels)
+
+    batch = [ex for ex in second if ex.labels[0] in new_labels and withheld not in original[ex.id].labels
+             and not composite(ex)]
     batch += base.unseen
+    if SPECS[dataset].composites:
+        # The set's own multi-domain turns, of both halves, are the composites, under their own names
+        # (as many rows as there are: the builder would scatter a third of them over the parts' versions).
+        joins = 0
+        batch += [original[ex.id] for ex in bench.files["train"] if composite(ex)]
     relabelled = {ex.id for ex in batch}
     untouched = {x: [ex for ex in rows if ex.id not in relabelled] for x, rows in base.heldout.items()}
     injected, relations = inject(untouched, rng, versions, unions, joins)
@@ -273,7 +294,7 @@ def load_scenario(path: Path) -> tuple[list[Example], dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kind", choices=("vcs", "clinc"))
-    parser.add_argument("--dataset", choices=("snips", "atis"), help="for 'vcs'")
+    parser.add_argument("--dataset", choices=("snips", "atis", "multiwoz"), help="for 'vcs'")
     parser.add_argument("--data-root", default=str(SHARED_DATA))
     parser.add_argument("--out", required=True)
     parser.add_argument("--seed", type=int, default=0)
