@@ -716,3 +716,16 @@ def test_injected_relations_use_each_row_once():
     assert sorted(v["relation"] for v in expected.values()) == ["composite", "duplicate", "superset"]
     assert all(len(v["existing"]) == (1 if v["relation"] == "duplicate" else 2) for v in expected.values())
 
+
+
+def test_the_audit_reads_the_pooled_layer_its_config_names():
+    from intentvcs.service.audit.batch import _vectors
+    from intentvcs.service.audit.containment import normalise
+
+    rng = np.random.default_rng(0)
+    final, middle = rng.normal(size=(4, 8)), rng.normal(size=(4, 8))
+    outputs = GraphOutputs(np.zeros((4, 2), dtype=np.float32), final, middle, None)
+    assert np.allclose(_vectors(outputs, AuditConfig()), normalise(final))  # the default: the last layer
+    assert np.allclose(_vectors(outputs, AuditConfig(embedding="middle")), normalise(middle))
+    with pytest.raises(ValueError, match="embedding must be one of"):
+        AuditConfig(embedding="first")

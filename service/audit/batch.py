@@ -246,10 +246,15 @@ def _score(model: Predictor, sample: BatchSample, config: AuditConfig,
     return _Audit(
         config=config, labels=labels, decision=decision, examples=sample.rows, members=sample.members,
         rows_per_intent=sample.rows_per_intent, confidences=result.confidences,
-        accepted=result.accepted, ranked=top_two(result.confidences), vectors=normalise(outputs.pooled),
+        accepted=result.accepted, ranked=top_two(result.confidences), vectors=_vectors(outputs, config),
         out_of_scope=served.oos.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0], oos_rule=served.oos,
         implication=(known.implication_matrix(labels) if known is not None else np.eye(len(labels), dtype=bool)),
         rng=np.random.default_rng(config.seed), should_stop=should_stop, progress=progress)
+
+
+def _vectors(outputs: GraphOutputs, config: AuditConfig) -> np.ndarray:
+    """The unit-norm pooled embedding the containment estimates read (``AuditConfig.embedding``)."""
+    return normalise(outputs.pooled_mid if config.embedding == "middle" else outputs.pooled)
 
 
 @dataclass
@@ -267,7 +272,7 @@ class _Audit:
     ranked: np.ndarray       # bool [n, L], the row's two most confident labels
     out_of_scope: np.ndarray # bool [n], the served decision's OOS verdict
     oos_rule: Any            # the served decision's OOS rule
-    vectors: np.ndarray      # unit-norm pooled [n, H]
+    vectors: np.ndarray      # unit-norm pooled [n, H], the layer AuditConfig.embedding names
     implication: np.ndarray  # bool [L, L], known relations
     rng: np.random.Generator
     should_stop: Callable[[], bool] = _never
@@ -297,11 +302,11 @@ class _Audit:
         if not texts:
             return
         outputs = _infer(model, texts, self.config, "audit: references", self.should_stop, self.progress)
-        pooled = normalise(outputs.pooled)
+        vectors = _vectors(outputs, self.config)
         ranked = top_two(self.decision.apply(*outputs.scores).confidences)
         offset = 0
         for name, ref in references.items():
-            self.reference_vectors[name] = pooled[offset:offset + len(ref.examples)]
+            self.reference_vectors[name] = vectors[offset:offset + len(ref.examples)]
             self.reference_ranked[name] = ranked[offset:offset + len(ref.examples)]
             offset += len(ref.examples)
         self.references.update(references)

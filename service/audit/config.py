@@ -14,6 +14,7 @@ from intentvcs.core.references import ROWS_PER_INTENT
 
 RELATIONS = ("duplicate", "subset", "superset", "composite", "novel")
 SEVERITIES = ("info", "warning", "blocking")  # ascending
+EMBEDDINGS = ("middle", "final")  # AuditConfig.embedding
 
 # Two names for one meaning is never wanted: merge before training. The other
 # entanglements are legitimate once the relation is recorded (closure handles
@@ -59,6 +60,14 @@ class AuditConfig:
     Estimation:
       confidence:    level of the Wilson intervals (0.95).
       knn_k:         neighbours of the kNN membership test for contain(E->N).
+      embedding:     which pooled embedding the kNN estimates and tests read:
+                     ``final`` (the last layer's) or ``middle`` (a middle
+                     layer's, as the OOS rule's neighbour term). Fine-tuning
+                     makes the last layer blind to what an intent's utterances
+                     differ in (one modifier word), so a subset defined by a
+                     word looks like the whole intent there; the middle layer
+                     tells it apart but also tells a version's unseen rows from
+                     its intent's training rows (benchmarks/results/audit_layers.md).
       min_rows:      fewest rows on each side for contain(E->N) to be estimated.
       intent_cap:    most rows per new intent the model scores (a seeded
                      uniform sample; ``intentvcs.service.audit.sampling``):
@@ -94,6 +103,7 @@ class AuditConfig:
     entity_gap: float = 0.1
     confidence: float = 0.95
     knn_k: int = 10
+    embedding: str = "final"
     min_rows: int = 3
     intent_cap: int = 2000
     reference_cap: int = ROWS_PER_INTENT  # what a bundle keeps per intent (intentvcs.core.references)
@@ -121,6 +131,8 @@ class AuditConfig:
                      "permutations", "segment_cap", "infer_chunk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"AuditConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.embedding not in EMBEDDINGS:
+            raise ValueError(f"AuditConfig.embedding must be one of {EMBEDDINGS}, got {self.embedding!r}")
         if self.min_rows < 2:
             # The kNN test leaves each row out of its own neighbourhood.
             raise ValueError(f"AuditConfig.min_rows must be >= 2, got {self.min_rows}")
