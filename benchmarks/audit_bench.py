@@ -201,7 +201,7 @@ def _audit_over_http(bundle: str, batch: list[Example], threads: int) -> dict[st
     import httpx
 
     from intentvcs.cli.commands.serve import running
-    from intentvcs.service.settings import LIMITS
+    from intentvcs.service.schemas import LIMITS  # the cap the server it starts enforces
 
     rows = [ex.to_dict() for ex in batch]
     with running(bundle, threads=threads) as url:
