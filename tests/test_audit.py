@@ -130,7 +130,8 @@ def _batch(world: World) -> list[dict]:
         + world.rows("novelX", 40, "X")
         # Embedded right inside A, but the model accepts A on only 20 %: overlap without containment.
         + world.rows("nearA", 40, A_MIX, ("A",), 0.2)
-        # Half of it is accepted as B, the other half lies elsewhere and is accepted as nothing.
+        # Half of it is B, the other half lies elsewhere and is accepted as nothing: a generic intent that
+        # absorbs B and adds scope of its own, so a superset of B.
         + world.rows("halfB", 40, ("B", "Y"), per_region.get, 1.0)
         + world.rows("dupK", 40, "K", ("K", "P"), 0.95)
     )
@@ -157,7 +158,7 @@ EXPECTED = {
     "compBD": ("composite", ("B", "D"), "warning"),
     "novelX": ("novel", (), "info"),
     "nearA": ("novel", (), "info"),
-    "halfB": ("novel", (), "info"),
+    "halfB": ("superset", ("B",), "warning"),
     # K's parent P is accepted by closure on every row: still one intent, K, not a composite.
     "dupK": ("duplicate", ("K",), "blocking"),
 }
@@ -180,7 +181,8 @@ def test_summary_fix_and_cooccurrence(audited):
     assert d["fix"]["label_map"] == {"dupA": "A", "dupK": "K"}
     relations = LabelRelations.from_dict(d["fix"]["relations"])
     assert {("subset", "K", "P"), ("subset", "subA", "A"), ("subset", "B", "superBC"),
-            ("subset", "C", "superBC"), ("composite", "compBD", "B"), ("composite", "compBD", "D"),
+            ("subset", "C", "superBC"), ("subset", "B", "halfB"), ("composite", "compBD", "B"),
+            ("composite", "compBD", "D"),
             ("duplicate", "A", "dupA"), ("duplicate", "K", "dupK")} == relations.typed_pairs()
     co = d["cooccurrence"]
     row = co["rate"][co["new"].index("dupA")]
@@ -725,7 +727,7 @@ def test_the_audit_reads_the_pooled_layer_its_config_names():
     rng = np.random.default_rng(0)
     final, middle = rng.normal(size=(4, 8)), rng.normal(size=(4, 8))
     outputs = GraphOutputs(np.zeros((4, 2), dtype=np.float32), final, middle, None)
-    assert np.allclose(_vectors(outputs, AuditConfig()), normalise(final))  # the default: the last layer
+    assert np.allclose(_vectors(outputs, AuditConfig(embedding="final")), normalise(final))
     assert np.allclose(_vectors(outputs, AuditConfig(embedding="middle")), normalise(middle))
     with pytest.raises(ValueError, match="embedding must be one of"):
         AuditConfig(embedding="first")
