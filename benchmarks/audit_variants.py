@@ -48,11 +48,11 @@ def render(records: list[dict], variants: list[str]) -> str:
     for name in dict.fromkeys(r["scenario"] for r in records):
         row = {r["variant"]: r for r in records if r["scenario"] == name}
         first = next(iter(row.values()))
-        cells = [f"{row[v]['relation_acc']:.1f} ({row[v]['pair_precision'] or 0:.0f} / {row[v]['pair_recall'] or 0:.0f})"
-                 if v in row else "–" for v in variants]
+        cells = [f"{row[v]['relation_acc']:.1f} ({row[v]['pair_precision'] or 0:.0f} / "
+                 f"{row[v]['pair_recall'] or 0:.0f})" if v in row else "–" for v in variants]
         lines.append(f"| {name} | {first['new_intents']} | " + " | ".join(cells) + " |")
-    lines += ["", "Variants: " + "; ".join(f"`{v}` = `{json.dumps(next(r['config'] for r in records if r['variant'] == v))}`"
-                                           for v in variants) + "."]
+    overrides = {v: next(r["config"] for r in records if r["variant"] == v) for v in variants}
+    lines += ["", "Variants: " + "; ".join(f"`{v}` = `{json.dumps(overrides[v])}`" for v in variants) + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -102,15 +102,16 @@ def render(found: list[dict]) -> str:
     for r in (r for r in found if r["loss"] == "ls_focal"):
         alpha = f"**{r['alpha']:g}** (paper)" if r["alpha"] == PAPER_ALPHA else f"{r['alpha']:g}"
         lines.append(f"| {r['set']} ({r['labels']}) | {alpha} | {r['p_at_q=1']:.3f} | {r['p_at_q=1/2']:.3f} | "
-                     f"{r['p_at_q=1/3']:.3f} | {r['p_at_q=1/4']:.3f} | {r['p_at_q=0']:.3f} | {'yes' if r['family_predicted'] else 'no'} | "
-                     f"{'yes' if r['unrelated_predicted'] else 'no'} |")
+                     f"{r['p_at_q=1/3']:.3f} | {r['p_at_q=1/4']:.3f} | {r['p_at_q=0']:.3f} | "
+                     f"{'yes' if r['family_predicted'] else 'no'} | {'yes' if r['unrelated_predicted'] else 'no'} |")
     lines += ["", "Multi-label CE (s0 = 0): the optimal score of each label of a text type whose rows its labels "
                   "share at the given rates.", "", "| labels of the text type | rates | optimal scores | predicted "
                   "(score > 0) |", "|---|---|---|---|"]
     for r in (r for r in found if r["loss"] == "mlce"):
         rates = ", ".join(f"{q:.3g}" for q in r["rates"])
         scores = ", ".join("> 5 (unbounded)" if x > 5 else f"{x:+.3f}" for x in r["scores"])
-        lines.append(f"| {r['family']} | {rates} | {scores} | {', '.join('yes' if p else 'no' for p in r['predicted'])} |")
+        predicted = ", ".join("yes" if p else "no" for p in r["predicted"])
+        lines.append(f"| {r['family']} | {rates} | {scores} | {predicted} |")
     return "\n".join(lines) + "\n"
 
 

@@ -62,8 +62,8 @@ def test_growing_the_vocabulary_needs_trained_embeddings():
 
 
 def test_a_grown_model_trains_exports_and_serves_the_new_words(backbone, tmp_path):
-    rows = [Example(text, (label,)) for _ in range(4) for text, label in
-            (("play 音乐", "play"), ("play some 音乐 now", "play"), ("book 餐馆", "book"), ("a 餐馆 for two", "book"))]
+    pairs = (("play 音乐", "play"), ("play some 音乐 now", "play"), ("book 餐馆", "book"), ("a 餐馆 for two", "book"))
+    rows = [Example(text, (label,)) for _ in range(4) for text, label in pairs]
     write_jsonl(tmp_path / "train.jsonl", rows)
     write_jsonl(tmp_path / "valid.jsonl", rows[:4])
     ckpt, bundle = tmp_path / "ckpt", tmp_path / "bundle"

@@ -28,6 +28,8 @@ from typing import Iterable
 
 from transformers.utils import logging as hf_logging
 
+from intentvcs.training.model import load_tokenizer
+
 log = logging.getLogger(__name__)
 
 
@@ -48,8 +50,6 @@ def unknown_words(tokenizer, texts: Iterable[str]) -> Counter:
 def extend_vocabulary(tokenizer, encoder, texts: Iterable[str], min_count: int) -> tuple[object, list[str]]:
     """``tokenizer`` grown by each word of ``texts`` read as ``[UNK]`` at least ``min_count`` times, and those
     words (most frequent first); ``encoder`` gains one embedding row per word."""
-    from intentvcs.training.model import load_tokenizer
-
     if min_count < 1:
         raise ValueError(f"min_count must be >= 1, got {min_count}")
     counts = unknown_words(tokenizer, texts)
