@@ -142,8 +142,9 @@ def _vcs_recipe_rows(dataset: str, reference: str) -> list[Row]:
     if ours is None or "EM_discovered" not in ours:
         return []
     seeds = f", median of {ours['seeds']} seeds" if ours.get("seeds", 1) > 1 else ""
-    return [(f"{dataset.upper()}, PU with trained embeddings ({ours['recipe']['epochs']} epochs), answers closed "
-             f"under relations read off validation (rate {ours['discover_rate']:g}): F1 / EM{seeds}",
+    grown = ", vocabulary grown by its unknown words" if ours["recipe"].get("extend_vocab") else ""
+    return [(f"{dataset.upper()}, PU with trained embeddings ({ours['recipe']['epochs']} epochs{grown}), answers "
+             f"closed under relations read off validation (rate {ours['discover_rate']:g}): F1 / EM{seeds}",
              f"{fmt(ours['F1_discovered'])} / {fmt(ours['EM_discovered'])}", reference)]
 
 
