@@ -208,12 +208,12 @@ def _audit_over_http(bundle: str, batch: list[Example], threads: int) -> dict[st
         if len(rows) <= LIMITS.max_audit_rows:
             response = httpx.post(f"{url}/audit", json={"rows": rows}, timeout=600)
         else:
-            from benchmarks.audit_scale import _wait
+            from benchmarks.audit_scale import wait_for_job
 
             task = httpx.post(f"{url}/audit/job/submit", json={"rows": rows}, timeout=120)
             task.raise_for_status()
             task_id = task.json()["task_id"]
-            if _wait(url, task_id) != "completed":
+            if wait_for_job(url, task_id) != "completed":
                 raise RuntimeError(f"audit job {task_id} of {len(rows)} rows did not complete")
             response = httpx.get(f"{url}/audit/job/get", params={"task_id": task_id}, timeout=120)
     response.raise_for_status()

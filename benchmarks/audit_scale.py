@@ -97,7 +97,7 @@ def predict_during_job(bundle: str, job_rows: int, clients: int, seconds: float)
         submitted = time.perf_counter()
         task = httpx.post(f"{url}/audit/job/submit", json={"rows": rows}, timeout=120).json()["task_id"]
         during = asyncio.run(load(url, clients, seconds))
-        status = _wait(url, task)
+        status = wait_for_job(url, task)
         job_seconds = time.perf_counter() - submitted
     ratio = during["p99_ms"] / quiet["p99_ms"]
     return {"measure": "predict_during_job", "clients": clients, "window_s": seconds, "job_rows": job_rows,
@@ -107,7 +107,8 @@ def predict_during_job(bundle: str, job_rows: int, clients: int, seconds: float)
             "target_p99_ratio": TARGETS["p99_ratio"], "met": ratio <= TARGETS["p99_ratio"]}
 
 
-def _wait(url: str, task_id: str, timeout_s: float = 1800) -> str:
+def wait_for_job(url: str, task_id: str, timeout_s: float = 1800) -> str:
+    """Poll an audit job's status until it completes or fails (``unfinished`` after ``timeout_s``)."""
     import httpx
 
     deadline = time.monotonic() + timeout_s

@@ -189,9 +189,16 @@ class Base:
     unseen: list[Example]
 
 
+def _multi_domain(labels: Iterable[str]) -> bool:
+    """Whether a row's labels include a composite (MultiWOZ's "hotel&train"), which no existing model knows."""
+    from intentvcs.training.vcs_builder import COMPOSITE_SEPARATOR
+
+    return any(COMPOSITE_SEPARATOR in label for label in labels)
+
+
 def vcs_base(dataset: str, data_root: Path, seed: int = 0,
              withheld: str | None = None) -> tuple[Base, Any, str, dict[str, Example]]:
-    """The SNIPS / ATIS existing model's world (train rows of the first half, one intent withheld), the
+    """The SNIPS / ATIS / MultiWOZ existing model's world (train rows of the first half, one intent withheld), the
     DialogVCS build of the train rows, the withheld intent and the original train rows by id (see the
     module docstring)."""
     from intentvcs.training import vcs_builder as vcs
@@ -201,13 +208,13 @@ def vcs_base(dataset: str, data_root: Path, seed: int = 0,
     original = {ex.id: ex for ex in sources["train"]}
     # Multi-domain turns (MultiWOZ's "hotel&train") are what the upgrade brings as composites: the
     # existing model knows the base intents only.
-    originals = sorted({x for ex in sources["train"] for x in ex.labels if vcs.COMPOSITE_SEPARATOR not in x})
+    originals = sorted({x for ex in sources["train"] for x in ex.labels if not _multi_domain([x])})
     counts = {x: sum(ex.labels == (x,) for ex in sources["train"]) for x in originals}
     # The novel intent: a mid-sized original intent the existing model never sees.
     withheld = withheld or sorted(originals, key=lambda x: abs(counts[x] - 200))[0]
 
     def known(ex: Example) -> bool:  # a row the existing model may learn from
-        return withheld not in ex.labels and not any(vcs.COMPOSITE_SEPARATOR in x for x in ex.labels)
+        return withheld not in ex.labels and not _multi_domain(ex.labels)
 
     train = [original[ex.id] for ex in bench.files["train"] if half_of(ex.id) == 0 and known(original[ex.id])]
     # Training refuses validation spans of a type its rows never show (MultiWOZ's rare slots): such spans
@@ -225,24 +232,21 @@ def vcs_base(dataset: str, data_root: Path, seed: int = 0,
 def vcs_scenario(dataset: str, data_root: Path, seed: int = 0, versions: int = 2, unions: int = 2,
                  joins: int = 2, withheld: str | None = None, min_rows: int = MIN_INTENT_ROWS) -> Scenario:
     """``(base_train, base_valid, batch, truth)`` for SNIPS, ATIS or MultiWOZ (see the module docstring)."""
-    from intentvcs.training.vcs_builder import COMPOSITE_SEPARATOR, SPECS
+    from intentvcs.training.vcs_builder import SPECS
 
     base, bench, withheld, original = vcs_base(dataset, data_root, seed, withheld)
     rng = random.Random(seed)
     second = [ex for ex in bench.files["train"] if half_of(ex.id) == 1]
     new_labels = set(bench.relations.labels) - set(base.existing) - {withheld}
 
-    def composite(ex: Example) -> bool:  # a multi-domain turn (MultiWOZ), which the existing model never saw
-        return any(COMPOSITE_SEPARATOR in x for x in original[ex.id].labels)
-
     batch = [ex for ex in second if ex.labels[0] in new_labels and withheld not in original[ex.id].labels
-             and not composite(ex)]
+             and not _multi_domain(original[ex.id].labels)]
     batch += base.unseen
     if SPECS[dataset].composites:
         # The set's own multi-domain turns, of both halves, are the composites, under their own names
         # (as many rows as there are: the builder would scatter a third of them over the parts' versions).
         joins = 0
-        batch += [original[ex.id] for ex in bench.files["train"] if composite(ex)]
+        batch += [original[ex.id] for ex in bench.files["train"] if _multi_domain(original[ex.id].labels)]
     relabelled = {ex.id for ex in batch}
     untouched = {x: [ex for ex in rows if ex.id not in relabelled] for x, rows in base.heldout.items()}
     injected, relations = inject(untouched, rng, versions, unions, joins)

@@ -103,35 +103,38 @@ def vcs_rows() -> list[Row]:
     meta = load("vcs")
     if meta is None:
         return []
-    from benchmarks.vcs_bench import METHOD_NAMES
-
     rows = []
-    for dataset in dict.fromkeys(r["dataset"] for r in meta["records"]):
-        records = [r for r in meta["records"] if r["dataset"] == dataset]
-        ours = next((r for r in records if r["method"] == "pu"), None)
+    measured = list(dict.fromkeys(r["dataset"] for r in meta["records"]))
+    for dataset in measured:
+        ours = next((r for r in meta["records"] if r["dataset"] == dataset and r["method"] == "pu"), None)
         if ours is None:
             continue
-        published = [r for r in records if r["method"] not in ("pu", "upper_bound") and r.get("paper_F1") is not None]
-        best = max(published, key=lambda r: r["paper_F1"], default=None)
-        reference = "–" if best is None else (
-            f"best published baseline, BERT-base ({METHOD_NAMES.get(best['method'], best['method'])}): "
-            f"{fmt(best['paper_F1'])} / {fmt(best['paper_EM'])}")
+        reference = _published_reference(dataset)
         seeds = f", median of {ours['seeds']} seeds" if ours.get("seeds", 1) > 1 else ""
         rows.append((f"{dataset.upper()}, PU method: F1 / EM{seeds}",
                      f"{fmt(ours['F1'])} / {fmt(ours['EM'])}", reference))
         rows += _vcs_recipe_rows(dataset, reference)
-    # Sets measured with the recipe study only (MultiWOZ-VCS, CrossWOZ-VCS; not the difficulty variants).
-    from benchmarks.vcs_bench import PAPER
-
+    # Sets measured with the recipe study only (MultiWOZ-VCS, CrossWOZ-VCS; the difficulty variants have no
+    # published figures and no row).
     study = load("vcs_trained_embeddings") or {"records": []}
     for dataset in dict.fromkeys(r["dataset"] for r in study["records"]):
-        base = dataset.removesuffix("-vcs")
-        if dataset in {r["dataset"] for r in meta["records"]} or base not in PAPER:
-            continue
-        method, (f1, em) = max(((m, v) for m, v in PAPER[base].items() if m != "upper_bound"), key=lambda mv: mv[1][0])
-        rows += _vcs_recipe_rows(dataset, f"best published baseline, BERT-base ({METHOD_NAMES.get(method, method)}): "
-                                          f"{fmt(f1)} / {fmt(em)}")
+        reference = _published_reference(dataset)
+        if dataset not in measured and reference != "–":
+            rows += _vcs_recipe_rows(dataset, reference)
     return rows
+
+
+def _published_reference(dataset: str) -> str:
+    """The paper's best single-label baseline on ``dataset`` (``snips-vcs``), or "–" where it published none."""
+    from benchmarks.vcs_bench import METHOD_NAMES, PAPER
+
+    published = PAPER.get(dataset.removesuffix("-vcs"), {})
+    baselines = {method: figures for method, figures in published.items() if method != "upper_bound"}
+    if not baselines:
+        return "–"
+    method = max(baselines, key=lambda m: baselines[m][0])
+    f1, em = baselines[method]
+    return f"best published baseline, BERT-base ({METHOD_NAMES.get(method, method)}): {fmt(f1)} / {fmt(em)}"
 
 
 def _vcs_recipe_rows(dataset: str, reference: str) -> list[Row]:
