@@ -51,14 +51,14 @@ def command_line() -> str:
     return "python -m " + " ".join(shlex.quote(a) for a in [module, *sys.argv[1:]])
 
 
-def keep_previous(name: str, records: list[dict], redone) -> tuple[list[dict], str]:
+def keep_previous(name: str, records: list[dict], redone, directory: Path = RESULTS) -> tuple[list[dict], str]:
     """Merge this run's ``records`` with an earlier run's that this run does not redo.
 
     ``redone(record)`` says whether an earlier record is covered by this run
     (e.g. same dataset). Lets one benchmark be run in parts (one data set per
     process); the command of a merged file lists every part, joined by ``&&``.
     """
-    path = RESULTS / f"{name}.json"
+    path = directory / f"{name}.json"
     if not path.exists():
         return records, command_line()
     previous = json.loads(path.read_text(encoding="utf-8"))
@@ -68,9 +68,13 @@ def keep_previous(name: str, records: list[dict], redone) -> tuple[list[dict], s
 
 
 def write_results(name: str, records: list[dict], markdown: str, extra: dict | None = None,
-                  command: str | None = None, directory: Path = RESULTS) -> Path:
-    """Write ``<directory>/<name>.json`` and ``<name>.md`` (default ``benchmarks/results``) atomically."""
-    body = {"command": command or command_line(), "machine": machine(),
+                  command: str | None = None, directory: Path = RESULTS, host: dict | None = None) -> Path:
+    """Write ``<directory>/<name>.json`` and ``<name>.md`` (default ``benchmarks/results``) atomically.
+
+    ``host`` is the machine the file's header names (default this one's): a
+    file merged with a part measured elsewhere keeps its own machine.
+    """
+    body = {"command": command or command_line(), "machine": host or machine(),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"), **(extra or {}), "records": records}
     path = atomic.write_json(directory / f"{name}.json", body)
     atomic.write_text(directory / f"{name}.md", markdown)

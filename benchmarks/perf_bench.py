@@ -55,11 +55,14 @@ from typing import NamedTuple
 import numpy as np
 
 from benchmarks import load_test
-from benchmarks.common import RESULTS, ROOT, SHARED_DATA, write_results
+from benchmarks.common import RESULTS, ROOT, SHARED_DATA, keep_previous, machine, write_results
 from intentvcs.core.outputs import GraphOutputs
 
 BATCH_SIZES = (1, 8, 32, 128)
 GPU_BATCH_SIZES = (1, 8, 32, 128, 256)
+# The engine's graph runs on CUDA: a call of 256 is 4 runs, which the engine overlaps with
+# its host work (``OnnxSession._runs``).
+GPU_MAX_BATCH = 64
 CONCURRENCY = (1, 8, 32)
 # A timed run covers the data once, and at least this many batches so that a
 # per-batch p50 exists at large batch sizes.
@@ -79,6 +82,7 @@ SPEEDUPS = {
     "st-onnx": {"speedup_vs_transformers": "transformers"},
     "st-onnx-int8": {"speedup_vs_transformers": "transformers", "speedup_vs_fp32": "st-onnx"},
     "onnx-cuda": {"speedup_vs_torch": "torch-cuda"},
+    "onnx-cuda-int8": {"speedup_vs_torch": "torch-cuda", "speedup_vs_fp32": "onnx-cuda"},
 }
 
 
@@ -110,8 +114,10 @@ TARGETS = (
     Target("service at 32 clients, errors", SERVICE_32, "errors", 0, False, "0"),
     Target("service at 32 clients, p99 / p50", SERVICE_32, "p99_over_p50", 10, False, "≤ 10"),
     Target("service idle single-request p50", {"component": "service", "mode": "idle"}, "p50_ms", 5, False, "≤ 5 ms"),
-    Target("GPU (H100) ONNX, batch 256", {"component": "gpu", "backend": "onnx-cuda", "batch_size": 256},
+    Target("GPU ONNX fp32, batch 256", {"component": "gpu", "backend": "onnx-cuda", "batch_size": 256},
            "utt_per_s", 20000, True, "≥ 20,000 utt/s"),
+    Target("GPU answers as the CPU's (label sets, OOS verdicts, entities)", {"component": "gpu", "check": "parity"},
+           "decision_mismatches", 0, False, "0 differ"),
 )
 
 
@@ -121,16 +127,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.set_defaults(snips=str(SHARED_DATA / "snips"))  # --data, when given, takes precedence
     parser.add_argument("--results-dir", type=Path, default=RESULTS,
                         help=f"where perf.json and perf.md go (default {RESULTS.relative_to(ROOT)})")
+    parser.add_argument("--gpu-only", action="store_true",
+                        help="measure only the GPU path and merge it into the perf.json already in --results-dir "
+                             "(its CPU figures, settings and machine kept): for a GPU machine lent for a while")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        settings, records = measure(args)
+        path = merge_gpu(args) if args.gpu_only else write_all(args)
     except (ValueError, FileNotFoundError) as exc:
         print(f"perf_bench: error: {exc}", file=sys.stderr)
         return 2
-    path = write_results("perf", records, markdown(settings, records), extra=settings, directory=args.results_dir)
     print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def write_all(args: argparse.Namespace) -> Path:
+    """Measure everything ``args`` asks for and write perf.json and perf.md."""
+    settings, records = measure(args)
+    return write_results("perf", records, markdown(settings, records), extra=settings, directory=args.results_dir)
+
+
+def merge_gpu(args: argparse.Namespace) -> Path:
+    """``--gpu-only``: the GPU records (``gpu_records``) in place of those of the perf.json in
+    ``--results-dir``, its targets re-checked; its other records, settings and machine are kept."""
+    path = args.results_dir / "perf.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: --gpu-only adds to an existing perf.json; run the full benchmark first")
+    previous = json.loads(path.read_text(encoding="utf-8"))
+    from intentvcs.service.onnx_session import default_threads
+
+    threads = default_threads() if args.threads is None else args.threads
+    records = gpu_records(args.bundle, args.checkpoint, load_texts(args.data, args.snips), args.repeats, threads)
+    merged, command = keep_previous("perf", records, lambda r: r["component"] in ("gpu", "target"),
+                                    directory=args.results_dir)
+    merged += target_records(merged)
+    settings = {key: value for key, value in previous.items() if key not in ("command", "machine", "date", "records")}
+    return write_results("perf", merged, markdown(settings, merged), extra=settings, command=command,
+                         directory=args.results_dir, host=previous["machine"])
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -319,19 +352,19 @@ def check_checkpoint(checkpoint: str, manifest: dict) -> None:
             raise ValueError(f"{checkpoint} is not the checkpoint the bundle was exported from: {key} differs")
 
 
-def torch_cuda_backend(checkpoint: str, manifest: dict, threads: int, max_batch: int) -> Callable:
-    """``TorchPredictor``'s model of ``checkpoint`` on the GPU (``cuda_infer``), for the GPU comparison."""
+def torch_device_backend(checkpoint: str, manifest: dict, threads: int, max_batch: int, device: str) -> Callable:
+    """``TorchPredictor``'s model of ``checkpoint`` on ``device`` (``device_infer``), for the GPU comparison."""
     import torch
 
     from intentvcs.training.predict import TorchPredictor
 
     check_checkpoint(checkpoint, manifest)
     torch.set_num_threads(threads)
-    return cuda_infer(TorchPredictor(checkpoint, batch_size=max_batch))
+    return device_infer(TorchPredictor(checkpoint, batch_size=max_batch), device)
 
 
-def cuda_infer(predictor) -> Callable[[list[str]], GraphOutputs]:
-    """``predictor``'s model on the GPU, one batch per call: tokenise and pad on the host, copy, run, copy back.
+def device_infer(predictor, device: str) -> Callable[[list[str]], GraphOutputs]:
+    """``predictor``'s model on ``device``, one batch per call: tokenise and pad on the host, copy, run, copy back.
 
     ``intentvcs.training.predict.infer`` builds host tensors only; this is its loop for
     one batch (callers pass at most its ``batch_size`` texts) with the inputs
@@ -342,52 +375,82 @@ def cuda_infer(predictor) -> Callable[[list[str]], GraphOutputs]:
 
     from intentvcs.training.batching import collate, encode
 
-    model = predictor.model.to("cuda")
+    model = predictor.model.to(device)
 
     @torch.inference_mode()
     def infer(texts: list[str]) -> GraphOutputs:
         encoded = encode(predictor.tokenizer, texts, predictor.max_length)
         batch = collate(encoded, range(len(texts)), predictor.tokenizer.pad_token_id)
-        outputs = model(*(batch[name].to("cuda") for name in ("input_ids", "attention_mask", "token_type_ids")))
-        return GraphOutputs(*(tensor.cpu().numpy() for tensor in outputs))
+        outputs = model(*(batch[name].to(device) for name in ("input_ids", "attention_mask", "token_type_ids")))
+        return GraphOutputs(*(tensor.cpu().numpy() for tensor in outputs[:3]))
 
     return infer
 
 
 def gpu_unavailable() -> str | None:
-    """Why the GPU comparison cannot run here, or None when it can."""
+    """Why the GPU comparison cannot run here, or None when it can (torch is not imported: the engine
+    must start CUDA on its own, as it does in the torch-free service)."""
     import onnxruntime as ort
 
     from intentvcs.service.onnx_session import CUDA
 
     if CUDA not in ort.get_available_providers():
         return f"onnxruntime {ort.__version__} offers no {CUDA} (providers: {ort.get_available_providers()})"
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return f"torch {torch.__version__} sees no CUDA device"
     return None
 
 
 def gpu_records(bundle: str, checkpoint: str | None, texts: Sequence[str], repeats: int, threads: int) -> list[dict]:
-    """The CUDA provider (IO binding) against PyTorch on CUDA at ``GPU_BATCH_SIZES``, or why it was skipped."""
+    """The CUDA provider against PyTorch on CUDA at ``GPU_BATCH_SIZES`` and its parity with the CPU, or why
+    it was skipped."""
     reason = gpu_unavailable()
     if reason:
         return [{"component": "gpu", "skipped": reason}]
+    return accelerator_records(bundle, checkpoint, texts, repeats, threads, provider="cuda")
+
+
+def accelerator_records(bundle: str, checkpoint: str | None, texts: Sequence[str], repeats: int, threads: int,
+                        provider: str) -> list[dict]:
+    """The engine on ``provider`` (fp32, and the int8 graph when the bundle has one) against PyTorch on the
+    same device at ``GPU_BATCH_SIZES``, each call one graph run; a ``setup`` record (device, versions) and a
+    ``parity`` record (its answers against the CPU engine's on every text, ``intentvcs.export.parity.compare``).
+
+    The engine starts before torch is imported, as in the torch-free service,
+    so the run proves that the engine finds the CUDA libraries on its own.
+    """
+    import onnxruntime as ort
+
+    from intentvcs.core.manifest import INT8_MODEL_FILE
+    from intentvcs.export.parity import compare
     from intentvcs.service.engine import Engine, EngineError
 
-    max_batch = max(GPU_BATCH_SIZES)  # a GPU wants the whole call in one graph run
+    max_batch = max(GPU_BATCH_SIZES)  # PyTorch: one forward per call, as a user would write it
+    torch_before = "torch" in sys.modules
     try:
-        engine = Engine(bundle, provider="cuda", threads=threads, max_batch=max_batch)
+        engine = Engine(bundle, provider=provider, threads=threads, max_batch=GPU_MAX_BATCH, quantized="off")
     except EngineError as exc:  # the provider is offered but cannot start (e.g. a missing cuDNN)
         return [{"component": "gpu", "skipped": str(exc)}]
+    manifest = engine.bundle.manifest
+    setup = {"component": "gpu", "check": "setup", "machine": machine(), "provider": engine.provider,
+             "onnxruntime": ort.__version__, "torch_imported_at_engine_start": torch_before,
+             "bundle": str(bundle), "checkpoint": checkpoint}
     backends = {"onnx-cuda": engine.infer}
+    if INT8_MODEL_FILE in manifest["files"]:
+        backends["onnx-cuda-int8"] = Engine(bundle, provider=provider, threads=threads, max_batch=GPU_MAX_BATCH,
+                                            quantized="on").infer
     if checkpoint:
-        backends["torch-cuda"] = torch_cuda_backend(checkpoint, engine.bundle.manifest, threads, max_batch)
-    return speed_records("gpu", interleaved_runs(backends, texts, GPU_BATCH_SIZES, repeats), device="cuda",
-                         max_batch=max_batch)
+        import torch
+
+        device = "cuda" if provider == "cuda" else "cpu"
+        backends["torch-cuda"] = torch_device_backend(checkpoint, manifest, threads, max_batch, device)
+        setup["torch"] = torch.__version__
+    cpu = Engine(bundle, provider="cpu", threads=threads, quantized="off")
+    report = compare(cpu.infer(texts), engine.infer(texts), cpu.decision, texts)
+    parity = {"component": "gpu", "check": "parity", "against": "cpu fp32",
+              "decision_mismatches": report["label_set_mismatches"] + report["oos_mismatches"]
+              + report.get("entity_mismatches", 0), **report}
+    speed = speed_records("gpu", interleaved_runs(backends, texts, GPU_BATCH_SIZES, repeats), device=provider,
+                          max_batch=GPU_MAX_BATCH)
+    return [setup, parity, *speed]
 
 
 # ------------------------------------------------------------------ physical limit
@@ -584,10 +647,28 @@ def markdown(settings: dict, records: Sequence[dict]) -> str:
                             [[r["mode"], r["concurrency"], _cell(r.get("utt_per_s")), r["p50_ms"], r["p95_ms"],
                               r["p99_ms"], r["errors"], _cell(r.get("vs_engine_batch32"))] for r in service]))
         parts.append("; ".join(f"{r['metric']}: {r['value']}" for r in by["service"] if "metric" in r))
-    gpu = by["gpu"]
-    parts.append(f"GPU: skipped ({gpu[0]['skipped']})" if gpu and "skipped" in gpu[0] else _speed_table(gpu))
+    parts += _gpu_parts(by["gpu"])
     parts.append(_limit_line(by["limit"][0]) if by["limit"] else "")
     return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def _gpu_parts(records: Sequence[dict]) -> list[str]:
+    """The GPU section: where it ran, its parity with the CPU, its speed table (or why it was skipped)."""
+    if not records:
+        return []
+    if "skipped" in records[0]:
+        return [f"GPU: skipped ({records[0]['skipped']})"]
+    setup = next(r for r in records if r.get("check") == "setup")
+    parity = next(r for r in records if r.get("check") == "parity")
+    host = setup["machine"]
+    torch = f", torch {setup['torch']}" if "torch" in setup else ""
+    return [(f"GPU: {host['gpu']} ({host['cores']} CPU cores, {host['cpu']}), onnxruntime {setup['onnxruntime']}"
+             f"{torch}; bundle `{setup['bundle']}`; the engine started CUDA with torch "
+             f"{'already' if setup['torch_imported_at_engine_start'] else 'not'} imported. Against the CPU engine "
+             f"(fp32) on all {parity['utterances']} utterances: max logit gap {parity['max_abs_logit_diff']:.2e}, "
+             f"max confidence gap {parity['max_confidence_diff']:.2e}, answers differing "
+             f"{parity['decision_mismatches']} (ties at a threshold {parity['ties_at_threshold']})."),
+            _speed_table([r for r in records if "backend" in r])]
 
 
 def _speed_table(records: Sequence[dict]) -> str:

@@ -52,11 +52,17 @@ def where(meta: dict) -> str:
     return f"{m['cores']} cores, {m['cpu']}" + (f", GPU {m['gpu']}" if m.get("gpu") else "")
 
 
+def gpu_parts(meta: dict) -> list[str]:
+    """The GPU machines of a result's parts measured elsewhere (``perf_bench --gpu-only`` records its own)."""
+    return sorted({where(r) for r in meta["records"] if r.get("check") == "setup" and r.get("machine")})
+
+
 def render_block(name: str) -> str:
     """One result's table plus the command, machine and date it was measured with."""
     table = (RESULTS / f"{name}.md").read_text(encoding="utf-8").strip()
     meta = load(name)
-    return (f"{table}\n\nMeasured {meta['date']} on {where(meta)} with `{meta['command']}` "
+    elsewhere = "".join(f" (GPU part: {host})" for host in gpu_parts(meta))
+    return (f"{table}\n\nMeasured {meta['date']} on {where(meta)}{elsewhere} with `{meta['command']}` "
             f"(raw figures: `benchmarks/results/{name}.json`).")
 
 
@@ -226,7 +232,21 @@ def perf_rows() -> list[Row]:
             rows.append((f"CPU{threads}: {figure}" if not rows else figure,
                          "; ".join(f"{t['measured']:g}{unit}" for t, unit in found),
                          "goals " + "; ".join(t["goal"] for t, _ in found)))
-    return rows
+    return rows + gpu_rows(meta["records"])
+
+
+def gpu_rows(records: list[dict]) -> list[Row]:
+    """The CUDA path's headline (``perf_bench`` records of component ``gpu``), when it was measured."""
+    speed = {(r["backend"], r["batch_size"]): r for r in records if r["component"] == "gpu" and "backend" in r}
+    checks = {r["check"]: r for r in records if r["component"] == "gpu" and "check" in r}
+    if ("onnx-cuda", 1) not in speed or ("onnx-cuda", 256) not in speed or "parity" not in checks:
+        return []
+    one, full = speed["onnx-cuda", 1], speed["onnx-cuda", 256]
+    return [(f"GPU ({checks['setup']['machine']['gpu']}): engine batch-1 p50 (ms) and × PyTorch on CUDA; "
+             "batch 256 utt/s and × PyTorch; answers differing from the CPU's",
+             f"{one['p50_ms']:g}, {one['speedup_vs_torch']:g}×; {full['utt_per_s']:,.0f}, "
+             f"{full['speedup_vs_torch']:g}×; {checks['parity']['decision_mismatches']}",
+             "goals ≥ 20,000 utt/s at batch 256; 0 differ")]
 
 
 def audit_rows() -> list[Row]:
@@ -317,7 +337,9 @@ def render_headline(results_doc: str) -> str:
     metas = [m for m in (load(n) for n in HEADLINE_SOURCES) if m is not None]
     dates = sorted({m["date"] for m in metas})
     machines = sorted({where(m) for m in metas})
-    gpu = "" if any(m["machine"].get("gpu") for m in metas) else " (no GPU)"
+    gpus = sorted({host for m in metas for host in gpu_parts(m)})
+    gpu = f"; GPU figures on {'; '.join(gpus)}" if gpus else (
+        "" if any(m["machine"].get("gpu") for m in metas) else " (no GPU)")
     when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
     lines += ["", f"Measured {when} on {'; '.join(machines)}{gpu}; computed by `python -m benchmarks.render_results` "
                   f"from `benchmarks/results/*.json`."]

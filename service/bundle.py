@@ -32,6 +32,9 @@ from intentvcs.core.spelling import SPELLING_FILE, Spelling, SpellingError
 from intentvcs.service.settings import DEFAULT_QUANTIZED, QUANTIZED_MODES
 from intentvcs.service.tokenization import BundleTokenizer
 
+# Why ``auto`` serves fp32 on CUDA (figures: docs/RESULTS.md "Performance", GPU).
+GPU_INT8_REASON = "fp32 on CUDA (the int8 graph is dynamically quantised for CPUs)"
+
 
 @dataclass(frozen=True)
 class Bundle:
@@ -63,14 +66,14 @@ class Bundle:
         return read_jsonl(check_file(self.directory, self.manifest, REFERENCES_FILE))
 
 
-def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED) -> Bundle:
+def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED, gpu: bool = False) -> Bundle:
     """Validate ``directory`` and return a ``Bundle`` for the graph ``quantized`` picks
-    (one of ``QUANTIZED_MODES``; ``serving_graph``)."""
+    (one of ``QUANTIZED_MODES``) for a CPU or, with ``gpu``, a CUDA session (``serving_graph``)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise BundleError(directory, "not a directory")
     manifest = read(directory / MANIFEST_FILE)
-    model_file, why = serving_graph(manifest, quantized, directory / MANIFEST_FILE)
+    model_file, why = serving_graph(manifest, quantized, directory / MANIFEST_FILE, gpu)
     model_path = check_file(directory, manifest, model_file)
     tokenizer = BundleTokenizer(check_file(directory, manifest, TOKENIZER_FILE), manifest["max_length"])
     spelling = None
@@ -84,12 +87,16 @@ def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED
                   why)
 
 
-def serving_graph(manifest: dict, quantized: str, path: str | os.PathLike = MANIFEST_FILE) -> tuple[str, str]:
+def serving_graph(manifest: dict, quantized: str, path: str | os.PathLike = MANIFEST_FILE,
+                  gpu: bool = False) -> tuple[str, str]:
     """The graph file that serves under ``quantized`` (``"auto"``, ``"on"``, ``"off"``) and why, in words.
 
-    ``auto`` serves ``model.int8.onnx`` only when the export recorded that it passed
-    its accuracy gate (``intentvcs.export.quantize``), else ``model.onnx``; ``on``
-    serves the int8 graph ungated and raises ``BundleError`` for a bundle without one.
+    ``auto`` serves ``model.int8.onnx`` only on CPU (``gpu`` False) and only when the
+    export recorded that it passed its accuracy gate (``intentvcs.export.quantize``),
+    else ``model.onnx``; ``on`` serves the int8 graph ungated and raises
+    ``BundleError`` for a bundle without one. The int8 graph is dynamically
+    quantised, a CPU optimisation: on CUDA its quantise and integer-matmul ops
+    run slower than the fp32 graph (GPU_INT8_REASON).
     """
     if quantized not in QUANTIZED_MODES:
         raise ValueError(f"quantized must be one of {list(QUANTIZED_MODES)}, got {quantized!r}")
@@ -104,6 +111,8 @@ def serving_graph(manifest: dict, quantized: str, path: str | os.PathLike = MANI
     gate = (manifest["quantization"] or {}).get("gate")
     if not has_int8:
         return MODEL_FILE, "the bundle has no int8 graph"
+    if gpu:
+        return MODEL_FILE, GPU_INT8_REASON
     if gate is None:
         return MODEL_FILE, "the int8 graph was not gated (its export had no labelled parity rows)"
     failed = [name for name, figure in gate["figures"].items() if not figure["passed"]]

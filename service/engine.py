@@ -23,7 +23,7 @@ from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.segmentation import decide_segmented
 from intentvcs.core.spelling import infer_normalised
 from intentvcs.service.bundle import check_graph, open_bundle
-from intentvcs.service.onnx_session import EngineError, OnnxSession, default_threads
+from intentvcs.service.onnx_session import EngineError, OnnxSession, default_threads, uses_cuda
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT
 
 __all__ = ["BundleError", "Engine", "EngineError", "default_threads"]
@@ -55,7 +55,7 @@ class Engine:
                  quantized: str = DEFAULT_QUANTIZED, max_batch: int = DEFAULT_MAX_BATCH, spin: bool = True,
                  spelling: bool = True, segment: bool = DEFAULT_SEGMENT):
         self.segment = segment
-        self.bundle = open_bundle(bundle_dir, quantized=quantized)
+        self.bundle = open_bundle(bundle_dir, quantized=quantized, gpu=uses_cuda(provider))
         self.spelling = self.bundle.spelling if spelling else None
         self.session = OnnxSession(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch, spin,
                                    tags=self.bundle.tags)

@@ -27,14 +27,16 @@ Execution settings and why:
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import logging
 import os
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import onnxruntime as ort
 
-from intentvcs.core.entities import decode, words
+from intentvcs.core.entities import decode_batch, words
 from intentvcs.core.manifest import BundleError
 from intentvcs.core.outputs import GRAPH_OUTPUTS, TAG_OUTPUT, GraphOutputs, entity_array
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS
@@ -45,6 +47,12 @@ log = logging.getLogger(__name__)
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 WORKERS_ENV = "INTENTVCS_WORKERS"
+# TF32 matmuls (the CUDA provider's default) moved logits by up to 2.6e-3 from the
+# CPU's on the SNIPS test split, 25x the export's parity tolerance, where answers
+# can cross a calibrated threshold; with full fp32 the GPU answers as the CPU
+# does, and this encoder's GPU time is dominated by host work anyway
+# (docs/RESULTS.md, "Performance", GPU).
+CUDA_OPTIONS = {"use_tf32": "0"}
 # What one more graph run costs on CPU, in tokens of padded work
 # (``intentvcs.service.tokenization.length_buckets`` cuts a call where padding costs more).
 CPU_RUN_COST_TOKENS = 8.0
@@ -79,6 +87,11 @@ def default_workers(provider: str = "auto") -> int:
     return os.cpu_count() or 1
 
 
+def uses_cuda(provider: str) -> bool:
+    """Whether a session for ``provider`` (a name of ``PROVIDERS``) will ask ONNX Runtime for CUDA."""
+    return provider != "cpu" and CUDA in ort.get_available_providers()
+
+
 def _providers(provider: str) -> list[str]:
     """ONNX Runtime provider list for a name of ``PROVIDERS``, CPU always last."""
     if provider not in PROVIDERS:
@@ -87,9 +100,29 @@ def _providers(provider: str) -> list[str]:
     if provider == "cuda" and CUDA not in available:
         raise EngineError(f"provider 'cuda' requested but onnxruntime {ort.__version__} offers only {available} "
                           "(install onnxruntime-gpu with a matching CUDA/cuDNN)")
-    if provider == "cpu" or CUDA not in available:
+    if not uses_cuda(provider):
         return [CPU]
-    return [CUDA, CPU]
+    _load_cuda_libraries()
+    return [(CUDA, CUDA_OPTIONS), CPU]
+
+
+@functools.cache
+def _load_cuda_libraries() -> None:
+    """Load the CUDA and cuDNN libraries ONNX Runtime's CUDA provider needs, once per process.
+
+    The serving process imports no torch, which otherwise loads them: without
+    this, onnxruntime-gpu finds them only on the system's library path, not in
+    the nvidia-* pip packages its ``cuda`` and ``cudnn`` extras install.
+    ``preload_dlls`` looks in those packages, then on the library path; a
+    library it cannot find is left to the provider's own load, whose failure
+    the caller reports (``cuda_fallback``).
+    """
+    preload = getattr(ort, "preload_dlls", None)  # onnxruntime >= 1.21
+    if preload is not None:
+        try:
+            preload()
+        except OSError as exc:
+            log.warning("onnxruntime.preload_dlls: %s", exc)
 
 
 def _session_options(threads: int, spin: bool = True) -> ort.SessionOptions:
@@ -141,7 +174,7 @@ class OnnxSession:
         # /status and intentvcs_model_info), since a silent fallback would hide a
         # broken GPU install behind a 10-50x slower service.
         self.cuda_fallback: str | None = None
-        if CUDA in providers and self.provider != CUDA:
+        if providers[0] != CPU and self.provider != CUDA:
             # ORT falls back to CPU when the CUDA libraries fail to load (onnxruntime-gpu
             # installed without a GPU, or without matching CUDA/cuDNN libraries).
             self.cuda_fallback = (f"onnxruntime {ort.__version__} offers {CUDA} but could not start it "
@@ -163,6 +196,9 @@ class OnnxSession:
         self.max_batch = max_batch
         # On a GPU a run's fixed cost (launches, copies) outweighs padding: full chunks.
         self.run_cost_tokens = None if self.provider == CUDA else CPU_RUN_COST_TOKENS
+        # One thread feeds the GPU (``_runs``); the engine lives as long as its process.
+        self._gpu_worker = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="intentvcs-gpu")
+                            if self.provider == CUDA else None)
         log.info("onnxruntime: %s on %s, %d intra-op thread(s), max batch %d",
                  os.path.basename(model_path), self.provider, threads, max_batch)
 
@@ -172,15 +208,36 @@ class OnnxSession:
         found: list[tuple] = [()] * len(texts)
         if texts:
             encodings = self.tokenizer.encode(texts)
-            for rows in length_buckets([len(e.ids) for e in encodings], self.max_batch, self.run_cost_tokens):
-                feed = pad_chunk([encodings[i] for i in rows], self.input_names, self.tokenizer.pad_id)
-                results = self._run(feed)
+            chunks = length_buckets([len(e.ids) for e in encodings], self.max_batch, self.run_cost_tokens)
+            feeds = ((rows, pad_chunk([encodings[i] for i in rows], self.input_names, self.tokenizer.pad_id))
+                     for rows in chunks)
+            for rows, results in self._runs(feeds):
                 for array, chunk in zip(arrays, results):
                     array[rows] = chunk
                 if self.tags:
-                    for tag_logits, i in zip(results[3], rows):
-                        found[i] = decode(tag_logits, words(encodings[i].word_ids, encodings[i].offsets), self.tags)
+                    decoded = decode_batch(results[3], [words(encodings[i].word_ids, encodings[i].offsets)
+                                                        for i in rows], self.tags)
+                    for i, entities in zip(rows, decoded):
+                        found[i] = entities
         return GraphOutputs(*arrays, entity_array(found) if self.tags else None)
+
+    def _runs(self, feeds: Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]
+              ) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
+        """Each chunk's rows and graph outputs, in order.
+
+        On CUDA every run is handed to one worker thread as soon as its feed
+        is padded (ONNX Runtime releases the GIL while the GPU works), so the
+        host pads the next chunks and decodes the finished ones' entities
+        while the GPU runs: host and GPU time overlap instead of adding up.
+        On CPU the runs already use every core: one after another.
+        """
+        if self._gpu_worker is None:
+            for rows, feed in feeds:
+                yield rows, self._run(feed)
+            return
+        pending = [(rows, self._gpu_worker.submit(self._run, feed)) for rows, feed in feeds]
+        for rows, future in pending:
+            yield rows, future.result()
 
     def _run(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         if self.provider != CUDA:

@@ -69,7 +69,8 @@ def test_targets_are_checked_in_the_right_direction():
         "service at 32 clients, errors": True,
         "service at 32 clients, p99 / p50": False,
         "service idle single-request p50": True,
-        "GPU (H100) ONNX, batch 256": None,
+        "GPU ONNX fp32, batch 256": None,
+        "GPU answers as the CPU's (label sets, OOS verdicts, entities)": None,
     }
 
 
@@ -132,10 +133,59 @@ def test_run_end_to_end_without_service(tiny):
                                                        rel=0.01)
 
     (gpu, *_) = [r for r in records if r["component"] == "gpu"]
-    assert "CUDAExecutionProvider" in gpu.get("skipped", "") or gpu["utt_per_s"] > 100
+    assert "CUDAExecutionProvider" in gpu.get("skipped", "") or gpu["check"] == "setup"
     assert not [r for r in records if r["component"] == "service"]
     assert len([r for r in records if r["component"] == "target"]) == len(bench.TARGETS)
     assert "| onnx-int8 | cpu | 4 |" in out.with_suffix(".md").read_text()
+
+
+def test_the_accelerator_comparison_runs_its_whole_path(tiny):
+    # The GPU comparison's code, run on the CPU provider: every backend at every
+    # batch size, the setup record and a parity check that finds nothing to differ.
+    records = bench.accelerator_records(str(tiny["bundle"]), str(tiny["checkpoint"]), TEXTS, repeats=1, threads=1,
+                                        provider="cpu")
+    setup, parity, *speed = records
+    assert (setup["check"], setup["provider"], setup["torch_imported_at_engine_start"] in (True, False)) == (
+        "setup", "CPUExecutionProvider", True)
+    assert (parity["check"], parity["utterances"], parity["decision_mismatches"]) == ("parity", len(TEXTS), 0)
+    assert parity["max_abs_logit_diff"] == 0.0
+    by = {(r["backend"], r["batch_size"]): r for r in speed}
+    assert set(by) == {(b, n) for b in ("onnx-cuda", "onnx-cuda-int8", "torch-cuda") for n in bench.GPU_BATCH_SIZES}
+    assert all(r["utt_per_s"] > 0 and r["device"] == "cpu" for r in speed)
+    assert "speedup_vs_torch" in by["onnx-cuda", 256] and "speedup_vs_fp32" in by["onnx-cuda-int8", 1]
+
+
+def test_gpu_only_replaces_the_gpu_records_and_keeps_the_rest(tiny, monkeypatch):
+    results = tiny["root"] / "merged"
+    results.mkdir()
+    earlier = {"command": "python -m benchmarks.perf_bench --bundle B", "machine": {"cores": 2, "gpu": None},
+               "date": "2026-01-01", "bundle": "B", "checkpoint": None, "data": "D", "utterances": 3, "threads": 2,
+               "max_batch": 32, "repeats": 5,
+               "records": [{"component": "engine", "backend": "onnx-fp32", "device": "cpu", "batch_size": 32,
+                            "utt_per_s": 400.0, "p50_ms": 80.0, "spread_pct": 1.0},
+                           {"component": "gpu", "skipped": "no GPU"},
+                           {"component": "target", "target": "stale", "met": None}]}
+    (results / "perf.json").write_text(json.dumps(earlier), encoding="utf-8")
+    measured = bench.accelerator_records(str(tiny["bundle"]), None, TEXTS, repeats=1, threads=1, provider="cpu")
+    monkeypatch.setattr(bench, "gpu_records", lambda *args: measured)
+    assert bench.main(["--gpu-only", "--bundle", str(tiny["bundle"]), "--data", str(tiny["data"]),
+                       "--results-dir", str(results)]) == 0
+    merged = json.loads((results / "perf.json").read_text())
+    assert merged["machine"] == earlier["machine"] and merged["bundle"] == "B" and merged["utterances"] == 3
+    assert merged["command"].startswith(earlier["command"] + " && python -m benchmarks.")  # then this run's
+    records = merged["records"]
+    assert records[0] == earlier["records"][0] and records[1:1 + len(measured)] == measured
+    targets = {r["target"]: r for r in records if r["component"] == "target"}
+    assert set(targets) == {t.name for t in bench.TARGETS}
+    assert targets["GPU answers as the CPU's (label sets, OOS verdicts, entities)"]["met"] is True
+    table = (results / "perf.md").read_text()
+    assert "Against the CPU engine (fp32)" in table and "| onnx-cuda | cpu | 256 |" in table
+
+
+def test_gpu_only_needs_an_earlier_run(tiny, capsys):
+    assert bench.main(["--gpu-only", "--bundle", str(tiny["bundle"]), "--data", str(tiny["data"]),
+                       "--results-dir", str(tiny["root"] / "nothing-yet")]) == 2
+    assert "run the full benchmark first" in capsys.readouterr().err
 
 
 def test_run_refuses_a_checkpoint_of_another_model(tiny, capsys):

@@ -186,6 +186,18 @@ def test_default_workers_and_threads_share_the_cores(monkeypatch):
     assert (Settings.from_env().workers, Settings.from_env().threads) == (2, 4)
 
 
+def test_pipelined_runs_answer_as_sequential_ones(bundle):
+    # The CUDA path's pipeline (graph runs on a worker thread, host work between), run here on the CPU.
+    import concurrent.futures
+
+    sequential = Engine(bundle, provider="cpu", quantized="off", max_batch=3)
+    pipelined = Engine(bundle, provider="cpu", quantized="off", max_batch=3)
+    pipelined.session._gpu_worker = concurrent.futures.ThreadPoolExecutor(1)
+    texts = list(SAMPLE_UTTERANCES)
+    for expected, got in zip(sequential.infer(texts), pipelined.infer(texts)):
+        np.testing.assert_array_equal(expected, got)
+
+
 def test_provider_choices(bundle):
     with pytest.raises(ValueError, match="provider"):
         Engine(bundle, provider="tpu")
@@ -197,21 +209,26 @@ def test_provider_choices(bundle):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="onnxruntime reports no CUDAExecutionProvider")
-def test_cuda_matches_cpu(bundle, engine):
-    gpu = Engine(bundle, provider="cuda")
-    assert gpu.provider == "CUDAExecutionProvider"
+def test_cuda_matches_cpu(bundle):
+    gpu, cpu = Engine(bundle, provider="cuda"), Engine(bundle, provider="cpu", quantized="off")
+    # On CUDA, auto serves the fp32 graph (the int8 one is quantised for CPUs).
+    assert (gpu.provider, gpu.info["model_file"]) == ("CUDAExecutionProvider", "model.onnx")
     texts = list(SAMPLE_UTTERANCES)
-    np.testing.assert_allclose(gpu.infer(texts)[0], engine.infer(texts)[0], atol=1e-3)
-    assert [a["accepted"] for a in gpu.predict(texts)] == [a["accepted"] for a in engine.predict(texts)]
+    np.testing.assert_allclose(gpu.infer(texts)[0], cpu.infer(texts)[0], atol=1e-3)
+    assert [a["accepted"] for a in gpu.predict(texts)] == [a["accepted"] for a in cpu.predict(texts)]
 
 
 def test_a_cuda_build_that_cannot_start_cuda_says_so(bundle, monkeypatch, caplog):
     """onnxruntime-gpu on a machine whose CUDA cannot start: auto serves on CPU loudly, cuda refuses."""
     from intentvcs.service import onnx_session
 
-    # As onnxruntime-gpu reports it: CUDA offered; the session still starts on CPU only (no CUDA here).
+    # As onnxruntime-gpu reports it: CUDA offered; the session still starts on CPU only (as
+    # it does where CUDA cannot start, made so here also on a machine where it can).
     monkeypatch.setattr(onnx_session.ort, "get_available_providers",
                         lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    cpu_only = onnx_session.ort.InferenceSession
+    monkeypatch.setattr(onnx_session.ort, "InferenceSession",
+                        lambda path, options, providers: cpu_only(path, options, providers=[onnx_session.CPU]))
     with caplog.at_level("ERROR", logger="intentvcs.service.onnx_session"):
         engine = Engine(bundle, provider="auto")
     assert engine.provider == "CPUExecutionProvider"

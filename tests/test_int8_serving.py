@@ -136,6 +136,12 @@ def test_which_graph_serves(int8, gate, mode, graph, reason):
     assert chosen == graph and reason in why
 
 
+@pytest.mark.parametrize("mode, graph", [("auto", "model.onnx"), ("on", "model.int8.onnx"), ("off", "model.onnx")])
+def test_on_cuda_auto_serves_fp32_even_when_int8_passed_its_gate(mode, graph):
+    chosen, why = serving_graph(_manifest(True, PASSED), mode, gpu=True)
+    assert chosen == graph and (mode != "auto" or "on CUDA" in why)
+
+
 def test_int8_demanded_of_a_bundle_without_one_and_an_unknown_mode_are_refused():
     with pytest.raises(BundleError, match="no model.int8.onnx"):
         serving_graph(_manifest(False, None), "on")

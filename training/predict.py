@@ -15,7 +15,7 @@ import torch
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
-from intentvcs.core.entities import Word, decode, entity_types
+from intentvcs.core.entities import Word, decode_batch, entity_types
 from intentvcs.core.outputs import GraphOutputs, entity_array
 from intentvcs.core.references import read_references
 from intentvcs.core.spelling import infer_normalised
@@ -40,9 +40,9 @@ def infer(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, 
         for array, tensor in zip(arrays, result[:3]):
             array[idx] = tensor.float().numpy()
         if tagging:
-            tag_logits = result[3].float().numpy()
-            for row, i in enumerate(idx):
-                found[i] = decode(tag_logits[row], encoded.words[i], tags)
+            decoded = decode_batch(result[3].float().numpy(), [encoded.words[i] for i in idx], tags)
+            for i, entities in zip(idx, decoded):
+                found[i] = entities
     return GraphOutputs(*arrays, entity_array(found) if tagging else None)
 
 

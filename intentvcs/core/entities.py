@@ -146,16 +146,49 @@ def decode(tag_logits: np.ndarray, text_words: Sequence[Word], tags: Sequence[st
     probable *well-formed* tag sequence (``bio_path``); an entity's confidence
     is the mean probability of its words' tags.
     """
-    if not text_words:
-        return ()
-    scores = tag_logits[[word.token for word in text_words]].astype(np.float64)
+    return decode_batch(tag_logits[None], [text_words], tags)[0]
+
+
+def decode_batch(tag_logits: np.ndarray, per_text_words: Sequence[Sequence[Word]],
+                 tags: Sequence[str]) -> list[tuple[Entity, ...]]:
+    """``decode`` for each row of a padded batch of tag logits ``[B, T, K]``, ``per_text_words[b]`` the
+    words of row ``b``.
+
+    Every word of the batch is handled in one numpy pass over a flat word
+    axis: softmax, best tags, the rows whose best tags are not well formed
+    (searched again, ``bio_path``; few rows), entity boundaries and mean
+    confidences. Per-text numpy calls had been most of the host time of a
+    GPU batch (docs/RESULTS.md, "Performance", GPU).
+    """
+    tags = tuple(tags)
+    inside, begin = _bio_structure(tags)
+    counts = np.fromiter((len(text_words) for text_words in per_text_words), dtype=np.int64,
+                         count=len(per_text_words))
+    flat = [word for text_words in per_text_words for word in text_words]
+    rows = np.repeat(np.arange(len(per_text_words)), counts)
+    tokens = np.fromiter((word.token for word in flat), dtype=np.int64, count=len(flat))
+    scores = tag_logits[rows, tokens].astype(np.float64)
     scores -= scores.max(axis=1, keepdims=True)
     log_probs = scores - np.log(np.exp(scores).sum(axis=1, keepdims=True))
-    best = bio_path(log_probs, tuple(tags))
-    chosen = np.exp(log_probs[np.arange(len(best)), best])
-    return tuple(
-        Entity(kind, text_words[first].start, text_words[last - 1].end, float(chosen[first:last].mean()))
-        for kind, first, last in chunks([tags[k] for k in best]))
+    best = log_probs.argmax(axis=1)
+    row_start = np.zeros(len(flat), dtype=bool)
+    row_start[(np.cumsum(counts) - counts)[counts > 0]] = True
+    # An I-x that opens a row or follows anything but x: that row's best tags are not well formed.
+    continues = np.concatenate(([False], begin[best[1:]] == begin[best[:-1]])) & ~row_start
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    for row in np.unique(rows[inside[best] & ~continues]):
+        best[offsets[row]:offsets[row + 1]] = bio_path(log_probs[offsets[row]:offsets[row + 1]], tags)
+    chosen = np.concatenate(([0.0], np.cumsum(np.exp(log_probs[np.arange(len(best)), best]))))
+    # Well formed now: an entity is a B-x and the I-x words after it, so it ends at the next word
+    # that is not an I- (a row never opens with one).
+    starts = np.flatnonzero(~inside[best] & (best != tags.index(OUTSIDE)))
+    breaks = np.append(np.flatnonzero(~inside[best]), len(best))
+    ends = breaks[np.searchsorted(breaks, starts, side="right")]
+    found: list[list[Entity]] = [[] for _ in per_text_words]
+    for first, last, row in zip(starts.tolist(), ends.tolist(), rows[starts].tolist()):
+        found[row].append(Entity(tags[best[first]][2:], flat[first].start, flat[last - 1].end,
+                                 float((chosen[last] - chosen[first]) / (last - first))))
+    return [tuple(entities) for entities in found]
 
 
 def bio_path(log_probs: np.ndarray, tags: tuple[str, ...]) -> np.ndarray:
