@@ -350,6 +350,74 @@ def test_a_subset_by_entity_is_told_apart_from_a_duplicate(world):
     assert plain.findings[0].verdict.relation == "duplicate"
 
 
+def _saying(world: World, rows: list[dict], words: str, every: int = 1) -> list[dict]:
+    """Every ``every``-th row's text with ``words`` appended; the model reads it as before (same logits,
+    same vector): the embedding does not see the words."""
+    out = []
+    for i, row in enumerate(rows):
+        if i % every == 0:
+            text = f"{row['text']} {words}"
+            world.table[text] = world.table[row["text"]]
+            row = {**row, "text": text}
+        out.append(row)
+    return out
+
+
+def test_a_subset_by_word_is_told_apart_from_a_duplicate(world):
+    """N's utterances lie all over A, but every one says "in the morning", which a third of A's
+    do: N is A restricted to the morning (a word, not an entity, defines it)."""
+    training = world.training()
+    training = [row for row in training if row["labels"] != ["A"]] + _saying(
+        world, [row for row in training if row["labels"] == ["A"]], "in the morning", every=3)
+    batch = _saying(world, world.rows("morningA", 60, A_MIX, ("A",), 0.95), "in the morning")
+    report = audit_batch(FakeEngine(world.table), batch, training, AuditConfig(progress=False))
+    verdict = report.findings[0].verdict
+    assert (verdict.relation, verdict.existing) == ("subset", ("A",)), verdict.rationale
+    assert "'morning' is in 100% of morningA's rows and 33% of A's" in verdict.rationale
+    # A word on no row of A names no part of A: the same rows without it in A's stay a duplicate.
+    plain = audit_batch(FakeEngine(world.table), batch, world.training(), AuditConfig(progress=False))
+    assert plain.findings[0].verdict.relation == "duplicate"
+
+
+def test_the_word_pivot_needs_the_word_on_nearly_every_new_row_and_on_some_old_ones():
+    from intentvcs.core.dataio import Example
+    from intentvcs.service.audit.words import word_pivot
+
+    def rows(texts):
+        return [Example(text, ("X",)) for text in texts]
+
+    old = rows([f"wake me at {h} in the morning" for h in range(10)] + [f"alarm for {h} pm" for h in range(30)])
+    new = rows([f"morning alarm at {h}" for h in range(18)] + ["an alarm at 7 please", "alarm at 6"])
+    pivot = word_pivot(new, old, min_rows=3, min_gap=0.1)
+    assert (pivot.word, pivot.new_share, pivot.existing_share) == ("morning", 0.9, 0.25)
+    assert pivot.p_value < 0.01 and pivot.tested == 2  # "morning" and "alarm" ("at" is a function word)
+    assert word_pivot(rows(["at noon"] * 10), old, min_rows=3, min_gap=0.1) is None  # "noon": no old row
+    assert word_pivot(new[:2], old, min_rows=3, min_gap=0.1) is None  # too few rows to test
+
+
+def test_a_union_is_read_from_acceptance_when_containment_runs_low():
+    """Half of N's rows accepted as X, half as Y, never ranked together: a union of X and Y (superset),
+    even where the kNN estimate of contain(E->N) is below ``back_high`` or missing; ranked together on
+    every row, the same acceptance is a composite's."""
+    from intentvcs.service.audit.rules import Evidence, decide
+
+    n = 20
+    accepted = np.zeros((n, 2), dtype=bool)
+    accepted[: n // 2, 0] = accepted[n // 2:, 1] = True
+    own = accepted.copy()
+
+    def evidence(ranked):
+        return Evidence(intent="X|Y", candidates=("X", "Y"), to_existing=(wilson(10, n), wilson(10, n)),
+                        to_new=(wilson(30, 100), None), accepted=accepted, independent=accepted, ranked=ranked,
+                        pair_baseline=np.zeros((2, 2)), implication=np.zeros((2, 2), dtype=bool),
+                        multi=wilson(0, n))
+
+    union = decide(evidence(own), AuditConfig(progress=False))
+    assert (union.relation, union.existing) == ("superset", ("X", "Y")), union.rationale
+    together = decide(evidence(np.ones((n, 2), dtype=bool)), AuditConfig(progress=False))
+    assert together.relation == "composite"
+
+
 def test_the_entity_profile_test_is_fishers_exact_test():
     """Checked against scipy on random small and mid-sized tables, and on the case where the
     z-test it replaced was 4-5 times too confident (3 of 3 against 1 of 10)."""

@@ -58,6 +58,7 @@ from intentvcs.service.audit.sampling import BatchSample, sample_batch
 from intentvcs.service.audit.segments import best_pairs
 from intentvcs.service.audit.segments import splits as segment_splits
 from intentvcs.service.audit.slots import entity_pivot
+from intentvcs.service.audit.words import word_pivot
 
 
 log = logging.getLogger(__name__)
@@ -393,6 +394,9 @@ class _Audit:
         pivots = tuple(entity_pivot(own, self.references[c].examples, min_rows=config.min_rows,
                                     min_gap=config.entity_gap) if c in self.references else None
                        for c in candidates)
+        word_pivots = tuple(word_pivot(own, self.references[c].examples, min_rows=config.min_rows,
+                                       min_gap=config.entity_gap) if c in self.references else None
+                            for c in candidates)
         to_existing = tuple(wilson(int(counts[j]), n, config.confidence) for j in keep)
         to_new = tuple(memberships[c].count if c in memberships else None for c in candidates)
         verdict = decide(Evidence(
@@ -400,7 +404,7 @@ class _Audit:
             accepted=accepted[:, keep], independent=independent[:, keep],
             ranked=self.ranked[np.ix_(rows, keep)], pair_baseline=self.pair_baseline(keep),
             implication=self.implication[np.ix_(keep, keep)], multi=multi, pivots=pivots,
-            segmented=segmented), config)
+            word_pivots=word_pivots, segmented=segmented), config)
         scored = Scored([self.examples[i] for i in rows], self.confidences[rows], accepted)
         good, counter = examples(verdict, scored, self.labels, config.examples_cap)
         pairs = tuple(PairContainment(c, fwd, back, self.references[c].source if back is not None else None, pivot)

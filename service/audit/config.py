@@ -43,6 +43,16 @@ class AuditConfig:
                      in both directions; also the least contain(N->E) of a
                      co-ranked composite's parts.
       cover_min:     share of N's rows on which some superset part is accepted.
+      superset_back_min: contain(E->N) at or above which E counts as lying
+                     inside N for a superset (rule 3); lower than ``back_high``
+                     because the estimate runs low for the unseen rows of E
+                     that a superset carries (``rules._accepted_union``). 0.4:
+                     the highest level at which the generated absorbs-one
+                     cases are typed right >= 90% on both audit paths (0.5:
+                     83%; 0.3: 97%), with every scored scenario unchanged.
+      union_part_min, union_cover: a union read from acceptance (rule 3b):
+                     the share of N's rows each part is accepted on, and the
+                     share the parts cover together.
       composite_min: share of N's rows with >= 2 independent existing intents
                      accepted at once.
       corank_min:    for single-label models: how much more often (in share
@@ -96,6 +106,9 @@ class AuditConfig:
     # 0.3, not the 0.7 of "mostly existing intents": a generic intent that absorbs one
     # existing intent and adds new scope is a superset too (benchmarks/results/audit_layers.md).
     cover_min: float = 0.3
+    superset_back_min: float = 0.4
+    union_part_min: float = 0.25
+    union_cover: float = 0.8
     composite_min: float = 0.5
     corank_min: float = 0.3
     part_share: float = 0.5
@@ -120,8 +133,8 @@ class AuditConfig:
     severity: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SEVERITY))
 
     def __post_init__(self) -> None:
-        for name in ("high", "back_high", "sub_min", "part_min", "cover_min", "composite_min", "corank_min",
-                     "part_share", "same_alpha", "entity_gap"):
+        for name in ("high", "back_high", "sub_min", "part_min", "cover_min", "superset_back_min", "union_part_min",
+                     "union_cover", "composite_min", "corank_min", "part_share", "same_alpha", "entity_gap"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"AuditConfig.{name} must be in [0, 1], got {value}")
