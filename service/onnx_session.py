@@ -22,7 +22,12 @@ Execution settings and why:
   8 tokens best among 4, 8, 16 and 32; perf_bench's batch-32 figures before and
   after, in two runs: fp32 270 -> 383, int8 408 -> 548); on CUDA, full chunks.
 - on CUDA, IO binding with outputs allocated on the device and copied back
-  once per chunk, instead of ORT's per-run host staging.
+  once per chunk, instead of ORT's per-run host staging; full fp32 matmuls
+  (``CUDA_OPTIONS``: TF32 off, for answers equal to the CPU's); the runs of a
+  call on a worker thread, overlapping the host's padding and entity decoding
+  (``OnnxSession._runs``); the CUDA and cuDNN libraries of the nvidia-* pip
+  packages loaded by the session itself (``_load_cuda_libraries``), since the
+  service imports no torch.
 """
 
 from __future__ import annotations
@@ -92,8 +97,8 @@ def uses_cuda(provider: str) -> bool:
     return provider != "cpu" and CUDA in ort.get_available_providers()
 
 
-def _providers(provider: str) -> list[str]:
-    """ONNX Runtime provider list for a name of ``PROVIDERS``, CPU always last."""
+def _providers(provider: str) -> list[str | tuple[str, dict[str, str]]]:
+    """ONNX Runtime provider list for a name of ``PROVIDERS`` (CUDA with its options), CPU always last."""
     if provider not in PROVIDERS:
         raise ValueError(f"provider must be one of {list(PROVIDERS)}, got {provider!r}")
     available = ort.get_available_providers()
