@@ -2,6 +2,7 @@
 
     python -m benchmarks.perf_bench --bundle BUNDLE --checkpoint CHECKPOINT
     python -m benchmarks.perf_bench --bundle BUNDLE --checkpoint CHECKPOINT --skip-service --repeats 3
+    python -m benchmarks.perf_bench --gpu-only --bundle BUNDLE --checkpoint CHECKPOINT   # on a GPU machine
 
 Writes ``benchmarks/results/perf.json`` and ``perf.md`` (``--results-dir`` to
 write elsewhere). Run it on a quiet machine: other work on the cores skews
@@ -21,9 +22,12 @@ SNIPS test split), in one invocation, so ratios compare like with like:
   driven by ``benchmarks.load_test``: idle single requests, then closed-loop
   clients at each concurrency for a fixed time; start-up time and the
   resident memory of each worker.
-- ``gpu``: the CUDA provider (with IO binding, as the engine runs it) against
-  PyTorch on CUDA at 1 to 256 utterances per call, each call one graph run,
-  when both are installed and a GPU answers; else one record saying why not.
+- ``gpu``: the engine on the CUDA provider (fp32 and int8 graphs; IO binding,
+  runs of ``GPU_MAX_BATCH`` overlapped with host work, as it serves) against
+  PyTorch on CUDA (one forward per call) at 1 to 256 utterances per call,
+  and its answers against the CPU engine's, when the CUDA provider answers;
+  else one record saying why not. ``--gpu-only`` measures just this part and
+  merges it into an existing perf.json (``scripts/gpu_check.sh`` runs it).
 - ``limit``: FLOPs per utterance from the encoder config and the data's token
   counts, this machine's fp32 matmul rate on the same threads and its nominal
   AVX2 peak, hence the compute-bound ceiling in utterances per second.
@@ -410,9 +414,10 @@ def gpu_records(bundle: str, checkpoint: str | None, texts: Sequence[str], repea
 
 def accelerator_records(bundle: str, checkpoint: str | None, texts: Sequence[str], repeats: int, threads: int,
                         provider: str) -> list[dict]:
-    """The engine on ``provider`` (fp32, and the int8 graph when the bundle has one) against PyTorch on the
-    same device at ``GPU_BATCH_SIZES``, each call one graph run; a ``setup`` record (device, versions) and a
-    ``parity`` record (its answers against the CPU engine's on every text, ``intentvcs.export.parity.compare``).
+    """The engine on ``provider`` (fp32, and the int8 graph when the bundle has one; runs of
+    ``GPU_MAX_BATCH``) against PyTorch on the same device (one forward per call) at ``GPU_BATCH_SIZES``; a
+    ``setup`` record (device, versions) and a ``parity`` record (its answers against the CPU engine's on
+    every text, ``intentvcs.export.parity.compare``). Tests run it with ``provider="cpu"``.
 
     The engine starts before torch is imported, as in the torch-free service,
     so the run proves that the engine finds the CUDA libraries on its own.
