@@ -55,6 +55,11 @@ class AuditConfig:
                      share the parts cover together.
       composite_min: share of N's rows with >= 2 independent existing intents
                      accepted at once.
+      segment_min:   share of N's sampled rows whose halves, split at a
+                     conjunction, are accepted as the same two unrelated
+                     intents (rule 1b). 0.35: MultiWOZ's multi-domain turns
+                     chain their requests in only 17-41% of rows, and no
+                     other scenario's verdict moves between 0.25 and 0.5.
       corank_min:    for single-label models: how much more often (in share
                      of rows) two intents are ranked first and second on N's
                      rows than on their own rows.
@@ -110,6 +115,7 @@ class AuditConfig:
     union_part_min: float = 0.25
     union_cover: float = 0.8
     composite_min: float = 0.5
+    segment_min: float = 0.35
     corank_min: float = 0.3
     part_share: float = 0.5
     same_alpha: float = 0.01
@@ -134,7 +140,8 @@ class AuditConfig:
 
     def __post_init__(self) -> None:
         for name in ("high", "back_high", "sub_min", "part_min", "cover_min", "superset_back_min", "union_part_min",
-                     "union_cover", "composite_min", "corank_min", "part_share", "same_alpha", "entity_gap"):
+                     "union_cover", "composite_min", "segment_min", "corank_min", "part_share", "same_alpha",
+                     "entity_gap"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"AuditConfig.{name} must be in [0, 1], got {value}")

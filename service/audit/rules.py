@@ -12,7 +12,7 @@ fields.
    >= ``part_share`` of those rows. Parts = those candidates. Checked first
    because a composite also looks "contained" in each of its parts.
 1b. composite, segmented: split at conjunctions ("X and Y"), the two
-   halves of >= ``composite_min`` of N's sampled rows are accepted as the
+   halves of >= ``segment_min`` of N's sampled rows are accepted as the
    same two unrelated existing intents (``intentvcs.service.audit.segments``). For
    single-label models, whose softmax gives a joined request's mass to one
    part; the share counts every sampled row, so intents that are not
@@ -253,13 +253,13 @@ def _single_target(ev: Evidence, config: AuditConfig) -> Verdict | None:
 
 
 def _co_segmented(ev: Evidence, config: AuditConfig) -> Verdict | None:
-    if ev.segmented is None or ev.segmented[1].rate < config.composite_min:
+    if ev.segmented is None or ev.segmented[1].rate < config.segment_min:
         return None
     names, share = list(ev.segmented[0]), ev.segmented[1]
     rationale = (f"split at a conjunction, {share.rate:.0%} of {ev.intent}'s sampled rows are {names[0]} and "
-                 f"{names[1]} half by half (threshold {config.composite_min:.0%})")
+                 f"{names[1]} half by half (threshold {config.segment_min:.0%})")
     support = np.ones(ev.n, dtype=bool)  # the split evidence is on a sample; the claim is on every row
-    alternatives = ["novel"] if share.straddles(config.composite_min) else []
+    alternatives = ["novel"] if share.straddles(config.segment_min) else []
     return _verdict(ev, config, "composite", names, alternatives, rationale, support, share)
 
 
