@@ -24,8 +24,8 @@ API (numpy + stdlib + tqdm; no torch, runs inside the service)::
 Modules: ``containment`` (both directions, Wilson intervals), ``rules`` (the
 decision rules, documented there), ``evidence`` (examples, PU relabel list),
 ``report`` (report and fix), ``render`` (HTML), ``pairs`` (the flat pair
-table), ``slots`` (the entity-profile test), ``batch`` (orchestration),
-``config`` (thresholds).
+table), ``slots`` (the entity-profile test), ``words`` (the word pivot),
+``batch`` (orchestration), ``config`` (thresholds).
 
 Report JSON (``report.schema.json``, JSON Schema 2020-12, is normative)::
 
