@@ -171,18 +171,19 @@ def decode_batch(tag_logits: np.ndarray, per_text_words: Sequence[Sequence[Word]
     scores -= scores.max(axis=1, keepdims=True)
     log_probs = scores - np.log(np.exp(scores).sum(axis=1, keepdims=True))
     best = log_probs.argmax(axis=1)
+    offsets = np.concatenate(([0], np.cumsum(counts)))  # row b's words: flat[offsets[b]:offsets[b + 1]]
     row_start = np.zeros(len(flat), dtype=bool)
-    row_start[(np.cumsum(counts) - counts)[counts > 0]] = True
+    row_start[offsets[:-1][counts > 0]] = True
     # An I-x that opens a row or follows anything but x: that row's best tags are not well formed.
     continues = np.concatenate(([False], begin[best[1:]] == begin[best[:-1]])) & ~row_start
-    offsets = np.concatenate(([0], np.cumsum(counts)))
     for row in np.unique(rows[inside[best] & ~continues]):
         best[offsets[row]:offsets[row + 1]] = bio_path(log_probs[offsets[row]:offsets[row + 1]], tags)
     chosen = np.concatenate(([0.0], np.cumsum(np.exp(log_probs[np.arange(len(best)), best]))))
     # Well formed now: an entity is a B-x and the I-x words after it, so it ends at the next word
     # that is not an I- (a row never opens with one).
-    starts = np.flatnonzero(~inside[best] & (best != tags.index(OUTSIDE)))
-    breaks = np.append(np.flatnonzero(~inside[best]), len(best))
+    not_inside = ~inside[best]
+    starts = np.flatnonzero(not_inside & (best != tags.index(OUTSIDE)))
+    breaks = np.append(np.flatnonzero(not_inside), len(best))
     ends = breaks[np.searchsorted(breaks, starts, side="right")]
     found: list[list[Entity]] = [[] for _ in per_text_words]
     for first, last, row in zip(starts.tolist(), ends.tolist(), rows[starts].tolist()):

@@ -391,12 +391,13 @@ class _Audit:
             if membership is not None:
                 memberships[existing] = membership
         own = [self.examples[i] for i in rows]
-        pivots = tuple(entity_pivot(own, self.references[c].examples, min_rows=config.min_rows,
-                                    min_gap=config.entity_gap) if c in self.references else None
-                       for c in candidates)
-        word_pivots = tuple(word_pivot(own, self.references[c].examples, min_rows=config.min_rows,
-                                       min_gap=config.entity_gap) if c in self.references else None
-                            for c in candidates)
+        theirs = [self.references[c].examples if c in self.references else None for c in candidates]
+        pivots = tuple(None if rows_of_e is None else
+                       entity_pivot(own, rows_of_e, min_rows=config.min_rows, min_gap=config.entity_gap)
+                       for rows_of_e in theirs)
+        word_pivots = tuple(None if rows_of_e is None else
+                            word_pivot(own, rows_of_e, min_rows=config.min_rows, min_gap=config.entity_gap)
+                            for rows_of_e in theirs)
         to_existing = tuple(wilson(int(counts[j]), n, config.confidence) for j in keep)
         to_new = tuple(memberships[c].count if c in memberships else None for c in candidates)
         verdict = decide(Evidence(

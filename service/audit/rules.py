@@ -303,8 +303,7 @@ def _accepted_union(ev: Evidence, config: AuditConfig) -> Verdict | None:
     for a, b in itertools.combinations(parts, 2):
         if (ev.ranked[:, a] & ev.ranked[:, b]).mean() - ev.pair_baseline[a, b] >= config.corank_min:
             return None
-    support = ev.accepted[:, parts].any(axis=1)
-    coverage = wilson(int(support.sum()), ev.n, config.confidence)
+    support, coverage = _coverage(ev, parts, config)
     if coverage.rate < config.union_cover:
         return None
     names = [ev.candidates[j] for j in parts]
@@ -315,14 +314,19 @@ def _accepted_union(ev: Evidence, config: AuditConfig) -> Verdict | None:
                     rationale, support, coverage)
 
 
+def _coverage(ev: Evidence, parts: list[int], config: AuditConfig) -> tuple[np.ndarray, Count]:
+    """N's rows on which some of ``parts`` is accepted, and their share with its interval."""
+    support = ev.accepted[:, parts].any(axis=1)
+    return support, wilson(int(support.sum()), ev.n, config.confidence)
+
+
 def _superset(ev: Evidence, config: AuditConfig, min_accepted: float = 0.0) -> Verdict | None:
     inside = [j for j, c in enumerate(ev.to_new) if c is not None and c.rate >= config.superset_back_min
               and ev.to_existing[j].rate >= min_accepted]
     parts = _most_general(inside, ev.implication)
     if not parts:
         return None
-    support = ev.accepted[:, parts].any(axis=1)
-    coverage = wilson(int(support.sum()), ev.n, config.confidence)
+    support, coverage = _coverage(ev, parts, config)
     if coverage.rate < config.cover_min:
         return None
     names = [ev.candidates[j] for j in parts]
