@@ -133,6 +133,11 @@ class TrainConfig:
     extend_vocab: int = setting(0, "add every word of the training rows that the tokenizer reads as [UNK] and "
                                    "that occurs at least N times as a token of its own, with a trained embedding "
                                    "row (intentvcs.training.vocabulary; needs trained embeddings); 0: off")
+    # Off: it changes which weights are kept, and the recorded commands must still reproduce; the SNIPS
+    # entity recipe measures it (benchmarks/results/entities.md, variant "averaged").
+    ema_decay: float = setting(0.0, "judge and keep an exponential moving average of the trained weights, folding "
+                                    "each step's weights in with weight 1 - DECAY (intentvcs.training.averaging; "
+                                    "0: off, the raw weights)")
 
     def __post_init__(self) -> None:
         _check_choices(self)
@@ -152,6 +157,8 @@ class TrainConfig:
                              "be learnt")
         if not 0.0 < self.focal_alpha < 1.0:
             raise ValueError("focal_alpha must be in (0, 1)")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must lie in [0, 1) (0: off), got {self.ema_decay}")
         if self.entity_weight < 0:
             raise ValueError("entity_weight must be >= 0")
         if self.consistency_weight < 0:

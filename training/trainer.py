@@ -5,12 +5,14 @@ validation, and keep what the decision layer needs to be fitted afterwards.
 rows, optimiser), then per epoch train on length-bucketed batches (with
 robust training, on the rows plus perturbed copies, drawn afresh each epoch)
 and measure validation (the loss, and for an entity head span F1 and overall
-accuracy), keeping the best weights and stopping early.
+accuracy), keeping the best weights and stopping early. With ``ema_decay``
+the weights judged and kept are the moving average of the trained ones.
 Its settings are ``TrainConfig`` (``intentvcs.training.config``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
@@ -27,6 +29,7 @@ from transformers import get_linear_schedule_with_warmup
 from intentvcs.core.dataio import Example
 from intentvcs.core.entities import aligned, span_set, tag_vocabulary
 from intentvcs.core.scoring import overall_accuracy, span_metrics
+from intentvcs.training.averaging import WeightAverage
 from intentvcs.training.batching import (
     Encoded,
     collate,
@@ -84,6 +87,7 @@ class _Run:
     scheduler: torch.optim.lr_scheduler.LambdaLR
     rng: random.Random  # batch order
     generator: torch.Generator  # negative sampling
+    average: WeightAverage | None  # the moving average of ``params`` that is judged and kept; None: the raw weights
 
 
 @dataclass
@@ -109,8 +113,12 @@ class Trainer:
         run = self._set_up(train, valid)
         best, history = _Best(), []
         for epoch in range(1, self.config.epochs + 1):
-            history.append(self._epoch(run, epoch))
-            if not self._keep_best(run, best, history[-1]):
+            started = time.time()
+            train_loss = self._train_epoch(run, epoch)
+            with self._judged_weights(run):
+                history.append(self._validate(run, epoch, train_loss, started))
+                go_on = self._keep_best(run, best, history[-1])
+            if not go_on:
                 break
         run.model.load_state_dict(best.state)
         run.model.eval()
@@ -133,8 +141,9 @@ class Trainer:
         valid_enc = self._validation_rows(valid, labels, tokenizer)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer, scheduler = self._optimiser(params, len(rows))
+        average = WeightAverage(params, cfg.ema_decay) if cfg.ema_decay else None
         return _Run(model, tokenizer, labels, tags, train, clean, rows, valid_enc, valid, params, optimizer,
-                    scheduler, rng, generator)
+                    scheduler, rng, generator, average)
 
     def _seed(self) -> tuple[random.Random, torch.Generator]:
         """Seed torch (head initialisation, dropout); return the batch-order and negative-sampling generators."""
@@ -214,18 +223,25 @@ class Trainer:
 
     # -- one epoch ------------------------------------------------------------------------------------------
 
-    def _epoch(self, run: _Run, epoch: int) -> dict:
-        """Train one epoch and measure the validation loss; return the epoch's record (also logged)."""
+    def _judged_weights(self, run: _Run) -> contextlib.AbstractContextManager:
+        """Around an epoch's validation and keeping: the model holds the weights judged (the moving average,
+        with ``ema_decay``), and its trained ones again after."""
+        return run.average.applied() if run.average else contextlib.nullcontext()
+
+    def _train_epoch(self, run: _Run, epoch: int) -> float:
+        """Train one epoch (on fresh perturbed copies when resampling); return the mean training loss."""
         cfg = self.config
         run.model.train()
-        epoch_start = time.time()
         if epoch > 1 and cfg.augment_ratio > 0 and cfg.augment_resample:
             run.rows = self._training_rows(run.train, run.clean, run.labels, run.tokenizer, epoch)
-        train_loss = self._train_steps(run, epoch)
+        return self._train_steps(run, epoch)
+
+    def _validate(self, run: _Run, epoch: int, train_loss: float, started: float) -> dict:
+        """Measure the validation loss (and the entity figures); return the epoch's record (also logged)."""
         valid_loss = (self._evaluate_loss(run.model, run.valid, run.tokenizer.pad_token_id, run.generator)
                       if len(run.valid) > 0 else math.nan)
         record = {"epoch": epoch, "train_loss": train_loss, "valid_loss": valid_loss,
-                  "seconds": round(time.time() - epoch_start, 1)}
+                  "seconds": round(time.time() - started, 1)}
         if run.tags and any(ex.spans for ex in run.valid_examples):
             record.update(self._valid_entity_figures(run))
         log.info("epoch %d: train loss %.4f, valid loss %.4f%s, %.0f s", epoch, train_loss, valid_loss,
@@ -270,6 +286,8 @@ class Trainer:
             run.optimizer.step()
             run.scheduler.step()
             run.optimizer.zero_grad(set_to_none=True)
+            if run.average:
+                run.average.update()
             running += loss.item()
             if step % 20 == 0:
                 bar.set_postfix(loss=f"{running / step:.4f}")

@@ -48,6 +48,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     add_option(p, TrainConfig, "freeze_embeddings", "--train-embeddings", action="store_false",
                help="fine-tune the word-embedding matrix too instead of keeping it frozen")
     add_option(p, TrainConfig, "extend_vocab", metavar="N")
+    add_option(p, TrainConfig, "ema_decay", metavar="DECAY")
 
 
 def add_decision_options(p: argparse.ArgumentParser) -> None:
