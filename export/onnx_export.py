@@ -1,5 +1,6 @@
 """Export an ``IntentModel`` to ONE ONNX graph: ids -> ``logits [B, L]``, ``pooled``, ``pooled_mid`` ``[B, H]``,
-and, for a model with an entity head, ``tag_logits [B, T, K]``.
+for a model with an entity head ``tag_logits [B, T, K]``, and for one with a boundary head
+``boundary_logits [B, T]``.
 
 How: Optimum's exporter (``optimum.exporters.onnx.export``) traces any
 ``nn.Module`` that carries a ``config`` and is described by an ``OnnxConfig``.
@@ -7,8 +8,8 @@ We hand it a thin wrapper around the whole ``IntentModel`` (encoder, mean
 pooling, head) plus the backbone's own Optimum config (``feature-extraction``
 task, so inputs, dummy-input generation, opset default and per-architecture
 patches are Optimum's) whose ``outputs`` are overridden to the names of
-``intentvcs.core.outputs.GRAPH_OUTPUTS`` (plus ``TAG_OUTPUT``, whose sequence axis is
-dynamic too), each with a dynamic batch axis. Optimum maps the wrapper's output
+``IntentModel.output_names`` (the per-token outputs' sequence axis is dynamic
+too), each with a dynamic batch axis. Optimum maps the wrapper's output
 tuple onto those names in order and marks batch and sequence axes of every
 input dynamic; its ``fix_dynamic_axes`` pass leaves the label and hidden axes
 static, which lets the engine check a bundle's label count against the graph.
@@ -37,7 +38,7 @@ import torch
 from onnx.external_data_helper import uses_external_data
 from torch import nn
 
-from intentvcs.core.outputs import GRAPH_OUTPUTS, TAG_OUTPUT
+from intentvcs.core.outputs import BOUNDARY_OUTPUT, TAG_OUTPUT
 from intentvcs.training.model import IntentModel
 
 TASK = "feature-extraction"
@@ -60,11 +61,6 @@ class _Exportable(nn.Module):
         return self.model(input_ids, attention_mask, token_type_ids)
 
 
-def output_names(model: IntentModel) -> list[str]:
-    """The graph's outputs for ``model``: the intent outputs, then the tag logits when it has an entity head."""
-    return list(GRAPH_OUTPUTS) + ([TAG_OUTPUT] if model.tagger is not None else [])
-
-
 def _onnx_config(encoder_config, outputs: list[str]):
     """The backbone's Optimum ``OnnxConfig`` with the intent graph's ``outputs``."""
     import optimum.exporters.onnx.model_configs  # noqa: F401  (registers the configs)
@@ -78,8 +74,9 @@ def _onnx_config(encoder_config, outputs: list[str]):
         @property
         def outputs(self) -> dict[str, dict[int, str]]:
             axes = {name: {0: "batch_size"} for name in outputs}
-            if TAG_OUTPUT in axes:
-                axes[TAG_OUTPUT][1] = "sequence_length"
+            for per_token in (TAG_OUTPUT, BOUNDARY_OUTPUT):
+                if per_token in axes:
+                    axes[per_token][1] = "sequence_length"
             return axes
 
     return IntentOnnxConfig(encoder_config, task=TASK)
@@ -94,7 +91,7 @@ def export_onnx(model: IntentModel, path: str | Path, opset: int | None = None) 
 
     path = Path(path)
     model = model.eval()
-    config = _onnx_config(model.encoder.config, output_names(model))
+    config = _onnx_config(model.encoder.config, model.output_names())
     with warnings.catch_warnings():
         # The tracer warns about constants built from Python scalars inside
         # transformers' mask code; they are constant, and parity checks the graph.

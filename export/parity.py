@@ -6,7 +6,8 @@ bundle's tokenizer.json, per-chunk padding, ORT session settings) on held-out
 utterances, then requires
 
 - fp32 logits within ``PARITY_ATOL`` (max abs) of PyTorch's, and
-- identical entity sets (type and offsets) for a graph with an entity head, and
+- identical entity sets (type and offsets) for a graph with an entity head,
+  identical request starts for one with a boundary head, and
 - identical accepted label sets and identical OOS verdicts after
   ``Decision.apply``: a logit gap below the tolerance can still cross a
   threshold, and what users see is the decision, not the logits. The one
@@ -153,6 +154,7 @@ def compare(reference: GraphOutputs, candidate: GraphOutputs, decision: Decision
     return {
         "utterances": len(texts),
         **_entity_agreement(reference, candidate, texts),
+        **_start_agreement(reference, candidate, texts),
         "max_abs_logit_diff": gap(reference.logits, candidate.logits),
         "max_abs_pooled_diff": gap(reference.pooled, candidate.pooled),
         "max_abs_pooled_mid_diff": gap(reference.pooled_mid, candidate.pooled_mid),
@@ -199,11 +201,23 @@ def _entity_agreement(reference: GraphOutputs, candidate: GraphOutputs, texts: S
             "max_entity_confidence_diff": confidence_gap, "entity_mismatched": differing}
 
 
+def _start_agreement(reference: GraphOutputs, candidate: GraphOutputs, texts: Sequence[str]) -> dict[str, Any]:
+    """For graphs with a boundary head: rows with the same request starts, and a few that differ; nothing
+    for graphs without one."""
+    if reference.starts is None:
+        return {}
+    differing = [i for i, (ref, cand) in enumerate(zip(reference.starts, candidate.starts)) if ref != cand]
+    return {"start_mismatches": len(differing),
+            "start_mismatched": [{"text": texts[i], "reference": list(reference.starts[i]),
+                                  "candidate": list(candidate.starts[i])} for i in differing[:MAX_REPORTED_MISMATCHES]]}
+
+
 def check_parity(reference: GraphOutputs, onnx: GraphOutputs,
                  decision: Decision, texts: Sequence[str], source: str, atol: float = PARITY_ATOL) -> dict[str, Any]:
     """The parity report of ONNX outputs against PyTorch's; raises ``ParityError`` unless it passes."""
     report = {"source": source, "atol": atol, **compare(reference, onnx, decision, texts)}
     report["passed"] = (report["max_abs_logit_diff"] <= atol and report.get("entity_mismatches", 0) == 0
+                        and report.get("start_mismatches", 0) == 0
                         and report["label_set_mismatches"] == 0 and report["oos_mismatches"] == 0)
     if not report["passed"]:
         raise ParityError(report)

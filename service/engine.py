@@ -109,6 +109,7 @@ class Engine:
             "hidden_size": self.session.output_widths["pooled"],
             "oos_rule": self.decision.oos.name,
             "segment": self.segment,
+            "request_boundaries": self.session.boundaries,
             "spelling_words": len(self.spelling) if self.spelling is not None else None,
         }
 

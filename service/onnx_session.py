@@ -41,9 +41,10 @@ from typing import Iterator, Sequence
 import numpy as np
 import onnxruntime as ort
 
+from intentvcs.core.boundaries import request_starts
 from intentvcs.core.entities import decode_batch, words
 from intentvcs.core.manifest import BundleError
-from intentvcs.core.outputs import GRAPH_OUTPUTS, TAG_OUTPUT, GraphOutputs, entity_array
+from intentvcs.core.outputs import BOUNDARY_OUTPUT, GRAPH_OUTPUTS, TAG_OUTPUT, GraphOutputs, tuple_array
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS
 from intentvcs.service.tokenization import SUPPORTED_INPUTS, BundleTokenizer, length_buckets, pad_chunk
 
@@ -153,8 +154,11 @@ class OnnxSession:
     ``spin``       whether idle intra-op threads busy-wait (ORT's default).
     ``tags``       the entity head's tag vocabulary, for a graph with ``tag_logits``
                    (whose last axis must have that size); its answers then carry entities.
-    After construction ``provider`` is the active ONNX Runtime provider and
-    ``output_widths`` maps each intent output name to its static second axis.
+    A graph with ``boundary_logits`` (a model trained with chains) also gives each
+    text's request starts (``intentvcs.core.boundaries``).
+    After construction ``provider`` is the active ONNX Runtime provider,
+    ``output_widths`` maps each intent output name to its static second axis and
+    ``boundaries`` says whether the graph scores request boundaries.
     Raises ``BundleError`` (naming ``model_path``) when the graph cannot be
     loaded or does not have the intent-graph signature, ``EngineError`` when
     the provider cannot be used.
@@ -193,9 +197,11 @@ class OnnxSession:
         unknown = sorted(set(self.input_names) - set(SUPPORTED_INPUTS))
         if unknown:
             raise BundleError(model_path, f"graph inputs {unknown} are not supported (known: {list(SUPPORTED_INPUTS)})")
-        self.output_widths = _output_widths(model_path, self._session, list(tags))
+        self.boundaries = BOUNDARY_OUTPUT in {arg.name for arg in self._session.get_outputs()}
+        self.output_widths = _output_widths(model_path, self._session, list(tags), self.boundaries)
         self.tags = list(tags)
-        self._outputs = list(GRAPH_OUTPUTS) + ([TAG_OUTPUT] if self.tags else [])
+        self._outputs = (list(GRAPH_OUTPUTS) + ([TAG_OUTPUT] if self.tags else [])
+                         + ([BOUNDARY_OUTPUT] if self.boundaries else []))
         self.tokenizer = tokenizer
         self.threads = threads
         self.max_batch = max_batch
@@ -208,23 +214,30 @@ class OnnxSession:
                  os.path.basename(model_path), self.provider, threads, max_batch)
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs:
-        """Raw outputs (float32), rows in input order, with each text's entities when the graph tags them."""
+        """Raw outputs (float32), rows in input order, with each text's entities when the graph tags them
+        and its request starts when it scores boundaries."""
         arrays = [np.empty((len(texts), self.output_widths[name]), dtype=np.float32) for name in GRAPH_OUTPUTS]
         found: list[tuple] = [()] * len(texts)
+        starts: list[tuple] = [()] * len(texts)
         if texts:
             encodings = self.tokenizer.encode(texts)
             chunks = length_buckets([len(e.ids) for e in encodings], self.max_batch, self.run_cost_tokens)
             feeds = ((rows, pad_chunk([encodings[i] for i in rows], self.input_names, self.tokenizer.pad_id))
                      for rows in chunks)
             for rows, results in self._runs(feeds):
-                for array, chunk in zip(arrays, results):
-                    array[rows] = chunk
+                named = dict(zip(self._outputs, results))
+                for array, name in zip(arrays, GRAPH_OUTPUTS):
+                    array[rows] = named[name]
+                if self.tags or self.boundaries:
+                    chunk_words = [words(encodings[i].word_ids, encodings[i].offsets) for i in rows]
                 if self.tags:
-                    decoded = decode_batch(results[3], [words(encodings[i].word_ids, encodings[i].offsets)
-                                                        for i in rows], self.tags)
-                    for i, entities in zip(rows, decoded):
+                    for i, entities in zip(rows, decode_batch(named[TAG_OUTPUT], chunk_words, self.tags)):
                         found[i] = entities
-        return GraphOutputs(*arrays, entity_array(found) if self.tags else None)
+                if self.boundaries:
+                    for i, begins in zip(rows, request_starts(named[BOUNDARY_OUTPUT], chunk_words)):
+                        starts[i] = begins
+        return GraphOutputs(*arrays, tuple_array(found) if self.tags else None,
+                            tuple_array(starts) if self.boundaries else None)
 
     def _runs(self, feeds: Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]
               ) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
@@ -256,11 +269,12 @@ class OnnxSession:
         return binding.copy_outputs_to_cpu()
 
 
-def _output_widths(model_path, session: ort.InferenceSession, tags: list[str]) -> dict[str, int]:
+def _output_widths(model_path, session: ort.InferenceSession, tags: list[str], boundaries: bool) -> dict[str, int]:
     """The static width of each intent output; raises ``BundleError`` unless the graph's outputs are the
-    intent graph's, with ``tag_logits`` of ``len(tags)`` tags exactly when ``tags`` are given."""
+    intent graph's, with ``tag_logits`` of ``len(tags)`` tags exactly when ``tags`` are given (and
+    ``boundary_logits`` when ``boundaries``)."""
     shapes = {arg.name: arg.shape for arg in session.get_outputs()}
-    expected = list(GRAPH_OUTPUTS) + ([TAG_OUTPUT] if tags else [])
+    expected = list(GRAPH_OUTPUTS) + ([TAG_OUTPUT] if tags else []) + ([BOUNDARY_OUTPUT] if boundaries else [])
     if sorted(shapes) != sorted(expected):
         raise BundleError(model_path, f"graph outputs are {sorted(shapes)}, expected {expected}")
     for name in GRAPH_OUTPUTS:
@@ -270,4 +284,7 @@ def _output_widths(model_path, session: ort.InferenceSession, tags: list[str]) -
     if tags and (len(shapes[TAG_OUTPUT]) != 3 or shapes[TAG_OUTPUT][2] != len(tags)):
         raise BundleError(model_path, f"output {TAG_OUTPUT!r} has shape {shapes[TAG_OUTPUT]}; expected "
                                       f"[batch, sequence, {len(tags)}] for the manifest's {len(tags)} entity tags")
+    if boundaries and len(shapes[BOUNDARY_OUTPUT]) != 2:
+        raise BundleError(model_path, f"output {BOUNDARY_OUTPUT!r} has shape {shapes[BOUNDARY_OUTPUT]}; expected "
+                                      "[batch, sequence]")
     return {name: shapes[name][1] for name in GRAPH_OUTPUTS}

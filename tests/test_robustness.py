@@ -17,7 +17,7 @@ from intentvcs.core.dataio import Example, Span, read_jsonl, write_jsonl
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import Entity
 from intentvcs.core.oos import ThresholdRule
-from intentvcs.core.outputs import GraphOutputs, entity_array
+from intentvcs.core.outputs import GraphOutputs, tuple_array
 from intentvcs.core.perturb import FAMILIES, OPERATORS, VALUE_OPERATORS, EntityValues, perturb, random_set
 from intentvcs.core.robustness import (
     build_sets,
@@ -285,7 +285,7 @@ def entities_of(text: str) -> tuple[Entity, ...]:
 
 
 def entity_infer(texts):
-    return GraphOutputs(*FakeModel().infer(texts)[:3], entity_array([entities_of(t) for t in texts]))
+    return GraphOutputs(*FakeModel().infer(texts)[:3], tuple_array([entities_of(t) for t in texts]))
 
 
 def slot_f1(examples) -> float:

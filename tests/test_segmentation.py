@@ -10,7 +10,7 @@ from intentvcs.core.entities import Entity
 from intentvcs.core.evaluation import evaluate
 from intentvcs.core.dataio import Example, Span
 from intentvcs.core.oos import ThresholdRule
-from intentvcs.core.outputs import GraphOutputs, entity_array
+from intentvcs.core.outputs import GraphOutputs, tuple_array
 from intentvcs.core.segmentation import cut, decide_segmented
 
 LABELS = ("play", "lights", "weather")
@@ -35,7 +35,7 @@ def fake_infer(calls: list):
             found.append(tuple(Entity("genre", text.index(g), text.index(g) + len(g), 0.9)
                                for g in GENRES if g in text))
         pooled = np.zeros((len(texts), 2), dtype=np.float32)
-        return GraphOutputs(logits, pooled, pooled, entity_array(found))
+        return GraphOutputs(logits, pooled, pooled, tuple_array(found))
 
     return infer
 
@@ -69,6 +69,31 @@ def test_short_sides_and_entities_are_not_cut():
     text = "add this to my chill playlist and then book a table"
     running_on = (text.index("chill"), text.index(" then"))
     assert [text[a:b] for a, b in cut(text, [running_on])] == ["add this to my chill playlist", "book a table"]
+
+
+def test_learned_request_starts_cut_where_no_connector_does():
+    text = "play some jazz turn off the lights"
+    starts = (text.index("turn"),)
+    assert [text[a:b] for a, b in cut(text, starts=starts)] == ["play some jazz", "turn off the lights"]
+    # A start right after a connector is the connector's cut, not a second one.
+    text = "play some jazz and turn off the lights"
+    assert cut(text, starts=(text.index("turn"),)) == cut(text)
+    # Inside an entity, or leaving a side of fewer than MIN_WORDS words, a start cuts nothing.
+    text = "play simon garfunkel now please"
+    assert cut(text, [(5, text.index(" now"))], starts=(text.index("garfunkel"),)) == [(0, len(text))]
+    assert cut("play jazz loud", starts=(10,)) == [(0, 14)]
+
+
+def test_a_text_with_request_starts_is_answered_part_by_part():
+    text = "play some jazz turn off the lights"
+
+    def with_starts(texts: list[str]) -> GraphOutputs:
+        outputs = fake_infer([])(texts)
+        return outputs._replace(starts=tuple_array([(t.index("turn"),) if "jazz turn" in t else () for t in texts]))
+
+    outputs, segmented = decide_segmented(DECISION, with_starts, [text])
+    assert [(text[p.start:p.end], [LABELS[j] for j in p.accepted]) for p in segmented.parts[0]] == [
+        ("play some jazz", ["play"]), ("turn off the lights", ["lights"])]
 
 
 def test_at_most_four_parts():

@@ -12,11 +12,11 @@ def test_resampling_is_the_default_when_augmenting_and_off_without_copies():
 
 
 def test_a_stored_config_keeps_what_its_run_did():
-    # Written before resampling, entities and epoch selection existed: its copies were drawn once, no entity
-    # head trained, the loss picked the epoch.
+    # Written before resampling, entities, epoch selection and boundaries existed: its copies were drawn once,
+    # no entity or boundary head trained, the loss picked the epoch.
     old = {"epochs": 3, "augment_ratio": 2.0, "augment_mix": None, "a_field_from_the_future": 1}
     assert TrainConfig.from_stored(old) == TrainConfig(epochs=3, augment_ratio=2.0, augment_resample=False,
-                                                       entity_weight=0.0, select_by="loss")
+                                                       entity_weight=0.0, select_by="loss", boundary_weight=0.0)
     today = TrainConfig(augment_ratio=2.0, consistency_weight=0.5)
     assert TrainConfig.from_stored(today.to_dict()) == today
 
@@ -77,4 +77,4 @@ def test_train_config_records_the_same_keys():
         "dropout", "seed", "patience", "select_by", "freeze_embeddings", "negative_theta", "focal_beta", "threads",
         "augment_ratio", "augment_mix", "augment_resample", "consistency_weight", "validate_perturbed", "labels",
         "entity_weight", "chain_ratio", "tags_read_intents", "focal_alpha", "extend_vocab",
-        "ema_decay"]
+        "ema_decay", "boundary_weight"]

@@ -13,6 +13,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
+from intentvcs.core.boundaries import boundary_targets
 from intentvcs.core.dataio import Span
 from intentvcs.core.entities import IGNORE, Word, token_targets, words
 
@@ -23,7 +24,9 @@ class Encoded:
 
     ``words``: each text's words (``intentvcs.core.entities.words``), where an
     entity head's tags are read. ``tag_targets``: per token, the gold tag index
-    on each word's first piece, else ``IGNORE``. ``sources``: for augmented
+    on each word's first piece, else ``IGNORE``. ``boundary_targets``: per
+    token, whether the word it begins starts a further request
+    (``intentvcs.core.boundaries``). ``sources``: for augmented
     data, the row index of each row's clean source (-1 for a clean row), so a
     batch can hold a row and its perturbed copies.
     """
@@ -33,26 +36,34 @@ class Encoded:
     sources: list[int] | None = None
     words: list[list[Word]] | None = None
     tag_targets: list[list[int]] | None = None
+    boundary_targets: list[list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
 
 
 def encode(tokenizer, texts: Sequence[str], max_length: int, targets: np.ndarray | None = None,
-           spans: Sequence[Sequence[Span] | None] | None = None, tag_index: dict[str, int] | None = None) -> Encoded:
+           spans: Sequence[Sequence[Span] | None] | None = None, tag_index: dict[str, int] | None = None,
+           starts: Sequence[Sequence[int] | None] | None = None, need_words: bool = False) -> Encoded:
     """Tokenise ``texts``; with ``tag_index``, also the words and the tag targets of ``spans``
-    (one entry per text, None for a row without annotations)."""
+    (one entry per text, None for a row without annotations); with ``starts``, the words and the
+    boundary targets of each row's request starts (None for a row of one request); with
+    ``need_words``, the words alone."""
+    read_words = tag_index is not None or starts is not None or need_words
     batch = tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True,
-                      return_offsets_mapping=tag_index is not None)
+                      return_offsets_mapping=read_words)
     ids = batch["input_ids"]
-    if tag_index is None:
+    if not read_words:
         return Encoded(ids, targets)
     text_words = [words(batch.word_ids(i), batch["offset_mapping"][i]) for i in range(len(ids))]
-    tags = None
-    if spans is not None:
+    tags = boundaries = None
+    if spans is not None and tag_index is not None:
         tags = [token_targets(row_spans, row_words, len(row_ids), tag_index)
                 for row_spans, row_words, row_ids in zip(spans, text_words, ids)]
-    return Encoded(ids, targets, words=text_words, tag_targets=tags)
+    if starts is not None:
+        boundaries = [boundary_targets(row_starts, row_words, len(row_ids))
+                      for row_starts, row_words, row_ids in zip(starts, text_words, ids)]
+    return Encoded(ids, targets, words=text_words, tag_targets=tags, boundary_targets=boundaries)
 
 
 def concatenate(first: Encoded, second: Encoded, sources: list[int]) -> Encoded:
@@ -62,7 +73,8 @@ def concatenate(first: Encoded, second: Encoded, sources: list[int]) -> Encoded:
 
     targets = None if first.targets is None else np.concatenate([first.targets, second.targets])
     return Encoded(first.input_ids + second.input_ids, targets, sources, joined(first.words, second.words),
-                   joined(first.tag_targets, second.tag_targets))
+                   joined(first.tag_targets, second.tag_targets),
+                   joined(first.boundary_targets, second.boundary_targets))
 
 
 def collate(encoded: Encoded, indices: Sequence[int], pad_id: int) -> dict[str, torch.Tensor]:
@@ -76,11 +88,13 @@ def collate(encoded: Encoded, indices: Sequence[int], pad_id: int) -> dict[str, 
     batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
     if encoded.targets is not None:
         batch["targets"] = torch.from_numpy(encoded.targets[list(indices)])
-    if encoded.tag_targets is not None:
-        tags = torch.full((len(indices), width), IGNORE, dtype=torch.long)
-        for row, i in enumerate(indices):
-            tags[row, : len(encoded.tag_targets[i])] = torch.tensor(encoded.tag_targets[i])
-        batch["tag_targets"] = tags
+    for name in ("tag_targets", "boundary_targets"):
+        per_row = getattr(encoded, name)
+        if per_row is not None:
+            padded = torch.full((len(indices), width), IGNORE, dtype=torch.long)
+            for row, i in enumerate(indices):
+                padded[row, : len(per_row[i])] = torch.tensor(per_row[i])
+            batch[name] = padded
     return batch
 
 

@@ -57,7 +57,7 @@ def _check_choices(config: Any) -> None:
 # What runs recorded before a setting existed did: copies were drawn once, no
 # entity head was trained, and the validation loss picked the epoch.
 LEGACY_SETTINGS = {"augment_resample": False, "entity_weight": 0.0, "chain_ratio": 0.0, "select_by": "loss",
-                   "tags_read_intents": False}
+                   "tags_read_intents": False, "boundary_weight": 0.0}
 
 
 @dataclass
@@ -138,6 +138,12 @@ class TrainConfig:
     ema_decay: float = setting(0.0, "judge and keep an exponential moving average of the trained weights, folding "
                                     "each step's weights in with weight 1 - DECAY (intentvcs.training.averaging; "
                                     "0: off, the raw weights)")
+    # Equal weight, as for entities. Only chained rows show where a request begins, so
+    # without chains no boundary head is trained.
+    boundary_weight: float = setting(1.0, "weight of the request-boundary loss (a head that learns at which word "
+                                          "a chained row's next request begins, so requests chained without a "
+                                          "connector are answered part by part; intentvcs.core.boundaries), "
+                                          "trained with --chains; 0 trains no boundary head")
 
     def __post_init__(self) -> None:
         _check_choices(self)
@@ -159,6 +165,8 @@ class TrainConfig:
             raise ValueError("focal_alpha must be in (0, 1)")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"ema_decay must lie in [0, 1) (0: off), got {self.ema_decay}")
+        if self.boundary_weight < 0:
+            raise ValueError("boundary_weight must be >= 0")
         if self.entity_weight < 0:
             raise ValueError("entity_weight must be >= 0")
         if self.consistency_weight < 0:

@@ -138,3 +138,15 @@ def tag_loss(tag_logits: torch.Tensor, tag_targets: torch.Tensor) -> torch.Tenso
     if not tagged.any():
         return tag_logits.new_zeros(())
     return F.cross_entropy(tag_logits[tagged], tag_targets[tagged])
+
+
+def boundary_loss(boundary_logits: torch.Tensor, boundary_targets: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of the boundary head over the words' first pieces (``IGNORE`` elsewhere): does the
+    word begin a further request (``intentvcs.core.boundaries``); 0 when a batch has no such token."""
+    from intentvcs.core.entities import IGNORE
+
+    scored = boundary_targets != IGNORE
+    if not scored.any():
+        return boundary_logits.new_zeros(())
+    return F.binary_cross_entropy_with_logits(boundary_logits[scored],
+                                              boundary_targets[scored].to(boundary_logits.dtype))

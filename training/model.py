@@ -15,6 +15,13 @@ sentence's intent distribution (``Tagger``): entity types are largely
 intent-specific (SNIPS's ``movie_name`` only under SearchScreeningEvent,
 ``object_name`` under SearchCreativeWork and RateBook), and one token's state
 of a small encoder says less about the whole request than the intent head does.
+
+Trained with synthetic chains, the model also has a boundary head: a linear
+layer giving each token's logit of beginning a further request
+(``intentvcs.core.boundaries``), saved as ``BOUNDARY_FILE``.
+
+``forward`` returns its outputs in the order of ``output_names``, which are the
+ONNX graph's output names too.
 """
 
 from __future__ import annotations
@@ -29,10 +36,11 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from intentvcs.core.outputs import default_mid_layer
+from intentvcs.core.outputs import BOUNDARY_OUTPUT, GRAPH_OUTPUTS, TAG_OUTPUT, default_mid_layer
 
 HEAD_FILE = "head.safetensors"
 TAGGER_FILE = "tagger.safetensors"
+BOUNDARY_FILE = "boundary.safetensors"
 MID_LAYER_KEY = "mid_layer"  # safetensors metadata of HEAD_FILE
 ENCODER_DIR = "encoder"
 
@@ -86,8 +94,9 @@ class Tagger(nn.Linear):
 
 
 class IntentModel(nn.Module):
-    """``forward`` returns ``(logits [B, L], pooled [B, H], pooled_mid [B, H])``, and
-    ``tag_logits [B, T, K]`` after them when the model has a tagger (``num_tags`` > 0).
+    """``forward`` returns ``(logits [B, L], pooled [B, H], pooled_mid [B, H])``, then
+    ``tag_logits [B, T, K]`` when the model has a tagger (``num_tags`` > 0), then
+    ``boundary_logits [B, T]`` when it has a boundary head (``boundaries``).
 
     ``mid_layer`` indexes the encoder's hidden states (0: embeddings); default
     ``intentvcs.core.outputs.default_mid_layer``. ``tags_read_intents`` gives the
@@ -95,7 +104,7 @@ class IntentModel(nn.Module):
     """
 
     def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1, mid_layer: int | None = None,
-                 num_tags: int = 0, tags_read_intents: bool = False):
+                 num_tags: int = 0, tags_read_intents: bool = False, boundaries: bool = False):
         super().__init__()
         self.encoder = encoder
         hidden = encoder.config.hidden_size
@@ -106,12 +115,13 @@ class IntentModel(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(hidden, num_labels)
         self.tagger = Tagger(hidden, num_tags, num_labels if tags_read_intents else 0) if num_tags else None
+        self.boundary = nn.Linear(hidden, 1) if boundaries else None
 
     @classmethod
     def from_backbone(cls, backbone: str | os.PathLike, num_labels: int, dropout: float = 0.1,
-                      mid_layer: int | None = None, num_tags: int = 0,
-                      tags_read_intents: bool = False) -> "IntentModel":
-        return cls(_load_encoder(backbone), num_labels, dropout, mid_layer, num_tags, tags_read_intents)
+                      mid_layer: int | None = None, num_tags: int = 0, tags_read_intents: bool = False,
+                      boundaries: bool = False) -> "IntentModel":
+        return cls(_load_encoder(backbone), num_labels, dropout, mid_layer, num_tags, tags_read_intents, boundaries)
 
     @classmethod
     def from_checkpoint(cls, checkpoint_dir: str | os.PathLike) -> "IntentModel":
@@ -122,14 +132,19 @@ class IntentModel(nn.Module):
             recorded = (head_file.metadata() or {}).get(MID_LAYER_KEY)
         tagger_path = checkpoint_dir / TAGGER_FILE
         tagger = load_file(str(tagger_path)) if tagger_path.is_file() else None
+        boundary_path = checkpoint_dir / BOUNDARY_FILE
+        boundary = load_file(str(boundary_path)) if boundary_path.is_file() else None
         # Checkpoints written before the middle layer was recorded take the default.
         model = cls.from_backbone(checkpoint_dir / ENCODER_DIR, num_labels=state["weight"].shape[0],
                                   mid_layer=None if recorded is None else int(recorded),
                                   num_tags=0 if tagger is None else tagger["weight"].shape[0],
-                                  tags_read_intents=tagger is not None and "intent_weight" in tagger)
+                                  tags_read_intents=tagger is not None and "intent_weight" in tagger,
+                                  boundaries=boundary is not None)
         model.head.load_state_dict(state)
         if tagger is not None:
             model.tagger.load_state_dict(tagger)
+        if boundary is not None:
+            model.boundary.load_state_dict(boundary)
         model.eval()
         return model
 
@@ -141,9 +156,21 @@ class IntentModel(nn.Module):
         pooled = mean_pool(states[-1], attention_mask)
         logits = self.head(self.dropout(pooled))
         outputs = (logits, pooled, mean_pool(states[self.mid_layer], attention_mask))
-        if self.tagger is None:
-            return outputs
-        return outputs + (self.tagger(self.dropout(states[-1]), logits),)
+        if self.tagger is not None:
+            outputs += (self.tagger(self.dropout(states[-1]), logits),)
+        if self.boundary is not None:
+            outputs += (self.boundary(self.dropout(states[-1])).squeeze(-1),)
+        return outputs
+
+    def output_names(self) -> list[str]:
+        """What ``forward``'s outputs are, in order: the intent outputs, then the tag logits with an entity head,
+        then the boundary logits with a boundary head."""
+        return (list(GRAPH_OUTPUTS) + ([TAG_OUTPUT] if self.tagger is not None else [])
+                + ([BOUNDARY_OUTPUT] if self.boundary is not None else []))
+
+    def named_outputs(self, *args, **kwargs) -> dict[str, torch.Tensor]:
+        """``forward``'s outputs by name (``output_names``)."""
+        return dict(zip(self.output_names(), self(*args, **kwargs)))
 
     def save(self, checkpoint_dir: str | os.PathLike, tokenizer) -> None:
         """Write encoder + tokenizer (HF format) and the head (safetensors, with ``mid_layer``)."""
@@ -153,6 +180,8 @@ class IntentModel(nn.Module):
         save_file(_tensors(self.head), str(checkpoint_dir / HEAD_FILE), metadata={MID_LAYER_KEY: str(self.mid_layer)})
         if self.tagger is not None:
             save_file(_tensors(self.tagger), str(checkpoint_dir / TAGGER_FILE))
+        if self.boundary is not None:
+            save_file(_tensors(self.boundary), str(checkpoint_dir / BOUNDARY_FILE))
 
 
 def _tensors(layer: nn.Module) -> dict[str, torch.Tensor]:

@@ -13,10 +13,11 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from intentvcs.core.boundaries import request_starts
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import Word, decode_batch, entity_types
-from intentvcs.core.outputs import GraphOutputs, entity_array
+from intentvcs.core.outputs import BOUNDARY_OUTPUT, GRAPH_OUTPUTS, TAG_OUTPUT, GraphOutputs, tuple_array
 from intentvcs.core.references import read_references
 from intentvcs.core.spelling import infer_normalised
 from intentvcs.training.batching import collate, encode, inference_batches
@@ -27,23 +28,29 @@ from intentvcs.training.model import ENCODER_DIR, IntentModel, load_tokenizer
 @torch.inference_mode()
 def infer(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, batch_size: int = 64,
           progress: bool = False, tags: Sequence[str] = ()) -> GraphOutputs:
-    """``logits [N, L]`` and the final and middle mean-pooled embeddings ``[N, H]`` (float32), and, for a
-    model with an entity head (``tags``: its tag vocabulary), each text's decoded entities."""
+    """``logits [N, L]`` and the final and middle mean-pooled embeddings ``[N, H]`` (float32); for a
+    model with an entity head (``tags``: its tag vocabulary), each text's decoded entities; for one with a
+    boundary head, each text's request starts."""
     tagging = model.tagger is not None and bool(tags)
+    bounding = model.boundary is not None
     encoded = encode(tokenizer, texts, max_length,
-                     tag_index={tag: i for i, tag in enumerate(tags)} if tagging else None)
+                     tag_index={tag: i for i, tag in enumerate(tags)} if tagging else None, need_words=bounding)
     hidden = model.head.in_features
     arrays = (np.zeros((len(texts), model.head.out_features), dtype=np.float32),
               np.zeros((len(texts), hidden), dtype=np.float32), np.zeros((len(texts), hidden), dtype=np.float32))
     found: list[tuple] = [()] * len(texts)
+    starts: list[tuple] = [()] * len(texts)
     for idx, result in _forward(model, tokenizer, encoded, batch_size, progress):
-        for array, tensor in zip(arrays, result[:3]):
-            array[idx] = tensor.float().numpy()
+        for array, name in zip(arrays, GRAPH_OUTPUTS):
+            array[idx] = result[name].float().numpy()
+        chunk_words = [encoded.words[i] for i in idx] if tagging or bounding else None
         if tagging:
-            decoded = decode_batch(result[3].float().numpy(), [encoded.words[i] for i in idx], tags)
-            for i, entities in zip(idx, decoded):
+            for i, entities in zip(idx, decode_batch(result[TAG_OUTPUT].float().numpy(), chunk_words, tags)):
                 found[i] = entities
-    return GraphOutputs(*arrays, entity_array(found) if tagging else None)
+        if bounding:
+            for i, begins in zip(idx, request_starts(result[BOUNDARY_OUTPUT].float().numpy(), chunk_words)):
+                starts[i] = begins
+    return GraphOutputs(*arrays, tuple_array(found) if tagging else None, tuple_array(starts) if bounding else None)
 
 
 @torch.inference_mode()
@@ -54,13 +61,13 @@ def tag_scores(model: IntentModel, tokenizer, texts: Sequence[str], max_length: 
     logits: list = [None] * len(texts)
     for idx, result in _forward(model, tokenizer, encoded, batch_size):
         for row, i in enumerate(idx):
-            logits[i] = result[3][row].float().numpy()
+            logits[i] = result[TAG_OUTPUT][row].float().numpy()
     return list(zip(logits, encoded.words))
 
 
 def _forward(model: IntentModel, tokenizer, encoded, batch_size: int, progress: bool = False):
-    """``(row indices, model outputs)`` per length-bucketed batch of ``encoded``, the model in eval mode
-    meanwhile (its training mode restored after)."""
+    """``(row indices, model outputs by name)`` per length-bucketed batch of ``encoded``, the model in eval
+    mode meanwhile (its training mode restored after)."""
     was_training = model.training
     model.eval()
     batches = list(inference_batches([len(x) for x in encoded.input_ids], batch_size))
@@ -71,7 +78,7 @@ def _forward(model: IntentModel, tokenizer, encoded, batch_size: int, progress: 
     try:
         for idx in batches:
             batch = collate(encoded, idx, tokenizer.pad_token_id)
-            yield idx, model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            yield idx, model.named_outputs(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
     finally:
         model.train(was_training)
 

@@ -26,8 +26,10 @@ import torch
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
+from intentvcs.core.boundaries import segment_starts
 from intentvcs.core.dataio import Example
 from intentvcs.core.entities import aligned, span_set, tag_vocabulary
+from intentvcs.core.outputs import BOUNDARY_OUTPUT, TAG_OUTPUT
 from intentvcs.core.scoring import overall_accuracy, span_metrics
 from intentvcs.training.averaging import WeightAverage
 from intentvcs.training.batching import (
@@ -39,7 +41,7 @@ from intentvcs.training.batching import (
     training_batches,
 )
 from intentvcs.training.config import TrainConfig
-from intentvcs.training.losses import METHODS, consistency_loss, negative_sampling_loss, tag_loss
+from intentvcs.training.losses import METHODS, boundary_loss, consistency_loss, negative_sampling_loss, tag_loss
 from intentvcs.training.model import IntentModel, load_tokenizer
 from intentvcs.training.vocabulary import extend_vocabulary
 
@@ -106,6 +108,8 @@ class Trainer:
         self.method = METHODS[config.method]
         # Tag -> index of the entity head's output, set by ``fit``'s set-up (None: no entity head).
         self.tag_index: dict[str, int] | None = None
+        # Whether a boundary head is trained (chained rows in training and a boundary weight), set likewise.
+        self.boundaries = False
 
     def fit(self, train: Sequence[Example], valid: Sequence[Example]) -> TrainResult:
         """Set up, then train epoch after epoch, keeping the weights of the best one on ``valid``."""
@@ -134,6 +138,8 @@ class Trainer:
         train, valid, labels = self._labelled(train, valid)
         train = self._with_chains(train)
         tags = self._tags(train)
+        self.boundaries = cfg.chain_ratio > 0 and cfg.boundary_weight > 0 and any(
+            segment_starts(ex.meta) for ex in train)
         model, tokenizer = self._model(labels, len(tags), train)
         self.tag_index = {tag: i for i, tag in enumerate(tags)} if tags else None
         clean = self._encode(tokenizer, train, labels)
@@ -191,7 +197,7 @@ class Trainer:
         backbone = cfg.resolved_backbone()
         tokenizer = load_tokenizer(backbone)
         model = IntentModel.from_backbone(backbone, len(labels), dropout=cfg.dropout, num_tags=num_tags,
-                                          tags_read_intents=cfg.tags_read_intents)
+                                          tags_read_intents=cfg.tags_read_intents, boundaries=self.boundaries)
         if cfg.extend_vocab:
             tokenizer, _ = extend_vocabulary(tokenizer, model.encoder, [ex.text for ex in train], cfg.extend_vocab)
         if cfg.freeze_embeddings:
@@ -199,10 +205,11 @@ class Trainer:
         return model, tokenizer
 
     def _encode(self, tokenizer, rows: Sequence[Example], labels: list[str]) -> Encoded:
-        """``rows`` tokenised with their intent targets and, for an entity head, their tag targets
-        (rows without spans take no part in the tagging loss)."""
+        """``rows`` tokenised with their intent targets, for an entity head their tag targets (rows
+        without spans take no part in the tagging loss) and for a boundary head their boundary targets."""
         return encode(tokenizer, [ex.text for ex in rows], self.config.max_length, targets_matrix(rows, labels),
-                      [ex.spans or None for ex in rows], self.tag_index)
+                      [ex.spans or None for ex in rows], self.tag_index,
+                      [segment_starts(ex.meta) for ex in rows] if self.boundaries else None)
 
     def _validation_rows(self, valid: list[Example], labels: list[str], tokenizer) -> Encoded:
         """``valid`` encoded, plus one perturbed copy of each row with ``validate_perturbed`` (drawn once)."""
@@ -314,12 +321,17 @@ class Trainer:
 
     def _batch_loss(self, model: IntentModel, batch: dict[str, torch.Tensor],
                     generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """The joint loss of one batch (intents, plus the weighted tagging loss), and the intent logits."""
-        outputs = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-        loss = self._loss(outputs[0], batch["targets"], generator)
-        if model.tagger is not None:
-            loss = loss + self.config.entity_weight * tag_loss(outputs[3], batch["tag_targets"])
-        return loss, outputs[0]
+        """The joint loss of one batch (intents, plus the weighted tagging and boundary losses), and the intent
+        logits."""
+        outputs = model.named_outputs(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        logits = outputs["logits"]
+        loss = self._loss(logits, batch["targets"], generator)
+        if TAG_OUTPUT in outputs:
+            loss = loss + self.config.entity_weight * tag_loss(outputs[TAG_OUTPUT], batch["tag_targets"])
+        if BOUNDARY_OUTPUT in outputs:
+            loss = loss + self.config.boundary_weight * boundary_loss(outputs[BOUNDARY_OUTPUT],
+                                                                      batch["boundary_targets"])
+        return loss, logits
 
     def _loss(self, logits: torch.Tensor, targets: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         cfg = self.config

@@ -58,7 +58,7 @@ from intentvcs.core.decision import Decision
 from intentvcs.core.formats import (FileFormat, FormatError, is_int, json_object, non_empty_string, nullable,
                                     positive_int)
 from intentvcs.core.entities import OUTSIDE, entity_types, tag_vocabulary
-from intentvcs.core.outputs import GRAPH_OUTPUTS, TAG_OUTPUT
+from intentvcs.core.outputs import BOUNDARY_OUTPUT, GRAPH_OUTPUTS, TAG_OUTPUT
 from intentvcs.core.references import REFERENCES_FILE
 from intentvcs.core.relations import LabelRelations, RelationsError
 from intentvcs.core.spelling import SPELLING_FILE
@@ -111,9 +111,10 @@ def _model(value: Any) -> str | None:
     inputs = value.get("inputs")
     if not isinstance(inputs, list) or not inputs or not all(isinstance(v, str) for v in inputs):
         return f"inputs: expected a non-empty list of input names, got {inputs!r}"
-    if value.get("outputs") not in (list(GRAPH_OUTPUTS), [*GRAPH_OUTPUTS, TAG_OUTPUT]):
-        return f"outputs: expected {list(GRAPH_OUTPUTS)}, optionally followed by {TAG_OUTPUT!r}, " \
-               f"got {value.get('outputs')!r}"
+    if value.get("outputs") not in [[*GRAPH_OUTPUTS, *tags, *boundaries] for tags in ([], [TAG_OUTPUT])
+                                    for boundaries in ([], [BOUNDARY_OUTPUT])]:
+        return f"outputs: expected {list(GRAPH_OUTPUTS)}, optionally followed by {TAG_OUTPUT!r}, then optionally " \
+               f"by {BOUNDARY_OUTPUT!r}, got {value.get('outputs')!r}"
     for key in ("opset", "hidden_size"):
         if (error := positive_int(value.get(key))) is not None:
             return f"{key}: {error}"

@@ -13,6 +13,10 @@ PyTorch inference (``intentvcs.training.predict``) and the ONNX engine both retu
                 text a tuple of ``intentvcs.core.entities.Entity``, offsets into
                 the text as given (already decoded from the graph's per-token
                 ``tag_logits``, which vary in length per text); else None.
+``starts``      for a model with a boundary head, ``[N]`` object array: per
+                text a tuple of the character offsets where a further request
+                begins (``intentvcs.core.boundaries``, decoded from the graph's
+                ``boundary_logits``); else None.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class GraphOutputs(NamedTuple):
     pooled: np.ndarray
     pooled_mid: np.ndarray
     entities: np.ndarray | None = None
+    starts: np.ndarray | None = None
 
     @property
     def scores(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -44,8 +49,9 @@ class GraphOutputs(NamedTuple):
                      for i in range(len(cls._fields))))
 
 
-def entity_array(per_text: Sequence[tuple]) -> np.ndarray:
-    """``[N]`` object array holding one tuple of entities per text (numpy would unpack the tuples)."""
+def tuple_array(per_text: Sequence[tuple]) -> np.ndarray:
+    """``[N]`` object array holding one tuple per text (entities, request starts; numpy would unpack the
+    tuples)."""
     array = np.empty(len(per_text), dtype=object)
     for row, found in enumerate(per_text):
         array[row] = found
@@ -53,9 +59,11 @@ def entity_array(per_text: Sequence[tuple]) -> np.ndarray:
 
 
 # The ONNX graph's intent output names, in this order; a graph with an entity
-# head also has TAG_OUTPUT, ``[B, T, K]`` tag logits per token.
+# head also has TAG_OUTPUT, ``[B, T, K]`` tag logits per token, then one with a
+# boundary head BOUNDARY_OUTPUT, ``[B, T]`` request-boundary logits per token.
 GRAPH_OUTPUTS: tuple[str, ...] = ("logits", "pooled", "pooled_mid")
 TAG_OUTPUT = "tag_logits"
+BOUNDARY_OUTPUT = "boundary_logits"
 
 
 def default_mid_layer(num_hidden_layers: int) -> int:

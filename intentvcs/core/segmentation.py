@@ -5,8 +5,10 @@ call mom and also whats the weather"). A model trained on single-intent rows
 (the usual case) gives such a text one intent, or calls it out of scope, since
 it has never seen two requests in one row. So every text is cut at its
 connectors (``CONNECTOR``: "and", "and then", "and also", "also", "then",
-"after that", "plus", a comma or semicolon), the parts are read by the same
-model in one more graph run, and the parts decide:
+"after that", "plus", a comma or semicolon) and, for a model trained with
+chains, where its boundary head reads a further request beginning without one
+("play some jazz turn off the lights", ``intentvcs.core.boundaries``); the parts
+are read by the same model in one more graph run, and the parts decide:
 
 1. A part is *confident* when the decision layer accepts an intent in it on
    its own merits (above its threshold; no top-intent fallback) with a
@@ -83,26 +85,33 @@ class SegmentedResult:
     parts: list[tuple[Part, ...]]
 
 
-def cut(text: str, protected: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
-    """The parts of ``text`` between connectors, as ``(start, end)`` spans with surrounding blanks trimmed.
+def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[int] = ()) -> list[tuple[int, int]]:
+    """The parts of ``text`` between connectors, and before the request ``starts`` (character offsets of
+    words a boundary head reads as beginning a request), as ``(start, end)`` spans with surrounding blanks
+    trimmed.
 
     A part of fewer than ``MIN_WORDS`` words is not cut off, nor is a
     connector strictly inside a ``protected`` span (an entity: "são tomé and
     príncipe", "neva alice and maggie parker"; a span that only starts or ends
     at the connector, as a tagger reading a chained text can give, does not
-    protect it). One span, the text, when nothing cuts.
+    protect it), nor a start inside one or at a connector's words (the
+    connector cuts there already). One span, the text, when nothing cuts.
     """
+    connectors = [(match.start(), match.end()) for match in CONNECTOR.finditer(text)]
+    # A start is a cut of no width: the text before it is one part, the text from it the next.
+    points = sorted(connectors + [(start, start) for start in starts
+                                  if not any(a <= start < b for a, b in connectors)])
     spans: list[tuple[int, int]] = []
-    start = 0
-    for match in CONNECTOR.finditer(text):
+    begin = 0
+    for left, right in points:
         if len(spans) == MAX_PARTS - 1:
             break
-        inside = any(a < match.start() and match.end() < b for a, b in protected)
-        if not inside and _words(text, start, match.start()) >= MIN_WORDS and \
-                _words(text, match.end(), len(text)) >= MIN_WORDS:
-            spans.append(_trim(text, start, match.start()))
-            start = match.end()
-    spans.append(_trim(text, start, len(text)))
+        inside = any(a < left and right < b for a, b in protected)
+        if not inside and left >= begin and _words(text, begin, left) >= MIN_WORDS and \
+                _words(text, right, len(text)) >= MIN_WORDS:
+            spans.append(_trim(text, begin, left))
+            begin = right
+    spans.append(_trim(text, begin, len(text)))
     return spans
 
 
@@ -137,7 +146,7 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
     if segment:
         for row, text in enumerate(texts):
             found = () if outputs.entities is None else [(e.start, e.end) for e in outputs.entities[row]]
-            spans = cut(text, found)
+            spans = cut(text, found, () if outputs.starts is None else outputs.starts[row])
             pieces += [(row, span) for span in spans] if len(spans) > 1 else []
     if not pieces:
         return outputs, SegmentedResult(whole, [_whole_part(whole, row, len(text)) for row, text in enumerate(texts)])

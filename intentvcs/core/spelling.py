@@ -40,7 +40,7 @@ from symspellpy import SymSpell, Verbosity
 
 from intentvcs.core import atomic
 from intentvcs.core.formats import FileFormat, FormatError, json_object, message_error
-from intentvcs.core.outputs import GraphOutputs, entity_array
+from intentvcs.core.outputs import GraphOutputs, tuple_array
 
 SPELLING_FILE = "spelling.json"
 MIN_LENGTH = 3
@@ -213,21 +213,24 @@ def infer_normalised(spelling: Spelling | None, texts: Sequence[str],
                      infer: Callable[[list[str]], GraphOutputs]) -> tuple[GraphOutputs, list[str]]:
     """``infer`` run on ``texts`` as ``spelling`` rewrites them (unchanged without one).
 
-    Returns the outputs, with entity offsets mapped back onto ``texts`` (an
-    entity on a corrected word covers the word as sent), and the texts the
-    model read.
+    Returns the outputs, with entity offsets and request starts mapped back
+    onto ``texts`` (an entity on a corrected word covers the word as sent),
+    and the texts the model read.
     """
     if spelling is None:
         return infer(list(texts)), list(texts)
     rewrites = [spelling.rewrite(text) for text in texts]
     read = [rewrite.text for rewrite in rewrites]
     outputs = infer(read)
-    if outputs.entities is None:
-        return outputs, read
-    mapped = []
-    for found, rewrite in zip(outputs.entities, rewrites):
-        mapped.append(tuple(_on_original(entity, rewrite) for entity in found))
-    return outputs._replace(entities=entity_array(mapped)), read
+    if outputs.entities is not None:
+        outputs = outputs._replace(entities=tuple_array(
+            [tuple(_on_original(entity, rewrite) for entity in found)
+             for found, rewrite in zip(outputs.entities, rewrites)]))
+    if outputs.starts is not None:
+        outputs = outputs._replace(starts=tuple_array(
+            [tuple(rewrite.to_original(start, start)[0] for start in found)
+             for found, rewrite in zip(outputs.starts, rewrites)]))
+    return outputs, read
 
 
 def _on_original(entity, rewrite: Rewrite):

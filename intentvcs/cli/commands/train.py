@@ -44,6 +44,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     add_option(p, TrainConfig, "entity_weight", metavar="WEIGHT")
     add_option(p, TrainConfig, "tags_read_intents")
     add_option(p, TrainConfig, "chain_ratio", "--chains", metavar="RATIO")
+    add_option(p, TrainConfig, "boundary_weight", metavar="WEIGHT")
     # The flag spells the setting backwards, so it says what it does itself.
     add_option(p, TrainConfig, "freeze_embeddings", "--train-embeddings", action="store_false",
                help="fine-tune the word-embedding matrix too instead of keeping it frozen")
