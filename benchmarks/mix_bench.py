@@ -10,7 +10,9 @@ Parts (``--parts``, default all):
               default) and, for comparison, each text decided whole.
 ``chains``    the product setting with synthetic chains in training: single-intent SNIPS / ATIS plus
               chained rows built from them (``intentvcs train --chains``),
-              ``runs/mix/ckpt/<data set>-chains-s<k>``, scored the same way, single-intent test too.
+              ``runs/mix/ckpt/<data set>-chains-s<k>``, scored the same way, single-intent test too;
+              a model with a boundary head (``intentvcs.core.boundaries``) also with its learnt request
+              starts ignored (cut at connectors only), which isolates what the head adds.
 ``standard``  AGIF's protocol: models trained on the Mix training split (every row carries all its
               intents; sigmoid BCE, ``--method bce``), ``runs/mix/ckpt/<data set>-standard-s<k>``,
               scored the same way. ``RECIPES`` gives both training commands.
@@ -61,7 +63,8 @@ RECIPES = {
                 "types the Mix training split never shows)",
     "chains": "intentvcs train --train <data set>-train.jsonl --valid <data set>-valid.jsonl --chains R "
               "--oos-rule none --seed K (ATIS: R 1.0, --epochs 6; SNIPS: R 0.5, --epochs 3, its best epoch without "
-              "chains, for time)",
+              "chains, for time); since 2026-11-26 the chains also train the boundary head (--boundary-weight, "
+              "default 1)",
 }
 PARTS = ("product", "chains", "standard", "single", "margin", "cost", "idle")
 COST_TEXTS = 512
@@ -91,12 +94,17 @@ def bundle_of(checkpoint: Path) -> Path:
     return out
 
 
-def score(engine, rows, segment: bool) -> dict:
-    """The figures above for ``rows``, answered as served (``segment``) or each text whole."""
+def score(engine, rows, segment: bool, learned_starts: bool = True) -> dict:
+    """The figures above for ``rows``, answered as served (``segment``) or each text whole; without
+    ``learned_starts`` a boundary head's request starts are ignored (cuts at connectors only)."""
     from intentvcs.core.evaluation import evaluate
     from intentvcs.core.segmentation import decide_segmented
 
-    graph, segmented = decide_segmented(engine.decision, engine.infer, [row.text for row in rows], segment)
+    def infer(texts):
+        outputs = engine.infer(texts)
+        return outputs if learned_starts else outputs._replace(starts=None)
+
+    graph, segmented = decide_segmented(engine.decision, infer, [row.text for row in rows], segment)
     figures = evaluate(engine.decision, graph, rows, include_tables=False, result=segmented.result)
     out = {"intent_acc": figures["exact_match"], "intent_f1": figures["f1"], "top_acc": figures["accuracy"]}
     if "slot_f1" in figures:
@@ -136,19 +144,23 @@ def seed_records(part: str, dataset: str, bundles: list[Path], sets: dict[str, l
     """Per evaluation set and answering mode, the median over ``bundles`` (one per seed), each kept."""
     from intentvcs.service.engine import Engine
 
-    per_seed: dict[tuple[str, bool], list[dict]] = {}
+    per_seed: dict[tuple[str, bool, bool], list[dict]] = {}
     for bundle in bundles:
         engine = Engine(bundle, provider="cpu", threads=threads)
+        # (segment, learned starts): as served, each text whole, and for a boundary head connectors only.
+        modes = [(True, True), (False, True)] + ([(True, False)] if engine.info["request_boundaries"] else [])
         for name, rows in sets.items():
-            for segment in (True, False):
-                figures = score(engine, rows, segment)
-                per_seed.setdefault((name, segment), []).append(
+            for segment, learned_starts in modes:
+                figures = score(engine, rows, segment, learned_starts)
+                per_seed.setdefault((name, segment, learned_starts), []).append(
                     {"bundle": str(bundle.relative_to(ROOT)), "quantized": engine.quantized, **figures})
-                logging.info("%s %s %s segment=%s: %s", part, dataset, name, segment, figures)
+                logging.info("%s %s %s segment=%s learned starts=%s: %s", part, dataset, name, segment,
+                             learned_starts, figures)
     records = []
-    for (name, segment), runs in per_seed.items():
+    for (name, segment, learned_starts), runs in per_seed.items():
         keys = [key for key in runs[0] if key not in ("bundle", "quantized")]
         records.append({"part": part, "dataset": dataset, "evaluated_on": name, "segment": segment,
+                        **({} if learned_starts else {"learned_starts": False}),
                         "seeds": len(runs), **{key: statistics.median(run[key] for run in runs) for key in keys},
                         "runs": runs})
     return records
@@ -296,7 +308,8 @@ def render(records: list[dict]) -> str:
     for r in records:
         if r["part"] not in ("product", "chains", "standard") or r["evaluated_on"] == "single":
             continue
-        target = TARGETS[r["part"]][r["dataset"]] if r["segment"] and r["evaluated_on"] == "mix-standard" else None
+        served = r["segment"] and r.get("learned_starts", True)
+        target = TARGETS[r["part"]][r["dataset"]] if served and r["evaluated_on"] == "mix-standard" else None
         lines.append(f"| {r['part']} | {r['dataset']} | {r['evaluated_on']} | {_answered(r)} | {r['seeds']} "
                      f"| {r['intent_acc']:.2f} | {r['intent_f1']:.2f} | {_fig(r.get('overall_acc'))} "
                      f"| {_fig(r.get('slot_f1'))} | {_fig(r.get('placed_acc'))} | {_fig(target)} |")
@@ -343,7 +356,9 @@ def _fig(value: float | None) -> str:
 
 
 def _answered(record: dict) -> str:
-    return "part by part" if record["segment"] else "whole"
+    if not record["segment"]:
+        return "whole"
+    return "part by part" if record.get("learned_starts", True) else "part by part, connectors only"
 
 
 def main(argv: list[str] | None = None) -> int:
