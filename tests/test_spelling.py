@@ -154,3 +154,37 @@ def test_most_keyboard_typos_are_recovered():
             recovered += spelling.normalise(typo.text) == text
     assert total >= 40
     assert recovered / total >= 0.8, (recovered, total)  # 46 of 50 when written
+
+
+def test_a_protected_span_keeps_its_words_as_written(spelling):
+    text = "play some jazz muisc in the kitchne"
+    protected = [(text.index("kitchne"), len(text))]
+    assert spelling.rewrite(text, protected).text == "play some jazz music in the kitchne"
+
+
+def test_corrections_inside_an_entity_are_undone_and_the_text_read_again(spelling):
+    """A model with an entity head reads "boston" / "bostn" as a city: a correction there (a name, not a typo)
+    is undone, and the text is read again as sent there; a text corrected elsewhere is read once."""
+    import numpy as np
+
+    from intentvcs.core.entities import Entity
+    from intentvcs.core.outputs import GraphOutputs, tuple_array
+    from intentvcs.core.spelling import infer_normalised
+
+    reads: list[list[str]] = []
+
+    def infer(texts):
+        reads.append(list(texts))
+        found = []
+        for text in texts:
+            city = next((word for word in ("boston", "bostn") if word in text), None)
+            found.append((Entity("city", text.index(city), text.index(city) + len(city), 0.9),) if city else ())
+        logits = np.array([[float(len(text))] for text in texts], dtype=np.float32)
+        return GraphOutputs(logits, logits, logits, tuple_array(found))
+
+    texts = ["will it rain tomorow in bostn", "play some jazz muisc"]
+    outputs, read = infer_normalised(spelling, texts, infer)
+    assert reads == [["will it rain tomorrow in boston", "play some jazz music"], ["will it rain tomorrow in bostn"]]
+    assert read == ["will it rain tomorrow in bostn", "play some jazz music"]
+    assert [[e.to_dict(t)["value"] for e in found] for t, found in zip(texts, outputs.entities)] == [["bostn"], []]
+    assert outputs.logits[:, 0].tolist() == [len(read[0]), len(read[1])]  # the second reading answers row 0
