@@ -78,3 +78,12 @@ def test_train_config_records_the_same_keys():
         "augment_ratio", "augment_mix", "augment_resample", "consistency_weight", "validate_perturbed", "labels",
         "entity_weight", "chain_ratio", "tags_read_intents", "focal_alpha", "extend_vocab",
         "ema_decay", "boundary_weight"]
+
+
+def test_without_chains_no_boundary_head_is_recorded():
+    assert TrainConfig().boundary_weight == 0.0  # nothing shows where a request begins
+    assert TrainConfig(chain_ratio=0.5).boundary_weight == 1.0
+    # A run recorded before boundaries existed compares equal to today's default recipe.
+    stored = TrainConfig().to_dict()
+    del stored["boundary_weight"]
+    assert TrainConfig.from_stored(stored) == TrainConfig()

@@ -154,6 +154,9 @@ class TrainConfig:
             # Nothing to draw: recorded as off, so runs without augmentation
             # compare equal whatever the resampling default was when they ran.
             self.augment_resample = False
+        if not self.chain_ratio:
+            # No chains, no boundaries to learn: recorded as off, likewise.
+            self.boundary_weight = 0.0
         if self.chain_ratio < 0:
             raise ValueError("chain_ratio must be >= 0")
         if self.extend_vocab < 0:
