@@ -290,7 +290,8 @@ def mix_rows() -> list[Row]:
     meta = load("mix")
     if meta is None:
         return []
-    records = [r for r in meta["records"] if r.get("segment")]
+    # As served: part by part, with a boundary head's learnt starts (not the connectors-only ablation).
+    records = [r for r in meta["records"] if r.get("segment") and r.get("learned_starts", True)]
     tfmn = meta["anchors"]["TFMN (Chen et al. 2022)"]
     rows = []
     names = {"product": "trained on single-intent rows", "chains": "single-intent rows + synthetic chains",
