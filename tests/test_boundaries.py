@@ -90,3 +90,21 @@ def test_no_boundary_head_without_its_weight(trained, tmp_path):
     assert main(["export", "--checkpoint", str(tmp_path / "ckpt"), "--out", str(tmp_path / "bundle")]) == 0
     engine = Engine(tmp_path / "bundle", provider="cpu")
     assert engine.info["request_boundaries"] is False and engine.infer(CHAINED).starts is None
+
+
+def test_a_perturbed_copy_takes_no_part_in_the_boundary_loss(tmp_path):
+    from intentvcs.core.dataio import Example
+    from intentvcs.training.config import TrainConfig
+    from intentvcs.training.model import load_tokenizer
+    from intentvcs.training.trainer import Trainer
+
+    tokenizer = load_tokenizer(make_tiny_backbone(tmp_path / "backbone"))
+    trainer = Trainer(TrainConfig(chain_ratio=1.0))
+    trainer.boundaries = True
+    segments = [{"start": 0, "end": 9, "intent": "a"}, {"start": 10, "end": 24, "intent": "b"}]
+    chain = Example("play jazz dim the lights", ("a", "b"), "c", (), {"segments": segments})
+    copy = Example("play uh jazz dim the lights", ("a", "b"), "c~x", (), {"segments": segments,
+                                                                         "augmented_from": "c"})
+    encoded = trainer._encode(tokenizer, [chain, copy], ["a", "b"])
+    assert encoded.boundary_targets[0].count(1) == 1
+    assert set(encoded.boundary_targets[1]) == {IGNORE}

@@ -28,7 +28,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from intentvcs.core.boundaries import segment_starts
 from intentvcs.core.dataio import Example
-from intentvcs.core.entities import aligned, span_set, tag_vocabulary
+from intentvcs.core.entities import IGNORE, aligned, span_set, tag_vocabulary
 from intentvcs.core.outputs import BOUNDARY_OUTPUT, TAG_OUTPUT
 from intentvcs.core.scoring import overall_accuracy, span_metrics
 from intentvcs.training.averaging import WeightAverage
@@ -207,9 +207,15 @@ class Trainer:
     def _encode(self, tokenizer, rows: Sequence[Example], labels: list[str]) -> Encoded:
         """``rows`` tokenised with their intent targets, for an entity head their tag targets (rows
         without spans take no part in the tagging loss) and for a boundary head their boundary targets."""
-        return encode(tokenizer, [ex.text for ex in rows], self.config.max_length, targets_matrix(rows, labels),
-                      [ex.spans or None for ex in rows], self.tag_index,
-                      [segment_starts(ex.meta) for ex in rows] if self.boundaries else None)
+        encoded = encode(tokenizer, [ex.text for ex in rows], self.config.max_length, targets_matrix(rows, labels),
+                         [ex.spans or None for ex in rows], self.tag_index,
+                         [segment_starts(ex.meta) for ex in rows] if self.boundaries else None)
+        for targets, ex in zip(encoded.boundary_targets or (), rows):
+            if "augmented_from" in ex.meta:
+                # A perturbed copy carries its source's segments, at offsets the perturbation may have
+                # moved: it takes no part in the boundary loss.
+                targets[:] = [IGNORE] * len(targets)
+        return encoded
 
     def _validation_rows(self, valid: list[Example], labels: list[str], tokenizer) -> Encoded:
         """``valid`` encoded, plus one perturbed copy of each row with ``validate_perturbed`` (drawn once)."""
