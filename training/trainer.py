@@ -138,8 +138,8 @@ class Trainer:
         train, valid, labels = self._labelled(train, valid)
         train = self._with_chains(train)
         tags = self._tags(train)
-        self.boundaries = cfg.chain_ratio > 0 and cfg.boundary_weight > 0 and any(
-            segment_starts(ex.meta) for ex in train)
+        # boundary_weight is 0 without chains (TrainConfig); chained rows record where their requests begin.
+        self.boundaries = cfg.boundary_weight > 0 and any(segment_starts(ex.meta) for ex in train)
         model, tokenizer = self._model(labels, len(tags), train)
         self.tag_index = {tag: i for i, tag in enumerate(tags)} if tags else None
         clean = self._encode(tokenizer, train, labels)

@@ -42,6 +42,16 @@ class GraphOutputs(NamedTuple):
         """The same rows of every array (``index``: anything numpy indexing takes)."""
         return GraphOutputs(*(None if array is None else array[index] for array in self))
 
+    def with_rows(self, index: Sequence[int], other: "GraphOutputs") -> "GraphOutputs":
+        """A copy whose rows ``index`` are ``other``'s rows, in order (fields None here stay None)."""
+        merged = []
+        for mine, theirs in zip(self, other):
+            if mine is not None:
+                mine = mine.copy()
+                mine[list(index)] = theirs
+            merged.append(mine)
+        return GraphOutputs(*merged)
+
     @classmethod
     def concatenate(cls, parts: Sequence["GraphOutputs"]) -> "GraphOutputs":
         """Row-wise concatenation of chunked outputs, in order (``parts`` must not be empty)."""

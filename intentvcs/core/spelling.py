@@ -231,10 +231,21 @@ def infer_normalised(spelling: Spelling | None, texts: Sequence[str],
     if spelling is None:
         return infer(list(texts)), list(texts)
     rewrites = [spelling.rewrite(text) for text in texts]
-    outputs = infer([rewrite.text for rewrite in rewrites])
+    outputs = _on_originals(infer([rewrite.text for rewrite in rewrites]), rewrites)
     if outputs.entities is not None:
-        outputs, rewrites = _names_kept(spelling, texts, infer, outputs, rewrites)
-    read = [rewrite.text for rewrite in rewrites]
+        # Entities are at offsets into ``texts`` now, where the edits are too.
+        again = {row: spelling.rewrite(texts[row], protected=[(entity.start, entity.end) for entity in found])
+                 for row, (found, rewrite) in enumerate(zip(outputs.entities, rewrites))
+                 if any(entity.start < edit[1] and edit[0] < entity.end for entity in found for edit in rewrite.edits)}
+        if again:
+            reread = list(again.values())
+            outputs = outputs.with_rows(list(again), _on_originals(infer([r.text for r in reread]), reread))
+            rewrites = [again.get(row, rewrite) for row, rewrite in enumerate(rewrites)]
+    return outputs, [rewrite.text for rewrite in rewrites]
+
+
+def _on_originals(outputs: GraphOutputs, rewrites: Sequence[Rewrite]) -> GraphOutputs:
+    """``outputs`` of the rewritten texts with entity offsets and request starts moved into the originals."""
     if outputs.entities is not None:
         outputs = outputs._replace(entities=tuple_array(
             [tuple(_on_original(entity, rewrite) for entity in found)
@@ -243,29 +254,7 @@ def infer_normalised(spelling: Spelling | None, texts: Sequence[str],
         outputs = outputs._replace(starts=tuple_array(
             [tuple(rewrite.to_original(start, start)[0] for start in found)
              for found, rewrite in zip(outputs.starts, rewrites)]))
-    return outputs, read
-
-
-def _names_kept(spelling: Spelling, texts: Sequence[str], infer: Callable[[list[str]], GraphOutputs],
-                outputs: GraphOutputs, rewrites: list[Rewrite]) -> tuple[GraphOutputs, list[Rewrite]]:
-    """``outputs`` and ``rewrites`` with the texts whose corrections fall inside a found entity read again,
-    every word of those entities as sent."""
-    again: dict[int, Rewrite] = {}
-    for row, (found, rewrite) in enumerate(zip(outputs.entities, rewrites)):
-        names = [rewrite.to_original(entity.start, entity.end) for entity in found]
-        if any(start < edit[1] and edit[0] < end for start, end in names for edit in rewrite.edits):
-            again[row] = spelling.rewrite(texts[row], protected=names)
-    if not again:
-        return outputs, rewrites
-    reread = infer([rewrite.text for rewrite in again.values()])
-    rows = list(again)
-    merged = []
-    for field, field_again in zip(outputs, reread):
-        if field is not None:
-            field = field.copy()
-            field[rows] = field_again
-        merged.append(field)
-    return GraphOutputs(*merged), [again.get(row, rewrite) for row, rewrite in enumerate(rewrites)]
+    return outputs
 
 
 def _on_original(entity, rewrite: Rewrite):

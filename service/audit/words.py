@@ -17,6 +17,7 @@ N is "E with w". A word on no row of E names no part of E, and is no pivot.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -51,13 +52,9 @@ class WordPivot:
                 f"{existing}'s ({format_p(self.p_value)})")
 
 
-def _presence(rows: Sequence[Example]) -> dict[str, int]:
+def _presence(rows: Sequence[Example]) -> Counter[str]:
     """Word (lower case) -> number of rows that contain it."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        for word in set(WORD.findall(row.text.lower())):
-            counts[word] = counts.get(word, 0) + 1
-    return counts
+    return Counter(word for row in rows for word in set(WORD.findall(row.text.lower())))
 
 
 def word_pivot(new_rows: Sequence[Example], existing_rows: Sequence[Example], *, min_rows: int,
@@ -72,7 +69,7 @@ def word_pivot(new_rows: Sequence[Example], existing_rows: Sequence[Example], *,
     words = sorted(word for word, k in new_counts.items() if k >= NEW_SHARE * n1 and word not in FUNCTION_WORDS)
     best = None
     for word in words:
-        k1, k2 = new_counts[word], old_counts.get(word, 0)
+        k1, k2 = new_counts[word], old_counts[word]
         if k2 == 0 or k2 / n2 > EXISTING_SHARE or k1 / n1 - k2 / n2 < min_gap:
             continue
         p = min(1.0, fisher_exact_p(k1, n1, k2, n2) * len(words))
