@@ -11,7 +11,9 @@ client), and stops it. The settings are the service's environment variables
   adaptive batches of up to 64 utterances, one worker;
 * one change at a time from there: no ORT spinning, batches of at most 32 or
   16, no access log, two workers with one thread each;
-* the changes kept (no access log, batches of 32), with one and with two workers.
+* the changes kept (no access log, batches of 32), with one and with two workers, and with two workers
+  of two threads each that do not spin (a lone request gets both cores; under load the four threads
+  take turns instead of busy-waiting for each other).
 
 Every configuration sets each of these settings explicitly, so the table
 does not depend on what ``service/settings.py`` defaults to; the row equal to
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sys
 from pathlib import Path
@@ -44,7 +47,8 @@ from benchmarks.common import write_results
 from benchmarks.load_test import engine_throughput, idle, load
 from intentvcs.cli.commands.serve import running
 
-BASE = {"workers": 1, "access_log": True, "ort_spin": True, "max_batch_size": 64}
+# threads: ONNX Runtime threads per worker; None: one per worker when there are several, else the service's own.
+BASE = {"workers": 1, "threads": None, "access_log": True, "ort_spin": True, "max_batch_size": 64}
 COMBINED = {"access_log": False, "max_batch_size": 32}
 # name -> the settings that differ from BASE
 CONFIGS = {
@@ -56,6 +60,7 @@ CONFIGS = {
     "2 workers x 1 thread": {"workers": 2},
     "combined, 1 worker": COMBINED,
     "combined, 2 workers x 1 thread": {**COMBINED, "workers": 2},
+    "combined, 2 workers x 2 threads, no spinning": {**COMBINED, "workers": 2, "threads": 2, "ort_spin": False},
 }
 
 
@@ -67,7 +72,10 @@ def environment(settings: dict) -> dict[str, str]:
 
 
 def threads_per_worker(settings: dict) -> int | None:
-    """One ONNX Runtime thread per worker when there are several (no oversubscription); else the default."""
+    """The configuration's threads; else one ONNX Runtime thread per worker when there are several (no
+    oversubscription), else the default."""
+    if settings["threads"] is not None:
+        return settings["threads"]
     return 1 if settings["workers"] > 1 else None
 
 
@@ -77,8 +85,9 @@ def is_default(settings: dict) -> bool:
     from intentvcs.service.onnx_session import default_workers
 
     default = Settings()
-    return (settings["workers"], settings["access_log"], settings["ort_spin"], settings["max_batch_size"]) == (
-        default_workers("cpu"), default.access_log, default.ort_spin, default.max_batch_size)
+    return (settings["workers"], settings["threads"], settings["access_log"], settings["ort_spin"],
+            settings["max_batch_size"]) == (default_workers("cpu"), None, default.access_log, default.ort_spin,
+                                            default.max_batch_size)
 
 
 async def _measure(url: str, args: argparse.Namespace) -> dict:
@@ -98,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--results-name", default="service_defaults",
+                        help="benchmarks/results/<name>.json to write (default service_defaults)")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     runs: dict[str, list[dict]] = {name: [] for name in args.configs}
@@ -131,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['idle_p50_ms']:.1f} | {r['errors']} |" for r in records]
     markdown = "\n".join(lines) + "\n"
     print(markdown)
-    path = write_results("service_defaults", records + [{"config": "engine", **ceiling}], markdown,
+    path = write_results(args.results_name, records + [{"config": "engine", **ceiling}], markdown,
                          extra={"bundle": args.bundle})
     print(f"wrote {path}", file=sys.stderr)
     return 1 if any(r["errors"] for r in records) else 0

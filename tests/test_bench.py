@@ -65,7 +65,7 @@ def test_targets_are_checked_in_the_right_direction():
         "engine int8 vs transformers, batch 32": True,
         "engine int8 vs transformers, batch 1": False,
         "engine fp32 vs transformers, batch 32": True,
-        "service at 32 clients vs its engine graph at batch 32": None,
+        "service at 32 clients vs its engine's answers at batch 32": None,
         "service at 32 clients, errors": True,
         "service at 32 clients, p99 / p50": False,
         "service idle single-request p50": True,
@@ -103,11 +103,12 @@ def test_run_end_to_end_without_service(tiny):
     records = result["records"]
     engine = {(r["backend"], r["batch_size"]): r for r in records if r["component"] == "engine"}
     backends = ("onnx-fp32", "onnx-int8", "transformers", "st-onnx", "st-onnx-int8")
-    assert set(engine) == {(b, n) for b in backends for n in (1, 4)}
+    answers = ("onnx-fp32-answers", "onnx-int8-answers")  # Engine.predict: what the service is held to
+    assert set(engine) == {(b, n) for b in backends + answers for n in (1, 4)}
     for (backend, size), record in engine.items():
         assert record["utt_per_s"] > 0 and record["p50_ms"] > 0 and (record["runs"], record["max_batch"]) == (1, 2)
         reference = engine["transformers", size]["utt_per_s"]
-        if backend != "transformers":  # one repeat: the speed-up is the ratio of the two rates
+        if backend not in ("transformers", *answers):  # one repeat: the speed-up is the ratio of the two rates
             assert record["speedup_vs_transformers"] == pytest.approx(record["utt_per_s"] / reference, rel=0.01)
     assert engine["onnx-int8", 4]["speedup_vs_fp32"] == pytest.approx(
         engine["onnx-int8", 4]["utt_per_s"] / engine["onnx-fp32", 4]["utt_per_s"], rel=0.01)
@@ -121,6 +122,7 @@ def test_run_end_to_end_without_service(tiny):
     lengths = [len(e.ids) for e in opened.tokenizer.encode(TEXTS)]
     assert limit["mflop_per_utt"] == pytest.approx(bench.encoder_flops(config, lengths, len(opened.labels)) / 1e6,
                                                    abs=1e-3)
+    assert set(limit["paths"]) == set(backends)  # the answers do more than the compute the ceiling counts
     for backend in backends:
         path = limit["paths"][backend]
         assert path["best_utt_per_s"] == max(engine[backend, n]["utt_per_s"] for n in (1, 4))
@@ -182,6 +184,32 @@ def test_gpu_only_replaces_the_gpu_records_and_keeps_the_rest(tiny, monkeypatch)
     assert "Against the CPU engine (fp32)" in table and "| onnx-cuda | cpu | 256 |" in table
 
 
+def test_a_run_without_gpu_keeps_the_gpu_figures_measured_before(tiny, monkeypatch):
+    results = tiny["root"] / "kept"
+    results.mkdir()
+    gpu = bench.accelerator_records(str(tiny["bundle"]), None, TEXTS, repeats=1, threads=1, provider="cpu")
+    earlier = {"command": "python -m benchmarks.perf_bench --bundle B && python -m benchmarks.perf_bench "
+                          "--gpu-only --bundle G", "machine": {"cores": 16}, "date": "2026-01-01",
+               "records": [{"component": "engine", "backend": "old"}, *gpu, {"component": "target", "met": None}]}
+    (results / "perf.json").write_text(json.dumps(earlier), encoding="utf-8")
+    monkeypatch.setattr(bench, "gpu_records", lambda *args: [{"component": "gpu", "skipped": "no GPU here"}])
+    assert bench.main(["--bundle", str(tiny["bundle"]), "--data", str(tiny["data"]), "--batch-sizes", "2",
+                       "--repeats", "1", "--threads", "1", "--skip-service", "--results-dir", str(results)]) == 0
+    written = json.loads((results / "perf.json").read_text())
+    assert [r for r in written["records"] if r["component"] == "gpu"] == gpu
+    assert {"component": "engine", "backend": "old"} not in written["records"]  # this run's CPU figures only
+    assert written["command"].endswith(" && python -m benchmarks.perf_bench --gpu-only --bundle G")
+    targets = {r["target"]: r for r in written["records"] if r["component"] == "target"}
+    assert targets["GPU answers as the CPU's (label sets, OOS verdicts, entities)"]["met"] is True
+    # Nothing measured before: the skip is what the file says.
+    (results / "perf.json").unlink()
+    assert bench.main(["--bundle", str(tiny["bundle"]), "--data", str(tiny["data"]), "--batch-sizes", "2",
+                       "--repeats", "1", "--threads", "1", "--skip-service", "--results-dir", str(results)]) == 0
+    written = json.loads((results / "perf.json").read_text())
+    assert [r for r in written["records"] if r["component"] == "gpu"] == [{"component": "gpu",
+                                                                           "skipped": "no GPU here"}]
+
+
 def test_gpu_only_needs_an_earlier_run(tiny, capsys):
     assert bench.main(["--gpu-only", "--bundle", str(tiny["bundle"]), "--data", str(tiny["data"]),
                        "--results-dir", str(tiny["root"] / "nothing-yet")]) == 2
@@ -209,13 +237,15 @@ def test_run_names_a_missing_workload(tiny, capsys):
 def test_service_figures_on_the_workload(tiny):
     load_test = bench.load_test
     before = list(load_test.UTTERANCES)
-    engine = [{"component": "engine", "backend": "onnx-fp32", "batch_size": 32, "utt_per_s": 1000.0}]
+    engine = [{"component": "engine", "backend": "onnx-fp32", "batch_size": 32, "utt_per_s": 1000.0},
+              {"component": "engine", "backend": "onnx-fp32-answers", "batch_size": 32, "utt_per_s": 800.0}]
     records = bench.service_records(str(tiny["bundle"]), TEXTS, concurrency=[2], seconds=0.5,
                                     workers=1, threads=1, records=engine)
     idle, load, startup, rss = records
     assert (idle["mode"], idle["requests"], idle["errors"]) == ("idle", bench.IDLE_REQUESTS, 0)
     assert (load["mode"], load["concurrency"], load["errors"]) == ("load", 2, 0) and load["requests"] > 0
-    assert load["vs_engine_batch32"] == pytest.approx(load["utt_per_s"] / 1000.0, abs=1e-3)
+    assert load["vs_engine_batch32"] == pytest.approx(load["utt_per_s"] / 800.0, abs=1e-3)  # the answers
+    assert load["vs_graph_outputs_batch32"] == pytest.approx(load["utt_per_s"] / 1000.0, abs=1e-3)
     # BentoML's own imports take over a second; running() gives up after 120 s.
     assert startup["metric"] == "startup_s" and 1.0 < startup["value"] < 120
     # A worker holds Python, BentoML, ONNX Runtime and the graph: tens of MB, not gigabytes.
