@@ -251,3 +251,26 @@ def test_service_figures_on_the_workload(tiny):
     # A worker holds Python, BentoML, ONNX Runtime and the graph: tens of MB, not gigabytes.
     assert rss["metric"] == "rss_mb_per_worker" and rss["workers"] == 1 and 30 < rss["value"] < 2000
     assert load_test.UTTERANCES == before  # the workload swap is undone
+
+
+@pytest.mark.slow
+def test_service_defaults_runs_to_its_table(tiny, monkeypatch):
+    # benchmarks.service_defaults end to end on one configuration against a real server: it once lost
+    # every figure at its last step (a missing import), after all of its servers had run.
+    from benchmarks import service_defaults
+
+    results = tiny["root"] / "defaults"
+    monkeypatch.setattr(service_defaults, "write_results",
+                        lambda *args, **kwargs: bench.write_results(*args, directory=results, **kwargs))
+    real_engine = service_defaults.engine_throughput
+    monkeypatch.setattr(service_defaults, "engine_throughput",
+                        lambda bundle, threads: real_engine(bundle, seconds=0.3, threads=threads))
+    config = "combined, 2 workers x 2 threads, no spinning"
+    assert service_defaults.main(["--bundle", str(tiny["bundle"]), "--configs", config, "--rounds", "1",
+                                  "--duration", "0.5", "--idle-requests", "3", "--results-name", "x"]) == 0
+    written = json.loads((results / "x.json").read_text())
+    (row, engine) = written["records"]
+    assert (row["config"], row["workers"], row["threads"], row["ort_spin"], row["errors"]) == (config, 2, 2, False, 0)
+    assert row["utt_per_s"] > 0 and engine["config"] == "engine" and engine["utt_per_s"] > 0
+    assert row["vs_engine_batch32"] == pytest.approx(row["utt_per_s"] / engine["utt_per_s"], abs=1e-3)
+    assert f"| {config} |" in (results / "x.md").read_text()
