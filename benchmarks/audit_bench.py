@@ -54,7 +54,7 @@ import numpy as np
 
 
 from benchmarks.audit_scenarios import load_scenario
-from benchmarks.common import ROOT, keep_previous, write_results
+from benchmarks.common import keep_previous, write_results
 from intentvcs.core.dataio import Example, read_jsonl
 from intentvcs.core.relations import LabelRelations
 from intentvcs.service.audit import AuditConfig, audit_batch

@@ -25,7 +25,6 @@ import random
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import aiohttp
 import numpy as np

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 
 

@@ -38,7 +38,6 @@ import asyncio
 import os
 import random
 import sys
-from pathlib import Path
 
 import numpy as np
 

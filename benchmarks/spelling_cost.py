@@ -24,7 +24,6 @@ import re
 import statistics
 import sys
 import time
-from pathlib import Path
 
 
 

@@ -45,12 +45,10 @@ whose every node needs intentvcs installed and the bundle at the same path.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import logging
 import os
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path

@@ -5,7 +5,6 @@ and every writer's output reads back."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Callable
 

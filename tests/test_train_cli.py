@@ -1,7 +1,6 @@
 """End to end through the CLI: train a tiny random BERT, evaluate, plot."""
 
 import json
-from pathlib import Path
 
 import pytest
 
