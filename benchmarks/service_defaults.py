@@ -137,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
              f"{ceiling['utt_per_s']:.0f} utt/s.", "",
              "| configuration | utt/s | vs engine | p50 ms | p95 ms | p99 ms | idle p50 ms | errors |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['config']}{' (default)' if r['default'] else ''} | {r['utt_per_s']:.0f} | {100 * r['vs_engine_batch32']:.0f}% | {r['p50_ms']:.1f} | "
-              f"{r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['idle_p50_ms']:.1f} | {r['errors']} |" for r in records]
+    lines += [f"| {r['config']}{' (default)' if r['default'] else ''} | {r['utt_per_s']:.0f} | "
+              f"{100 * r['vs_engine_batch32']:.0f}% | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | "
+              f"{r['idle_p50_ms']:.1f} | {r['errors']} |" for r in records]
     markdown = "\n".join(lines) + "\n"
     print(markdown)
     path = write_results(args.results_name, records + [{"config": "engine", **ceiling}], markdown,
