@@ -258,10 +258,11 @@ def test_service_defaults_runs_to_its_table(tiny, monkeypatch):
     # benchmarks.service_defaults end to end on one configuration against a real server: it once lost
     # every figure at its last step (a missing import), after all of its servers had run.
     from benchmarks import service_defaults
+    from benchmarks.common import write_results
 
     results = tiny["root"] / "defaults"
     monkeypatch.setattr(service_defaults, "write_results",
-                        lambda *args, **kwargs: bench.write_results(*args, directory=results, **kwargs))
+                        lambda *args, **kwargs: write_results(*args, directory=results, **kwargs))
     real_engine = service_defaults.engine_throughput
     monkeypatch.setattr(service_defaults, "engine_throughput",
                         lambda bundle, threads: real_engine(bundle, seconds=0.3, threads=threads))
