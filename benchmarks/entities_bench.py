@@ -54,11 +54,15 @@ RECIPES = {"snips": {"epochs": 10, "patience": 2}, "atis": {"epochs": 12, "patie
 # Variations of the recipe, measured beside it: the entity head reading the sentence's intent distribution as
 # a learnt prior over the tags (``intentvcs.training.model.Tagger``), the word embeddings trained too, and
 # those trained embeddings with the weights judged and kept as their moving average (``ema_decay``; 0.998 folds
-# in the last ~500 steps, about an epoch of SNIPS at batch 32), and those trained embeddings with the tagging
-# loss weighted twice the intent loss.
+# in the last ~500 steps, about an epoch of SNIPS at batch 32), those trained embeddings with the tagging
+# loss weighted twice the intent loss, and those trained embeddings with mention replacement: half as many
+# copies again as training rows, drawn afresh every epoch, each with one entity's value swapped for another
+# training value of its type (``intentvcs.core.perturb.mix_values``).
 VARIANTS = {"plain": {}, "intents": {"tags_read_intents": True}, "trained-embeddings": {"freeze_embeddings": False},
             "averaged": {"freeze_embeddings": False, "ema_decay": 0.998},
-            "weighted-entities": {"freeze_embeddings": False, "entity_weight": 2.0}}
+            "weighted-entities": {"freeze_embeddings": False, "entity_weight": 2.0},
+            "mention-replacement": {"freeze_embeddings": False, "augment_ratio": 0.5,
+                                    "augment_mix": {"slot_value_replacement": 1.0}}}
 COST_BATCHES = (1, 32)
 COST_TEXTS = 700  # the whole SNIPS test split
 COST_REPEATS = 7

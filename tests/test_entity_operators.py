@@ -9,8 +9,8 @@ import random
 import pytest
 
 from intentvcs.core.dataio import Example, Span
-from intentvcs.core.perturb import (FAMILIES, OPERATORS, VALUE_OPERATORS, EntityValues, augment, perturb,
-                                    perturbed_copies, random_set, usable)
+from intentvcs.core.perturb import (FAMILIES, OPERATORS, VALUE_OPERATORS, EntityValues, augment, mix_values,
+                                    perturb, perturbed_copies, random_set, usable)
 from intentvcs.core.perturb.text import replace_spans
 from intentvcs.core.perturb.values import ValuePool
 
@@ -134,3 +134,12 @@ def test_augmentation_can_draw_slot_values_from_the_training_rows():
     assert copies and {c.meta["perturbation"] for _, c in copies} == {"slot_value_replacement"}
     for index, copy in copies:
         assert copy.labels == TEST[index].labels and len(copy.spans) == len(TEST[index].spans)
+
+
+def test_a_mix_gets_the_rows_values_only_when_it_names_a_value_operator():
+    # Uniform mixes and families keep their recorded draws (no values); naming the operator asks for them.
+    assert mix_values(TEST, None) is None and mix_values(TEST, {"laug": 1.0}) is None
+    values = mix_values(TEST, {"slot_value_replacement": 1.0, "typo_keyboard": 1.0})
+    assert values == EntityValues.build(TEST, train=TEST) and "denver" in values.data.by_type["to"]
+    copies = perturbed_copies(TEST, 2.0, {"slot_value_replacement": 1.0}, 0, values)
+    assert any(values_of(copy) != values_of(TEST[index]) for index, copy in copies)

@@ -183,3 +183,12 @@ def test_checkpoints_of_plain_taggers_load_as_plain_taggers(joint):
 
     assert not IntentModel.from_checkpoint(joint).tagger.reads_intents
     assert json.loads((joint / "checkpoint.json").read_text())["train_config"]["tags_read_intents"] is False
+
+
+def test_mention_replacement_trains_the_tagger_on_swapped_values(backbone, tmp_path, caplog):
+    # Before mix_values the mix was refused mid-training: the value operator had no values to draw from.
+    caplog.set_level("INFO", logger="intentvcs.training.trainer")
+    assert _train(backbone, tmp_path / "mentions", "--epochs", "1", "--augment", "0.5",
+                  "--augment-mix", '{"slot_value_replacement": 1}') == 0
+    rows = len([ex for ex in read_jsonl(TRAIN) if ex.labels])
+    assert f"augmented training data for epoch 1: {rows} -> {rows + round(0.5 * rows)} rows" in caplog.text

@@ -376,10 +376,10 @@ class Trainer:
                      seed: int | str, what: str) -> Encoded:
         """``rows`` (already encoded as ``clean``) followed by ``ratio`` perturbed copies per row, drawn
         with the training mix; ``sources`` point each copy at its row (-1 for the rows themselves)."""
-        from intentvcs.core.perturb import perturbed_copies
+        from intentvcs.core.perturb import mix_values, perturbed_copies
 
         cfg = self.config
-        copies = perturbed_copies(rows, ratio, cfg.augment_mix, seed=seed)
+        copies = perturbed_copies(rows, ratio, cfg.augment_mix, seed=seed, values=mix_values(rows, cfg.augment_mix))
         log.info("augmented %s: %d -> %d rows", what, len(rows), len(rows) + len(copies))
         extra = self._encode(tokenizer, [copy for _, copy in copies], labels)
         return concatenate(clean, extra, [-1] * len(clean) + [source for source, _ in copies])

@@ -28,6 +28,7 @@ from intentvcs.core.perturb.registry import (
     OPERATORS,
     VALUE_OPERATORS,
     augment,
+    mix_values,
     perturb,
     perturbed_copies,
     random_set,
@@ -48,5 +49,5 @@ def warm_up() -> None:
     phonetic_index()
 
 
-__all__ = ["FAMILIES", "FAMILY_OF", "OPERATORS", "VALUE_OPERATORS", "EntityValues", "augment", "perturb",
-           "perturbed_copies", "random_set", "usable", "warm_up"]
+__all__ = ["FAMILIES", "FAMILY_OF", "OPERATORS", "VALUE_OPERATORS", "EntityValues", "augment", "mix_values",
+           "perturb", "perturbed_copies", "random_set", "usable", "warm_up"]

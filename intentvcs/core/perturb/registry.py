@@ -140,6 +140,20 @@ def augment(examples: Sequence[Example], ratio: float, mix: Mapping[str, float] 
     return list(examples) + [copy for _, copy in perturbed_copies(examples, ratio, mix, seed, values)]
 
 
+def mix_values(examples: Sequence[Example], mix: Mapping[str, float] | None) -> EntityValues | None:
+    """The ``EntityValues`` an augmentation ``mix`` asks for: the rows' own span values when the mix
+    names a value operator (``VALUE_OPERATORS``) itself, else None.
+
+    Only by name: a uniform mix or a family keeps the draws it had before the
+    value operators existed, so recorded training runs reproduce. Mention
+    replacement (``{"slot_value_replacement": 1}``) teaches the entity head to read
+    an entity's context rather than learn its training values by heart.
+    """
+    if not mix or not VALUE_OPERATORS & set(mix):
+        return None
+    return EntityValues.build(examples, train=examples)
+
+
 def perturbed_copies(examples: Sequence[Example], ratio: float, mix: Mapping[str, float] | None = None,
                      seed: int | str = 0, values: EntityValues | None = None) -> list[tuple[int, Example]]:
     """``round(ratio * len(examples))`` perturbed copies, each with the index of its source.
