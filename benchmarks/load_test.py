@@ -109,14 +109,17 @@ async def load(url: str, concurrency: int, duration_s: float, texts: Sequence[st
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=60)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         # The clients stop at the deadline; the outer timeout only guards a hung server.
         await asyncio.wait_for(asyncio.gather(*(client(i, session) for i in range(concurrency))),
                                timeout=duration_s + 90)
-        elapsed = time.perf_counter() - start
+        elapsed, client_cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    # The client shares the host's cores with the server: what it used is what the server could not.
     return {"mode": "load", "concurrency": concurrency, "duration_s": round(elapsed, 1),
             "requests": len(latencies), "errors": errors,
-            "utt_per_s": round(len(latencies) / elapsed, 1), **percentiles(latencies)}
+            "utt_per_s": round(len(latencies) / elapsed, 1), **percentiles(latencies),
+            "client_cores": round(client_cpu / elapsed, 3),
+            "client_cpu_ms_per_request": round(1000 * client_cpu / max(len(latencies), 1), 3)}
 
 
 def engine_throughput(bundle: str, batch_size: int = 32, seconds: float = 10.0, threads: int | None = None) -> dict:

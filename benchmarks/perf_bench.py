@@ -690,10 +690,12 @@ def markdown(settings: dict, records: Sequence[dict]) -> str:
     if service:
         parts.append(f"Service graph: `{service[0]['graph']}` (the default, INTENTVCS_QUANTIZED=auto).")
         parts.append(_table(["service", "clients", "utt/s", "p50 ms", "p95 ms", "p99 ms", "errors",
-                             "÷ engine answers b32", "÷ graph outputs b32"],
+                             "÷ engine answers b32", "÷ graph outputs b32", "client cores"],
                             [[r["mode"], r["concurrency"], _cell(r.get("utt_per_s")), r["p50_ms"], r["p95_ms"],
                               r["p99_ms"], r["errors"], _cell(r.get("vs_engine_batch32")),
-                              _cell(r.get("vs_graph_outputs_batch32"))] for r in service]))
+                              _cell(r.get("vs_graph_outputs_batch32")), _cell(r.get("client_cores"))]
+                             for r in service]))
+        parts.append("Client cores: the CPU the load client itself used (it shares the host with the server).")
         parts.append("; ".join(f"{r['metric']}: {r['value']}" for r in by["service"] if "metric" in r))
     parts += _gpu_parts(by["gpu"])
     parts.append(_limit_line(by["limit"][0]) if by["limit"] else "")

@@ -244,6 +244,8 @@ def test_service_figures_on_the_workload(tiny):
     idle, load, startup, rss = records
     assert (idle["mode"], idle["requests"], idle["errors"]) == ("idle", bench.IDLE_REQUESTS, 0)
     assert (load["mode"], load["concurrency"], load["errors"]) == ("load", 2, 0) and load["requests"] > 0
+    # The client's own CPU: some, and no more than the wall time of its single event loop allows.
+    assert 0 < load["client_cores"] <= 1.05 and load["client_cpu_ms_per_request"] > 0
     assert load["vs_engine_batch32"] == pytest.approx(load["utt_per_s"] / 800.0, abs=1e-3)  # the answers
     assert load["vs_graph_outputs_batch32"] == pytest.approx(load["utt_per_s"] / 1000.0, abs=1e-3)
     # BentoML's own imports take over a second; running() gives up after 120 s.
