@@ -14,14 +14,16 @@ from intentvcs.core.outputs import GraphOutputs, tuple_array
 from intentvcs.core.segmentation import cut, decide_segmented
 
 LABELS = ("play", "lights", "weather")
-KEYWORDS = {"jazz": "play", "lights": "lights", "weather": "weather", "help": "weather"}
+# A bare city is read as weather, as a real model forces some intent onto a name on its own.
+KEYWORDS = {"jazz": "play", "lights": "lights", "weather": "weather", "help": "weather", "washington dc": "weather"}
 WEAK = {"help"}  # recognised less surely (logit 1.5: confidence 0.82)
 GENRES = ("jazz", "rock and roll")
+CITIES = ("boston", "washington dc")
 
 
 def fake_infer(calls: list):
     """A single-intent model: the first intent keyword of a text wins (sigmoid logits +-4); it tags
-    genres as entities."""
+    genres and cities as entities."""
 
     def infer(texts: list[str]) -> GraphOutputs:
         calls.append(list(texts))
@@ -32,8 +34,8 @@ def fake_infer(calls: list):
             if seen:
                 word = seen[0][1]
                 logits[row, LABELS.index(KEYWORDS[word])] = 1.5 if word in WEAK else 4.0
-            found.append(tuple(Entity("genre", text.index(g), text.index(g) + len(g), 0.9)
-                               for g in GENRES if g in text))
+            found.append(tuple(Entity(kind, text.index(g), text.index(g) + len(g), 0.9)
+                               for kind, names in (("genre", GENRES), ("city", CITIES)) for g in names if g in text))
         pooled = np.zeros((len(texts), 2), dtype=np.float32)
         return GraphOutputs(logits, pooled, pooled, tuple_array(found))
 
@@ -129,6 +131,16 @@ def test_a_follow_up_less_sure_than_the_whole_text_is_no_request_of_its_own():
     # As sure as the whole reading: a request.
     accepted, _, _, _, _ = answer("turn off the lights, what is the weather")
     assert accepted == {"lights", "weather"}
+
+
+def test_a_part_that_only_names_entities_asks_nothing():
+    # "washington dc" is read as weather on its own, but it is the second city of one request.
+    text = "turn off the lights in boston and washington dc"
+    accepted, parts, _, _, _ = answer(text)
+    assert accepted == {"lights"} and parts == [(text, ["lights"], False)]
+    calls: list = []
+    _, segmented = decide_segmented(DECISION, fake_infer(calls), [text], names_are_fragments=False)
+    assert [LABELS[j] for p in segmented.parts[0] for j in p.accepted] == ["lights", "weather"]
 
 
 def test_segment_off_decides_the_text_whole():

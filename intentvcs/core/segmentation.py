@@ -15,7 +15,9 @@ are read by the same model in one more graph run, and the parts decide:
    confidence within ``REQUEST_MARGIN`` of the whole text's top one, *out of
    scope* when the OOS rule says so and it has ``OOS_PART_MIN_WORDS`` words
    (a request of its own, not a fragment such as "from denver"), else a
-   *fragment*.
+   *fragment*. A part whose every word lies inside an entity the model finds
+   in it is a fragment too: it names something ("between boston and
+   washington dc", "on delta and united airlines"), it asks nothing.
 2. Adjacent parts are grouped: a fragment joins its neighbour, and a confident
    part that shares an accepted intent with the group before it continues
    that group ("flights to boston and from boston to denver" is one request).
@@ -54,6 +56,7 @@ OOS_PART_MIN_WORDS = 3  # an out-of-scope part this long is a request of its own
 # 0.6 points and CLINC150 1.9; 0.05 costs ATIS 0.4).
 REQUEST_MARGIN = 0.02
 MAX_PARTS = 4  # cut points after the third are not used
+NAMES_ARE_FRAGMENTS = True
 # Served, evaluated and reported this way unless turned off (INTENTVCS_SEGMENT=0, --no-segment):
 # benchmarks/mix_bench.py measured what it costs single-intent traffic.
 DEFAULT_SEGMENT = True
@@ -119,6 +122,13 @@ def _words(text: str, start: int, end: int) -> int:
     return len(text[start:end].split())
 
 
+def _names_only(part: str, entities: Sequence[Entity]) -> bool:
+    """Whether every word of ``part`` lies inside one of ``entities`` (found in ``part``, offsets into it)."""
+    spans = [(e.start, e.end) for e in entities]
+    return bool(spans) and all(any(a <= word.start() and word.end() <= b for a, b in spans)
+                               for word in re.finditer(r"\S+", part))
+
+
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:
     piece = text[start:end]
     left = len(piece) - len(piece.lstrip())
@@ -127,7 +137,8 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 
 def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutputs], texts: Sequence[str],
                      segment: bool = DEFAULT_SEGMENT, margin: float = REQUEST_MARGIN,
-                     outputs: GraphOutputs | None = None) -> tuple[GraphOutputs, SegmentedResult]:
+                     outputs: GraphOutputs | None = None,
+                     names_are_fragments: bool = NAMES_ARE_FRAGMENTS) -> tuple[GraphOutputs, SegmentedResult]:
     """The texts' graph outputs and their decision, chained requests answered part by part.
 
     The texts are read first (their entities protect the connectors inside
@@ -136,7 +147,8 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
     in the short texts the model was trained on), at offsets into the text.
     ``segment=False`` decides every text whole; ``margin``: ``REQUEST_MARGIN``;
     ``outputs``: the texts' graph outputs when the caller has read them already
-    (``infer`` then reads the parts alone).
+    (``infer`` then reads the parts alone); ``names_are_fragments``: whether a
+    part that is all entity is a fragment (``NAMES_ARE_FRAGMENTS``).
     """
     texts = list(texts)
     if outputs is None:
@@ -155,8 +167,10 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
     groups_by_row: dict[int, list[_Group]] = {}
     whole_top = whole.confidences.max(axis=1)
     for index, (row, (a, b)) in enumerate(pieces):
+        names = (names_are_fragments and part_outputs.entities is not None
+                 and _names_only(texts[row][a:b], part_outputs.entities[index]))
         groups_by_row.setdefault(row, []).append(
-            _Group.of_part(strict, index, a, b, texts[row], whole_top[row] - margin))
+            _Group.of_part(strict, index, a, b, texts[row], whole_top[row] - margin, names))
     segmented = _join(whole, strict, groups_by_row, [len(t) for t in texts])
     return _with_part_entities(outputs, part_outputs, pieces, segmented), segmented
 
@@ -195,8 +209,11 @@ class _Group:
 
     @classmethod
     def of_part(cls, strict: DecisionResult, index: int, start: int, end: int, text: str,
-                least: float) -> "_Group":
-        """One part; it accepts its intents only when its top confidence reaches ``least``."""
+                least: float, names_only: bool = False) -> "_Group":
+        """One part; it accepts its intents only when its top confidence reaches ``least``, and none
+        when it only names entities (``names_only``)."""
+        if names_only:
+            return cls(start, end, [], False, [index])
         order = np.argsort(-strict.confidences[index], kind="stable")
         accepted = [int(j) for j in order if strict.accepted[index, j]]
         if accepted and strict.confidences[index, accepted[0]] < least:
