@@ -41,6 +41,7 @@ import logging
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results
@@ -67,6 +68,7 @@ RECIPES = {
               "default 1)",
 }
 PARTS = ("product", "chains", "standard", "single", "margin", "cost", "idle")
+PER_DATASET = ("product", "chains", "standard")  # the parts --datasets narrows
 COST_TEXTS = 512
 COST_REPEATS = 3
 MARGINS = (0.0, 0.01, 0.02, 0.05, 0.1, 1.0)  # 1.0: any accepted part is a request
@@ -166,11 +168,12 @@ def seed_records(part: str, dataset: str, bundles: list[Path], sets: dict[str, l
     return records
 
 
-def product_part(runs: Path, mix_runs: Path, seeds: list[int], threads: int | None) -> list[dict]:
+def product_part(runs: Path, mix_runs: Path, seeds: list[int], threads: int | None,
+                 datasets: Sequence[str] = DATASETS) -> list[dict]:
     from intentvcs.core.dataio import read_jsonl
 
     records = []
-    for dataset in DATASETS:
+    for dataset in datasets:
         bundles = [bundle_of(runs / dataset / f"seed{seed}" / "checkpoint") for seed in seeds
                    if (runs / dataset / f"seed{seed}" / "checkpoint" / "checkpoint.json").is_file()]
         sets = {f"mix-{variant}": read_jsonl(mix_data(dataset, variant, mix_runs) / "test.jsonl")
@@ -180,13 +183,14 @@ def product_part(runs: Path, mix_runs: Path, seeds: list[int], threads: int | No
     return records
 
 
-def trained_part(part: str, runs: Path, mix_runs: Path, seeds: list[int], threads: int | None) -> list[dict]:
+def trained_part(part: str, runs: Path, mix_runs: Path, seeds: list[int], threads: int | None,
+                 datasets: Sequence[str] = DATASETS) -> list[dict]:
     """``standard``: Mix-trained checkpoints; ``chains``: single-intent data plus synthetic chains
     (``RECIPES``), trained by ``intentvcs train`` under ``<mix runs>/ckpt``."""
     from intentvcs.core.dataio import read_jsonl
 
     records = []
-    for dataset in DATASETS:
+    for dataset in datasets:
         checkpoints = [mix_runs / "ckpt" / f"{dataset}-{part}-s{seed}" for seed in seeds]
         bundles = [bundle_of(c) for c in checkpoints if (c / "checkpoint.json").is_file()]
         if not bundles:
@@ -365,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS),
+                        help=f"the data sets of the {', '.join(PER_DATASET)} parts; the others' earlier records "
+                             "are kept")
     parser.add_argument("--threads", type=int)
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "entities",
                         help="entities_bench's work folder: single-intent checkpoints and data")
@@ -378,10 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     seeds = list(range(args.seeds))
     records: list[dict] = []
     if "product" in args.parts:
-        records += product_part(args.runs, args.mix_runs, seeds, args.threads)
+        records += product_part(args.runs, args.mix_runs, seeds, args.threads, args.datasets)
     for part in ("standard", "chains"):
         if part in args.parts:
-            records += trained_part(part, args.runs, args.mix_runs, seeds, args.threads)
+            records += trained_part(part, args.runs, args.mix_runs, seeds, args.threads, args.datasets)
     if "single" in args.parts:
         records += single_part(args.clinc_checkpoint, args.demo_bundle, args.threads)
     if "margin" in args.parts:
@@ -390,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         records += cost_part(args.runs, args.mix_runs, args.threads)
     if "idle" in args.parts:
         records += idle_part(args.runs, args.mix_runs)
-    records, command = keep_previous("mix", records, lambda r: r["part"] in args.parts)
+    records, command = keep_previous("mix", records, lambda r: r["part"] in args.parts and (
+        r["part"] not in PER_DATASET or r["dataset"] in args.datasets))
     records.sort(key=lambda r: PARTS.index(r["part"]))
     write_results("mix", records, render(records), command=command,
                   extra={"anchors": ANCHORS, "targets": TARGETS, "recipes": RECIPES})
