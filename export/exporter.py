@@ -221,7 +221,8 @@ def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decis
         return report
     # Without a normaliser the graphs read the texts as sent: the outputs above are the served ones.
     outputs = ([fp32_outputs, int8_outputs] if spelling is None else
-               [infer_normalised(spelling, texts, session.infer)[0] for session in (fp32, int8)])
+               [infer_normalised(spelling, texts, session.infer, tags=bool(session.tags))[0]
+                for session in (fp32, int8)])
     report["gate"] = accuracy_gate(*outputs, decision, held_out.examples, held_out.source)
     log.info("int8 accuracy gate %s: %s", "passed" if report["gate"]["passed"] else "FAILED",
              ", ".join(f"{name} {f['fp32']:.4f} -> {f['int8']:.4f}" for name, f in report["gate"]["figures"].items()))

@@ -168,7 +168,7 @@ class Engine:
     def _infer(self, texts: list[str]) -> tuple[GraphOutputs, list[str]]:
         """The graph's outputs for ``texts`` read through the spelling normaliser, and the texts it read
         (answers keep the originals, entity offsets included)."""
-        return infer_normalised(self.spelling, texts, self.session.infer)
+        return infer_normalised(self.spelling, texts, self.session.infer, tags=bool(self.session.tags))
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

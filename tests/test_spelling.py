@@ -188,3 +188,37 @@ def test_corrections_inside_an_entity_are_undone_and_the_text_read_again(spellin
     assert read == ["will it rain tomorrow in bostn", "play some jazz music"]
     assert [[e.to_dict(t)["value"] for e in found] for t, found in zip(texts, outputs.entities)] == [["bostn"], []]
     assert outputs.logits[:, 0].tolist() == [len(read[0]), len(read[1])]  # the second reading answers row 0
+
+
+def test_a_tagging_graph_reads_changed_texts_as_sent_in_the_same_run(spelling):
+    """With ``tags``, the changed texts are read as sent beside the rewritten ones; a text whose only
+    correction is inside an entity is answered from that reading (no second run); one with corrections
+    inside and outside is read again with the outside ones kept. The answers are those of two runs."""
+    import numpy as np
+
+    from intentvcs.core.entities import Entity
+    from intentvcs.core.outputs import GraphOutputs, tuple_array
+    from intentvcs.core.spelling import infer_normalised
+
+    reads: list[list[str]] = []
+
+    def infer(texts):
+        reads.append(list(texts))
+        found = []
+        for text in texts:
+            city = next((word for word in ("boston", "bostn") if word in text), None)
+            found.append((Entity("city", text.index(city), text.index(city) + len(city), 0.9),) if city else ())
+        logits = np.array([[float(len(text))] for text in texts], dtype=np.float32)
+        return GraphOutputs(logits, logits, logits, tuple_array(found))
+
+    texts = ["weather in bostn", "will it rain tomorow in bostn", "play some jazz muisc", "play jazz"]
+    outputs, read = infer_normalised(spelling, texts, infer, tags=True)
+    assert reads == [["weather in boston", "will it rain tomorrow in boston", "play some jazz music", "play jazz",
+                      "weather in bostn", "will it rain tomorow in bostn", "play some jazz muisc"],
+                     ["will it rain tomorrow in bostn"]]
+    assert read == ["weather in bostn", "will it rain tomorrow in bostn", "play some jazz music", "play jazz"]
+    two_runs, read_in_two = infer_normalised(spelling, texts, infer)
+    assert read_in_two == read and len(reads) == 4  # without tags: the rewritten texts, then both re-reads
+    assert reads[-1] == ["weather in bostn", "will it rain tomorrow in bostn"]
+    assert outputs.logits.tolist() == two_runs.logits.tolist() == [[float(len(text))] for text in read]
+    assert list(outputs.entities) == list(two_runs.entities)
