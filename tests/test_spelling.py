@@ -162,16 +162,13 @@ def test_a_protected_span_keeps_its_words_as_written(spelling):
     assert spelling.rewrite(text, protected).text == "play some jazz music in the kitchne"
 
 
-def test_corrections_inside_an_entity_are_undone_and_the_text_read_again(spelling):
-    """A model with an entity head reads "boston" / "bostn" as a city: a correction there (a name, not a typo)
-    is undone, and the text is read again as sent there; a text corrected elsewhere is read once."""
+def city_model(reads: list[list[str]]):
+    """A graph that tags "boston" / "bostn" as a city and answers each text with its length as a logit;
+    it logs each run's texts in ``reads``."""
     import numpy as np
 
     from intentvcs.core.entities import Entity
     from intentvcs.core.outputs import GraphOutputs, tuple_array
-    from intentvcs.core.spelling import infer_normalised
-
-    reads: list[list[str]] = []
 
     def infer(texts):
         reads.append(list(texts))
@@ -182,8 +179,17 @@ def test_corrections_inside_an_entity_are_undone_and_the_text_read_again(spellin
         logits = np.array([[float(len(text))] for text in texts], dtype=np.float32)
         return GraphOutputs(logits, logits, logits, tuple_array(found))
 
+    return infer
+
+
+def test_corrections_inside_an_entity_are_undone_and_the_text_read_again(spelling):
+    """A model with an entity head reads "boston" / "bostn" as a city: a correction there (a name, not a typo)
+    is undone, and the text is read again as sent there; a text corrected elsewhere is read once."""
+    from intentvcs.core.spelling import infer_normalised
+
+    reads: list[list[str]] = []
     texts = ["will it rain tomorow in bostn", "play some jazz muisc"]
-    outputs, read = infer_normalised(spelling, texts, infer)
+    outputs, read = infer_normalised(spelling, texts, city_model(reads))
     assert reads == [["will it rain tomorrow in boston", "play some jazz music"], ["will it rain tomorrow in bostn"]]
     assert read == ["will it rain tomorrow in bostn", "play some jazz music"]
     assert [[e.to_dict(t)["value"] for e in found] for t, found in zip(texts, outputs.entities)] == [["bostn"], []]
@@ -194,23 +200,10 @@ def test_a_tagging_graph_reads_changed_texts_as_sent_in_the_same_run(spelling):
     """With ``tags``, the changed texts are read as sent beside the rewritten ones; a text whose only
     correction is inside an entity is answered from that reading (no second run); one with corrections
     inside and outside is read again with the outside ones kept. The answers are those of two runs."""
-    import numpy as np
-
-    from intentvcs.core.entities import Entity
-    from intentvcs.core.outputs import GraphOutputs, tuple_array
     from intentvcs.core.spelling import infer_normalised
 
     reads: list[list[str]] = []
-
-    def infer(texts):
-        reads.append(list(texts))
-        found = []
-        for text in texts:
-            city = next((word for word in ("boston", "bostn") if word in text), None)
-            found.append((Entity("city", text.index(city), text.index(city) + len(city), 0.9),) if city else ())
-        logits = np.array([[float(len(text))] for text in texts], dtype=np.float32)
-        return GraphOutputs(logits, logits, logits, tuple_array(found))
-
+    infer = city_model(reads)
     texts = ["weather in bostn", "will it rain tomorow in bostn", "play some jazz muisc", "play jazz"]
     outputs, read = infer_normalised(spelling, texts, infer, tags=True)
     assert reads == [["weather in boston", "will it rain tomorrow in boston", "play some jazz music", "play jazz",
