@@ -241,9 +241,9 @@ def infer_normalised(spelling: Spelling | None, texts: Sequence[str],
     if spelling is None:
         return infer(list(texts)), list(texts)
     rewrites = [spelling.rewrite(text) for text in texts]
+    changed = [row for row, rewrite in enumerate(rewrites) if rewrite.edits] if tags else []
     # Where each changed text's reading as sent lies in the first run's rows (after the rewritten texts).
-    as_sent = {row: len(texts) + i
-               for i, row in enumerate(row for row, rewrite in enumerate(rewrites) if rewrite.edits and tags)}
+    as_sent = {row: len(texts) + i for i, row in enumerate(changed)}
     first = infer([rewrite.text for rewrite in rewrites] + [texts[row] for row in as_sent])
     outputs = _on_originals(first.rows(slice(0, len(texts))), rewrites)
     if outputs.entities is not None:
