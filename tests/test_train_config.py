@@ -75,7 +75,7 @@ def test_train_config_records_the_same_keys():
     assert list(TrainConfig().to_dict()) == [
         "backbone", "method", "epochs", "batch_size", "learning_rate", "weight_decay", "warmup_ratio", "max_length",
         "dropout", "seed", "patience", "select_by", "freeze_embeddings", "negative_theta", "focal_beta", "threads",
-        "augment_ratio", "augment_mix", "augment_resample", "consistency_weight", "validate_perturbed", "labels",
+        "device", "augment_ratio", "augment_mix", "augment_resample", "consistency_weight", "validate_perturbed", "labels",
         "entity_weight", "chain_ratio", "tags_read_intents", "focal_alpha", "extend_vocab",
         "ema_decay", "boundary_weight"]
 
@@ -86,4 +86,10 @@ def test_without_chains_no_boundary_head_is_recorded():
     # A run recorded before boundaries existed compares equal to today's default recipe.
     stored = TrainConfig().to_dict()
     del stored["boundary_weight"]
+    assert TrainConfig.from_stored(stored) == TrainConfig()
+
+
+def test_a_run_recorded_before_devices_compares_equal_to_the_default_recipe():
+    stored = TrainConfig().to_dict()
+    del stored["device"]
     assert TrainConfig.from_stored(stored) == TrainConfig()

@@ -77,7 +77,9 @@ def concatenate(first: Encoded, second: Encoded, sources: list[int]) -> Encoded:
                    joined(first.boundary_targets, second.boundary_targets))
 
 
-def collate(encoded: Encoded, indices: Sequence[int], pad_id: int) -> dict[str, torch.Tensor]:
+def collate(encoded: Encoded, indices: Sequence[int], pad_id: int,
+            device: torch.device | None = None) -> dict[str, torch.Tensor]:
+    """The rows ``indices`` of ``encoded`` as one padded batch of tensors, on ``device`` (default: the CPU)."""
     width = max(len(encoded.input_ids[i]) for i in indices)
     ids = torch.full((len(indices), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(indices), width), dtype=torch.long)
@@ -95,6 +97,8 @@ def collate(encoded: Encoded, indices: Sequence[int], pad_id: int) -> dict[str, 
             for row, i in enumerate(indices):
                 padded[row, : len(per_row[i])] = torch.tensor(per_row[i])
             batch[name] = padded
+    if device is not None and device.type != "cpu":
+        batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
     return batch
 
 

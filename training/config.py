@@ -39,6 +39,8 @@ METHOD_NAMES = tuple(METHOD_TABLE)
 # (top intent right and the entity set exactly gold), which falls back to the
 # loss where no entity head is trained or the validation rows carry no spans.
 SELECTION_RULES = ("loss", "joint")
+# Where training runs; ``intentvcs.training.trainer.training_device`` resolves ``auto``.
+DEVICES = ("auto", "cpu", "cuda")
 
 
 def setting(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
@@ -88,6 +90,10 @@ class TrainConfig:
     negative_theta: float = setting(0.1, "negative_sampling: theta x L sampled negatives per row")
     focal_beta: float = setting(0.2, "ls_focal: label-smoothing beta")
     threads: int | None = setting(None, "torch intra-op threads (default: all cores)")
+    # Where the steps run, not what they compute: a run's checkpoint records the device it
+    # resolved to (``trained_on``), and recipes compare equal across devices.
+    device: str = setting("auto", "where training runs: auto (a CUDA GPU when torch sees one, else the CPU), "
+                                  "cpu or cuda", DEVICES)
     # Off: copies multiply the training time, and plain training is the
     # baseline that robust training is measured against.
     augment_ratio: float = setting(0.0, "robust training: add RATIO x N perturbed copies of the training "

@@ -126,6 +126,7 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
         "history": trained.history,
         "best_epoch": trained.best_epoch,
         "train_seconds": round(trained.seconds, 1),
+        "trained_on": trained.device,
         "spelling": _spelling_summary(model.spelling),
         "entities": _entities_summary(trained, config),
     }

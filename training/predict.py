@@ -66,10 +66,11 @@ def tag_scores(model: IntentModel, tokenizer, texts: Sequence[str], max_length: 
 
 
 def _forward(model: IntentModel, tokenizer, encoded, batch_size: int, progress: bool = False):
-    """``(row indices, model outputs by name)`` per length-bucketed batch of ``encoded``, the model in eval
-    mode meanwhile (its training mode restored after)."""
+    """``(row indices, model outputs by name, on the CPU)`` per length-bucketed batch of ``encoded``, run on
+    the model's device, the model in eval mode meanwhile (its training mode restored after)."""
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
     batches = list(inference_batches([len(x) for x in encoded.input_ids], batch_size))
     if progress:
         from tqdm.auto import tqdm
@@ -77,8 +78,9 @@ def _forward(model: IntentModel, tokenizer, encoded, batch_size: int, progress: 
         batches = tqdm(batches, desc="infer", unit="batch", leave=False, disable=None)  # quiet off a terminal
     try:
         for idx in batches:
-            batch = collate(encoded, idx, tokenizer.pad_token_id)
-            yield idx, model.named_outputs(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            batch = collate(encoded, idx, tokenizer.pad_token_id, device)
+            outputs = model.named_outputs(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            yield idx, {name: tensor.cpu() for name, tensor in outputs.items()}
     finally:
         model.train(was_training)
 

@@ -7,7 +7,9 @@ robust training, on the rows plus perturbed copies, drawn afresh each epoch)
 and measure validation (the loss, and for an entity head span F1 and overall
 accuracy), keeping the best weights and stopping early. With ``ema_decay``
 the weights judged and kept are the moving average of the trained ones.
-Its settings are ``TrainConfig`` (``intentvcs.training.config``).
+Steps run on ``TrainConfig.device`` (a GPU when there is one); the trained
+model is handed back on the CPU, where the decision layer, the checkpoint and
+the export read it. Its settings are ``TrainConfig`` (``intentvcs.training.config``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,22 @@ class TrainResult:
     seconds: float
     tags: list[str]  # the entity head's BIO tags; [] without one
     entities: dict | None  # what the entity head was trained on (rows, spans, how many align with words)
+    device: str  # where the steps ran: "cpu", or "cuda (<GPU name>)"
+
+
+def training_device(name: str) -> torch.device:
+    """The torch device for ``TrainConfig.device``: ``auto`` takes CUDA when torch sees a GPU; ``cuda``
+    without one is refused (training 10-50x slower on the CPU than asked would be a silent surprise)."""
+    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device 'cuda' requested but torch {torch.__version__} sees no CUDA GPU")
+    return torch.device("cuda")
+
+
+def device_name(device: torch.device) -> str:
+    """How a checkpoint records where it was trained: ``cpu`` or ``cuda (<GPU name>)``."""
+    return "cpu" if device.type == "cpu" else f"cuda ({torch.cuda.get_device_name(device)})"
 
 
 def targets_matrix(examples: Sequence[Example], labels: Sequence[str]) -> np.ndarray:
@@ -106,6 +124,7 @@ class Trainer:
     def __init__(self, config: TrainConfig):
         self.config = config
         self.method = METHODS[config.method]
+        self.device = training_device(config.device)
         # Tag -> index of the entity head's output, set by ``fit``'s set-up (None: no entity head).
         self.tag_index: dict[str, int] | None = None
         # Whether a boundary head is trained (chained rows in training and a boundary weight), set likewise.
@@ -126,8 +145,9 @@ class Trainer:
                 break
         run.model.load_state_dict(best.state)
         run.model.eval()
+        run.model.to("cpu")
         return TrainResult(run.model, run.tokenizer, run.labels, best.epoch, history, time.time() - start,
-                           run.tags, _entity_summary(run))
+                           run.tags, _entity_summary(run), device_name(self.device))
 
     # -- set-up ---------------------------------------------------------------------------------------------
     # Seeding comes first: the head's initialisation then draws from torch's seeded generator.
@@ -156,7 +176,8 @@ class Trainer:
         cfg = self.config
         torch.manual_seed(cfg.seed)
         rng = random.Random(cfg.seed)
-        generator = torch.Generator().manual_seed(cfg.seed)
+        # Negative sampling draws on the device its logits live on.
+        generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         return rng, generator
@@ -202,7 +223,8 @@ class Trainer:
             tokenizer, _ = extend_vocabulary(tokenizer, model.encoder, [ex.text for ex in train], cfg.extend_vocab)
         if cfg.freeze_embeddings:
             model.encoder.get_input_embeddings().weight.requires_grad_(False)
-        return model, tokenizer
+        log.info("training on %s", device_name(self.device))
+        return model.to(self.device), tokenizer
 
     def _encode(self, tokenizer, rows: Sequence[Example], labels: list[str]) -> Encoded:
         """``rows`` tokenised with their intent targets, for an entity head their tag targets (rows
@@ -290,7 +312,7 @@ class Trainer:
         # disable=None: a bar on a terminal, quiet in logs and CI.
         bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", unit="batch", leave=False, disable=None)
         for step, idx in enumerate(bar, start=1):
-            batch = collate(run.rows, idx, run.tokenizer.pad_token_id)
+            batch = collate(run.rows, idx, run.tokenizer.pad_token_id, self.device)
             loss, logits = self._batch_loss(run.model, batch, run.generator)
             if cfg.consistency_weight > 0:
                 loss = loss + cfg.consistency_weight * self._consistency(logits, idx, run.rows.sources)
@@ -391,7 +413,7 @@ class Trainer:
         order = sorted(range(len(encoded)), key=lambda i: len(encoded.input_ids[i]))
         for start in range(0, len(order), 128):
             idx = order[start : start + 128]
-            batch = collate(encoded, idx, pad_id)
+            batch = collate(encoded, idx, pad_id, self.device)
             total += self._batch_loss(model, batch, generator)[0].item() * len(idx)
             count += len(idx)
         return total / max(count, 1)

@@ -34,7 +34,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     for name in ("method", "backbone", "epochs", "batch_size"):
         add_option(p, TrainConfig, name)
     add_option(p, TrainConfig, "learning_rate", "--lr", metavar="LR")
-    for name in ("max_length", "seed", "patience", "threads"):
+    for name in ("max_length", "seed", "patience", "threads", "device"):
         add_option(p, TrainConfig, name)
     add_option(p, TrainConfig, "augment_ratio", "--augment", metavar="RATIO")
     add_option(p, TrainConfig, "augment_mix", type=json_object, metavar="JSON")
