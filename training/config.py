@@ -90,8 +90,8 @@ class TrainConfig:
     negative_theta: float = setting(0.1, "negative_sampling: theta x L sampled negatives per row")
     focal_beta: float = setting(0.2, "ls_focal: label-smoothing beta")
     threads: int | None = setting(None, "torch intra-op threads (default: all cores)")
-    # Where the steps run, not what they compute: a run's checkpoint records the device it
-    # resolved to (``trained_on``), and recipes compare equal across devices.
+    # Where the steps run, not what they compute (a GPU's arithmetic differs in the last bits):
+    # the checkpoint also records the device the setting resolved to (``trained_on``).
     device: str = setting("auto", "where training runs: auto (a CUDA GPU when torch sees one, else the CPU), "
                                   "cpu or cuda", DEVICES)
     # Off: copies multiply the training time, and plain training is the
