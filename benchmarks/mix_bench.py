@@ -60,8 +60,8 @@ TARGETS = {"standard": {"atis": 85.0, "snips": 98.0}, "product": {"atis": 80.0, 
            "chains": {"atis": 80.0, "snips": 95.0}}
 RECIPES = {
     "standard": "intentvcs train --train <mix>/train.jsonl --valid <mix>/valid-known.jsonl --method bce "
-                "--oos-rule none --epochs 4 --seed K (valid-known: the validation rows without the spans of "
-                "types the Mix training split never shows)",
+                "--oos-rule none --epochs 4 --seed K (valid-known.jsonl, written by build-mix: the validation rows "
+                "without the spans of types the Mix training split never shows)",
     "chains": "intentvcs train --train <data set>-train.jsonl --valid <data set>-valid.jsonl --chains R "
               "--oos-rule none --seed K (ATIS: R 1.0, --epochs 6; SNIPS: R 0.5, --epochs 3, its best epoch without "
               "chains, for time); since 2026-11-26 the chains also train the boundary head (--boundary-weight, "

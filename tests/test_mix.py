@@ -53,6 +53,18 @@ def test_standard_rows_follow_agifs_construction(data_root, tmp_path):
             assert row.text[segments[0]["end"]:segments[1]["start"]] == " , "
 
 
+def test_valid_known_keeps_every_validation_row_with_the_training_splits_span_types(data_root, tmp_path):
+    # Only "train" knows the airline type: the validation rows keep their text and intents, not that span.
+    write_slot_folder(data_root / "atis", "valid", SOURCE + [("which airline is delta", "O O O B-airline", "airline")])
+    info = mix.build("atis", data_root, tmp_path / "out", seed=0, sizes={"train": 200, "valid": 60, "test": 5})
+    valid = read_jsonl(tmp_path / "out" / "valid.jsonl")
+    known = read_jsonl(tmp_path / "out" / mix.KNOWN_VALID_FILE)
+    assert [(r.text, r.labels) for r in known] == [(r.text, r.labels) for r in valid]
+    assert {s.label for r in known for s in r.spans} == {"city"}
+    dropped = sum(s.label == "airline" for r in valid for s in r.spans)
+    assert dropped > 0 and info["valid_known_spans_dropped"] == dropped
+
+
 def test_hard_rows_break_the_regularities(data_root, tmp_path):
     mix.build("atis", data_root, tmp_path / "hard", seed=0, variant="hard", sizes={"train": 2000})
     rows = read_jsonl(tmp_path / "hard" / "train.jsonl")
@@ -94,7 +106,8 @@ def test_cli_writes_the_build_and_refuses_bad_arguments(data_root, tmp_path, cap
                  "--train-rows", "30", "--valid-rows", "5", "--test-rows", "5"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["benchmark"] == "MixATIS" and summary["counts"] == {"train": 30, "valid": 5, "test": 5}
-    assert sorted(p.name for p in out.iterdir()) == ["info.json", "test.jsonl", "train.jsonl", "valid.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == ["info.json", "test.jsonl", "train.jsonl", "valid-known.jsonl",
+                                                     "valid.jsonl"]
     assert main(["build-mix", "--dataset", "atis", "--data-root", str(data_root), "--out", str(out),
                  "--train-rows", "0"]) == 2
     mine = tmp_path / "mine"

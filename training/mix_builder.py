@@ -21,13 +21,17 @@ casing and punctuation as people type them (a capital first letter, a final
 Every row's ``meta.segments`` gives each segment's character span and intent,
 so an answer that names where each intent sits can be scored. Rows are seeded
 (``seed``) and the build is written atomically with an ``info.json`` data card.
+Beside ``valid.jsonl`` it writes ``valid-known.jsonl``, the same rows without
+the spans of types the training split never shows: what ``intentvcs train``
+accepts as validation data for a model trained on the Mix training split (the
+standard protocol), since it refuses a type the model cannot learn.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -35,6 +39,7 @@ from intentvcs.core import atomic
 from intentvcs.core.dataio import Example, Span, write_jsonl
 
 INFO_FILE = "info.json"
+KNOWN_VALID_FILE = "valid-known.jsonl"
 VARIANTS = ("standard", "hard")
 INTENT_COUNTS = (1, 2, 3)
 INTENT_SHARES = (0.3, 0.5, 0.2)
@@ -162,11 +167,20 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
              for split in ("train", "valid", "test")}
     info = data_card(dataset, variant, seed, files, [root / split / name for split in files
                                                       for name in slot_folder.FILES])
+    known_valid = known_spans_only(files["valid"], {span.label for row in files["train"] for span in row.spans})
+    info["valid_known_spans_dropped"] = sum(len(row.spans) for row in files["valid"]) - sum(
+        len(row.spans) for row in known_valid)
     with atomic.directory(out, INFO_FILE, force) as tmp:
         for split, rows in files.items():
             write_jsonl(tmp / f"{split}.jsonl", rows)
+        write_jsonl(tmp / KNOWN_VALID_FILE, known_valid)
         atomic.write_json(tmp / INFO_FILE, info)
     return info
+
+
+def known_spans_only(rows: Sequence[Example], types: set[str]) -> list[Example]:
+    """``rows`` with only the spans whose type is in ``types`` (every row kept)."""
+    return [replace(row, spans=tuple(span for span in row.spans if span.label in types)) for row in rows]
 
 
 def data_card(dataset: str, variant: str, seed: int, files: dict[str, list[Example]],
