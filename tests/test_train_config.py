@@ -75,8 +75,8 @@ def test_train_config_records_the_same_keys():
     assert list(TrainConfig().to_dict()) == [
         "backbone", "method", "epochs", "batch_size", "learning_rate", "weight_decay", "warmup_ratio", "max_length",
         "dropout", "seed", "patience", "select_by", "freeze_embeddings", "negative_theta", "focal_beta", "threads",
-        "device", "augment_ratio", "augment_mix", "augment_resample", "consistency_weight", "validate_perturbed", "labels",
-        "entity_weight", "chain_ratio", "tags_read_intents", "focal_alpha", "extend_vocab",
+        "device", "augment_ratio", "augment_mix", "augment_resample", "consistency_weight", "validate_perturbed",
+        "labels", "entity_weight", "chain_ratio", "tags_read_intents", "focal_alpha", "extend_vocab",
         "ema_decay", "boundary_weight"]
 
 
