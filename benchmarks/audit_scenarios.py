@@ -42,7 +42,6 @@ Builders:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import itertools
 import json
@@ -55,7 +54,7 @@ from typing import Any, Iterable, Sequence
 
 from benchmarks.common import SHARED_DATA
 from intentvcs.core import atomic
-from intentvcs.core.dataio import Example, fingerprint, read_jsonl, write_jsonl
+from intentvcs.core.dataio import Example, fingerprint, known_spans_only, read_jsonl, write_jsonl
 from intentvcs.core.relations import Composite, Duplicate, LabelRelations, Relation, Subset
 
 # Fewer rows than this and no relation can be typed with confidence (a Wilson
@@ -220,8 +219,7 @@ def vcs_base(dataset: str, data_root: Path, seed: int = 0,
     # Training refuses validation spans of a type its rows never show (MultiWOZ's rare slots): such spans
     # are dropped, the rows kept.
     types = {span.label for ex in train for span in ex.spans}
-    valid = [dataclasses.replace(ex, spans=tuple(s for s in ex.spans if s.label in types))
-             for ex in sources["valid"] if known(ex)]
+    valid = known_spans_only((ex for ex in sources["valid"] if known(ex)), types)
     second = [original[ex.id] for ex in bench.files["train"] if half_of(ex.id) == 1]
     heldout = _by_label(ex for ex in second if known(ex))
     base = Base(train, valid, [x for x in originals if x != withheld], heldout,

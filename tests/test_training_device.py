@@ -24,9 +24,13 @@ def backbone(tmp_path_factory):
     return make_tiny_backbone(tmp_path_factory.mktemp("backbone"))
 
 
+def _run(backbone, out, device: str) -> int:
+    return main(["train", "--train", TRAIN, "--valid", VALID, "--out", str(out), "--backbone", str(backbone),
+                 "--epochs", "1", "--batch-size", "64", "--oos-rule", "none", "--device", device])
+
+
 def _train(backbone, out, device: str) -> dict:
-    assert main(["train", "--train", TRAIN, "--valid", VALID, "--out", str(out), "--backbone", str(backbone),
-                 "--epochs", "1", "--batch-size", "64", "--oos-rule", "none", "--device", device]) == 0
+    assert _run(backbone, out, device) == 0
     return json.loads((out / "checkpoint.json").read_text())
 
 
@@ -47,8 +51,7 @@ def test_cuda_without_a_gpu_is_refused_before_training(backbone, tmp_path, capsy
     with pytest.raises(ValueError, match="device 'cuda' requested but torch .* sees no CUDA GPU"):
         Trainer(TrainConfig(device="cuda"))
     out = tmp_path / "ckpt"
-    assert main(["train", "--train", TRAIN, "--valid", VALID, "--out", str(out), "--backbone", str(backbone),
-                 "--epochs", "1", "--oos-rule", "none", "--device", "cuda"]) == 2
+    assert _run(backbone, out, "cuda") == 2
     assert "sees no CUDA GPU" in capsys.readouterr().err and not out.exists()
 
 

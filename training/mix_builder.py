@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from intentvcs.core import atomic
-from intentvcs.core.dataio import Example, Span, write_jsonl
+from intentvcs.core.dataio import Example, Span, known_spans_only, write_jsonl
 
 INFO_FILE = "info.json"
 KNOWN_VALID_FILE = "valid-known.jsonl"
@@ -176,11 +176,6 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
         write_jsonl(tmp / KNOWN_VALID_FILE, known_valid)
         atomic.write_json(tmp / INFO_FILE, info)
     return info
-
-
-def known_spans_only(rows: Sequence[Example], types: set[str]) -> list[Example]:
-    """``rows`` with only the spans whose type is in ``types`` (every row kept)."""
-    return [replace(row, spans=tuple(span for span in row.spans if span.label in types)) for row in rows]
 
 
 def data_card(dataset: str, variant: str, seed: int, files: dict[str, list[Example]],

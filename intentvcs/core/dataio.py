@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -144,6 +144,12 @@ def _check_disjoint(spans: tuple[Span, ...]) -> None:
         if second.start < first.end:
             raise ValueError(f"spans [{first.start}, {first.end}) {first.label!r} and [{second.start}, "
                              f"{second.end}) {second.label!r} overlap")
+
+
+def known_spans_only(rows: Iterable[Example], types: set[str]) -> list[Example]:
+    """``rows`` with only the spans whose type is in ``types``, every row kept: validation data that
+    ``check_span_types`` accepts for a model trained on rows with those types."""
+    return [replace(row, spans=tuple(span for span in row.spans if span.label in types)) for row in rows]
 
 
 def check_span_types(path: str | os.PathLike, known: Iterable[str]) -> None:
