@@ -1,0 +1,98 @@
+"""``POST /predict`` and ``POST /model/parse`` answered in one ASGI step, in front of BentoML's IO layer.
+
+Why: under load the event loop's own Python, not ONNX Runtime, was what kept
+the service under the engine's rate (docs/RESULTS.md, "Where the service's time
+goes": BentoML's endpoint code was 30% of the loop's busy samples, with a module
+import and an ``inspect.signature`` on every request). These two routes are
+the per-utterance traffic, so they are answered here: the body validated by the
+same pydantic request model, the same handler of the service
+(:class:`~intentvcs.service.app.IntentService`), the answer validated by the
+same response model and serialised as BentoML serialises it.
+
+What stays as it was: this middleware is the innermost of the service's own
+(``app.py``), so authentication, the media type, the body limit and every
+BentoML middleware (its request metrics, tracing, access log, timeout and
+concurrency limit) still wrap these routes; the OpenAPI document still
+describes them from the ``@bentoml.api`` methods, which in-process callers use.
+The error contract is BentoML's: ``400`` with ``{"error", "detail"}``, the
+``detail`` naming the field and the limit, each refusal counted and logged once
+(``rejections``); ``503`` when the batch queue is full; ``500`` with no detail
+for anything else, its traceback in the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import bentoml
+from bentoml.exceptions import ServiceUnavailable
+from pydantic import BaseModel, ValidationError
+
+from intentvcs.service import rejections
+from intentvcs.service.schemas import rejection_reason
+
+log = logging.getLogger(__name__)
+Message = dict[str, Any]
+# A route's request model, and what answers a validated request: (service instance, request) -> answer.
+Route = tuple[type[BaseModel], Callable[[Any, Any], Awaitable[BaseModel]]]
+UNEXPECTED = "An unexpected error has occurred, please check the server log."  # BentoML's words for a 500
+
+
+class DirectRoutes:
+    """Wrap ``app``; answer ``POST`` to each of ``routes`` (path -> (request model, handler)) directly."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], routes: Mapping[str, Route], server: str):
+        self.app = app
+        self.routes = dict(routes)
+        self.server = server.encode()  # BentoML's Server header, as its own answers carry it
+
+    async def __call__(self, scope: dict[str, Any], receive, send) -> None:
+        route = self.routes.get(scope.get("path")) if scope["type"] == "http" else None
+        if route is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        if body is None:
+            return  # the client went away before sending its body; nobody reads an answer
+        status, payload = await self._answer(scope, route, body)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode()),
+                                (b"server", self.server)]})
+        await send({"type": "http.response.body", "body": payload})
+
+    async def _answer(self, scope: dict[str, Any], route: Route, body: bytes) -> tuple[int, bytes]:
+        request_model, handler = route
+        try:
+            request = request_model.model_validate_json(body or b"{}")
+        except ValidationError as exc:
+            rejections.refused(scope["method"], scope["path"], 400, rejection_reason(exc))
+            return 400, _json({"error": f"{exc.error_count()} validation error for {exc.title}",
+                               "detail": exc.errors(include_context=False, include_input=False)})
+        try:
+            answer = await handler(bentoml.get_current_service(), request)
+        except ServiceUnavailable as exc:  # counted as "overloaded" where it was raised
+            return 503, _json({"error": str(exc)})
+        except Exception:
+            log.exception("Exception on %s %s", scope["method"], scope["path"])
+            return 500, _json({"error": UNEXPECTED})
+        return 200, answer.model_dump_json().encode()
+
+
+async def _read_body(receive) -> bytes | None:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _json(value: Any) -> bytes:
+    # Starlette's JSONResponse rendering, which BentoML's error answers use.
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
