@@ -181,6 +181,26 @@ def test_per_label_f1_rule_shrinks_toward_global_and_skips_scarce_labels():
     assert fit_thresholds(conf, gold, rule="per_label_f1", shrinkage=0.0) == pytest.approx([0.35, 0.5])
 
 
+def test_observed_quantile_rule_reaches_a_labels_low_confidence_rows_and_never_raises_a_cut():
+    # Label 0 is written on 40 rows: 30 that carry it alone (0.95) and 10 that carry another
+    # label too, where its selection rate, hence its confidence, is lower (0.35). Label 1 is
+    # written on 40 rows, always confidently; label 2 on 3 rows only.
+    conf = np.full((90, 3), 0.05)
+    written = np.zeros((90, 3), dtype=bool)
+    conf[:30, 0], conf[30:40, 0], written[:40, 0] = 0.95, 0.35, True
+    conf[40:80, 1], written[40:80, 1] = 0.9, True
+    conf[80:83, 2], written[80:83, 2] = 0.1, True
+    thresholds = fit_thresholds(conf, written, rule="observed_quantile", min_positives=20)
+    assert thresholds == pytest.approx([0.35, 0.5, 0.5])
+    accepted = conf >= thresholds
+    assert accepted[:40, 0].all() and not accepted[40:, 0].any()
+    # At quantile 0 the cut is the lowest written row's; a quantile must leave some rows accepted.
+    assert fit_thresholds(conf, written, rule="observed_quantile", min_positives=3, quantile=0.0) == \
+        pytest.approx([0.35, 0.5, 0.1])
+    with pytest.raises(ValueError, match="quantile"):
+        fit_thresholds(conf, written, rule="observed_quantile", quantile=1.0)
+
+
 def test_threshold_rule_errors():
     conf, gold = _threshold_data()
     with pytest.raises(ValueError, match="rule"):

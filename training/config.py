@@ -234,7 +234,9 @@ class DecisionConfig:
         "global",
         f"how the per-label acceptance thresholds are chosen: global accepts at confidence "
         f"{thresholds.DEFAULT_THRESHOLD}; per_label_f1 tunes each label's on the validation rows, which must then "
-        "carry full gold label sets",
+        "carry full gold label sets; observed_quantile lowers a label's to the confidence that keeps "
+        f"{1 - thresholds.OBSERVED_QUANTILE:.0%} of the validation rows it is written on accepted (PU data, for labels "
+        "written less often on utterances that carry other labels too)",
         thresholds.RULES)
     # On: it undoes most keyboard typos and barely changes clean texts
     # (benchmarks/results/spelling_effect.md, spelling_cost.md).
