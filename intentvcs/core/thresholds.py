@@ -45,9 +45,9 @@ SHRINKAGE = 20.0
 # Candidate thresholds: a coarse grid overfits less than every observed value.
 GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
 RULES = ("global", "per_label_f1", "observed_quantile")
-# Chosen on CrossWOZ-VCS's test figures (3 seeds: exact match 0.15 / 0.2 / 0.25 / 0.3 gave 42.6-58.7 / 50.3-54.9 /
-# 47.8-50.0 / 44.4-46.3 with discovered relations, 44.0-46.3 without the rule), so those figures are not evidence
-# for it; MultiWOZ-VCS and SNIPS-VCS Hard 2 / Easy 2 are (docs/RESULTS.md, DialogVCS).
+# Chosen on CrossWOZ-VCS's test figures (an offline sweep over its 3 PU seeds, exact match with discovered
+# relations: 0.15 / 0.2 / 0.25 / 0.3 gave 42.6-58.7 / 50.3-54.9 / 47.8-50.0 / 44.4-46.3, the global rule
+# 44.0-46.3), so CrossWOZ's figures are not evidence for it; the other sets' are (docs/RESULTS.md, DialogVCS).
 OBSERVED_QUANTILE = 0.2
 
 
