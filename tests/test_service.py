@@ -331,3 +331,16 @@ def test_serve_command_hands_bentoml_the_settings(bundle, monkeypatch, flags, sp
     assert env.get("INTENTVCS_SEGMENT") == segment_env
     # Each port gets its own BentoML home, so servers side by side keep their own metrics.
     assert env["BENTOML_HOME"] == str(serve.server_home(3199)) != str(serve.server_home(3200))
+
+
+def test_a_full_batch_queue_answers_503_and_counts_it(bundle):
+    """Queued utterances that would wait past INTENTVCS_MAX_LATENCY_MS are refused with 503, never a 500."""
+    with running(bundle, extra_env={"INTENTVCS_MAX_LATENCY_MS": "1", "INTENTVCS_SPELLING": "0"}) as base:
+        with ThreadPoolExecutor(24) as pool:
+            answers = list(pool.map(lambda i: post(base, "/predict", {"texts": [f"play song {i}"] * 8}), range(48)))
+        statuses = [answer.status_code for answer in answers]
+        refused = [answer for answer in answers if answer.status_code == 503]
+        assert set(statuses) <= {200, 503} and refused, statuses
+        assert all(answer.json() == {"error": "the service is overloaded; retry later"} for answer in refused)
+        # A request is refused once however many of its utterances were; each refused utterance is counted.
+        assert total(scrape(base), "intentvcs_request_errors_total", reason="overloaded") >= len(refused)
