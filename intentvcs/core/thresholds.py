@@ -30,7 +30,7 @@ Rules
     written rows is accepted from the ``quantile`` of its confidence on them
     (``OBSERVED_QUANTILE``: it may leave that share of its own written rows
     unaccepted), never above the global threshold. The spy technique of PU
-    learning (Liu et al. 2002) places its cut the same way, on known positives.
+    learning (Liu et al. 2002, docs/RESEARCH.md 1.8) places its cut the same way, on known positives.
 """
 
 from __future__ import annotations
