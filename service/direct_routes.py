@@ -35,7 +35,6 @@ from intentvcs.service import rejections
 from intentvcs.service.schemas import rejection_reason
 
 log = logging.getLogger(__name__)
-Message = dict[str, Any]
 # A route's request model, and what answers a validated request: (service instance, request) -> answer.
 Route = tuple[type[BaseModel], Callable[[Any, Any], Awaitable[BaseModel]]]
 UNEXPECTED = "An unexpected error has occurred, please check the server log."  # BentoML's words for a 500
