@@ -228,7 +228,8 @@ def test_a_cuda_build_that_cannot_start_cuda_says_so(bundle, monkeypatch, caplog
                         lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
     cpu_only = onnx_session.ort.InferenceSession
     monkeypatch.setattr(onnx_session.ort, "InferenceSession",
-                        lambda path, options, providers: cpu_only(path, options, providers=[onnx_session.CPU]))
+                        lambda path, options, providers, **kwargs: cpu_only(path, options,
+                                                                            providers=[onnx_session.CPU], **kwargs))
     with caplog.at_level("ERROR", logger="intentvcs.service.onnx_session"):
         engine = Engine(bundle, provider="auto")
     assert engine.provider == "CPUExecutionProvider"
