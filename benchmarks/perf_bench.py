@@ -286,17 +286,21 @@ def batches(texts: Sequence[str], batch_size: int, min_batches: int = MIN_BATCHE
     return [[texts[(b * batch_size + i) % len(texts)] for i in range(batch_size)] for b in range(count)]
 
 
-def timed_run(infer: Callable[[list[str]], object], plan: list[list[str]]) -> Run:
-    """Time ``infer`` on each batch of ``plan``, after ``LEAD_IN_BATCHES`` untimed ones."""
+def timed_run(infer: Callable[[list[str]], object], plan: list[list[str]], min_seconds: float = 0.0) -> Run:
+    """Time ``infer`` on each batch of ``plan``, after ``LEAD_IN_BATCHES`` untimed ones; the plan again
+    until at least ``min_seconds`` have passed."""
     for batch in plan[:LEAD_IN_BATCHES]:
         infer(batch)
     latencies = []
+    texts = 0
     start = time.perf_counter()
-    for batch in plan:
-        began = time.perf_counter()
-        infer(batch)
-        latencies.append(time.perf_counter() - began)
-    return Run(sum(map(len, plan)), time.perf_counter() - start, latencies)
+    while not latencies or time.perf_counter() - start < min_seconds:
+        for batch in plan:
+            began = time.perf_counter()
+            infer(batch)
+            latencies.append(time.perf_counter() - began)
+        texts += sum(map(len, plan))
+    return Run(texts, time.perf_counter() - start, latencies)
 
 
 def percentile_ms(latencies_s: Sequence[float], q: float) -> float:
@@ -620,7 +624,7 @@ def service_records(bundle: str, texts: Sequence[str], concurrency: Sequence[int
         measured = asyncio.run(_drive(url, concurrency, seconds, list(texts)))
         engine = Engine(bundle, provider="cpu", threads=engine_threads, max_batch=max_batch,
                         quantized="on" if served["quantized"] else "off")
-        measured.append(paired_rounds(url, engine, texts, max(concurrency), seconds / 2, rounds))
+        measured.append(paired_rounds(url, engine, texts, max(concurrency), seconds / 4, rounds))
         rss = worker_rss_mb(port)
     for record in measured:
         record["graph"] = served["model_file"]
@@ -639,15 +643,16 @@ def paired_rounds(url: str, engine, texts: Sequence[str], clients: int, seconds:
     service figure divided by an engine figure taken minutes earlier says as
     much about the drift as about the HTTP layer. Each round times the
     engine's answers (``Engine.predict``, what a worker runs per request) and
-    its graph outputs (``Engine.infer``) at batch 32, then loads the service
-    for ``seconds``; the ratios are the medians of the per-round ratios.
+    its graph outputs (``Engine.infer``) at batch 32, then loads the service,
+    each for ``seconds``, so that both sides of a ratio sample the machine
+    alike; the ratios are the medians of the per-round ratios.
     """
     plan = batches(texts, 32)
     answers, outputs, served, errors = [], [], [], 0
     latencies: dict[str, list[float]] = {"p50_ms": [], "p95_ms": [], "p99_ms": []}
     for _ in range(rounds):
         for rates, infer in ((answers, engine.predict), (outputs, engine.infer)):
-            run = timed_run(infer, plan)
+            run = timed_run(infer, plan, min_seconds=seconds)
             rates.append(run.texts / run.seconds)
         load = asyncio.run(load_test.load(url, clients, seconds, texts=list(texts)))
         served.append(load["utt_per_s"])

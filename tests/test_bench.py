@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 
 import pytest
 
@@ -41,6 +42,23 @@ def test_percentile_summary_and_paired_speedup():
 def test_batches_are_full_and_wrap_round_the_data():
     assert bench.batches(list("abcde"), 2, min_batches=4) == [["a", "b"], ["c", "d"], ["e", "a"], ["b", "c"]]
     assert len(bench.batches(list("abcde"), 1, min_batches=2)) == 5
+
+
+def test_a_timed_run_repeats_its_plan_until_its_time_is_up():
+    calls = []
+
+    def infer(batch):
+        calls.append(list(batch))
+        time.sleep(0.01)
+
+    plan = [["a", "b"], ["c", "d"]]
+    once = bench.timed_run(infer, plan)
+    assert (once.texts, len(once.latencies), len(calls)) == (4, 2, 2 + bench.LEAD_IN_BATCHES)
+    calls.clear()
+    longer = bench.timed_run(infer, plan, min_seconds=0.1)
+    # Whole passes over the plan only, so every utterance counts as often as the others.
+    assert longer.seconds >= 0.1 and longer.texts % 4 == 0 and longer.texts >= 8
+    assert len(longer.latencies) == longer.texts // 2 == len(calls) - bench.LEAD_IN_BATCHES
 
 
 def test_avx2_peak_from_cpuinfo():
