@@ -219,9 +219,9 @@ def perf_rows() -> list[Row]:
         ("engine vs a plain transformers forward: int8 at batch 32, int8 at batch 1, fp32 at batch 32",
          ("engine int8 vs transformers, batch 32", "engine int8 vs transformers, batch 1",
           "engine fp32 vs transformers, batch 32"), ("×", "×", "×")),
-        ("HTTP service at 32 clients, share of its engine's batch-32 throughput (the same answers); p99 / p50; "
-         "idle single-request p50 (ms)",
-         ("service at 32 clients vs its engine's answers at batch 32", "service at 32 clients, p99 / p50",
+        ("HTTP service at 32 clients, share of its engine's batch-32 throughput (the same answers, the two "
+         "measured in turns); p99 / p50; idle single-request p50 (ms)",
+         ("service at 32 clients vs its engine's answers at batch 32 (in turns)", "service at 32 clients, p99 / p50",
           "service idle single-request p50"), ("", "", "")),
     )
     rows = []

@@ -99,18 +99,29 @@ def test_refit_changes_the_decision_and_nothing_else(tmp_path, backbone, capsys)
     assert json.loads((ckpt / "checkpoint.json").read_text())["spelling"] is None
 
 
-def test_refit_rejects_labels_the_model_does_not_know(tmp_path, backbone, capsys):
+def test_refit_reads_unknown_validation_labels_as_train_does_and_refuses_them_in_training_rows(
+        tmp_path, backbone, capsys, caplog):
     ckpt = tmp_path / "ckpt"
     assert main(["train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
                  "--out", str(ckpt), "--backbone", str(backbone), "--epochs", "1", "--batch-size", "64"]) == 0
-    other = tmp_path / "valid.jsonl"
-    other.write_text(json.dumps({"text": "book a taxi", "labels": ["taxi_book"]}) + "\n")
+    unknown = json.dumps({"text": "book a taxi", "labels": ["taxi_book"]}) + "\n"
+    valid = tmp_path / "valid.jsonl"
+    valid.write_text((DEFAULT_DATA / "valid.jsonl").read_text() + unknown)
+    train = tmp_path / "train.jsonl"
+    train.write_text((DEFAULT_DATA / "train.jsonl").read_text() + unknown)
     before = (ckpt / "checkpoint.json").read_bytes()
     capsys.readouterr()
-    assert main(["refit", "--checkpoint", str(ckpt), "--train", str(DEFAULT_DATA / "train.jsonl"),
-                 "--valid", str(other)]) == 2
+    # Training rows with a label the checkpoint never learnt are another data set: refused, nothing written.
+    assert main(["refit", "--checkpoint", str(ckpt), "--train", str(train), "--valid", str(valid)]) == 2
     assert "taxi_book" in capsys.readouterr().err
     assert (ckpt / "checkpoint.json").read_bytes() == before
+    # A validation label it cannot answer is read as `train` reads it, and said aloud.
+    with caplog.at_level("WARNING", logger="intentvcs.training.pipeline"):
+        assert main(["refit", "--checkpoint", str(ckpt), "--train", str(DEFAULT_DATA / "train.jsonl"),
+                     "--valid", str(valid)]) == 0
+    assert any("valid: 1 label(s) the model was not trained on" in r.message and "taxi_book (1)" in r.message
+               for r in caplog.records)
+    assert (ckpt / "checkpoint.json").read_bytes() != before
 
 
 def test_robust_training_with_fresh_copies_and_consistency(tmp_path, backbone, caplog):

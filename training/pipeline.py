@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -147,6 +148,7 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
 def fit_and_evaluate(model: TrainedModel, splits: Splits, decision: DecisionConfig,
                      relations: LabelRelations | None) -> tuple[Decision, dict, dict]:
     """Fit the decision layer on the model's outputs; return it, its report and the headline figures."""
+    _warn_unknown_labels(splits, model.labels)
     t0 = time.time()
     valid_outputs = model.infer(splits.valid)
     train_outputs = None
@@ -174,7 +176,7 @@ def refit_checkpoint(checkpoint: str | os.PathLike, train: Sequence[Example], va
     """
     meta = read_checkpoint_meta(checkpoint)
     splits = Splits(train, valid, test).for_rule(decision.oos_rule)
-    _check_known_labels(splits, meta["labels"])
+    _check_trained_labels(splits.train, meta["labels"])
     model = TrainedModel(IntentModel.from_checkpoint(checkpoint), load_tokenizer(Path(checkpoint) / ENCODER_DIR),
                          meta["labels"], METHODS[meta["method"]].activation, meta["max_length"],
                          _spelling(splits.train, decision.spelling), checkpoint_tags(meta))
@@ -192,11 +194,27 @@ def refit_checkpoint(checkpoint: str | os.PathLike, train: Sequence[Example], va
     return {"checkpoint": str(checkpoint), "metrics": metrics, "decision_report": decision_report}
 
 
-def _check_known_labels(splits: Splits, labels: list[str]) -> None:
-    for name, rows in (("train", splits.train), ("valid", splits.valid), ("test", splits.test or [])):
-        unknown = sorted({label for ex in rows for label in ex.labels} - set(labels))
+def _check_trained_labels(train: Sequence[Example], labels: list[str]) -> None:
+    """A refit's training rows must be the checkpoint's: a label it never learnt means another file."""
+    unknown = sorted({label for ex in train for label in ex.labels} - set(labels))
+    if unknown:
+        raise ValueError(f"train rows carry labels the checkpoint was not trained on: {unknown[:5]}")
+
+
+def _warn_unknown_labels(splits: Splits, labels: list[str]) -> None:
+    """Say which validation and test labels the model cannot answer, in training and refitting alike.
+
+    The decision fit drops such a label from its row (a row left with none is
+    fitted as out of scope: the model has no intent for it) and the figures
+    count it as missed. Said aloud, since a misspelt label would otherwise
+    quietly move its rows out of scope.
+    """
+    for name, rows in (("valid", splits.valid), ("test", splits.test or [])):
+        unknown = Counter(label for ex in rows for label in ex.labels if label not in labels)
         if unknown:
-            raise ValueError(f"{name} rows carry labels the checkpoint was not trained on: {unknown[:5]}")
+            log.warning("%s: %d label(s) the model was not trained on, fitted as absent (a row left with no "
+                        "label as out of scope) and counted as missed: %s", name, sum(unknown.values()),
+                        ", ".join(f"{label} ({n})" for label, n in unknown.most_common(5)))
 
 
 def _spelling(train: Sequence[Example], enabled: bool) -> Spelling | None:
