@@ -2,6 +2,7 @@
 
     python -m benchmarks.int8_gate                      # every task whose checkpoint exists
     python -m benchmarks.int8_gate --tasks snips-vcs clinc150
+    python -m benchmarks.int8_gate --tasks clinc150 --checkpoint clinc150=runs/bench/oos/ckpt/08f93232ea76-e4-s0
 
 For each task, the checkpoint is exported as users export it (``export_bundle``:
 fused fp32 graph, int8 of its encoder, the accuracy gate on the labelled
@@ -57,6 +58,17 @@ TASKS = {
 }
 
 
+def with_checkpoints(tasks: dict[str, Task], overrides: list[str]) -> dict[str, Task]:
+    """``tasks`` with each ``TASK=DIR`` of ``overrides`` reading its checkpoint from ``DIR``."""
+    tasks = dict(tasks)
+    for override in overrides:
+        name, sep, directory = override.partition("=")
+        if not sep or not directory or name not in tasks:
+            raise ValueError(f"--checkpoint wants TASK=DIR with TASK one of {list(tasks)}, got {override!r}")
+        tasks[name] = tasks[name]._replace(checkpoint=Path(directory).resolve())
+    return tasks
+
+
 def rows(source: Path | tuple[str, str], split: str, scratch: Path) -> Path:
     """``source`` as a canonical JSONL file (a loader's split is written to ``scratch`` first)."""
     if isinstance(source, Path):
@@ -96,7 +108,9 @@ def measure(name: str, task: Task, out: Path) -> dict:
         figures[figure] = {"fp32": round(100 * fp32, 2), "int8": round(100 * int8, 2),
                            "loss_points": round(100 * loss, 2)}
     gate = result["quantization"]["gate"]
-    return {"task": name, "checkpoint": str(task.checkpoint.relative_to(ROOT)), "test_rows": len(examples),
+    checkpoint = task.checkpoint.resolve()
+    shown = checkpoint.relative_to(ROOT) if checkpoint.is_relative_to(ROOT) else checkpoint
+    return {"task": name, "checkpoint": str(shown), "test_rows": len(examples),
             "figures": figures, "test_loss_within_target": bool(kept),
             "gate": {"rows": gate["rows"], "passed": gate["passed"],
                      "failed": [f for f, v in gate["figures"].items() if not v["passed"]]},
@@ -121,14 +135,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
     parser.add_argument("--out", type=Path, default=RUNS / "int8" / "bundles", help="where the bundles go")
+    parser.add_argument("--checkpoint", nargs="+", default=[], metavar="TASK=DIR",
+                        help="score a task on another checkpoint of its data (recorded in its record), e.g. one "
+                             "that another benchmark trained by the same recipe")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    missing = [name for name in args.tasks if not TASKS[name].checkpoint.exists()]
+    try:
+        tasks = with_checkpoints(TASKS, args.checkpoint)
+    except ValueError as exc:
+        parser.error(str(exc))
+    missing = [name for name in args.tasks if not tasks[name].checkpoint.exists()]
     if missing:
         print(f"int8_gate: no checkpoint for {missing} (see the module docstring for the runs that write them)",
               file=sys.stderr)
         return 2
-    records = [measure(name, TASKS[name], args.out) for name in args.tasks]
+    records = [measure(name, tasks[name], args.out) for name in args.tasks]
     print(markdown(records))
     path = write_results("int8_gate", records, markdown(records))
     print(f"wrote {path}", file=sys.stderr)

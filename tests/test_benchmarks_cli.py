@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 # Modules the scripts import, not scripts themselves.
 LIBRARIES = ("__init__", "common", "baselines")
@@ -58,3 +60,14 @@ def test_docs_show_the_recorded_results():
     from benchmarks import render_results
 
     assert render_results.main(["--check"]) == 0
+
+
+def test_int8_gate_reads_a_task_from_another_checkpoint(tmp_path):
+    from benchmarks import int8_gate
+
+    tasks = int8_gate.with_checkpoints(int8_gate.TASKS, [f"clinc150={tmp_path}"])
+    assert tasks["clinc150"].checkpoint == tmp_path and tasks["clinc150"].figures == int8_gate.TASKS["clinc150"].figures
+    assert tasks["snips-vcs"] == int8_gate.TASKS["snips-vcs"]  # the others as defined
+    for bad in ("clinc150", "nope=dir", "clinc150="):
+        with pytest.raises(ValueError, match="TASK=DIR"):
+            int8_gate.with_checkpoints(int8_gate.TASKS, [bad])
