@@ -23,9 +23,11 @@ SNIPS test split), in one invocation, so ratios compare like with like:
 - ``service``: ``bentoml serve`` on loopback (``intentvcs.cli.commands.serve.running``),
   driven by ``benchmarks.load_test``: idle single requests, then closed-loop
   clients at each concurrency for a fixed time; start-up time and the
-  resident memory of each worker. Its throughput is compared with the
-  engine's answers on the graph it serves (the work it does per request
-  besides HTTP), and with that graph's outputs alone.
+  resident memory of each worker. Its throughput at the largest concurrency
+  is compared with the engine's answers on the graph it serves (the work it
+  does per request besides HTTP), and with that graph's outputs alone, the
+  two measured in turns (``paired_rounds``: ``--repeats`` rounds, each a
+  quarter of ``--service-seconds`` per side).
 - ``gpu``: the engine on the CUDA provider (fp32 and int8 graphs; IO binding,
   runs of ``GPU_MAX_BATCH`` overlapped with host work, as it serves) against
   PyTorch on CUDA (one forward per call) at 1 to 256 utterances per call,
