@@ -66,7 +66,7 @@ class ServiceMetrics:
             buckets=LENGTH_BUCKETS,
         )
         self.batch_size = prom.Histogram(
-            "intentvcs_batch_size", "Utterances per engine call (after adaptive batching).", buckets=BATCH_BUCKETS
+            "intentvcs_batch_size", "Utterances per engine call (after batching).", buckets=BATCH_BUCKETS
         )
         self.errors = prom.Counter(
             "intentvcs_request_errors_total", "Requests refused or failed, by reason.", ["reason"]

@@ -140,7 +140,7 @@ class Settings:
     # is the engine's graph-run size on CPU, so one batch is one graph run. The
     # access log is a per-request cost (about 5 %) that /metrics makes redundant.
     workers: int = 1  # BentoML worker processes, each with its own engine; from_env: onnx_session.default_workers
-    max_batch_size: int = DEFAULT_MAX_BATCH  # utterances per adaptive batch: one batch, one graph run
+    max_batch_size: int = DEFAULT_MAX_BATCH  # utterances per batch: one batch, one graph run
     max_latency_ms: int = 10_000  # past this a queued request is refused with 503
     access_log: bool = False  # one log line per request; off by default (see above)
     # BentoML's OpenTelemetry middleware costs ~0.4 ms of CPU per request even
