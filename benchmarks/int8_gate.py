@@ -108,8 +108,8 @@ def measure(name: str, task: Task, out: Path) -> dict:
         figures[figure] = {"fp32": round(100 * fp32, 2), "int8": round(100 * int8, 2),
                            "loss_points": round(100 * loss, 2)}
     gate = result["quantization"]["gate"]
-    checkpoint = task.checkpoint.resolve()
-    shown = checkpoint.relative_to(ROOT) if checkpoint.is_relative_to(ROOT) else checkpoint
+    # Paths under the project are recorded relative to it (every default; an override elsewhere stays absolute).
+    shown = task.checkpoint.relative_to(ROOT) if task.checkpoint.is_relative_to(ROOT) else task.checkpoint
     return {"task": name, "checkpoint": str(shown), "test_rows": len(examples),
             "figures": figures, "test_loss_within_target": bool(kept),
             "gate": {"rows": gate["rows"], "passed": gate["passed"],

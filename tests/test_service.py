@@ -334,7 +334,7 @@ def test_serve_command_hands_bentoml_the_settings(bundle, monkeypatch, flags, sp
 
 
 def test_a_full_batch_queue_answers_503_and_counts_it(bundle):
-    """Queued utterances that would wait past INTENTVCS_MAX_LATENCY_MS are refused with 503, never a 500."""
+    """Queued utterances still waiting INTENTVCS_MAX_LATENCY_MS after they arrived are refused with 503, never a 500."""
     with running(bundle, extra_env={"INTENTVCS_MAX_LATENCY_MS": "1", "INTENTVCS_SPELLING": "0"}) as base:
         with ThreadPoolExecutor(24) as pool:
             answers = list(pool.map(lambda i: post(base, "/predict", {"texts": [f"play song {i}"] * 8}), range(48)))

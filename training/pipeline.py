@@ -196,7 +196,7 @@ def refit_checkpoint(checkpoint: str | os.PathLike, train: Sequence[Example], va
 
 def _check_trained_labels(train: Sequence[Example], labels: list[str]) -> None:
     """A refit's training rows must be the checkpoint's: a label it never learnt means another file."""
-    unknown = sorted({label for ex in train for label in ex.labels} - set(labels))
+    unknown = sorted(_unknown_labels(train, labels))
     if unknown:
         raise ValueError(f"train rows carry labels the checkpoint was not trained on: {unknown[:5]}")
 
@@ -210,11 +210,17 @@ def _warn_unknown_labels(splits: Splits, labels: list[str]) -> None:
     quietly move its rows out of scope.
     """
     for name, rows in (("valid", splits.valid), ("test", splits.test or [])):
-        unknown = Counter(label for ex in rows for label in ex.labels if label not in labels)
+        unknown = _unknown_labels(rows, labels)
         if unknown:
             log.warning("%s: %d label(s) the model was not trained on, fitted as absent (a row left with no "
                         "label as out of scope) and counted as missed: %s", name, sum(unknown.values()),
                         ", ".join(f"{label} ({n})" for label, n in unknown.most_common(5)))
+
+
+def _unknown_labels(rows: Sequence[Example], labels: list[str]) -> Counter:
+    """How often each label outside ``labels`` is written on ``rows``."""
+    known = set(labels)
+    return Counter(label for ex in rows for label in ex.labels if label not in known)
 
 
 def _spelling(train: Sequence[Example], enabled: bool) -> Spelling | None:
