@@ -18,6 +18,13 @@ Parts (``--parts``, default all):
               scored the same way. ``RECIPES`` gives both training commands.
 ``single``    what segmentation costs single-intent traffic: SNIPS and ATIS test (the product
               models) and CLINC150 Full (oos_bench's PU model, distance rule), part by part vs whole.
+``oos-chains`` out-of-scope parts in chained requests, for the models with an OOS rule (CLINC150 Full's,
+              the ``single`` part's, and the demo's): ``mix_builder.oos_chains`` of each test split,
+              1,000 each of a request and an out-of-scope utterance, two out-of-scope utterances, two
+              requests; answered as served, without the OOS rule's part cut, and whole; *right* is the
+              request's intent alone with a part named out of scope, the text out of scope, both
+              intents and no out-of-scope part. The same on the validation splits per part retention:
+              how ``oos.PART_RETENTION`` was chosen.
 ``margin``    how ``REQUEST_MARGIN`` was chosen: exact-set accuracy on the validation splits per margin
               (seed-0 product models, CLINC150 Full), and each text whole.
 ``cost``      engine seconds per utterance, part by part vs whole, interleaved, at batch 1 and 32,
@@ -67,8 +74,10 @@ RECIPES = {
               "chains, for time); since 2026-11-26 the chains also train the boundary head (--boundary-weight, "
               "default 1)",
 }
-PARTS = ("product", "chains", "standard", "single", "margin", "cost", "idle")
+PARTS = ("product", "chains", "standard", "single", "oos-chains", "margin", "cost", "idle")
 PER_DATASET = ("product", "chains", "standard")  # the parts --datasets narrows
+OOS_CHAIN_ROWS = 1000  # per kind of mix_builder.oos_chains
+PART_RETENTIONS = (0.8, 0.85, 0.9, 0.95, None)  # None: no part cut (parts judged as whole texts)
 COST_TEXTS = 512
 COST_REPEATS = 3
 MARGINS = (0.0, 0.01, 0.02, 0.05, 0.1, 1.0)  # 1.0: any accepted part is a request
@@ -218,6 +227,73 @@ def single_part(clinc_checkpoint: Path, demo_bundle: Path, threads: int | None) 
     return records
 
 
+def oos_chains_part(clinc_checkpoint: Path, demo_bundle: Path, threads: int | None) -> list[dict]:
+    """Two-part texts with out-of-scope parts (``mix_builder.oos_chains``) for the models with an OOS rule:
+    CLINC150 Full's and the demo's. Test splits as served, with the OOS rule's part cut and without it, and
+    each text whole; validation splits per part retention (how ``oos.PART_RETENTION`` was chosen)."""
+    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.training import DEFAULT_DATA
+    from intentvcs.training.loaders import load
+
+    clinc = SHARED_DATA / "clinc150" / "data_full.json"
+    models = {"clinc150-full": (bundle_of(clinc_checkpoint), lambda split: load("clinc150", clinc, split))}
+    if (demo_bundle / "manifest.json").is_file():
+        models["assistant (demo)"] = (demo_bundle, lambda split: read_jsonl(DEFAULT_DATA / f"{split}.jsonl"))
+    records = []
+    for dataset, (bundle, rows_of) in models.items():
+        records += _oos_chain_records(dataset, bundle, rows_of("valid"), rows_of("test"), threads)
+    return records
+
+
+def _oos_chain_records(dataset: str, bundle: Path, valid: list, test: list, threads: int | None) -> list[dict]:
+    from dataclasses import replace
+
+    from intentvcs.core.oos import part_threshold
+    from intentvcs.service.engine import Engine
+    from intentvcs.training.mix_builder import oos_chains
+
+    engine = Engine(bundle, provider="cpu", threads=threads)
+    served, rule = engine.decision, engine.decision.oos
+    off = replace(served, oos=replace(rule, part_threshold=None))
+    base = {"part": "oos-chains", "dataset": dataset, "bundle": str(bundle.relative_to(ROOT)),
+            "quantized": engine.quantized}
+    records = []
+    for kind, rows in oos_chains(test, OOS_CHAIN_ROWS).items():
+        for label, decision, segment in (("served", served, True), ("off", off, True), ("whole", served, False)):
+            records.append({**base, "evaluated_on": kind, "segment": segment, "part_cut": label,
+                            "part_threshold": decision.oos.part_threshold, "rows": len(rows),
+                            **_oos_chain_figures(engine, decision, kind, rows, segment)})
+            logging.info("%s", records[-1])
+    in_scope = [row for row in valid if row.labels]
+    scores = served.apply(*engine.infer([row.text for row in in_scope]).scores).oos_score
+    for kind, rows in oos_chains(valid, OOS_CHAIN_ROWS).items():
+        for retention in PART_RETENTIONS:
+            cut = None if retention is None else part_threshold(scores, rule.threshold, retention)
+            decision = replace(served, oos=replace(rule, part_threshold=cut))
+            records.append({**base, "evaluated_on": f"{kind} (valid)", "segment": True, "part_retention": retention,
+                            "part_threshold": cut, "rows": len(rows),
+                            **_oos_chain_figures(engine, decision, kind, rows, True)})
+            logging.info("%s", records[-1])
+    return records
+
+
+def _oos_chain_figures(engine, decision, kind: str, rows: list, segment: bool) -> dict:
+    """Percent of ``rows`` with the intents exact, with a part (or the text) out of scope, and right for ``kind``:
+    a request and an out-of-scope part: its intent and a part named out of scope; two out-of-scope parts: out
+    of scope; two requests: both intents and no part out of scope."""
+    import numpy as np
+
+    from intentvcs.core.segmentation import decide_segmented
+
+    _, segmented = decide_segmented(decision, engine.infer, [row.text for row in rows], segment)
+    exact = (segmented.result.accepted == _gold(rows, engine.labels)).all(axis=1)
+    named = np.array([any(part.out_of_scope for part in parts) for parts in segmented.parts])
+    right = {"request+oos": exact & named, "oos+oos": segmented.result.out_of_scope,
+             "request+request": exact & ~named}[kind]
+    return {key: round(100 * float(value.mean()), 2)
+            for key, value in (("intent_acc", exact), ("oos_named", named), ("right", right))}
+
+
 def cost_part(runs: Path, mix_runs: Path, threads: int | None) -> list[dict]:
     """Engine seconds per utterance, part by part vs whole, interleaved (drift hits both alike)."""
     from intentvcs.core.dataio import read_jsonl
@@ -329,6 +405,28 @@ def render(records: list[dict]) -> str:
             lines.append(f"| {r['part']} | {r['dataset']} | {_answered(r)} | {r['intent_acc']:.2f} "
                          f"| {r['top_acc']:.2f} | {_fig(r.get('in_scope_acc'))} | {_fig(r.get('oos_recall'))} "
                          f"| {_fig(r.get('auroc'))} |")
+    chained = [r for r in records if r["part"] == "oos-chains" and "part_cut" in r]
+    if chained:
+        lines += ["", "Out-of-scope parts in chained requests (two-part texts of each model's test split; right: the "
+                  "request's intent and a part named out of scope / out of scope / both intents, no part out of scope):",
+                  "", "| model | two parts | answered | part cut | rows | intents exact | a part out of scope | right |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['dataset']} | {r['evaluated_on']} | {_answered(r)} | "
+                  f"{'–' if not r['segment'] else _cut(r['part_cut'], r['part_threshold'])} | {r['rows']} "
+                  f"| {r['intent_acc']:.2f} | {r['oos_named']:.2f} | {r['right']:.2f} |" for r in chained]
+    choice = [r for r in records if r["part"] == "oos-chains" and "part_retention" in r]
+    if choice:
+        columns = sorted({(r["dataset"], r["evaluated_on"]) for r in choice})
+        lines += ["", "How the part retention was chosen (validation splits, right %; mean over the three kinds per "
+                  "model):", "", "| part retention | " + " | ".join(f"{d} {e}" for d, e in columns)
+                  + " | " + " | ".join(f"{d} mean" for d in sorted({d for d, _ in columns})) + " |",
+                  "|---" * (len(columns) + 1 + len({d for d, _ in columns})) + "|"]
+        for value in PART_RETENTIONS:
+            cells = {(r["dataset"], r["evaluated_on"]): r["right"] for r in choice if r["part_retention"] == value}
+            means = [statistics.fmean(v for (d, _), v in cells.items() if d == dataset)
+                     for dataset in sorted({d for d, _ in columns})]
+            lines.append(f"| {'off' if value is None else value} | " + " | ".join(_fig(cells.get(c)) for c in columns)
+                         + " | " + " | ".join(f"{m:.2f}" for m in means) + " |")
     cost = [r for r in records if r["part"] == "cost"]
     if cost:
         lines += ["", "| engine cost (SNIPS bundle) | batch | ms/utt part by part | ms/utt whole | cost |",
@@ -357,6 +455,11 @@ def render(records: list[dict]) -> str:
 def _fig(value: float | None) -> str:
     """A figure already in percent, or a dash."""
     return "–" if value is None else f"{value:.2f}"
+
+
+def _cut(label: str, threshold: float | None) -> str:
+    """The part cut a record ran with: the bundle's (served) or none."""
+    return "none" if threshold is None else f"{label} ({threshold:.2f})"
 
 
 def _answered(record: dict) -> str:
@@ -391,6 +494,8 @@ def main(argv: list[str] | None = None) -> int:
             records += trained_part(part, args.runs, args.mix_runs, seeds, args.threads, args.datasets)
     if "single" in args.parts:
         records += single_part(args.clinc_checkpoint, args.demo_bundle, args.threads)
+    if "oos-chains" in args.parts:
+        records += oos_chains_part(args.clinc_checkpoint, args.demo_bundle, args.threads)
     if "margin" in args.parts:
         records += margin_part(args.runs, args.mix_runs, args.clinc_checkpoint, args.threads)
     if "cost" in args.parts:

@@ -140,3 +140,35 @@ def test_chained_training_rows_join_distinct_intents_and_carry_their_spans():
         assert all(any(s["start"] <= span.start and span.end <= s["end"] for s in row.meta["segments"])
                    for span in row.spans)
     assert mix.chained_rows(rows[:1], 10, seed=0) == []  # one intent: nothing to chain
+
+
+def test_oos_chains_join_a_request_and_out_of_scope_parts_as_each_kind_asks():
+    rows = read_jsonl(DEFAULT_DATA / "test.jsonl")  # the embedded split with out-of-scope rows
+    unknown = {ex.text for ex in rows if not ex.labels}
+    requests = {ex.text: ex for ex in rows if len(ex.labels) == 1}
+    built = mix.oos_chains(rows, 200, seed=0)
+    assert list(built) == list(mix.OOS_CHAIN_KINDS) and all(len(kind) == 200 for kind in built.values())
+    assert built == mix.oos_chains(rows, 200, seed=0) != mix.oos_chains(rows, 200, seed=1)
+    for kind, chained in built.items():
+        first_is_request = []
+        for row in chained:
+            segments = row.meta["segments"]
+            assert len(segments) == 2
+            gap = row.text[segments[0]["end"]:segments[1]["start"]]
+            assert gap.strip() in mix.STANDARD_CONNECTORS
+            for segment in segments:
+                piece = row.text[segment["start"]:segment["end"]]
+                if segment["intent"] is None:
+                    assert piece in unknown
+                else:
+                    assert requests[piece].labels == (segment["intent"],)
+            assert row.labels == tuple(s["intent"] for s in segments if s["intent"] is not None)
+            first_is_request.append(segments[0]["intent"] is not None)
+        wanted = {"request+oos": 1, "oos+oos": 0, "request+request": 2}[kind]
+        assert all(len(row.labels) == wanted for row in chained)
+        if kind == "request+request":
+            assert all(len(set(row.labels)) == 2 for row in chained)
+        if kind == "request+oos":  # both orders, about half each
+            assert 0.35 < sum(first_is_request) / len(first_is_request) < 0.65
+    with pytest.raises(ValueError, match="out-of-scope rows"):
+        mix.oos_chains([ex for ex in rows if ex.labels], 5)

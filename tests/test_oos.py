@@ -7,8 +7,8 @@ import pytest
 
 from intentvcs.core.scoring import auroc
 from intentvcs.core.oos import (
-    DISTANCE_RETENTION, DistanceRule, NoRule, ThresholdRule, TrainRule, bank_sample, choose_threshold, rule_from_dict,
-    shrunk_covariance,
+    DISTANCE_RETENTION, PART_RETENTION, DistanceRule, NoRule, ThresholdRule, TrainRule, bank_sample, choose_threshold,
+    rule_from_dict, shrunk_covariance,
 )
 
 
@@ -168,7 +168,7 @@ def test_no_rule_never_rejects():
 
 
 @pytest.mark.parametrize("rule", [
-    NoRule(), ThresholdRule(0.37), TrainRule(2),
+    NoRule(), ThresholdRule(0.37), ThresholdRule(0.37, 0.2), TrainRule(2),
     DistanceRule.fit_statistics(np.random.default_rng(4).normal(size=(30, 3)), np.arange(30) % 3),
 ])
 def test_rules_round_trip_through_json(rule):
@@ -183,6 +183,7 @@ def test_rules_round_trip_through_json(rule):
     ([], "expected an object"),
     ({"rule": "threshold"}, "missing key"),
     ({"rule": "threshold", "threshold": "0.5"}, "finite number"),
+    ({"rule": "threshold", "threshold": 0.5, "part_threshold": "nan"}, "part_threshold"),
     ({"rule": "train", "index": -1}, "non-negative"),
     ({"rule": "distance", "threshold": 1.0, "normalize": True, "shrinkage": 0.1,
       "means": [[0.0, 1.0]], "precision": [[1.0, 0.0, 0.0]]}, "precision"),
@@ -190,3 +191,34 @@ def test_rules_round_trip_through_json(rule):
 def test_bad_rule_dicts_raise(d, message):
     with pytest.raises(ValueError, match=message):
         rule_from_dict(d)
+
+
+def test_part_cut_keeps_the_part_retention_of_in_scope_rows_and_never_exceeds_the_threshold():
+    rng = np.random.default_rng(7)
+    centres = np.eye(3, 8) * 4.0 + 1.0
+    train_x, train_y = _clusters(rng, 40, centres)
+    valid_x, _ = _clusters(rng, 100, centres)
+    rule = DistanceRule.fit(train_x, train_y, valid_x, normalize=False)
+    scores = rule.distances(valid_x)
+    assert rule.part_threshold < rule.threshold
+    assert np.mean(~rule.part_out_of_scope(scores)) == pytest.approx(PART_RETENTION, abs=0.004)
+    assert np.mean(~rule.judge(valid_x, valid_x)[0]) >= DISTANCE_RETENTION
+    assert rule_from_dict(json.loads(json.dumps(rule.to_dict()))).part_threshold == rule.part_threshold
+    # A retention above the whole text's leaves the part cut at the threshold.
+    assert DistanceRule.fit(train_x, train_y, valid_x, normalize=False,
+                            part_retention=0.999).part_threshold == rule.threshold
+
+    conf = rng.random((300, 4))
+    is_oos = np.arange(300) < 30
+    fitted = ThresholdRule.fit(conf, is_oos, part_retention=0.8)
+    in_scope = fitted.score(conf)[~is_oos]
+    assert fitted.part_threshold <= fitted.threshold
+    assert np.mean(~fitted.part_out_of_scope(in_scope)) == pytest.approx(0.8, abs=0.004)
+
+
+def test_rules_without_a_part_cut_judge_parts_as_whole_texts():
+    scores = np.array([0.1, 0.5, 0.9])
+    old = rule_from_dict({"rule": "threshold", "threshold": 0.5})  # fitted before the part cut existed
+    assert old.part_threshold is None and "part_threshold" not in old.to_dict()
+    assert old.part_out_of_scope(scores).tolist() == [False, False, True]
+    assert ThresholdRule(0.5, 0.2).part_out_of_scope(scores).tolist() == [False, True, True]

@@ -116,6 +116,26 @@ def test_an_out_of_scope_part_is_named_and_the_known_request_answered():
     assert parts == [("what is the capital of peru", [], True), ("turn off the lights", ["lights"], False)]
 
 
+def test_parts_of_an_out_of_scope_text_must_pass_the_stricter_part_cut():
+    def infer(texts):  # the whole text reads as nothing the model knows, its parts as usual
+        outputs = fake_infer([])(texts)
+        logits = outputs.logits.copy()
+        logits[["nanny cam" in text and " and " in text for text in texts]] = -4.0
+        return outputs._replace(logits=logits)
+
+    text = "check the nanny cam and can you help"  # its second part: weather, less surely (score 0.18)
+    for part_cut, accepted, out_of_scope in ((None, {"weather"}, False), (0.5, {"weather"}, False),
+                                             (0.1, set(), True)):
+        decision = Decision(LABELS, activation="sigmoid", oos=ThresholdRule(0.5, part_cut))
+        _, segmented = decide_segmented(decision, infer, [text])
+        assert {LABELS[j] for j in np.flatnonzero(segmented.result.accepted[0])} == accepted
+        assert bool(segmented.result.out_of_scope[0]) is out_of_scope
+    # The part cut leaves the parts of a text in scope as a whole alone.
+    strict = Decision(LABELS, activation="sigmoid", oos=ThresholdRule(0.5, 0.01))
+    _, segmented = decide_segmented(strict, fake_infer([]), ["play some jazz and turn off the lights"])
+    assert segmented.result.accepted[0].sum() == 2
+
+
 def test_one_request_stays_one_part():
     # Both sides are the same request; the short out-of-scope side is a fragment, not a request.
     for text in ("play jazz now and more jazz later", "turn off the lights and the lamp"):

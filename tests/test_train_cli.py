@@ -74,16 +74,20 @@ def test_refit_changes_the_decision_and_nothing_else(tmp_path, backbone, capsys)
     assert before["decision"]["oos"]["rule"] == "distance" and "bank" in before["decision"]["oos"]
     capsys.readouterr()
 
+    # The part cut, stricter than the whole text's, is fitted with it and reported.
+    assert before["decision"]["oos"]["part_threshold"] < before["decision"]["oos"]["threshold"]
+    assert before["decision_report"]["oos"]["part_threshold"] == before["decision"]["oos"]["part_threshold"]
     assert main(["refit", "--checkpoint", str(ckpt), "--train", data["train"], "--valid", data["valid"],
-                 "--test", data["test"], "--oos-retention", "0.8"]) == 0
+                 "--test", data["test"], "--oos-retention", "0.8", "--oos-part-retention", "0.7"]) == 0
     printed = json.loads(capsys.readouterr().out)
     after = json.loads((ckpt / "checkpoint.json").read_text())
     # A lower retention rejects more: a lower cut on the same score.
     assert after["decision"]["oos"]["threshold"] < before["decision"]["oos"]["threshold"]
+    assert after["decision"]["oos"]["part_threshold"] < before["decision"]["oos"]["part_threshold"]
     assert after["metrics"] == printed and "test" in printed
     # The refit records every setting it ran with.
     recorded = {k: v for k, v in after["refit"].items() if k not in ("at", "valid_fingerprint")}
-    assert DecisionConfig.from_dict(recorded) == DecisionConfig(oos_retention=0.8)
+    assert DecisionConfig.from_dict(recorded) == DecisionConfig(oos_retention=0.8, oos_part_retention=0.7)
     assert {k: v for k, v in after.items() if k not in ("decision", "decision_report", "metrics", "refit")} == \
         {k: v for k, v in before.items() if k not in ("decision", "decision_report", "metrics")}
     assert {p: p.read_bytes() for p in weights} == weights

@@ -52,8 +52,10 @@ def test_decision_config_round_trips():
                                                     threshold_rule="per_label_f1", spelling=False,
                                                     discover_relations=0.8)):
         assert DecisionConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
-    assert set(DecisionConfig().to_dict()) == {"oos_rule", "oos_retention", "threshold_rule", "spelling",
-                                               "discover_relations"}
+    assert set(DecisionConfig().to_dict()) == {"oos_rule", "oos_retention", "oos_part_retention", "threshold_rule",
+                                               "spelling", "discover_relations"}
+    with pytest.raises(ValueError, match="oos_part_retention"):
+        DecisionConfig(oos_part_retention=1.0)
     with pytest.raises(ValueError, match="discover_relations"):
         DecisionConfig(discover_relations=1.5)
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['oos_threshold'\]"):

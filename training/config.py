@@ -228,6 +228,10 @@ class DecisionConfig:
         oos.DISTANCE_RETENTION,
         "distance rule's operating point: the share of in-scope validation rows kept in scope (lower rejects more "
         "out-of-scope queries and more in-scope ones)")
+    oos_part_retention: float = setting(
+        oos.PART_RETENTION,
+        "the stricter cut for the parts of a chained request the OOS rule rejects as a whole (threshold and "
+        "distance rules): the share of in-scope validation rows it keeps in scope; a part above it is out of scope")
     # global: PU validation rows show one label each, and tuning per-label
     # cuts on them would destroy the multi-label recall (intentvcs.core.thresholds).
     threshold_rule: str = setting(
@@ -257,8 +261,9 @@ class DecisionConfig:
 
     def __post_init__(self) -> None:
         _check_choices(self)
-        if not 0.0 < self.oos_retention < 1.0:
-            raise ValueError(f"oos_retention must lie strictly between 0 and 1, got {self.oos_retention}")
+        for name in ("oos_retention", "oos_part_retention"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must lie strictly between 0 and 1, got {getattr(self, name)}")
         if not 0.0 <= self.discover_relations <= 1.0:
             raise ValueError(f"discover_relations must lie in [0, 1] (0: off), got {self.discover_relations}")
 

@@ -91,8 +91,9 @@ def fit_decision(
 
     rule, is_oos = config.oos_rule, ~in_scope
     decision = replace(decision, oos=_fit_oos_rule(rule, decision, valid_outputs, valid_obs, is_oos,
-                                                   train_examples, train_outputs, labels, config.oos_retention))
+                                                   train_examples, train_outputs, labels, config))
     report["oos"] = {"rule": rule, "threshold": decision.oos.threshold,
+                     "part_threshold": decision.oos.part_threshold,
                      "fitted_with_oos_rows": rule == "threshold" and bool(is_oos.any())}
     return decision, report
 
@@ -109,7 +110,7 @@ def _label_scale(labels: list[str], temperature: float, z_in: np.ndarray, observ
 
 
 def _fit_oos_rule(rule: str, decision: Decision, valid: GraphOutputs, valid_obs, is_oos,
-                  train_examples, train: GraphOutputs | None, labels, distance_retention: float) -> oos.OOSRule:
+                  train_examples, train: GraphOutputs | None, labels, config: DecisionConfig) -> oos.OOSRule:
     if rule == "none":
         return oos.NoRule()
     if rule == "train":
@@ -118,7 +119,8 @@ def _fit_oos_rule(rule: str, decision: Decision, valid: GraphOutputs, valid_obs,
         # Correctness of each validation row's intent under the decision so far.
         confidences = decision.confidences(valid.logits)
         top = confidences.argmax(axis=1)
-        return oos.ThresholdRule.fit(confidences, is_oos, valid_obs[np.arange(len(top)), top])
+        return oos.ThresholdRule.fit(confidences, is_oos, valid_obs[np.arange(len(top)), top],
+                                     part_retention=config.oos_part_retention)
     if rule == "distance":
         if train is None:
             raise ValueError("the distance OOS rule needs the model's outputs on the training rows")
@@ -126,5 +128,6 @@ def _fit_oos_rule(rule: str, decision: Decision, valid: GraphOutputs, valid_obs,
         keep = train_obs.any(axis=1)
         inside = valid.rows(~is_oos)
         return oos.DistanceRule.fit(train.pooled[keep], first_label_index(train_obs[keep]), inside.pooled,
-                                    train.pooled_mid[keep], inside.pooled_mid, distance_retention)
+                                    train.pooled_mid[keep], inside.pooled_mid, config.oos_retention,
+                                    part_retention=config.oos_part_retention)
     raise ValueError(f"unknown OOS rule {rule!r}; choose from {list(oos.RULES)}")

@@ -49,6 +49,7 @@ HARD_CONNECTORS = ("and", "and then", "and also", "also", "then", "after that", 
 SIZES = {"atis": {"train": 18_000, "valid": 1_000, "test": 1_000},
          "snips": {"train": 45_000, "valid": 2_500, "test": 2_500}}
 NAMES = {"atis": "MixATIS", "snips": "MixSNIPS"}
+OOS_CHAIN_KINDS = ("request+oos", "oos+oos", "request+request")  # oos_chains' kinds of two-part utterance
 HARD_CAPITAL = 0.5  # share of hard rows typed with a capital first letter
 HARD_FINAL = {".": 0.15, "?": 0.15}  # shares of hard rows ending in each mark
 
@@ -60,6 +61,7 @@ class Piece:
     text: str
     intent: str | None = None
     spans: tuple[Span, ...] = ()
+    out_of_scope: bool = False  # a segment that is an out-of-scope request (no intent)
 
 
 def single_intent_rows(rows: Sequence[Example]) -> dict[str, list[Example]]:
@@ -100,6 +102,8 @@ def assemble(pieces: Sequence[Piece], row_id: str) -> Example:
             spans += [Span(s.start + start, s.end + start, s.label) for s in piece.spans]
             segments.append({"start": start, "end": len(text), "intent": piece.intent})
             labels.append(piece.intent)
+        elif piece.out_of_scope:
+            segments.append({"start": start, "end": len(text), "intent": None})
     return Example(text, tuple(labels), row_id, tuple(spans),
                    {"mix_label": "#".join(labels), "segments": segments})
 
@@ -138,6 +142,42 @@ def chained_rows(rows: Sequence[Example], count: int, seed: int | str) -> list[E
     if len(single_intent_rows(rows)) < 2:
         return []
     return build_split(rows, count, "hard", random.Random(f"chains-{seed}"), "chain", shares=CHAIN_SHARES)
+
+
+def oos_chains(rows: Sequence[Example], size: int, seed: int | str = 0) -> dict[str, list[Example]]:
+    """Two-part utterances from a split with out-of-scope rows (CLINC150's), ``size`` of each kind
+    (``OOS_CHAIN_KINDS``): a request and an out-of-scope utterance in either order, two out-of-scope
+    utterances, two requests of distinct intents; joined by a standard connector (a third each).
+
+    What a served model must answer (issue 19): the request and the out-of-scope part named, out of
+    scope as a whole, both requests. A row's ``labels`` are its requests' intents (none: out of
+    scope); ``meta.segments`` gives each part's span and intent (``None`` for an out-of-scope part).
+    Seeded; requests drawn with intents uniform, as in the Mix sets.
+    """
+    requests = single_intent_rows(rows)
+    unknown = [row for row in rows if not row.labels]
+    if len(requests) < 2 or len(unknown) < 2:
+        raise ValueError(f"need two intents and two out-of-scope rows, got {len(requests)} and {len(unknown)}")
+    rng = random.Random(f"oos-chains-{seed}")
+    out: dict[str, list[Example]] = {}
+    for kind in OOS_CHAIN_KINDS:
+        out[kind] = []
+        for index in range(size):
+            if kind == "request+oos":
+                parts = [*draw_segments(requests, 1, rng), rng.choice(unknown)]
+                rng.shuffle(parts)
+            elif kind == "oos+oos":
+                parts = rng.sample(unknown, 2)
+            else:
+                parts = draw_segments(requests, 2, rng)
+            connector = Piece(_gap(rng.choice(STANDARD_CONNECTORS), False))
+            out[kind].append(assemble([_segment(parts[0]), connector, _segment(parts[1])], f"{kind}:{index}"))
+    return out
+
+
+def _segment(row: Example) -> Piece:
+    """A single-intent row as a segment, with its intent and spans; an out-of-scope row as an out-of-scope one."""
+    return Piece(row.text, row.labels[0], row.spans) if row.labels else Piece(row.text, out_of_scope=True)
 
 
 def typed(row: Example, rng: random.Random) -> Example:

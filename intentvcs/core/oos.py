@@ -36,6 +36,14 @@ threshold maximising validation accuracy with OOS as its own class (CLINC150's
 oos-threshold protocol, used by ``threshold``); without, the cut keeping
 ``retention`` of in-scope validation rows in scope (``threshold`` without OOS
 rows: 95 %; ``distance`` always: 98 %).
+
+Parts of a chained request (``intentvcs.core.segmentation``) of a text the
+rule rejects as a whole are judged against a stricter cut, ``part_threshold``:
+the one keeping ``PART_RETENTION`` of the in-scope validation rows (never above
+``threshold``), fitted with it by ``threshold`` and ``distance``. A fragment of
+an out-of-scope request often lands just inside some intent; a real request
+beside an out-of-scope one lands well inside. Rules fitted before it existed
+have none and judge parts as whole texts.
 """
 
 from __future__ import annotations
@@ -58,6 +66,11 @@ DISTANCE_RETENTION = 0.98
 # (CLINC150 Full has 15,000), which bounds memory (float32 in RAM, float16
 # stored) and time: one matrix product of the batch with the whole bank.
 MAX_BANK_ROWS = 20_000
+# The part cut keeps this share of in-scope validation rows in scope. Chosen on validation data
+# (benchmarks/mix_bench.py, part oos-chains; docs/RESULTS.md, multi-intent): the share of three kinds of two-part
+# texts answered right (a request and an out-of-scope part, two out-of-scope parts, two requests), averaged over
+# CLINC150 Full's and the demo's models, was best at 0.90 (79.3 %; 0.85 78.8, 0.95 78.6, no part cut 76.6).
+PART_RETENTION = 0.90
 # Queries per matrix product with the bank (bounds the [chunk, bank] buffer).
 BANK_CHUNK = 1024
 # Keeps the shrunk covariance invertible when Ledoit–Wolf estimates ~0.
@@ -122,6 +135,7 @@ class OOSRule:
 
     name: ClassVar[str]
     threshold: float
+    part_threshold: float | None = None  # the cut for parts of a text judged out of scope (None: ``threshold``)
 
     def score(self, confidences: np.ndarray, pooled: np.ndarray | None = None,
               pooled_mid: np.ndarray | None = None) -> np.ndarray:
@@ -134,8 +148,24 @@ class OOSRule:
         scores = self.score(confidences, pooled, pooled_mid)
         return scores > self.threshold, scores
 
+    def part_out_of_scope(self, scores: np.ndarray) -> np.ndarray:
+        """Whether parts of a text judged out of scope as a whole are out of scope, from their ``scores``."""
+        return scores > (self.threshold if self.part_threshold is None else self.part_threshold)
+
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
+
+    def _part_field(self) -> dict[str, float]:
+        return {} if self.part_threshold is None else {"part_threshold": self.part_threshold}
+
+
+def part_threshold(in_scope_scores: np.ndarray, threshold: float, retention: float = PART_RETENTION) -> float:
+    """The part cut: keeps ``retention`` of the in-scope validation ``scores`` in scope, never above ``threshold``."""
+    return min(threshold, retention_threshold(in_scope_scores, retention))
+
+
+def _optional_part_threshold(d: Mapping[str, Any]) -> float | None:
+    return None if d.get("part_threshold") is None else _finite(d["part_threshold"], "oos.part_threshold")
 
 
 @dataclass
@@ -163,6 +193,7 @@ class ThresholdRule(OOSRule):
 
     name: ClassVar[str] = "threshold"
     threshold: float = 0.5
+    part_threshold: float | None = None
 
     def score(self, confidences: np.ndarray, pooled: np.ndarray | None = None,
               pooled_mid: np.ndarray | None = None) -> np.ndarray:
@@ -170,17 +201,22 @@ class ThresholdRule(OOSRule):
 
     @classmethod
     def fit(cls, confidences: np.ndarray, is_oos: np.ndarray | None = None,
-            correct: np.ndarray | None = None, retention: float = RETENTION) -> "ThresholdRule":
-        """Choose the threshold on validation confidences ``[N, L]`` (see ``choose_threshold``)."""
-        return cls(choose_threshold(cls().score(confidences), is_oos, correct, retention))
+            correct: np.ndarray | None = None, retention: float = RETENTION,
+            part_retention: float = PART_RETENTION) -> "ThresholdRule":
+        """Choose the threshold on validation confidences ``[N, L]`` (see ``choose_threshold``) and the part
+        cut on their in-scope rows (``part_threshold``)."""
+        scores = cls().score(confidences)
+        threshold = choose_threshold(scores, is_oos, correct, retention)
+        in_scope = scores if is_oos is None else scores[~np.asarray(is_oos, dtype=bool)]
+        return cls(threshold, part_threshold(in_scope, threshold, part_retention))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.name, "threshold": self.threshold}
+        return {"rule": self.name, "threshold": self.threshold, **self._part_field()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ThresholdRule":
         _require(d, ["threshold"], cls.name)
-        return cls(_finite(d["threshold"], "oos.threshold"))
+        return cls(_finite(d["threshold"], "oos.threshold"), _optional_part_threshold(d))
 
 
 def shrunk_covariance(residuals: np.ndarray, shrinkage: float | None = None) -> tuple[np.ndarray, float]:
@@ -277,6 +313,7 @@ class DistanceRule(OOSRule):
     shrinkage: float = 0.0
     bank: np.ndarray | None = None
     scales: np.ndarray | None = None
+    part_threshold: float | None = None
     _precision_means: np.ndarray = field(init=False, repr=False)
     _mean_terms: np.ndarray = field(init=False, repr=False)
 
@@ -362,14 +399,15 @@ class DistanceRule(OOSRule):
     def fit(cls, train_pooled: np.ndarray, train_targets: np.ndarray, valid_pooled: np.ndarray,
             train_mid: np.ndarray | None = None, valid_mid: np.ndarray | None = None,
             retention: float = DISTANCE_RETENTION, normalize: bool = True, shrinkage: float | None = None,
-            max_bank_rows: int = MAX_BANK_ROWS) -> "DistanceRule":
+            max_bank_rows: int = MAX_BANK_ROWS, part_retention: float = PART_RETENTION) -> "DistanceRule":
         """Fit on training rows, scale and cut on in-scope validation rows; no OOS row is used.
 
         ``*_pooled`` / ``*_mid`` ``[N, H]`` final / middle-layer embeddings
         (``valid_*`` in-scope rows only). With ``train_mid`` and ``valid_mid``
         the rule gets the neighbour term (bank: ``bank_sample`` of the training
         rows); without, it is the distance alone. The threshold keeps
-        ``retention`` of the validation rows in scope.
+        ``retention`` of the validation rows in scope, the part cut
+        ``part_retention``.
         """
         rule = cls.fit_statistics(train_pooled, train_targets, normalize, shrinkage)
         if (train_mid is None) != (valid_mid is None):
@@ -387,6 +425,7 @@ class DistanceRule(OOSRule):
             rule.scales = np.array([_location_scale(distances, "distance"), _location_scale(neighbour, "neighbour")])
             distances = rule.combine(distances, neighbour)
         rule.threshold = choose_threshold(distances, retention=retention)
+        rule.part_threshold = part_threshold(distances, rule.threshold, part_retention)
         return rule
 
     def to_dict(self) -> dict[str, Any]:
@@ -394,7 +433,7 @@ class DistanceRule(OOSRule):
              "shrinkage": self.shrinkage, "means": self.means.tolist(), "precision": self.precision.tolist()}
         if self.bank is not None:
             d.update(scales=self.scales.tolist(), bank=_encode_bank(self.bank))
-        return d
+        return {**d, **self._part_field()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "DistanceRule":
@@ -403,7 +442,7 @@ class DistanceRule(OOSRule):
             raise ValueError(f"oos.normalize must be a boolean, got {d['normalize']!r}")
         bank = _decode_bank(d["bank"]) if "bank" in d else None
         return cls(d["means"], d["precision"], _finite(d["threshold"], "oos.threshold"), d["normalize"],
-                   _finite(d["shrinkage"], "oos.shrinkage"), bank, d.get("scales"))
+                   _finite(d["shrinkage"], "oos.shrinkage"), bank, d.get("scales"), _optional_part_threshold(d))
 
 
 def _targets(train_targets: Any, n: int) -> np.ndarray:

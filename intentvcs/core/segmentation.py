@@ -15,9 +15,13 @@ are read by the same model in one more graph run, and the parts decide:
    confidence within ``REQUEST_MARGIN`` of the whole text's top one, *out of
    scope* when the OOS rule says so and it has ``OOS_PART_MIN_WORDS`` words
    (a request of its own, not a fragment such as "from denver"), else a
-   *fragment*. A part whose every word lies inside an entity the model finds
-   in it is a fragment too: it names something ("between boston and
-   washington dc", "on delta and united airlines"), it asks nothing.
+   *fragment*. Parts of a text the OOS rule rejects as a whole are judged
+   against its stricter part cut (``OOSRule.part_threshold``): a piece of an
+   out-of-scope request often lands just inside some intent ("check the
+   nanny cam and send the feed to my phone"). A part whose every word lies
+   inside an entity the model finds in it is a fragment too: it names
+   something ("between boston and washington dc", "on delta and united
+   airlines"), it asks nothing.
 2. Adjacent parts are grouped: a fragment joins its neighbour, and a confident
    part that shares an accepted intent with the group before it continues
    that group ("flights to boston and from boston to denver" is one request).
@@ -166,7 +170,7 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
     if not pieces:
         return outputs, SegmentedResult(whole, [_whole_part(whole, row, len(text)) for row, text in enumerate(texts)])
     part_outputs = infer([texts[row][a:b] for row, (a, b) in pieces])
-    strict = decision.apply(*part_outputs.scores, top_fallback=False)
+    strict = _strict_parts(decision, part_outputs, whole.out_of_scope[[row for row, _ in pieces]])
     groups_by_row: dict[int, list[_Group]] = {}
     whole_top = whole.confidences.max(axis=1)
     for index, (row, (a, b)) in enumerate(pieces):
@@ -176,6 +180,18 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
             _Group.of_part(strict, index, a, b, texts[row], whole_top[row] - margin, names))
     segmented = _join(whole, strict, groups_by_row, [len(t) for t in texts])
     return _with_part_entities(outputs, part_outputs, pieces, segmented), segmented
+
+
+def _strict_parts(decision: Decision, part_outputs: GraphOutputs, whole_out_of_scope: np.ndarray) -> DecisionResult:
+    """The parts' decisions without the top-intent fallback; a part of a text out of scope as a whole
+    (``whole_out_of_scope``, per part) is out of scope above the OOS rule's part cut."""
+    strict = decision.apply(*part_outputs.scores, top_fallback=False)
+    doubtful = whole_out_of_scope & decision.oos.part_out_of_scope(strict.oos_score)
+    if not doubtful.any():
+        return strict
+    accepted = strict.accepted.copy()
+    accepted[doubtful] = False
+    return replace(strict, accepted=accepted, out_of_scope=strict.out_of_scope | doubtful)
 
 
 def _with_part_entities(outputs: GraphOutputs, part_outputs: GraphOutputs, pieces: list,
