@@ -2,9 +2,8 @@
 
 Parts (``--parts``, default all):
 
-``product``   the usual case: models trained on single-intent SNIPS / ATIS only (entities_bench's
-              checkpoints, ``runs/entities/<data set>/seed<k>``, its recipe: MiniLM-L6, entity head;
-              the figures in mix.json of 2026-11-24 came from its earlier recipe, 6 epochs, loss-picked),
+``product``   the usual case: models trained on single-intent SNIPS / ATIS only (``--runs``'s
+              ``<data set>/seed<k>/checkpoint``; the recorded ones: ``RECIPES["product"]``),
               scored on the Mix test sets, standard and hard variant, through the served bundle:
               chained requests answered part by part (``intentvcs.core.segmentation``, the served
               default) and, for comparison, each text decided whole.
@@ -66,6 +65,9 @@ ANCHORS = {
 TARGETS = {"standard": {"atis": 85.0, "snips": 98.0}, "product": {"atis": 80.0, "snips": 95.0},
            "chains": {"atis": 80.0, "snips": 95.0}}
 RECIPES = {
+    "product": "ATIS: entities_bench's checkpoints (its RECIPES); SNIPS since 2026-11-27: intentvcs train --train "
+               "<data set>-train.jsonl --valid <data set>-valid.jsonl --oos-rule none --epochs 3 --seed K, the chains "
+               "recipe without chains, under --runs runs/mix/product (so that the two differ in the chains alone)",
     "standard": "intentvcs train --train <mix>/train.jsonl --valid <mix>/valid-known.jsonl --method bce "
                 "--oos-rule none --epochs 4 --seed K (valid-known.jsonl, written by build-mix: the validation rows "
                 "without the spans of types the Mix training split never shows)",
