@@ -283,7 +283,7 @@ def test_single_label_composite_is_found_by_co_ranking(world):
     assert f.multi_intent.k == 0 and f.verdict.statistic.rate == 1.0
 
 
-def test_single_label_composite_is_found_by_splitting_at_conjunctions(world):
+def test_single_label_composite_is_found_by_splitting_at_connectors(world):
     """The model accepts only the first request of "X and Y"; each half alone is accepted as its part."""
     batch = []
     for _ in range(30):
@@ -294,15 +294,17 @@ def test_single_label_composite_is_found_by_splitting_at_conjunctions(world):
     report = audit_batch(FakeEngine(world.table), batch, world.training(), AuditConfig(progress=False))
     v = report.findings[0].verdict
     assert (v.relation, sorted(v.existing)) == ("composite", ["B", "D"]), v.rationale
-    assert "conjunction" in v.rationale and v.statistic.rate == 1.0
+    assert "split at a connector" in v.rationale and v.statistic.rate == 1.0
 
 
-def test_conjunction_splits():
+def test_splits_at_the_services_connectors():
     cuts = segment_splits(["play some jazz and set an alarm", "call mom, then text dad now", "rock and roll",
-                           "find flights; also book a hotel"])
+                           "find flights; also book a hotel", "dim the lights, play some jazz",
+                           "feed the cat after that water the plants"])
     assert [(c.row, c.left, c.right) for c in cuts] == [
         (0, "play some jazz", "set an alarm"), (1, "call mom", "text dad now"),
-        (3, "find flights", "book a hotel")]
+        (3, "find flights", "book a hotel"), (4, "dim the lights", "play some jazz"),
+        (5, "feed the cat", "water the plants")]
 
 
 def test_habitual_runner_ups_are_no_composite(world):

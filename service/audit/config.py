@@ -56,7 +56,7 @@ class AuditConfig:
       composite_min: share of N's rows with >= 2 independent existing intents
                      accepted at once.
       segment_min:   share of N's sampled rows whose halves, split at a
-                     conjunction, are accepted as the same two unrelated
+                     connector, are accepted as the same two unrelated
                      intents (rule 1b). 0.35: MultiWOZ's multi-domain turns
                      chain their requests in only 17-41% of rows, and no
                      other scenario's verdict moves between 0.25 and 0.5.
@@ -93,7 +93,7 @@ class AuditConfig:
                      closest first (centroid cosine): the pairs grow with
                      the square of the new intents, each a permutation test.
       permutations:  label permutations of the two-sample test.
-      segment_cap:   most rows per new intent split at conjunctions and
+      segment_cap:   most rows per new intent split at connectors and
                      scored half by half (``intentvcs.service.audit.segments``).
       seed:          seed of the reference subsampling.
     Evidence and output:

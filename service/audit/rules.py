@@ -11,12 +11,12 @@ fields.
    relations) is >= ``composite_min``, and >= 2 candidates each appear on
    >= ``part_share`` of those rows. Parts = those candidates. Checked first
    because a composite also looks "contained" in each of its parts.
-1b. composite, segmented: split at conjunctions ("X and Y"), the two
+1b. composite, segmented: split at connectors ("X and Y"), the two
    halves of >= ``segment_min`` of N's sampled rows are accepted as the
    same two unrelated existing intents (``intentvcs.service.audit.segments``). For
    single-label models, whose softmax gives a joined request's mass to one
    part; the share counts every sampled row, so intents that are not
-   conjunctions cannot reach it.
+   chained requests cannot reach it.
 2. duplicate / subset (after rule 3 when that finds two or more parts,
    each accepted on >= ``part_min`` of N's rows: a union whose biggest part
    holds most of N's rows is still a superset): targets = candidates with
@@ -110,7 +110,7 @@ class Evidence:
     type whose share of rows differs most between N's rows and the
     candidate's reference rows, ``None`` without annotations or difference;
     ``segmented`` the most frequent pair of intents the halves of N's rows
-    split at a conjunction are accepted as, with its count over the sampled
+    split at a connector are accepted as, with its count over the sampled
     rows (``None``: no row splits into two intents); ``word_pivots`` holds,
     per candidate, the word on nearly all of N's rows and on fewer of the
     candidate's (``intentvcs.service.audit.words``), ``None`` where none is.
@@ -256,7 +256,7 @@ def _co_segmented(ev: Evidence, config: AuditConfig) -> Verdict | None:
     if ev.segmented is None or ev.segmented[1].rate < config.segment_min:
         return None
     names, share = list(ev.segmented[0]), ev.segmented[1]
-    rationale = (f"split at a conjunction, {share.rate:.0%} of {ev.intent}'s sampled rows are {names[0]} and "
+    rationale = (f"split at a connector, {share.rate:.0%} of {ev.intent}'s sampled rows are {names[0]} and "
                  f"{names[1]} half by half (threshold {config.segment_min:.0%})")
     support = np.ones(ev.n, dtype=bool)  # the split evidence is on a sample; the claim is on every row
     alternatives = ["novel"] if share.straddles(config.segment_min) else []

@@ -1,13 +1,16 @@
-"""Segment evidence for composites: split each utterance at a conjunction and
-ask the model about each side.
+"""Segment evidence for composites: split each utterance where users join
+requests and ask the model about each side.
 
 A single-label (softmax) model shown "how many calories are in a banana and
 what's my routing number" gives nearly all its mass to one intent, so neither
 co-acceptance nor co-ranking reveals the second. Users write multi-intent
-requests as conjunctions ("X and Y", "X, then Y", "X; also Y"), and the
+requests with connectors ("X and Y", "X, then Y", "X; also Y"), and the
 halves are ordinary single-intent utterances. So: for a capped sample of a
-new intent's rows, every split at a conjunction with at least ``MIN_WORDS``
-words on each side is scored; a row's split counts when both halves are
+new intent's rows, every split at one of the connectors the service cuts
+chained requests at (``intentvcs.core.segmentation.CONNECTOR``; the audit's
+own narrower set, without "after that" and a bare comma, typed the same
+verdicts on every scored scenario) with at least ``MIN_WORDS`` words on each
+side is scored; a row's split counts when both halves are
 accepted as two different, unrelated existing intents (the split with the
 most confident weaker half wins) and both halves are in scope for the
 served OOS rule (the halves of a novel request are not requests the model
@@ -18,15 +21,13 @@ its share.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-# Conjunctions that join two requests; a comma or semicolon before one is part of it.
-CONJUNCTION = re.compile(r"\s*[,;]?\s+(?:and then|and also|and|then|also|plus)\s+|\s*;\s*", re.IGNORECASE)
-MIN_WORDS = 2
+from intentvcs.core.segmentation import CONNECTOR, MIN_WORDS
+
 MAX_SPLITS = 3  # split points tried per utterance (the first ones)
 
 
@@ -40,11 +41,11 @@ class Split:
 
 
 def splits(texts: Sequence[str]) -> list[Split]:
-    """Every conjunction split of each text with ``MIN_WORDS`` words a side (at most ``MAX_SPLITS`` each)."""
+    """Every connector split of each text with ``MIN_WORDS`` words a side (at most ``MAX_SPLITS`` each)."""
     out = []
     for row, text in enumerate(texts):
         found = 0
-        for match in CONJUNCTION.finditer(text):
+        for match in CONNECTOR.finditer(text):
             left, right = text[:match.start()].strip(), text[match.end():].strip()
             if len(left.split()) >= MIN_WORDS and len(right.split()) >= MIN_WORDS:
                 out.append(Split(row, left, right))
