@@ -80,6 +80,9 @@ def test_learned_request_starts_cut_where_no_connector_does():
     # A start right after a connector is the connector's cut, not a second one.
     text = "play some jazz and turn off the lights"
     assert cut(text, starts=(text.index("turn"),)) == cut(text)
+    # ... and where the connector may not cut (a side of one word), neither may the start after it.
+    text = "dallas and also how many flights"
+    assert [text[a:b] for a, b in cut(text, starts=(text.index("how"),))] == [text]
     # Inside an entity, or leaving a side of fewer than MIN_WORDS words, a start cuts nothing.
     text = "play simon garfunkel now please"
     assert cut(text, [(5, text.index(" now"))], starts=(text.index("garfunkel"),)) == [(0, len(text))]

@@ -104,13 +104,15 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
     connector strictly inside a ``protected`` span (an entity: "são tomé and
     príncipe", "neva alice and maggie parker"; a span that only starts or ends
     at the connector, as a tagger reading a chained text can give, does not
-    protect it), nor a start inside one or at a connector's words (the
-    connector cuts there already). One span, the text, when nothing cuts.
+    protect it), nor a start inside one, in a connector or at the word right
+    after one: the connector cuts there, under the same rules (a start there
+    once cut where the connector was refused, leaving parts such as "dallas
+    and also"). One span, the text, when nothing cuts.
     """
     connectors = [(match.start(), match.end()) for match in CONNECTOR.finditer(text)]
     # A start is a cut of no width: the text before it is one part, the text from it the next.
     points = sorted(connectors + [(start, start) for start in starts
-                                  if not any(a <= start < b for a, b in connectors)])
+                                  if not any(a <= start <= b for a, b in connectors)])
     spans: list[tuple[int, int]] = []
     begin = 0
     for left, right in points:
