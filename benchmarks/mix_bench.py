@@ -261,33 +261,36 @@ def _oos_chain_records(dataset: str, bundle: Path, valid: list, test: list, thre
             "quantized": engine.quantized}
     records = []
     for kind, rows in oos_chains(test, OOS_CHAIN_ROWS).items():
+        outputs = engine.infer([row.text for row in rows])  # the whole texts, read once for every way of answering
         for label, decision, segment in (("served", served, True), ("off", off, True), ("whole", served, False)):
             records.append({**base, "evaluated_on": kind, "segment": segment, "part_cut": label,
                             "part_threshold": decision.oos.part_threshold, "rows": len(rows),
-                            **_oos_chain_figures(engine, decision, kind, rows, segment)})
+                            **_oos_chain_figures(engine, decision, kind, rows, outputs, segment)})
             logging.info("%s", records[-1])
     in_scope = [row for row in valid if row.labels]
     scores = served.apply(*engine.infer([row.text for row in in_scope]).scores).oos_score
     for kind, rows in oos_chains(valid, OOS_CHAIN_ROWS).items():
+        outputs = engine.infer([row.text for row in rows])
         for retention in PART_RETENTIONS:
             cut = None if retention is None else part_threshold(scores, rule.threshold, retention)
             decision = replace(served, oos=replace(rule, part_threshold=cut))
             records.append({**base, "evaluated_on": f"{kind} (valid)", "segment": True, "part_retention": retention,
                             "part_threshold": cut, "rows": len(rows),
-                            **_oos_chain_figures(engine, decision, kind, rows, True)})
+                            **_oos_chain_figures(engine, decision, kind, rows, outputs, True)})
             logging.info("%s", records[-1])
     return records
 
 
-def _oos_chain_figures(engine, decision, kind: str, rows: list, segment: bool) -> dict:
-    """Percent of ``rows`` with the intents exact, with a part (or the text) out of scope, and right for ``kind``:
-    a request and an out-of-scope part: its intent and a part named out of scope; two out-of-scope parts: out
-    of scope; two requests: both intents and no part out of scope."""
+def _oos_chain_figures(engine, decision, kind: str, rows: list, outputs, segment: bool) -> dict:
+    """Percent of ``rows`` (their texts' graph ``outputs`` read already) with the intents exact, with a part (or
+    the text) out of scope, and right for ``kind``: a request and an out-of-scope part: its intent and a part
+    named out of scope; two out-of-scope parts: out of scope; two requests: both intents and no part out of
+    scope."""
     import numpy as np
 
     from intentvcs.core.segmentation import decide_segmented
 
-    _, segmented = decide_segmented(decision, engine.infer, [row.text for row in rows], segment)
+    _, segmented = decide_segmented(decision, engine.infer, [row.text for row in rows], segment, outputs=outputs)
     exact = (segmented.result.accepted == _gold(rows, engine.labels)).all(axis=1)
     named = np.array([any(part.out_of_scope for part in parts) for parts in segmented.parts])
     right = {"request+oos": exact & named, "oos+oos": segmented.result.out_of_scope,
@@ -419,14 +422,14 @@ def render(records: list[dict]) -> str:
     choice = [r for r in records if r["part"] == "oos-chains" and "part_retention" in r]
     if choice:
         columns = sorted({(r["dataset"], r["evaluated_on"]) for r in choice})
+        models = sorted({dataset for dataset, _ in columns})
         lines += ["", "How the part retention was chosen (validation splits, right %; mean over the three kinds per "
                   "model):", "", "| part retention | " + " | ".join(f"{d} {e}" for d, e in columns)
-                  + " | " + " | ".join(f"{d} mean" for d in sorted({d for d, _ in columns})) + " |",
-                  "|---" * (len(columns) + 1 + len({d for d, _ in columns})) + "|"]
+                  + " | " + " | ".join(f"{d} mean" for d in models) + " |",
+                  "|---" * (len(columns) + 1 + len(models)) + "|"]
         for value in PART_RETENTIONS:
             cells = {(r["dataset"], r["evaluated_on"]): r["right"] for r in choice if r["part_retention"] == value}
-            means = [statistics.fmean(v for (d, _), v in cells.items() if d == dataset)
-                     for dataset in sorted({d for d, _ in columns})]
+            means = [statistics.fmean(v for (d, _), v in cells.items() if d == dataset) for dataset in models]
             lines.append(f"| {'off' if value is None else value} | " + " | ".join(_fig(cells.get(c)) for c in columns)
                          + " | " + " | ".join(f"{m:.2f}" for m in means) + " |")
     cost = [r for r in records if r["part"] == "cost"]
