@@ -80,21 +80,26 @@ def build_sets(datasets: list[str], variants: list[str], out_root: Path, seed: i
 
 
 def run_one(data: Path, method: str, seed: int, recipe: dict, out: Path, threads: int | None = None,
-            reuse_only: bool = False, discover: float = 0.0) -> dict | None:
+            reuse_only: bool = False, discover: float = 0.0, support_noise: float = 0.0) -> dict | None:
     """Train one model (or reuse a finished checkpoint of the same run) and score its served bundle.
 
     ``recipe`` holds the TrainConfig settings of the run (epochs, patience,
     ...). The checkpoint is exported (fp32, no int8: the figures are the
     model's) and scored through the serving engine (``score_bundle``).
+    ``support_noise`` (PU only, the one softmax method) decides by support
+    decoding: a new run is trained with it, a reused one scored with it (the
+    decision ``intentvcs refit --support-noise`` would store: the noise is
+    not fitted, so nothing else of the decision changes).
     """
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.export.exporter import export_bundle
     from intentvcs.training.checkpoint import read_checkpoint_meta
     from intentvcs.training.pipeline import train_pipeline
-    from intentvcs.training.config import DecisionConfig, TrainConfig
+    from intentvcs.training.config import METHOD_TABLE, DecisionConfig, TrainConfig
 
     gold = method == "upper_bound"
     config = TrainConfig(method=method, seed=seed, threads=threads, **recipe)
+    support_noise = support_noise if METHOD_TABLE[method][1] == "softmax" else 0.0
     test = read_jsonl(data / "test.jsonl")
     meta = None
     if (out / "checkpoint.json").exists():
@@ -109,7 +114,7 @@ def run_one(data: Path, method: str, seed: int, recipe: dict, out: Path, threads
         train_pipeline(
             train=read_jsonl(data / ("train_gold.jsonl" if gold else "train.jsonl")),
             valid=read_jsonl(data / ("valid_gold.jsonl" if gold else "valid.jsonl")),
-            test=test, config=config, decision=DecisionConfig(oos_rule="none"), out=out,
+            test=test, config=config, decision=DecisionConfig(oos_rule="none", support_noise=support_noise), out=out,
         )
         meta = read_checkpoint_meta(out)
     else:
@@ -119,14 +124,16 @@ def run_one(data: Path, method: str, seed: int, recipe: dict, out: Path, threads
     if not manifest.is_file() or manifest.stat().st_mtime < (out / "checkpoint.json").stat().st_mtime:
         export_bundle(out, bundle, quantize=False, force=True)
     valid = data / ("valid_gold.jsonl" if gold else "valid.jsonl")
-    return {**score_bundle(bundle, data, valid, threads, discover),
-            "epoch_seconds": [h["seconds"] for h in meta["history"]], "best_epoch": meta["best_epoch"]}
+    return {**score_bundle(bundle, data, valid, threads, discover, support_noise),
+            "support_noise": support_noise or None, "epoch_seconds": [h["seconds"] for h in meta["history"]], "best_epoch": meta["best_epoch"]}
 
 
-def score_bundle(bundle: Path, data: Path, valid: Path, threads: int | None, discover: float) -> dict:
+def score_bundle(bundle: Path, data: Path, valid: Path, threads: int | None, discover: float,
+                 support_noise: float = 0.0) -> dict:
     """The served bundle's test figures: as trained, with the builder's ground-truth relations as closure,
     and with the relations ``--discover-relations RATE`` reads off the validation rows (the same
-    functions training runs with ``DecisionConfig.discover_relations``; 0 skips that variant)."""
+    functions training runs with ``DecisionConfig.discover_relations``; 0 skips that variant); with
+    ``support_noise``, each decided by support decoding."""
     from dataclasses import replace
 
     from intentvcs.core.dataio import read_jsonl
@@ -138,6 +145,8 @@ def score_bundle(bundle: Path, data: Path, valid: Path, threads: int | None, dis
 
     engine = Engine(bundle, provider="cpu", threads=threads, quantized="off")
     decision, test = engine.decision, read_jsonl(data / "test.jsonl")
+    if support_noise:
+        decision = replace(decision, support_noise=support_noise)
     outputs = engine.infer([ex.text for ex in test])
     closed = replace(decision, relations=LabelRelations.load(data / "relations.json"))
     figures = {"test": headline(evaluate(decision, outputs, test, include_tables=False)),
@@ -177,6 +186,9 @@ def main() -> int:
     parser.add_argument("--discover-relations", type=float, default=0.0, metavar="RATE",
                         help="also score each bundle closed under the relations read off its validation rows at "
                              "this rate (what training does with --discover-relations RATE); 0: skip")
+    parser.add_argument("--support-noise", type=float, default=0.0, metavar="NOISE",
+                        help="decide the PU method's answers by support decoding at this noise (what training does "
+                             "with --support-noise NOISE; the baselines' sigmoid outputs keep thresholds); 0: off")
     parser.add_argument("--work", default=str(ROOT / "runs" / "bench" / "vcs"))
     parser.add_argument("--results-name", default="vcs", help="writes benchmarks/results/NAME.{json,md}")
     parser.add_argument("--reuse-only", action="store_true",
@@ -205,7 +217,7 @@ def main() -> int:
                 logging.info("== %s / %s / seed %d", dataset, method, seed)
                 out = ckpt / f"{method}-s{seed}"
                 result = run_one(data, method, seed, recipe, out, args.threads, args.reuse_only,
-                                 args.discover_relations)
+                                 args.discover_relations, args.support_noise)
                 if result is not None:
                     runs.append(result)
             if not runs:
@@ -234,6 +246,7 @@ def _record(dataset: str, method: str, runs: list[dict], recipe: dict, discover:
     return {
         "dataset": dataset, "method": method, "backbone": "all-MiniLM-L6-v2",
         "seeds": len(runs), "epochs": recipe["epochs"], "recipe": recipe, "served": "bundle fp32 (Engine)",
+        "support_noise": runs[0]["support_noise"],
         "F1": median(tests, "f1"), "EM": median(tests, "exact_match"),
         "precision": median(tests, "precision"), "recall": median(tests, "recall"),
         "F1_closure": median(closed, "f1"), "EM_closure": median(closed, "exact_match"),
@@ -272,7 +285,8 @@ def render(records: list[dict]) -> str:
                        + (f", patience {recipe['patience']}" if "patience" in recipe else "")
                        + (f", α_pos {recipe['focal_alpha']:g}" if "focal_alpha" in recipe else "")
                        + (f", vocabulary grown (words seen {recipe['extend_vocab']}+ times)"
-                          if recipe.get("extend_vocab") else ""))
+                          if recipe.get("extend_vocab") else "")
+                       + (f", support decoding (noise {r['support_noise']:g})" if r.get("support_noise") else ""))
         discovered = (f"{r['F1_discovered']:.2f} / {r['EM_discovered']:.2f} (rate {r['discover_rate']:g})"
                       if "EM_discovered" in r else "–")
         paper = "–" if r["paper_F1"] is None else f"{r['paper_F1']:.2f} / {r['paper_EM']:.2f}"

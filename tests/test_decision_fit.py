@@ -7,6 +7,7 @@ import pytest
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.support import support_sets
 from intentvcs.core.thresholds import DEFAULT_THRESHOLD, fit_thresholds
 from intentvcs.training.config import DecisionConfig
 from intentvcs.training.decision_fit import fit_decision, observed_matrix
@@ -61,3 +62,17 @@ def test_discovered_relations_close_the_fitted_decision():
     # A b with a under its cut is closed up to a.
     accepted = decision.apply(np.array([[-3.0, 3.0, -3.0]])).accepted
     assert accepted.tolist() == [[True, True, False]]
+
+
+def test_support_noise_is_stored_in_the_fitted_decision_and_refused_for_sigmoid_outputs():
+    rows, outputs = validation()
+    # Softmax: the first label of each row is its written one.
+    written = [Example(row.text, row.labels[:1]) for row in rows]
+    config = DecisionConfig(oos_rule="none", support_noise=0.003)
+    decision, report = fit_decision(LABELS, "softmax", written, outputs, written, outputs, config)
+    assert decision.support_noise == 0.003 and report["support_noise"] == 0.003
+    probs = np.exp(outputs.logits / decision.temperature)
+    probs /= probs.sum(axis=1, keepdims=True)
+    assert np.array_equal(decision.apply(outputs.logits).accepted, support_sets(probs, 0.003))
+    with pytest.raises(ValueError, match="softmax"):
+        fit_decision(LABELS, "sigmoid", rows, outputs, rows, None, config)

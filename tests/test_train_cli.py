@@ -156,3 +156,12 @@ def test_consistency_without_augmentation_is_a_clear_error(tmp_path, backbone, c
                  "--out", str(tmp_path / "ckpt"), "--backbone", str(backbone), "--consistency", "1"])
     assert code == 2
     assert "consistency_weight needs augment_ratio > 0" in capsys.readouterr().err
+
+
+def test_support_decoding_for_a_sigmoid_method_is_refused_before_training(tmp_path, backbone, capsys):
+    out = tmp_path / "ckpt"
+    code = main(["train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
+                 "--out", str(out), "--backbone", str(backbone), "--method", "bce", "--support-noise", "0.003"])
+    assert code == 2
+    assert "support decoding reads a softmax's probabilities" in capsys.readouterr().err
+    assert not out.exists()

@@ -50,14 +50,16 @@ def test_the_default_backbone_is_named_not_located():
 def test_decision_config_round_trips():
     for config in (DecisionConfig(), DecisionConfig(oos_rule="threshold", oos_retention=0.9,
                                                     threshold_rule="per_label_f1", spelling=False,
-                                                    discover_relations=0.8)):
+                                                    discover_relations=0.8, support_noise=0.003)):
         assert DecisionConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     assert set(DecisionConfig().to_dict()) == {"oos_rule", "oos_retention", "oos_part_retention", "threshold_rule",
-                                               "spelling", "discover_relations"}
+                                               "spelling", "discover_relations", "support_noise"}
     with pytest.raises(ValueError, match="oos_part_retention"):
         DecisionConfig(oos_part_retention=1.0)
     with pytest.raises(ValueError, match="discover_relations"):
         DecisionConfig(discover_relations=1.5)
+    with pytest.raises(ValueError, match="support_noise"):
+        DecisionConfig(support_noise=1.0)
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['oos_threshold'\]"):
         DecisionConfig.from_dict({"oos_rule": "none", "oos_threshold": 0.5})
 

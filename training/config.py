@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from intentvcs.core import oos, thresholds
+from intentvcs.core import oos, support, thresholds
 
 
 # The training objectives: name -> (its loss function in intentvcs.training.losses,
@@ -242,6 +242,15 @@ class DecisionConfig:
         f"{1 - thresholds.OBSERVED_QUANTILE:.0%} of the validation rows it is written on accepted (PU data, for labels "
         "written less often on utterances that carry other labels too)",
         thresholds.RULES)
+    # Off: thresholds on the PU-rescaled confidence are what every model of the
+    # project was measured with; support decoding is for data whose utterances
+    # carry several labels at once, one written (benchmarks/results/vcs.md).
+    support_noise: float = setting(
+        0.0,
+        "accept, instead of the labels above their thresholds, the most likely support of the written-label "
+        "distribution (a softmax model's, e.g. PU): the labels that share its mass about evenly, each label outside "
+        f"priced at this probability (smaller keeps more; {support.DEFAULT_NOISE} suits DialogVCS-style data; 0: "
+        "off; intentvcs.core.support)")
     # On: it undoes most keyboard typos and barely changes clean texts
     # (benchmarks/results/spelling_effect.md, spelling_cost.md).
     spelling: bool = setting(
@@ -264,6 +273,8 @@ class DecisionConfig:
         for name in ("oos_retention", "oos_part_retention"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must lie strictly between 0 and 1, got {getattr(self, name)}")
+        if not 0.0 <= self.support_noise < 1.0:
+            raise ValueError(f"support_noise must lie in [0, 1) (0: off), got {self.support_noise}")
         if not 0.0 <= self.discover_relations <= 1.0:
             raise ValueError(f"discover_relations must lie in [0, 1] (0: off), got {self.discover_relations}")
 

@@ -2,7 +2,7 @@
 
 Order matters: the temperature is fitted first (on observed labels), the PU
 selection rates c_k are estimated on the temperature-scaled probabilities,
-then the acceptance thresholds and the OOS rule on the final confidences,
+then the acceptance thresholds (or support decoding) and the OOS rule on the final confidences,
 because each step reads the output of the one before it. What is fitted, and
 how, is a ``DecisionConfig`` (``intentvcs.training.config``).
 """
@@ -82,6 +82,13 @@ def fit_decision(
     if config.threshold_rule != "global":  # the global rule reads no data: nothing to report
         report["thresholds"] = {"rule": config.threshold_rule,
                                 "values": dict(zip(labels, np.round(fitted, 4).tolist()))}
+
+    if config.support_noise:
+        if activation != "softmax":
+            raise ValueError(f"support_noise: support decoding reads a softmax's probabilities; this model's "
+                             f"activation is {activation!r}")
+        decision = replace(decision, support_noise=config.support_noise)
+        report["support_noise"] = config.support_noise
 
     if config.discover_relations:
         found = discover_relations(decision.apply(z_in).accepted, valid_obs[in_scope], labels,

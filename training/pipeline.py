@@ -107,6 +107,10 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
     atomic.check_replaceable(out, META_FILE, force)
     splits = Splits(train, valid, test).for_rule(decision.oos_rule)
     relations = LabelRelations.load(relations_path) if relations_path else None
+    if decision.support_noise and METHODS[config.method].activation != "softmax":
+        # Refused before training, not after it: fit_decision would refuse it too.
+        raise ValueError(f"support_noise: support decoding reads a softmax's probabilities; method "
+                         f"{config.method!r} trains sigmoid outputs")
 
     trained = Trainer(config).fit(splits.train, splits.valid)
     model = TrainedModel(trained.model, trained.tokenizer, trained.labels, METHODS[config.method].activation,

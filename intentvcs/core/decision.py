@@ -8,10 +8,11 @@ The same object runs after PyTorch (evaluation) and after ONNX Runtime
    (Elkan–Noto: how often k is the observed label when it applies; all ones
    means no rescaling, e.g. for sigmoid baselines);
 3. out-of-scope verdict from the ``oos`` rule (``intentvcs.core.oos``);
-4. ``accepted = confidence >= thresholds`` (``intentvcs.core.thresholds``), never
-   the ``"oos"`` class itself; an in-scope row with nothing above its
-   threshold accepts its most confident intent (an answer "in scope, no
-   intent" would contradict itself); then closed under ``relations``
+4. ``accepted = confidence >= thresholds`` (``intentvcs.core.thresholds``), or,
+   with ``support_noise``, the most likely support of ``p``
+   (``intentvcs.core.support``), never the ``"oos"`` class itself; an in-scope
+   row with nothing accepted accepts its most confident intent (an answer "in
+   scope, no intent" would contradict itself); then closed under ``relations``
    (``intentvcs.core.relations``; a cover's parent accepted without any of
    its children also takes the most confident child); rows judged OOS accept
    nothing.
@@ -31,6 +32,7 @@ from intentvcs.core.calibration import check_activation, probabilities
 from intentvcs.core.formats import FileFormat, anything, json_list, message_error
 from intentvcs.core.oos import OOS_LABEL, NoRule, OOSRule, TrainRule, rule_from_dict
 from intentvcs.core.relations import Closure, Completion, LabelRelations
+from intentvcs.core.support import check_noise, support_sets
 from intentvcs.core.thresholds import global_thresholds
 
 
@@ -41,7 +43,8 @@ class DecisionError(ValueError):
 DECISION_FORMAT = FileFormat(
     "intentvcs-decision", 1, "decision", "refit the checkpoint (intentvcs refit), then re-export it (intentvcs export)",
     fields={"labels": json_list, **dict.fromkeys(
-        ("activation", "temperature", "label_scale", "thresholds", "oos", "relations"), anything)},
+        ("activation", "temperature", "label_scale", "thresholds", "oos", "relations", "support_noise"), anything)},
+    optional=frozenset({"support_noise"}),  # absent from decisions written before it existed: thresholds decide
     error=message_error(DecisionError),
 )
 
@@ -86,7 +89,9 @@ class Decision:
     ``"softmax"`` or ``"sigmoid"``; ``temperature`` T > 0; ``label_scale`` c_k
     per label in (0, 1] (default ones); ``thresholds`` per label in [0, 1]
     (default 0.5); ``oos`` an ``intentvcs.core.oos`` rule (default never OOS);
-    ``relations`` optional, must know every label except ``"oos"``.
+    ``relations`` optional, must know every label except ``"oos"``;
+    ``support_noise`` optional (softmax only): accept the most likely support
+    of the probabilities instead of thresholding confidences.
     Construction validates and raises ``DecisionError``.
     """
 
@@ -97,6 +102,7 @@ class Decision:
     thresholds: np.ndarray | None = None
     oos: OOSRule = field(default_factory=NoRule)
     relations: LabelRelations | None = None
+    support_noise: float | None = None
     _inv_scale: np.ndarray = field(init=False, repr=False, compare=False)
     _intent_columns: np.ndarray = field(init=False, repr=False, compare=False)
     _closure: Closure | None = field(init=False, repr=False, compare=False)
@@ -117,6 +123,15 @@ class Decision:
         thresholds = (global_thresholds(n) if self.thresholds is None
                       else _vector(self.thresholds, n, "thresholds", 0.0, 1.0))
         self._check_oos(labels)
+        noise = None
+        if self.support_noise is not None:
+            if self.activation != "softmax":
+                raise DecisionError("support_noise: support decoding reads a softmax's probabilities, "
+                                    f"not {self.activation!r} ones")
+            try:
+                noise = check_noise(self.support_noise)
+            except (TypeError, ValueError) as exc:
+                raise DecisionError(f"support_noise: {exc}") from None
         closure = completion = None
         if self.relations is not None:
             unknown = [x for x in labels if x != OOS_LABEL and x not in self.relations.labels]
@@ -126,7 +141,7 @@ class Decision:
             closure = self.relations.closure(labels)
             completion = self.relations.completion(labels)
         for name, value in (("labels", labels), ("temperature", temperature), ("label_scale", scale),
-                            ("thresholds", thresholds), ("_inv_scale", 1.0 / scale),
+                            ("thresholds", thresholds), ("support_noise", noise), ("_inv_scale", 1.0 / scale),
                             ("_intent_columns", np.array([x != OOS_LABEL for x in labels])),
                             ("_closure", closure), ("_completion", completion)):
             object.__setattr__(self, name, value)
@@ -141,10 +156,13 @@ class Decision:
     # ------------------------------------------------------------ inference
     def confidences(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated confidences ``min(1, p / c)``, float64 ``[N, L]`` in [0, 1], from logits ``[N, L]``."""
+        return np.minimum(self._probabilities(logits) * self._inv_scale, 1.0)
+
+    def _probabilities(self, logits: np.ndarray) -> np.ndarray:
         logits = np.asarray(logits)
         if logits.ndim != 2 or logits.shape[1] != len(self.labels):
             raise DecisionError(f"logits must be [N, {len(self.labels)}], got shape {list(logits.shape)}")
-        return np.minimum(probabilities(logits, self.activation, self.temperature) * self._inv_scale, 1.0)
+        return probabilities(logits, self.activation, self.temperature)
 
     def apply(self, logits: np.ndarray, pooled: np.ndarray | None = None,
               pooled_mid: np.ndarray | None = None, *, top_fallback: bool = True) -> DecisionResult:
@@ -154,11 +172,17 @@ class Decision:
         ``[N, H]`` and, when it has a neighbour bank, the middle layer's.
         ``top_fallback=False`` leaves an in-scope row with nothing above its
         threshold empty: what the upgrade audit counts, since a forced top
-        intent says nothing about what the model recognises.
+        intent says nothing about what the model recognises. A support is
+        never empty (its most likely label is always in it), so under support
+        decoding every in-scope row names at least one intent either way.
         """
-        confidences = self.confidences(logits)
+        probs = self._probabilities(logits)
+        confidences = np.minimum(probs * self._inv_scale, 1.0)
         out_of_scope, score = self.oos.judge(confidences, pooled, pooled_mid)
-        accepted = (confidences >= self.thresholds) & self._intent_columns
+        if self.support_noise is None:
+            accepted = (confidences >= self.thresholds) & self._intent_columns
+        else:
+            accepted = support_sets(probs, self.support_noise) & self._intent_columns
         empty = np.flatnonzero(~out_of_scope & ~accepted.any(axis=1)) if top_fallback else np.array([], int)
         if empty.size:
             top = np.where(self._intent_columns, confidences[empty], -1.0).argmax(axis=1)
@@ -182,6 +206,7 @@ class Decision:
             "thresholds": self.thresholds.tolist(),
             "oos": self.oos.to_dict(),
             "relations": None if self.relations is None else self.relations.to_dict(),
+            "support_noise": self.support_noise,
         }
 
     @classmethod
@@ -197,4 +222,4 @@ class Decision:
         except ValueError as exc:
             raise DecisionError(f"relations: {exc}") from None
         return cls(tuple(d["labels"]), d["activation"], d["temperature"], d["label_scale"], d["thresholds"],
-                   oos, relations)
+                   oos, relations, d.get("support_noise"))

@@ -59,6 +59,7 @@ def add_decision_options(p: argparse.ArgumentParser) -> None:
     add_option(p, DecisionConfig, "oos_retention", type=share, metavar="SHARE")
     add_option(p, DecisionConfig, "oos_part_retention", type=share, metavar="SHARE")
     add_option(p, DecisionConfig, "threshold_rule")
+    add_option(p, DecisionConfig, "support_noise", type=float, metavar="NOISE")
     add_option(p, DecisionConfig, "discover_relations", type=float, metavar="RATE")
 
 
