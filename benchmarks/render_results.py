@@ -127,6 +127,20 @@ def vcs_rows() -> list[Row]:
         reference = _published_reference(dataset)
         if dataset not in measured and reference != "–":
             rows += _vcs_recipe_rows(dataset, reference)
+    return rows + _vcs_support_rows()
+
+
+def _vcs_support_rows() -> list[Row]:
+    """The PU method decided by support decoding, as trained (``vcs_bench --support-noise``)."""
+    support = load("vcs_support") or {"records": []}
+    rows = []
+    for ours in support["records"]:
+        if ours["method"] != "pu" or not ours.get("support_noise"):
+            continue
+        seeds = f", median of {ours['seeds']} seeds" if ours.get("seeds", 1) > 1 else ""
+        rows.append((f"{ours['dataset'].upper()}, PU decided by support decoding (noise {ours['support_noise']:g}), "
+                     f"as trained: F1 / EM{seeds}", f"{fmt(ours['F1'])} / {fmt(ours['EM'])}",
+                     _published_reference(ours["dataset"])))
     return rows
 
 
@@ -321,7 +335,7 @@ SECTIONS: tuple[tuple[str, str, Callable[[], list[Row]]], ...] = (
     ("Entities: one joint intent and slot model (SNIPS, ATIS)", "Entities", entities_rows),
     ("Multi-intent: chained requests (MixATIS, MixSNIPS)", "Multi-intent", mix_rows),
 )
-HEADLINE_SOURCES = ("vcs", "oos", "robustness", "export", "perf", "audit", "entities", "mix")
+HEADLINE_SOURCES = ("vcs", "vcs_support", "oos", "robustness", "export", "perf", "audit", "entities", "mix")
 
 
 def render_headline(results_doc: str) -> str:
