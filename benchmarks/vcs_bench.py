@@ -125,7 +125,8 @@ def run_one(data: Path, method: str, seed: int, recipe: dict, out: Path, threads
         export_bundle(out, bundle, quantize=False, force=True)
     valid = data / ("valid_gold.jsonl" if gold else "valid.jsonl")
     return {**score_bundle(bundle, data, valid, threads, discover, support_noise),
-            "support_noise": support_noise or None, "epoch_seconds": [h["seconds"] for h in meta["history"]], "best_epoch": meta["best_epoch"]}
+            "support_noise": support_noise or None,
+            "epoch_seconds": [h["seconds"] for h in meta["history"]], "best_epoch": meta["best_epoch"]}
 
 
 def score_bundle(bundle: Path, data: Path, valid: Path, threads: int | None, discover: float,

@@ -108,6 +108,7 @@ class Engine:
             "entity_types": len(self.entity_types),
             "hidden_size": self.session.output_widths["pooled"],
             "oos_rule": self.decision.oos.name,
+            "support_noise": self.decision.support_noise,  # None: labels accepted by their thresholds
             "segment": self.segment,
             "request_boundaries": self.session.boundaries,
             "spelling_words": len(self.spelling) if self.spelling is not None else None,

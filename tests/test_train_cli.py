@@ -7,6 +7,7 @@ import pytest
 from intentvcs.cli.main import main
 from intentvcs.core.dataio import read_jsonl
 from intentvcs.core.spelling import vocabulary
+from intentvcs.service.engine import Engine
 from intentvcs.training.config import DecisionConfig
 from tests.helpers.tiny import make_tiny_backbone
 
@@ -101,6 +102,14 @@ def test_refit_changes_the_decision_and_nothing_else(tmp_path, backbone, capsys)
                  "--no-spelling"]) == 0
     assert not (ckpt / "spelling.json").exists()
     assert json.loads((ckpt / "checkpoint.json").read_text())["spelling"] is None
+
+    # Support decoding: stored in the decision and named by the engine serving its bundle.
+    assert main(["refit", "--checkpoint", str(ckpt), "--train", data["train"], "--valid", data["valid"],
+                 "--no-spelling", "--support-noise", "0.003"]) == 0
+    assert json.loads((ckpt / "checkpoint.json").read_text())["decision"]["support_noise"] == 0.003
+    assert main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "bundle"), "--no-quantize"]) == 0
+    engine = Engine(tmp_path / "bundle", provider="cpu")
+    assert engine.info["support_noise"] == 0.003 and engine.decision.support_noise == 0.003
 
 
 def test_refit_reads_unknown_validation_labels_as_train_does_and_refuses_them_in_training_rows(

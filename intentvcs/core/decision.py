@@ -174,7 +174,8 @@ class Decision:
         threshold empty: what the upgrade audit counts, since a forced top
         intent says nothing about what the model recognises. A support is
         never empty (its most likely label is always in it), so under support
-        decoding every in-scope row names at least one intent either way.
+        decoding a row is left empty only where its support is the ``"oos"``
+        class alone.
         """
         probs = self._probabilities(logits)
         confidences = np.minimum(probs * self._inv_scale, 1.0)
