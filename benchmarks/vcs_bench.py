@@ -230,7 +230,8 @@ def main() -> int:
             merged, command = keep_previous(args.results_name, records,
                                             lambda r: (r["dataset"], r["method"]) in done)
             if args.reuse_only:  # the runs were trained by the same command without the flag
-                command = command.replace(" --reuse-only", "")
+                # (stripped from every part, so that a later write of this run does not list it twice)
+                command = " && ".join(dict.fromkeys(command.replace(" --reuse-only", "").split(" && ")))
             write_results(args.results_name, merged, render(merged), command=command,
                           extra={"assembled_from_finished_runs": args.reuse_only})
     return 0
