@@ -46,8 +46,8 @@ def test_bad_input_is_refused(probs, noise, message):
 
 
 def test_a_decision_with_support_noise_accepts_the_support_where_thresholds_would_not():
-    # PU scales of 1/3: the composite's parts are written a ninth of the time each, so their
-    # rescaled confidence (1/3) stays under 0.5, while the support holds them.
+    # With scales of 0.9 each part's rescaled confidence (0.3 / 0.9) and the composite's (0.4) stay
+    # under 0.5, while the support, three labels sharing the mass, holds all three.
     labels = ("a&b", "a", "b", "c")
     probs = np.array([[0.4, 0.3, 0.3, 0.0], [0.0, 0.0, 0.0, 1.0]])
     thresholded = Decision(labels, label_scale=[1.0, 0.9, 0.9, 1.0])

@@ -243,13 +243,13 @@ class DecisionConfig:
         "written less often on utterances that carry other labels too)",
         thresholds.RULES)
     # Off: thresholds on the PU-rescaled confidence are what every model of the
-    # project was measured with; support decoding is for data whose utterances
-    # carry several labels at once, one written (benchmarks/results/vcs.md).
+    # project was measured with; support decoding wins on CrossWOZ-VCS and
+    # SNIPS-VCS, loses on MultiWOZ-VCS and ATIS-VCS (benchmarks/results/vcs_support.md).
     support_noise: float = setting(
         0.0,
         "accept, instead of the labels above their thresholds, the most likely support of the written-label "
         "distribution (a softmax model's, e.g. PU): the labels that share its mass about evenly, each label outside "
-        f"priced at this probability (smaller keeps more; {support.DEFAULT_NOISE} suits DialogVCS-style data; 0: "
+        f"priced at this probability (smaller keeps more; {support.DEFAULT_NOISE} was chosen on CrossWOZ-VCS; 0: "
         "off; intentvcs.core.support)")
     # On: it undoes most keyboard typos and barely changes clean texts
     # (benchmarks/results/spelling_effect.md, spelling_cost.md).
