@@ -2,8 +2,8 @@
 
 Order matters: the temperature is fitted first (on observed labels), the PU
 selection rates c_k are estimated on the temperature-scaled probabilities,
-then the acceptance thresholds (or support decoding) and the OOS rule on the final confidences,
-because each step reads the output of the one before it. What is fitted, and
+then the acceptance thresholds (or support decoding) and the OOS rule on the
+final confidences, because each step reads the output of the one before it. What is fitted, and
 how, is a ``DecisionConfig`` (``intentvcs.training.config``).
 """
 
@@ -83,10 +83,7 @@ def fit_decision(
         report["thresholds"] = {"rule": config.threshold_rule,
                                 "values": dict(zip(labels, np.round(fitted, 4).tolist()))}
 
-    if config.support_noise:
-        if activation != "softmax":
-            raise ValueError(f"support_noise: support decoding reads a softmax's probabilities; this model's "
-                             f"activation is {activation!r}")
+    if config.support_noise:  # Decision refuses it for sigmoid outputs (DecisionError names the field)
         decision = replace(decision, support_noise=config.support_noise)
         report["support_noise"] = config.support_noise
 
