@@ -3,8 +3,8 @@
 Order matters: the temperature is fitted first (on observed labels), the PU
 selection rates c_k are estimated on the temperature-scaled probabilities,
 then the acceptance thresholds (or support decoding) and the OOS rule on the
-final confidences, because each step reads the output of the one before it. What is fitted, and
-how, is a ``DecisionConfig`` (``intentvcs.training.config``).
+final confidences, because each step reads the output of the one before it.
+What is fitted, and how, is a ``DecisionConfig`` (``intentvcs.training.config``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from intentvcs.core import atomic
+from intentvcs.core import atomic, support
 from intentvcs.core.dataio import Example, fingerprint
 from intentvcs.core.decision import Decision
 from intentvcs.core.evaluation import evaluate, headline
@@ -107,10 +107,11 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
     atomic.check_replaceable(out, META_FILE, force)
     splits = Splits(train, valid, test).for_rule(decision.oos_rule)
     relations = LabelRelations.load(relations_path) if relations_path else None
-    if decision.support_noise and METHODS[config.method].activation != "softmax":
-        # Refused before training, not after it: fit_decision would refuse it too.
-        raise ValueError(f"support_noise: support decoding reads a softmax's probabilities; method "
-                         f"{config.method!r} trains sigmoid outputs")
+    if decision.support_noise:  # refused before training, not after it (the fitted Decision would refuse it)
+        try:
+            support.check_activation(METHODS[config.method].activation)
+        except ValueError as exc:
+            raise ValueError(f"support_noise: {exc} (method {config.method!r})") from None
 
     trained = Trainer(config).fit(splits.train, splits.valid)
     model = TrainedModel(trained.model, trained.tokenizer, trained.labels, METHODS[config.method].activation,

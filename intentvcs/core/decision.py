@@ -32,7 +32,7 @@ from intentvcs.core.calibration import check_activation, probabilities
 from intentvcs.core.formats import FileFormat, anything, json_list, message_error
 from intentvcs.core.oos import OOS_LABEL, NoRule, OOSRule, TrainRule, rule_from_dict
 from intentvcs.core.relations import Closure, Completion, LabelRelations
-from intentvcs.core.support import check_noise, support_sets
+from intentvcs.core import support
 from intentvcs.core.thresholds import global_thresholds
 
 
@@ -125,11 +125,9 @@ class Decision:
         self._check_oos(labels)
         noise = None
         if self.support_noise is not None:
-            if self.activation != "softmax":
-                raise DecisionError("support_noise: support decoding reads a softmax's probabilities, "
-                                    f"not {self.activation!r} ones")
             try:
-                noise = check_noise(self.support_noise)
+                support.check_activation(self.activation)
+                noise = support.check_noise(self.support_noise)
             except (TypeError, ValueError) as exc:
                 raise DecisionError(f"support_noise: {exc}") from None
         closure = completion = None
@@ -156,7 +154,10 @@ class Decision:
     # ------------------------------------------------------------ inference
     def confidences(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated confidences ``min(1, p / c)``, float64 ``[N, L]`` in [0, 1], from logits ``[N, L]``."""
-        return np.minimum(self._probabilities(logits) * self._inv_scale, 1.0)
+        return self._rescaled(self._probabilities(logits))
+
+    def _rescaled(self, probs: np.ndarray) -> np.ndarray:
+        return np.minimum(probs * self._inv_scale, 1.0)
 
     def _probabilities(self, logits: np.ndarray) -> np.ndarray:
         logits = np.asarray(logits)
@@ -178,12 +179,12 @@ class Decision:
         class alone.
         """
         probs = self._probabilities(logits)
-        confidences = np.minimum(probs * self._inv_scale, 1.0)
+        confidences = self._rescaled(probs)
         out_of_scope, score = self.oos.judge(confidences, pooled, pooled_mid)
         if self.support_noise is None:
             accepted = (confidences >= self.thresholds) & self._intent_columns
         else:
-            accepted = support_sets(probs, self.support_noise) & self._intent_columns
+            accepted = support.support_sets(probs, self.support_noise) & self._intent_columns
         empty = np.flatnonzero(~out_of_scope & ~accepted.any(axis=1)) if top_fallback else np.array([], int)
         if empty.size:
             top = np.where(self._intent_columns, confidences[empty], -1.0).argmax(axis=1)

@@ -34,6 +34,12 @@ import numpy as np
 DEFAULT_NOISE = 0.003
 
 
+def check_activation(activation: str) -> None:
+    """Support decoding reads a distribution over the labels: a softmax's, not independent sigmoids."""
+    if activation != "softmax":
+        raise ValueError(f"support decoding reads a softmax's probabilities, not {activation!r} ones")
+
+
 def check_noise(noise: float) -> float:
     noise = float(noise)
     if not 0.0 < noise < 1.0:
