@@ -139,7 +139,7 @@ def score_bundle(bundle: Path, data: Path, valid: Path, threads: int | None, dis
 
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
-    from intentvcs.core.relation_discovery import discover_relations, with_discovered
+    from intentvcs.core.relation_discovery import decide_with_discovered
     from intentvcs.core.relations import LabelRelations
     from intentvcs.service.engine import Engine
     from intentvcs.training.decision_fit import observed_matrix
@@ -154,9 +154,8 @@ def score_bundle(bundle: Path, data: Path, valid: Path, threads: int | None, dis
                "test_closure": headline(evaluate(closed, outputs, test, include_tables=False))}
     if discover:
         rows = read_jsonl(valid)
-        accepted = decision.apply(*engine.infer([ex.text for ex in rows]).scores).accepted
-        found = discover_relations(accepted, observed_matrix(rows, decision.labels), decision.labels, discover)
-        discovered = replace(decision, relations=with_discovered(decision.relations, found, decision.labels))
+        discovered, found = decide_with_discovered(decision, engine.infer([ex.text for ex in rows]).logits,
+                                                   observed_matrix(rows, decision.labels), discover)
         figures["test_discovered"] = headline(evaluate(discovered, outputs, test, include_tables=False))
         figures["discovered_relations"] = len(found)
     return figures

@@ -62,10 +62,9 @@ def diagnose(bundle: Path, data: Path, discover: float = 0.0) -> dict:
     """The diagnosis of one served bundle on the benchmark's test split; with ``discover``, of its
     decision closed under the relations read off the validation rows at that rate (as
     ``benchmarks.vcs_bench --discover-relations`` scores it)."""
-    from dataclasses import replace
 
     from intentvcs.core.dataio import read_jsonl
-    from intentvcs.core.relation_discovery import discover_relations, with_discovered
+    from intentvcs.core.relation_discovery import decide_with_discovered
     from intentvcs.core.relations import LabelRelations
     from intentvcs.service.engine import Engine
     from intentvcs.training.decision_fit import observed_matrix
@@ -75,9 +74,8 @@ def diagnose(bundle: Path, data: Path, discover: float = 0.0) -> dict:
     decision, labels = engine.decision, engine.decision.labels
     if discover:
         valid = read_jsonl(data / "valid.jsonl")
-        found = discover_relations(decision.apply(*engine.infer([ex.text for ex in valid]).scores).accepted,
-                                   observed_matrix(valid, labels), labels, discover)
-        decision = replace(decision, relations=with_discovered(decision.relations, found, labels))
+        decision = decide_with_discovered(decision, engine.infer([ex.text for ex in valid]).logits,
+                                          observed_matrix(valid, labels), discover)[0]
     accepted = decision.apply(*engine.infer([ex.text for ex in test]).scores).accepted
     closed = LabelRelations.load(data / "relations.json").closure(labels)(accepted)
     family = label_families(data / "relations.json")

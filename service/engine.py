@@ -109,6 +109,9 @@ class Engine:
             "hidden_size": self.session.output_widths["pooled"],
             "oos_rule": self.decision.oos.name,
             "support_noise": self.decision.support_noise,  # None: labels accepted by their thresholds
+            # Labels support decoding reads as the names of one intent (None: each label its own).
+            "support_intents": (None if self.decision.support_intents is None
+                                else [list(group) for group in self.decision.support_intents]),
             "segment": self.segment,
             "request_boundaries": self.session.boundaries,
             "spelling_words": len(self.spelling) if self.spelling is not None else None,

@@ -7,6 +7,7 @@ import pytest
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.outputs import GraphOutputs
+from intentvcs.core.relations import Duplicate, LabelRelations
 from intentvcs.core.support import support_sets
 from intentvcs.core.thresholds import DEFAULT_THRESHOLD, fit_thresholds
 from intentvcs.training.config import DecisionConfig
@@ -76,3 +77,35 @@ def test_support_noise_is_stored_in_the_fitted_decision_and_refused_for_sigmoid_
     assert np.array_equal(decision.apply(outputs.logits).accepted, support_sets(probs, 0.003))
     with pytest.raises(ValueError, match="softmax"):
         fit_decision(LABELS, "sigmoid", rows, outputs, rows, None, config)
+
+
+def test_under_support_decoding_duplicates_known_and_found_are_decided_as_one_intent():
+    labels = ["a", "a_v1", "b", "c"]
+    rng = np.random.default_rng(0)
+    # Turns of intent A are written a or a_v1 (its two names), turns of b as b, of c as c; a and a_v1 share
+    # one logit per row, so their probabilities keep one ratio.
+    intent = np.repeat([0, 1, 2], 40)
+    written = np.where(intent == 0, np.tile([0, 1], 60), intent + 1)
+    logits = np.full((120, 4), -2.0)
+    logits[intent == 0, :2] = 2.0 + rng.normal(0, 0.3, size=(40, 1))
+    logits[intent == 1, 2] = 2.0
+    logits[intent == 2, 3] = 2.0
+    logits += rng.normal(0, 0.3, size=logits.shape) * (np.arange(4) >= 2)
+    rows = [Example(f"row {i}", (labels[k],)) for i, k in enumerate(written)]
+    outputs = GraphOutputs(logits, logits, logits)
+    config = DecisionConfig(oos_rule="none", support_noise=0.003, discover_relations=0.8)
+    decision, report = fit_decision(labels, "softmax", rows, outputs, rows, outputs, config)
+    assert decision.support_intents == (("a", "a_v1"),) and report["support_intents"] == [["a", "a_v1"]]
+    assert {"type": "duplicate", "a": "a", "b": "a_v1"} in report["discovered_relations"]
+    # A row that reads a_v1 faintly still accepts it with a.
+    faint = np.log(np.array([[0.47, 0.02, 0.5, 0.01]])) * decision.temperature
+    assert decision.apply(faint).accepted.tolist() == [[True, True, True, False]]
+    # Known duplicates count without discovery.
+    known = LabelRelations(labels=tuple(labels), relations=(Duplicate("b", "c"),))
+    decision, report = fit_decision(labels, "softmax", rows, outputs, rows, outputs,
+                                    DecisionConfig(oos_rule="none", support_noise=0.003), relations=known)
+    assert decision.support_intents == (("b", "c"),) and report["support_intents"] == [["b", "c"]]
+    # Thresholds read no intents.
+    decision, report = fit_decision(labels, "softmax", rows, outputs, rows, outputs,
+                                    DecisionConfig(oos_rule="none"), relations=known)
+    assert decision.support_intents is None and "support_intents" not in report

@@ -180,3 +180,40 @@ def test_discovery_finds_a_cover_when_the_children_take_the_parents_rows():
     found = discover_relations(accepted, observed, labels, min_rate=0.9)
     assert Cover("x", ("x_with", "x_without")) in found
     assert Cover("x", ("x_with", "x_without")) not in discover_relations(accepted, observed, labels, min_rate=0.95)
+
+
+def test_duplicate_groups_follow_duplicates_alone():
+    relations = LabelRelations.from_dict({
+        "format": "intentvcs-relations", "format_version": 1, "labels": ["x", "x_v1", "x_v2", "y", "y_v1", "z"],
+        "relations": [{"type": "duplicate", "a": "x", "b": "x_v1"}, {"type": "duplicate", "a": "x_v1", "b": "x_v2"},
+                      {"type": "duplicate", "a": "y", "b": "y_v1"}, {"type": "subset", "child": "z", "parent": "x"}]})
+    assert relations.duplicate_groups(["z", "x_v2", "y_v1", "x", "y"]) == [["x_v2", "x"], ["y_v1", "y"]]
+    # x_v1 is not a column, yet it links x and x_v2; y's group keeps one column, so it is no group.
+    assert relations.duplicate_groups(["x", "x_v2", "y", "z", "oos"]) == [["x", "x_v2"]]
+
+
+def test_a_pair_implied_both_ways_is_a_duplicate_only_at_a_constant_ratio():
+    from intentvcs.core.relation_discovery import constant_ratio, discover_relations
+    from intentvcs.core.relations import Duplicate
+
+    # x and x_v1 are two names of one intent; x&y is a composite that holds x too: on rows written x or x_v1
+    # the model accepts all three, so each pair is implied both ways.
+    labels = ["x", "x_v1", "x&y", "y"]
+    observed = np.repeat(np.eye(4, dtype=bool), 10, axis=0)
+    accepted = observed.copy()
+    accepted[:30, :3] = True
+    rng = np.random.default_rng(0)
+    probs = np.zeros((40, 4))
+    # The names keep a 1:1 ratio on every row; the composite is a third on composite turns (rows 20-29),
+    # where each name is a ninth, and near nothing on turns of x alone (rows 0-19), where each name is a half.
+    probs[:20] = [0.49, 0.49, 0.02, 0.0]
+    probs[20:30] = [1 / 9, 1 / 9, 1 / 3, 4 / 9]
+    probs[30:] = [0.0, 0.0, 0.05, 0.95]
+    probs[:30, :2] *= rng.uniform(0.9, 1.1, size=(30, 1))
+    probs /= probs.sum(axis=1, keepdims=True)
+    assert constant_ratio(probs, 0, 1) and not constant_ratio(probs, 0, 2)
+    assert not constant_ratio(probs[:4], 0, 1)  # too few rows to tell
+    duplicates = lambda found: {r for r in found if isinstance(r, Duplicate)}
+    assert duplicates(discover_relations(accepted, observed, labels, 0.8)) == {
+        Duplicate("x", "x_v1"), Duplicate("x", "x&y"), Duplicate("x_v1", "x&y")}
+    assert duplicates(discover_relations(accepted, observed, labels, 0.8, probs=probs)) == {Duplicate("x", "x_v1")}

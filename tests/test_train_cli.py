@@ -110,6 +110,7 @@ def test_refit_changes_the_decision_and_nothing_else(tmp_path, backbone, capsys)
     assert main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "bundle"), "--no-quantize"]) == 0
     engine = Engine(tmp_path / "bundle", provider="cpu")
     assert engine.info["support_noise"] == 0.003 and engine.decision.support_noise == 0.003
+    assert engine.info["support_intents"] is None  # the tiny data's labels are no one intent's names
 
 
 def test_refit_reads_unknown_validation_labels_as_train_does_and_refuses_them_in_training_rows(

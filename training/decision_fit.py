@@ -19,7 +19,7 @@ from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.relations import LabelRelations
-from intentvcs.core.relation_discovery import discover_relations, with_discovered
+from intentvcs.core.relation_discovery import decide_with_discovered, support_intents
 from intentvcs.core.thresholds import fit_thresholds, global_thresholds
 from intentvcs.training.config import DecisionConfig
 from intentvcs.training.pu import estimate_label_scale
@@ -84,14 +84,15 @@ def fit_decision(
                                 "values": dict(zip(labels, np.round(fitted, 4).tolist()))}
 
     if config.support_noise:  # Decision refuses it for sigmoid outputs (DecisionError names the field)
-        decision = replace(decision, support_noise=config.support_noise)
+        decision = replace(decision, support_noise=config.support_noise,
+                           support_intents=support_intents(relations, labels))
         report["support_noise"] = config.support_noise
 
     if config.discover_relations:
-        found = discover_relations(decision.apply(z_in).accepted, valid_obs[in_scope], labels,
-                                   config.discover_relations)
-        decision = replace(decision, relations=with_discovered(relations, found, labels))
+        decision, found = decide_with_discovered(decision, z_in, valid_obs[in_scope], config.discover_relations)
         report["discovered_relations"] = [relation.to_dict() for relation in found]
+    if decision.support_intents is not None:
+        report["support_intents"] = [list(group) for group in decision.support_intents]
 
     rule, is_oos = config.oos_rule, ~in_scope
     decision = replace(decision, oos=_fit_oos_rule(rule, decision, valid_outputs, valid_obs, is_oos,

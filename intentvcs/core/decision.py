@@ -10,7 +10,8 @@ The same object runs after PyTorch (evaluation) and after ONNX Runtime
 3. out-of-scope verdict from the ``oos`` rule (``intentvcs.core.oos``);
 4. ``accepted = confidence >= thresholds`` (``intentvcs.core.thresholds``), or,
    with ``support_noise``, the most likely support of ``p``
-   (``intentvcs.core.support``), never the ``"oos"`` class itself; an in-scope
+   (``intentvcs.core.support``; the labels of one ``support_intents`` group
+   count as the names of one intent), never the ``"oos"`` class itself; an in-scope
    row with nothing accepted accepts its most confident intent (an answer "in
    scope, no intent" would contradict itself); then closed under ``relations``
    (``intentvcs.core.relations``; a cover's parent accepted without any of
@@ -43,8 +44,11 @@ class DecisionError(ValueError):
 DECISION_FORMAT = FileFormat(
     "intentvcs-decision", 1, "decision", "refit the checkpoint (intentvcs refit), then re-export it (intentvcs export)",
     fields={"labels": json_list, **dict.fromkeys(
-        ("activation", "temperature", "label_scale", "thresholds", "oos", "relations", "support_noise"), anything)},
-    optional=frozenset({"support_noise"}),  # absent from decisions written before it existed: thresholds decide
+        ("activation", "temperature", "label_scale", "thresholds", "oos", "relations", "support_noise",
+         "support_intents"), anything)},
+    # Absent from decisions written before they existed: thresholds decide, or support decoding reads
+    # every label as an intent of its own.
+    optional=frozenset({"support_noise", "support_intents"}),
     error=message_error(DecisionError),
 )
 
@@ -91,7 +95,11 @@ class Decision:
     (default 0.5); ``oos`` an ``intentvcs.core.oos`` rule (default never OOS);
     ``relations`` optional, must know every label except ``"oos"``;
     ``support_noise`` optional (softmax only): accept the most likely support
-    of the probabilities instead of thresholding confidences.
+    of the probabilities instead of thresholding confidences;
+    ``support_intents`` optional (with ``support_noise`` only): disjoint groups
+    of two or more labels that support decoding reads as the names of one
+    intent (``training.decision_fit`` takes them from the duplicates among
+    ``relations``).
     Construction validates and raises ``DecisionError``.
     """
 
@@ -103,8 +111,10 @@ class Decision:
     oos: OOSRule = field(default_factory=NoRule)
     relations: LabelRelations | None = None
     support_noise: float | None = None
+    support_intents: tuple[tuple[str, ...], ...] | None = None
     _inv_scale: np.ndarray = field(init=False, repr=False, compare=False)
     _intent_columns: np.ndarray = field(init=False, repr=False, compare=False)
+    _intent_ids: np.ndarray | None = field(init=False, repr=False, compare=False)
     _closure: Closure | None = field(init=False, repr=False, compare=False)
     _completion: Completion | None = field(init=False, repr=False, compare=False)
 
@@ -130,6 +140,7 @@ class Decision:
                 noise = support.check_noise(self.support_noise)
             except (TypeError, ValueError) as exc:
                 raise DecisionError(f"support_noise: {exc}") from None
+        intents, intent_ids = self._check_support_intents(labels)
         closure = completion = None
         if self.relations is not None:
             unknown = [x for x in labels if x != OOS_LABEL and x not in self.relations.labels]
@@ -139,10 +150,37 @@ class Decision:
             closure = self.relations.closure(labels)
             completion = self.relations.completion(labels)
         for name, value in (("labels", labels), ("temperature", temperature), ("label_scale", scale),
-                            ("thresholds", thresholds), ("support_noise", noise), ("_inv_scale", 1.0 / scale),
+                            ("thresholds", thresholds), ("support_noise", noise), ("support_intents", intents),
+                            ("_intent_ids", intent_ids), ("_inv_scale", 1.0 / scale),
                             ("_intent_columns", np.array([x != OOS_LABEL for x in labels])),
                             ("_closure", closure), ("_completion", completion)):
             object.__setattr__(self, name, value)
+
+    def _check_support_intents(self, labels: tuple[str, ...]
+                               ) -> tuple[tuple[tuple[str, ...], ...] | None, np.ndarray | None]:
+        """The groups as tuples and each label's intent id (its group's, else its own), or (None, None)."""
+        if self.support_intents is None:
+            return None, None
+        if self.support_noise is None:
+            raise DecisionError("support_intents: only support decoding reads them; set support_noise too")
+        if isinstance(self.support_intents, (str, dict)) or not hasattr(self.support_intents, "__iter__"):
+            raise DecisionError(f"support_intents: expected a list of label lists, got {str(self.support_intents)[:80]}")
+        ids = np.arange(len(labels))
+        index = {label: i for i, label in enumerate(labels)}
+        grouped: set[str] = set()
+        groups = []
+        for group in self.support_intents:
+            if isinstance(group, str) or not all(isinstance(x, str) for x in group) or len(group) < 2:
+                raise DecisionError(f"support_intents: expected lists of two or more labels, got {str(group)[:80]}")
+            unknown = [x for x in group if x not in index or x == OOS_LABEL]
+            if unknown:
+                raise DecisionError(f"support_intents: {unknown[:5]} are not intent labels of the model")
+            if len(set(group)) != len(group) or grouped & set(group):
+                raise DecisionError(f"support_intents: a label may belong to one group once; {list(group)[:5]}")
+            grouped.update(group)
+            ids[[index[x] for x in group]] = index[group[0]]
+            groups.append(tuple(group))
+        return tuple(groups), ids
 
     def _check_oos(self, labels: Sequence[str]) -> None:
         if not isinstance(self.oos, OOSRule):
@@ -184,7 +222,7 @@ class Decision:
         if self.support_noise is None:
             accepted = (confidences >= self.thresholds) & self._intent_columns
         else:
-            accepted = support.support_sets(probs, self.support_noise) & self._intent_columns
+            accepted = support.support_sets(probs, self.support_noise, self._intent_ids) & self._intent_columns
         empty = np.flatnonzero(~out_of_scope & ~accepted.any(axis=1)) if top_fallback else np.array([], int)
         if empty.size:
             top = np.where(self._intent_columns, confidences[empty], -1.0).argmax(axis=1)
@@ -209,6 +247,7 @@ class Decision:
             "oos": self.oos.to_dict(),
             "relations": None if self.relations is None else self.relations.to_dict(),
             "support_noise": self.support_noise,
+            "support_intents": None if self.support_intents is None else [list(g) for g in self.support_intents],
         }
 
     @classmethod
@@ -224,4 +263,4 @@ class Decision:
         except ValueError as exc:
             raise DecisionError(f"relations: {exc}") from None
         return cls(tuple(d["labels"]), d["activation"], d["temperature"], d["label_scale"], d["thresholds"],
-                   oos, relations, d.get("support_noise"))
+                   oos, relations, d.get("support_noise"), d.get("support_intents"))

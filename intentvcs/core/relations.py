@@ -295,6 +295,23 @@ class LabelRelations:
             groups.setdefault(int(np.argmax(linked[i])), []).append(label)
         return sorted((sorted(g) for g in groups.values() if len(g) > 1), key=lambda g: g[0])
 
+    def duplicate_groups(self, labels: Iterable[str]) -> list[list[str]]:
+        """The names of one intent among ``labels``: groups of two or more linked by duplicates alone.
+
+        Each group in ``labels``' order, groups ordered by their first label; a
+        chain through a label missing from ``labels`` still links its ends.
+        """
+        index = {label: i for i, label in enumerate(self.labels)}
+        linked = np.eye(len(self.labels), dtype=bool)
+        for relation in self.of_type("duplicate"):
+            linked[index[relation.a], index[relation.b]] = linked[index[relation.b], index[relation.a]] = True
+        linked = _transitive_closure(linked)
+        groups: dict[int, list[str]] = {}
+        for label in labels:
+            if label in index:
+                groups.setdefault(int(np.argmax(linked[index[label]])), []).append(label)
+        return [group for group in groups.values() if len(group) > 1]
+
     # ------------------------------------------------------------- closure
     def implication_matrix(self, labels: Iterable[str] | None = None) -> np.ndarray:
         """``M[i, j]`` is True when accepting ``labels[i]`` implies accepting ``labels[j]``.
