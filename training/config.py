@@ -250,7 +250,8 @@ class DecisionConfig:
         "accept, instead of the labels above their thresholds, the most likely support of the written-label "
         "distribution (a softmax model's, e.g. PU): the labels that share its mass about evenly, each label outside "
         f"priced at this probability (smaller keeps more; {support.DEFAULT_NOISE} was chosen on CrossWOZ-VCS; 0: "
-        "off; intentvcs.core.support)")
+        "off; intentvcs.core.support); labels that are duplicates (--relations, --discover-relations) are decided "
+        "together, as names of one intent")
     # On: it undoes most keyboard typos and barely changes clean texts
     # (benchmarks/results/spelling_effect.md, spelling_cost.md).
     spelling: bool = setting(
@@ -266,7 +267,8 @@ class DecisionConfig:
         0.0,
         "close answers under relations read off the validation rows: label a implies b when b is accepted on at "
         "least this share of the rows observed as a (duplicates both ways, subsets one way; merged with "
-        "--relations; 0: off; intentvcs.core.relation_discovery)")
+        "--relations; under --support-noise a duplicate must also keep a constant probability ratio; 0: off; "
+        "intentvcs.core.relation_discovery)")
 
     def __post_init__(self) -> None:
         _check_choices(self)
