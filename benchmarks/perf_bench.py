@@ -200,6 +200,8 @@ def merge_gpu(args: argparse.Namespace) -> Path:
     records = gpu_records(args.bundle, args.checkpoint, load_texts(args.data, args.snips), args.repeats, threads)
     merged, command = keep_previous("perf", records, lambda r: r["component"] in ("gpu", "target"),
                                     directory=args.results_dir)
+    # Every GPU record is measured again, so an earlier --gpu-only command no longer made any of them.
+    command = " && ".join(c for c in command.split(" && ") if "--gpu-only" not in c or c == command_line())
     merged += target_records(merged)
     settings = {key: value for key, value in previous.items() if key not in ("command", "machine", "date", "records")}
     return write_results("perf", merged, markdown(settings, merged), extra=settings, command=command,

@@ -141,8 +141,8 @@ class Spelling:
         pieces, edits, end, length = [], [], 0, 0
         for index, match in enumerate(words):
             word = match.group(0)
-            keep = (names_marked and index > 0 and not word.islower()) or any(
-                start < match.end() and match.start() < end for start, end in protected)
+            keep = (names_marked and index > 0 and not word.islower()) or (bool(protected) and any(
+                start < match.end() and match.start() < end for start, end in protected))
             written = word if keep else self._correct(word)
             length += match.start() - end
             if written != word:
@@ -250,7 +250,8 @@ def infer_normalised(spelling: Spelling | None, texts: Sequence[str],
         # Entities are at offsets into ``texts`` now, where the edits are too.
         again = {row: spelling.rewrite(texts[row], protected=[(entity.start, entity.end) for entity in found])
                  for row, (found, rewrite) in enumerate(zip(outputs.entities, rewrites))
-                 if any(entity.start < edit[1] and edit[0] < entity.end for entity in found for edit in rewrite.edits)}
+                 if rewrite.edits and any(entity.start < edit[1] and edit[0] < entity.end
+                                          for entity in found for edit in rewrite.edits)}
         read_already = [row for row, rewrite in again.items() if not rewrite.edits and row in as_sent]
         if read_already:
             outputs = outputs.with_rows(read_already, first.rows([as_sent[row] for row in read_already]))
@@ -264,13 +265,14 @@ def infer_normalised(spelling: Spelling | None, texts: Sequence[str],
 
 def _on_originals(outputs: GraphOutputs, rewrites: Sequence[Rewrite]) -> GraphOutputs:
     """``outputs`` of the rewritten texts with entity offsets and request starts moved into the originals."""
+    # Most texts have no edit, and their offsets stand as they are.
     if outputs.entities is not None:
         outputs = outputs._replace(entities=tuple_array(
-            [tuple(_on_original(entity, rewrite) for entity in found)
+            [tuple(_on_original(entity, rewrite) for entity in found) if rewrite.edits else found
              for found, rewrite in zip(outputs.entities, rewrites)]))
     if outputs.starts is not None:
         outputs = outputs._replace(starts=tuple_array(
-            [tuple(rewrite.to_original(start, start)[0] for start in found)
+            [tuple(rewrite.to_original(start, start)[0] for start in found) if rewrite.edits else found
              for found, rewrite in zip(outputs.starts, rewrites)]))
     return outputs
 
