@@ -32,9 +32,8 @@ almost nothing on a turn with one).
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
-
 from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 
