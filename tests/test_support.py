@@ -8,7 +8,7 @@ import pytest
 
 from intentvcs.core.decision import Decision, DecisionError
 from intentvcs.core.oos import ThresholdRule
-from intentvcs.core.support import support_sets
+from intentvcs.core.support import _grouped_support, support_sets
 
 
 def _logits(probs):
@@ -63,8 +63,10 @@ def test_names_of_one_intent_are_decided_together():
 
 
 def test_one_name_per_intent_is_the_flat_support():
+    # The search over intents (one sort per set size) with every intent one name long finds the flat prefix.
     probs = np.random.default_rng(0).dirichlet(np.full(6, 0.3), size=300)
     for noise in (0.001, 0.01, 0.1):
+        assert np.array_equal(_grouped_support(probs, np.ones(6), noise), support_sets(probs, noise))
         assert np.array_equal(support_sets(probs, noise, np.arange(6)[::-1].copy()), support_sets(probs, noise))
 
 
