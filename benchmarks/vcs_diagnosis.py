@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import ROOT, write_results
+from benchmarks.common import ROOT, keep_previous, write_results
 
 CLASSES = ("extra_in_family", "extra_other_family", "missing_implied", "missing")
 TOP_PAIRS = 8
@@ -58,10 +58,12 @@ def error_class(pred: set[str], gold: set[str], implied: set[str], family: dict[
     return "missing_implied" if (gold - pred) <= implied else "missing"
 
 
-def diagnose(bundle: Path, data: Path, discover: float = 0.0) -> dict:
+def diagnose(bundle: Path, data: Path, discover: float = 0.0, support_noise: float = 0.0) -> dict:
     """The diagnosis of one served bundle on the benchmark's test split; with ``discover``, of its
     decision closed under the relations read off the validation rows at that rate (as
-    ``benchmarks.vcs_bench --discover-relations`` scores it)."""
+    ``benchmarks.vcs_bench --discover-relations`` scores it); with ``support_noise``, decided by support
+    decoding (as ``benchmarks.vcs_bench --support-noise`` scores a reused checkpoint)."""
+    from dataclasses import replace
 
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.relation_discovery import decide_with_discovered
@@ -72,6 +74,8 @@ def diagnose(bundle: Path, data: Path, discover: float = 0.0) -> dict:
     test = read_jsonl(data / "test.jsonl")
     engine = Engine(bundle, provider="cpu", quantized="off")
     decision, labels = engine.decision, engine.decision.labels
+    if support_noise:
+        decision = replace(decision, support_noise=support_noise)
     if discover:
         valid = read_jsonl(data / "valid.jsonl")
         decision = decide_with_discovered(decision, engine.infer([ex.text for ex in valid]).logits,
@@ -109,10 +113,11 @@ def render(records: list[dict]) -> str:
         misses = r["rows"] - r["exact"]
         lines.append("| " + " | ".join([r["dataset"], r["method"], r["decision"], str(r["seed"]),
                                         f"{misses} / {r['rows']}", *(str(r["classes"][c]) for c in CLASSES)]) + " |")
-    for r in records:
-        if r["seed"] != min(x["seed"] for x in records if x["dataset"] == r["dataset"]
-                            and x["method"] == r["method"]) or r["decision"] != "as trained":
+    shown = set()
+    for r in records:  # each set's first run: its lowest seed, before closure
+        if (r["dataset"], r["method"]) in shown:
             continue
+        shown.add((r["dataset"], r["method"]))
         worst = sorted(r["per_family"].items(), key=lambda item: item[1]["EM"])[:5]
         lines += ["", f"**{r['dataset']} / {r['method']} / seed {r['seed']}**: lowest exact match by gold family: "
                   + "; ".join(f"{name} {fig['EM']:.1f} ({fig['rows']} rows)" for name, fig in worst) + ".",
@@ -131,6 +136,8 @@ def main() -> int:
     parser.add_argument("--results-name", default="vcs_diagnosis", help="writes benchmarks/results/NAME.{json,md}")
     parser.add_argument("--discover-relations", type=float, default=0.0, metavar="RATE",
                         help="also diagnose each bundle closed under the relations read off its validation rows")
+    parser.add_argument("--support-noise", type=float, default=0.0, metavar="NOISE",
+                        help="decide by support decoding at this noise (benchmarks.vcs_bench --support-noise)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     work = Path(args.work)
@@ -142,14 +149,19 @@ def main() -> int:
                 seed = int(bundle.name.removeprefix(f"{method}-s").removesuffix("-bundle"))
                 logging.info("diagnosing %s", bundle)
                 where = str(work.relative_to(ROOT) if work.is_relative_to(ROOT) else work)
+                support = f"support decoding (noise {args.support_noise:g})" if args.support_noise else ""
                 for rate in (0.0, args.discover_relations) if args.discover_relations else (0.0,):
+                    decided = f"discovered relations, rate {rate:g}" if rate else "as trained"
                     records.append({"dataset": f"{dataset}-vcs", "method": method, "seed": seed, "work": where,
-                                    "decision": f"discovered relations, rate {rate:g}" if rate else "as trained",
-                                    **diagnose(bundle, data, rate)})
+                                    "decision": f"{support}, {decided}" if support else decided,
+                                    **diagnose(bundle, data, rate, args.support_noise)})
     if not records:
         print(f"no bundles of {args.methods} under {work}/ckpt: run benchmarks.vcs_bench first", file=sys.stderr)
         return 2
-    write_results(args.results_name, records, render(records))
+    # One set per run is enough: the other sets' earlier records are kept (the command lists every run).
+    done = {(r["dataset"], r["method"]) for r in records}
+    records, command = keep_previous(args.results_name, records, lambda r: (r["dataset"], r["method"]) in done)
+    write_results(args.results_name, records, render(records), command=command)
     print(render(records))
     return 0
 
