@@ -19,7 +19,7 @@ from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.relations import LabelRelations
-from intentvcs.core.relation_discovery import decide_with_discovered, support_intents
+from intentvcs.core.relation_discovery import decide_with_discovered, deciding_by_support
 from intentvcs.core.thresholds import fit_thresholds, global_thresholds
 from intentvcs.training.config import DecisionConfig
 from intentvcs.training.pu import estimate_label_scale
@@ -84,8 +84,7 @@ def fit_decision(
                                 "values": dict(zip(labels, np.round(fitted, 4).tolist()))}
 
     if config.support_noise:  # Decision refuses it for sigmoid outputs (DecisionError names the field)
-        decision = replace(decision, support_noise=config.support_noise,
-                           support_intents=support_intents(relations, labels))
+        decision = deciding_by_support(decision, config.support_noise)
         report["support_noise"] = config.support_noise
 
     if config.discover_relations:

@@ -133,15 +133,16 @@ def decide_with_discovered(decision: Decision, logits: np.ndarray, observed: np.
     relations = with_discovered(decision.relations, found, decision.labels)
     decided = replace(decision, relations=relations)
     if decision.support_noise is not None:
-        decided = replace(decided, support_intents=support_intents(relations, decision.labels))
+        decided = deciding_by_support(decided, decision.support_noise)
     return decided, found
 
 
-def support_intents(relations: LabelRelations | None, labels: Sequence[str]) -> list[list[str]] | None:
-    """The groups of ``labels`` that ``relations`` say are names of one intent (its duplicates), or None:
-    what support decoding reads as one intent (``Decision.support_intents``)."""
-    groups = relations.duplicate_groups(labels) if relations is not None else []
-    return groups or None
+def deciding_by_support(decision: Decision, noise: float) -> Decision:
+    """``decision`` deciding by support decoding at ``noise``, the duplicates among its relations read as the
+    names of one intent (``Decision.support_intents``): what training stores for ``--support-noise`` and
+    what the benchmarks score a reused checkpoint with."""
+    groups = decision.relations.duplicate_groups(decision.labels) if decision.relations is not None else []
+    return replace(decision, support_noise=noise, support_intents=groups or None)
 
 
 def with_discovered(known: LabelRelations | None, found: Sequence[Relation],
