@@ -394,6 +394,10 @@ def test_the_word_pivot_needs_the_word_on_nearly_every_new_row_and_on_some_old_o
     assert (pivot.word, pivot.new_share, pivot.existing_share) == ("morning", 0.9, 0.25)
     assert pivot.p_value < 0.01 and pivot.tested == 2  # "morning" and "alarm" ("at" is a function word)
     assert word_pivot(rows(["at noon"] * 10), old, min_rows=3, min_gap=0.1) is None  # "noon": no old row
+    # A word on fewer old rows than any estimate needs names no part of the old intent.
+    stray = old + rows(["alarm at noon", "alarm for noon tomorrow"])
+    assert word_pivot(rows(["at noon"] * 10), stray, min_rows=3, min_gap=0.1) is None
+    assert word_pivot(rows(["at noon"] * 10), stray + rows(["noon alarm"]), min_rows=3, min_gap=0.1).word == "noon"
     assert word_pivot(new[:2], old, min_rows=3, min_gap=0.1) is None  # too few rows to test
 
 
@@ -418,6 +422,57 @@ def test_a_union_is_read_from_acceptance_when_containment_runs_low():
     assert (union.relation, union.existing) == ("superset", ("X", "Y")), union.rationale
     together = decide(evidence(np.ones((n, 2), dtype=bool)), AuditConfig(progress=False))
     assert together.relation == "composite"
+
+
+def _two_candidates(intent, accepted, to_existing, to_new, ranked=None, word_pivots=()):
+    from intentvcs.service.audit.rules import Evidence
+
+    n = len(accepted)
+    return Evidence(intent=intent, candidates=("X", "Y"), to_existing=to_existing, to_new=to_new,
+                    accepted=accepted, independent=accepted, ranked=accepted.copy() if ranked is None else ranked,
+                    pair_baseline=np.zeros((2, 2)), implication=np.zeros((2, 2), dtype=bool),
+                    multi=wilson(0, n), word_pivots=word_pivots)
+
+
+def test_a_subset_whose_rows_also_carry_an_unrelated_intent_is_a_composite():
+    """Rule 2a: N's rows accepted as X on 80%, as Y (unrelated, whose rows resemble N's) on 20%: N carries
+    both; with Y on 5% of the rows, or Y's rows unlike N's (the model's forced choice), N stays X's subset."""
+    from intentvcs.service.audit.rules import decide
+
+    n = 20
+    accepted = np.zeros((n, 2), dtype=bool)
+    accepted[:16, 0] = accepted[16:, 1] = True
+    both = decide(_two_candidates("X&Y", accepted, (wilson(16, n), wilson(4, n)), (wilson(30, 100), wilson(20, 100))),
+                  AuditConfig(progress=False))
+    assert (both.relation, both.existing) == ("composite", ("X", "Y")), both.rationale
+    forced = decide(_two_candidates("X&Y", accepted, (wilson(16, n), wilson(4, n)), (wilson(30, 100), wilson(5, 100))),
+                    AuditConfig(progress=False))
+    assert (forced.relation, forced.existing) == ("subset", ("X",)), forced.rationale
+    accepted[16:, 1] = False
+    accepted[16, 1] = True
+    rare = decide(_two_candidates("X@w", accepted, (wilson(16, n), wilson(1, n)), (wilson(30, 100), None)),
+                  AuditConfig(progress=False))
+    assert (rare.relation, rare.existing) == ("subset", ("X",)), rare.rationale
+
+
+def test_a_word_does_not_make_a_subset_of_rows_that_are_a_composites():
+    """Rule 2a: a target admitted by its word alone (X's rows unlike N's) yields to a co-ranked composite;
+    without the co-ranking the word keeps it a subset."""
+    from intentvcs.service.audit.rules import decide
+    from intentvcs.service.audit.words import WordPivot
+
+    n = 20
+    accepted = np.zeros((n, 2), dtype=bool)
+    accepted[:15, 0] = accepted[15:, 1] = True
+    word = (WordPivot("restaurant", 1.0, 0.3, 1e-9, 2), None)
+    to_new = (wilson(0, 200), wilson(0, 200))
+    ranked = np.ones((n, 2), dtype=bool)
+    composite = decide(_two_candidates("X&T", accepted, (wilson(15, n), wilson(5, n)), to_new, ranked, word),
+                       AuditConfig(progress=False))
+    assert (composite.relation, composite.existing) == ("composite", ("X", "Y")), composite.rationale
+    alone = decide(_two_candidates("X@w", accepted, (wilson(15, n), wilson(5, n)), to_new, accepted.copy(), word),
+                   AuditConfig(progress=False))
+    assert (alone.relation, alone.existing) == ("subset", ("X",)), alone.rationale
 
 
 def test_the_entity_profile_test_is_fishers_exact_test():

@@ -41,7 +41,8 @@ class AuditConfig:
       part_min:      share of N's rows on which E must be accepted (or ranked
                      among the two most confident) to be a candidate, scored
                      in both directions; also the least contain(N->E) of a
-                     co-ranked composite's parts.
+                     co-ranked composite's parts and of a part beside a
+                     subset's target (rule 2a).
       cover_min:     share of N's rows on which some superset part is accepted.
       superset_back_min: contain(E->N) at or above which E counts as lying
                      inside N for a superset (rule 3); lower than ``back_high``

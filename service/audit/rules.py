@@ -45,6 +45,17 @@ fields.
    its mass somewhere), not containment; unless a word pivot explains the
    low estimate (N is the part of E that says the word, and the embedding
    does not see words).
+2a. Two refinements of rule 2's verdict. A target admitted by its word
+   alone (contain(E->N) < ``sub_min``) yields to rule 4 when that finds a
+   composite: the word then names a request of its own beside E's (a
+   restaurant request that adds a taxi), and E's rows being unlike N's is
+   what a composite's part looks like. A subset of E whose rows also carry
+   an unrelated existing intent B, accepted on >= ``part_min`` of N's rows
+   and with contain(B->N) >= ``sub_min`` (B's own rows resemble N's, so B
+   is no forced choice), is a composite of E and B: a subset's rows are E's
+   rows, and on the generated and scored subsets no unrelated intent is
+   accepted on more than 9% of them (a hotel request that also books a
+   train: train accepted on a fifth of the rows).
 3. superset: parts = candidates with contain(E->N) >= ``superset_back_min`` (E lies
    inside N), keeping the most general (a part that implies another part is
    dropped). If the rows of N accepting some part cover >= ``cover_min`` of
@@ -212,16 +223,51 @@ def _word(ev: Evidence, j: int, config: AuditConfig) -> WordPivot | None:
     return pivot if pivot is not None and pivot.p_value < config.same_alpha else None
 
 
+def _resembles(ev: Evidence, j: int, config: AuditConfig) -> bool:
+    """Candidate ``j``'s rows resemble N's (contain(E->N) >= ``sub_min``), or that is unknown."""
+    return ev.to_new[j] is None or ev.to_new[j].rate >= config.sub_min
+
+
 def _single_target(ev: Evidence, config: AuditConfig) -> Verdict | None:
+    """Rule 2 with its refinements (2a)."""
     # A candidate whose rows barely resemble N's (contain(E->N) < sub_min) is no target, unless a word
     # explains why: N is the part of E that says it, and the embedding does not see words.
     targets = [j for j, c in enumerate(ev.to_existing)
-               if c.rate >= config.high and (ev.to_new[j] is None or ev.to_new[j].rate >= config.sub_min
-                                             or _word(ev, j, config) is not None)]
+               if c.rate >= config.high and (_resembles(ev, j, config) or _word(ev, j, config) is not None)]
     targets = _most_specific(targets, ev.implication)
     if not targets:
         return None
     j = targets[0]
+    if not _resembles(ev, j, config):
+        composite = _co_ranked(ev, config)
+        if composite is not None:
+            return composite
+    verdict = _target_verdict(ev, j, config)
+    if verdict.relation == "subset":
+        return _part_beside(ev, j, config) or verdict
+    return verdict
+
+
+def _part_beside(ev: Evidence, j: int, config: AuditConfig) -> Verdict | None:
+    """Rule 2a's composite: an unrelated intent accepted beside subset target ``j`` on N's rows."""
+    beside = [b for b in range(len(ev.candidates))
+              if b != j and not (ev.implication[j, b] or ev.implication[b, j])
+              and ev.to_existing[b].rate >= config.part_min and ev.to_new[b] is not None
+              and ev.to_new[b].rate >= config.sub_min]
+    if not beside:
+        return None
+    b = max(beside, key=lambda i: ev.to_existing[i].rate)
+    names = [ev.candidates[j], ev.candidates[b]]
+    rationale = (f"the model accepts {names[0]} on {ev.to_existing[j].rate:.0%} of {ev.intent}'s rows and "
+                 f"{names[1]}, an unrelated intent, on {ev.to_existing[b].rate:.0%} of them, and "
+                 f"{ev.to_new[b].rate:.0%} of {names[1]} lies in {ev.intent}: {ev.intent}'s rows carry both "
+                 f"(a subset of {names[0]} would carry {names[0]}'s alone)")
+    alternatives = ["subset"] if ev.to_existing[b].straddles(config.part_min) else []
+    return _verdict(ev, config, "composite", names, alternatives, rationale, ev.accepted[:, [j, b]].any(axis=1))
+
+
+def _target_verdict(ev: Evidence, j: int, config: AuditConfig) -> Verdict:
+    """Duplicate or subset of target ``j`` (rule 2)."""
     name, forward, backward = ev.candidates[j], ev.to_existing[j], ev.to_new[j]
     support = ev.accepted[:, j]
     alternatives = ["novel"] if forward.straddles(config.high) else []

@@ -11,7 +11,10 @@ every row of N (``NEW_SHARE``) and by some, significantly fewer, of E's rows
 (Fisher's exact test, ``intentvcs.service.audit.slots.fisher_exact_p``,
 Bonferroni-corrected over the words that qualify on N's side: few, so the
 test keeps its power). E's share is then the lexical estimate of contain(E->N):
-N is "E with w". A word on no row of E names no part of E, and is no pivot.
+N is "E with w". A word on fewer than ``min_rows`` of E's rows names no part of E
+that can be estimated (the least rows of either side for any estimate), and is no
+pivot: a stray mention ("... and a taxi to the restaurant" once in 200 restaurant
+requests) does not make a request that adds a taxi a narrower restaurant.
 """
 
 from __future__ import annotations
@@ -59,9 +62,9 @@ def _presence(rows: Sequence[Example]) -> Counter[str]:
 
 def word_pivot(new_rows: Sequence[Example], existing_rows: Sequence[Example], *, min_rows: int,
                min_gap: float) -> WordPivot | None:
-    """The most significant word carried by ``NEW_SHARE`` of N's rows and by a positive share of E's, at
-    most ``EXISTING_SHARE`` and at least ``min_gap`` smaller; ``None`` when either side has fewer than
-    ``min_rows`` rows or no word qualifies."""
+    """The most significant word carried by ``NEW_SHARE`` of N's rows and by at least ``min_rows`` of E's,
+    at most ``EXISTING_SHARE`` of them and at least ``min_gap`` fewer; ``None`` when either side has fewer
+    than ``min_rows`` rows or no word qualifies."""
     if len(new_rows) < min_rows or len(existing_rows) < min_rows:
         return None
     n1, n2 = len(new_rows), len(existing_rows)
@@ -70,7 +73,7 @@ def word_pivot(new_rows: Sequence[Example], existing_rows: Sequence[Example], *,
     best = None
     for word in words:
         k1, k2 = new_counts[word], old_counts[word]
-        if k2 == 0 or k2 / n2 > EXISTING_SHARE or k1 / n1 - k2 / n2 < min_gap:
+        if k2 < min_rows or k2 / n2 > EXISTING_SHARE or k1 / n1 - k2 / n2 < min_gap:
             continue
         p = min(1.0, fisher_exact_p(k1, n1, k2, n2) * len(words))
         if best is None or p < best.p_value:
