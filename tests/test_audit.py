@@ -424,14 +424,14 @@ def test_a_union_is_read_from_acceptance_when_containment_runs_low():
     assert together.relation == "composite"
 
 
-def _two_candidates(intent, accepted, to_existing, to_new, ranked=None, word_pivots=()):
+def _two_candidates(intent, accepted, to_existing, to_new, ranked=None, ):
     from intentvcs.service.audit.rules import Evidence
 
     n = len(accepted)
     return Evidence(intent=intent, candidates=("X", "Y"), to_existing=to_existing, to_new=to_new,
                     accepted=accepted, independent=accepted, ranked=accepted.copy() if ranked is None else ranked,
                     pair_baseline=np.zeros((2, 2)), implication=np.zeros((2, 2), dtype=bool),
-                    multi=wilson(0, n), word_pivots=word_pivots)
+                    multi=wilson(0, n))
 
 
 def test_a_subset_whose_rows_also_carry_an_unrelated_intent_is_a_composite():
@@ -453,26 +453,6 @@ def test_a_subset_whose_rows_also_carry_an_unrelated_intent_is_a_composite():
     rare = decide(_two_candidates("X@w", accepted, (wilson(16, n), wilson(1, n)), (wilson(30, 100), None)),
                   AuditConfig(progress=False))
     assert (rare.relation, rare.existing) == ("subset", ("X",)), rare.rationale
-
-
-def test_a_word_does_not_make_a_subset_of_rows_that_are_a_composites():
-    """Rule 2a: a target admitted by its word alone (X's rows unlike N's) yields to a co-ranked composite;
-    without the co-ranking the word keeps it a subset."""
-    from intentvcs.service.audit.rules import decide
-    from intentvcs.service.audit.words import WordPivot
-
-    n = 20
-    accepted = np.zeros((n, 2), dtype=bool)
-    accepted[:15, 0] = accepted[15:, 1] = True
-    word = (WordPivot("restaurant", 1.0, 0.3, 1e-9, 2), None)
-    to_new = (wilson(0, 200), wilson(0, 200))
-    ranked = np.ones((n, 2), dtype=bool)
-    composite = decide(_two_candidates("X&T", accepted, (wilson(15, n), wilson(5, n)), to_new, ranked, word),
-                       AuditConfig(progress=False))
-    assert (composite.relation, composite.existing) == ("composite", ("X", "Y")), composite.rationale
-    alone = decide(_two_candidates("X@w", accepted, (wilson(15, n), wilson(5, n)), to_new, accepted.copy(), word),
-                   AuditConfig(progress=False))
-    assert (alone.relation, alone.existing) == ("subset", ("X",)), alone.rationale
 
 
 def test_the_entity_profile_test_is_fishers_exact_test():

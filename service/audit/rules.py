@@ -45,17 +45,16 @@ fields.
    its mass somewhere), not containment; unless a word pivot explains the
    low estimate (N is the part of E that says the word, and the embedding
    does not see words).
-2a. Two refinements of rule 2's verdict. A target admitted by its word
-   alone (contain(E->N) < ``sub_min``) yields to rule 4 when that finds a
-   composite: the word then names a request of its own beside E's (a
-   restaurant request that adds a taxi), and E's rows being unlike N's is
-   what a composite's part looks like. A subset of E whose rows also carry
-   an unrelated existing intent B, accepted on >= ``part_min`` of N's rows
-   and with contain(B->N) >= ``sub_min`` (B's own rows resemble N's, so B
-   is no forced choice), is a composite of E and B: a subset's rows are E's
-   rows, and on the generated and scored subsets no unrelated intent is
-   accepted on more than 9% of them (a hotel request that also books a
-   train: train accepted on a fifth of the rows).
+2a. A subset of E whose rows also carry an unrelated existing intent B,
+   accepted on >= ``part_min`` of N's rows and with contain(B->N) >=
+   ``sub_min`` (B's own rows resemble N's, so B is no forced choice), is a
+   composite of E and B: a subset's rows are E's rows, and on the generated
+   and scored subsets no unrelated intent is accepted on more than 9% of
+   them (a hotel request that also books a train: train accepted on a
+   fifth of the rows). Without that resemblance B is not named: a request
+   the model never saw (a taxi beside a restaurant) is read as its nearest
+   known intent, and a composite naming it would relate N to that intent's
+   every version.
 3. superset: parts = candidates with contain(E->N) >= ``superset_back_min`` (E lies
    inside N), keeping the most general (a part that implies another part is
    dropped). If the rows of N accepting some part cover >= ``cover_min`` of
@@ -238,10 +237,6 @@ def _single_target(ev: Evidence, config: AuditConfig) -> Verdict | None:
     if not targets:
         return None
     j = targets[0]
-    if not _resembles(ev, j, config):
-        composite = _co_ranked(ev, config)
-        if composite is not None:
-            return composite
     verdict = _target_verdict(ev, j, config)
     if verdict.relation == "subset":
         return _part_beside(ev, j, config) or verdict
