@@ -49,9 +49,9 @@ fields.
    accepted on >= ``part_min`` of N's rows and with contain(B->N) >=
    ``sub_min`` (B's own rows resemble N's, so B is no forced choice), is a
    composite of E and B: a subset's rows are E's rows, and on the generated
-   and scored subsets no unrelated intent is accepted on more than 9% of
-   them (a hotel request that also books a train: train accepted on a
-   fifth of the rows). Without that resemblance B is not named: a request
+   and scored subsets no unrelated intent is accepted on more than 10% of
+   them, the one at 10% with 1% of its rows like N's (a hotel request that
+   also books a train: train accepted on a fifth of the rows). Without that resemblance B is not named: a request
    the model never saw (a taxi beside a restaurant) is read as its nearest
    known intent, and a composite naming it would relate N to that intent's
    every version.
