@@ -424,12 +424,12 @@ def test_a_union_is_read_from_acceptance_when_containment_runs_low():
     assert together.relation == "composite"
 
 
-def _two_candidates(intent, accepted, to_existing, to_new, ranked=None, ):
+def _two_candidates(intent, accepted, to_existing, to_new):
     from intentvcs.service.audit.rules import Evidence
 
     n = len(accepted)
     return Evidence(intent=intent, candidates=("X", "Y"), to_existing=to_existing, to_new=to_new,
-                    accepted=accepted, independent=accepted, ranked=accepted.copy() if ranked is None else ranked,
+                    accepted=accepted, independent=accepted, ranked=accepted.copy(),
                     pair_baseline=np.zeros((2, 2)), implication=np.zeros((2, 2), dtype=bool),
                     multi=wilson(0, n))
 

@@ -51,10 +51,10 @@ fields.
    composite of E and B: a subset's rows are E's rows, and on the generated
    and scored subsets no unrelated intent is accepted on more than 10% of
    them, the one at 10% with 1% of its rows like N's (a hotel request that
-   also books a train: train accepted on a fifth of the rows). Without that resemblance B is not named: a request
-   the model never saw (a taxi beside a restaurant) is read as its nearest
-   known intent, and a composite naming it would relate N to that intent's
-   every version.
+   also books a train: train accepted on a fifth of the rows). Without that
+   resemblance B is not named: a request the model never saw (a taxi beside
+   a restaurant) is read as its nearest known intent, and a composite
+   naming it would relate N to that intent's every version.
 3. superset: parts = candidates with contain(E->N) >= ``superset_back_min`` (E lies
    inside N), keeping the most general (a part that implies another part is
    dropped). If the rows of N accepting some part cover >= ``cover_min`` of
@@ -222,17 +222,13 @@ def _word(ev: Evidence, j: int, config: AuditConfig) -> WordPivot | None:
     return pivot if pivot is not None and pivot.p_value < config.same_alpha else None
 
 
-def _resembles(ev: Evidence, j: int, config: AuditConfig) -> bool:
-    """Candidate ``j``'s rows resemble N's (contain(E->N) >= ``sub_min``), or that is unknown."""
-    return ev.to_new[j] is None or ev.to_new[j].rate >= config.sub_min
-
-
 def _single_target(ev: Evidence, config: AuditConfig) -> Verdict | None:
-    """Rule 2 with its refinements (2a)."""
+    """Rule 2, and rule 2a on a subset."""
     # A candidate whose rows barely resemble N's (contain(E->N) < sub_min) is no target, unless a word
     # explains why: N is the part of E that says it, and the embedding does not see words.
     targets = [j for j, c in enumerate(ev.to_existing)
-               if c.rate >= config.high and (_resembles(ev, j, config) or _word(ev, j, config) is not None)]
+               if c.rate >= config.high and (ev.to_new[j] is None or ev.to_new[j].rate >= config.sub_min
+                                             or _word(ev, j, config) is not None)]
     targets = _most_specific(targets, ev.implication)
     if not targets:
         return None
