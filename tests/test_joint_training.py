@@ -192,3 +192,22 @@ def test_mention_replacement_trains_the_tagger_on_swapped_values(backbone, tmp_p
                   "--augment-mix", '{"slot_value_replacement": 1}') == 0
     rows = len([ex for ex in read_jsonl(TRAIN) if ex.labels])
     assert f"augmented training data for epoch 1: {rows} -> {rows + round(0.5 * rows)} rows" in caplog.text
+
+
+def test_the_entity_head_can_learn_at_its_own_rate(backbone, tmp_path):
+    """``tagger_learning_rate`` puts the entity head's parameters in a group of their own at that peak rate;
+    unset, one group at the learning rate, as before the setting existed. The CLI records it."""
+    from intentvcs.training.model import IntentModel
+
+    model = IntentModel.from_backbone(backbone, 3, num_tags=5)
+    params = [p for p in model.parameters() if p.requires_grad]
+    plain, _ = Trainer(TrainConfig(learning_rate=1e-4))._optimiser(model, params, rows=64)
+    assert [group["initial_lr"] for group in plain.param_groups] == [1e-4]
+    own, _ = Trainer(TrainConfig(learning_rate=1e-4, tagger_learning_rate=1e-2))._optimiser(model, params, rows=64)
+    assert [group["initial_lr"] for group in own.param_groups] == [1e-4, 1e-2]
+    assert {id(p) for p in own.param_groups[1]["params"]} == {id(p) for p in model.tagger.parameters()}
+    assert sum(len(group["params"]) for group in own.param_groups) == len(params)
+
+    out = tmp_path / "ckpt"
+    assert _train(backbone, out, "--epochs", "1", "--tagger-lr", "0.01") == 0
+    assert json.loads((out / "checkpoint.json").read_text())["train_config"]["tagger_learning_rate"] == 0.01

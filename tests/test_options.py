@@ -41,7 +41,7 @@ def setting_options():
 @pytest.mark.parametrize("command, config, action", list(setting_options()))
 def test_an_options_default_is_its_settings_default(command, config, action):
     spec = next(f for f in fields(config) if f.name == action.dest)
-    assert action.default == (demo.EPOCHS if (command, action.dest) == ("demo", "epochs") else spec.default)
+    assert action.default == (demo.DEFAULTS.get(action.dest, spec.default) if command == "demo" else spec.default)
     if action.dest != "freeze_embeddings":  # --train-embeddings says what it does itself
         assert spec.metadata["help"].replace("%", "%%") in action.help
 
@@ -49,7 +49,7 @@ def test_an_options_default_is_its_settings_default(command, config, action):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_parsing_no_options_gives_the_default_settings(command):
     args = build_parser().parse_args([command, *REQUIRED[command]])
-    trained = TrainConfig(epochs=demo.EPOCHS) if command == "demo" else TrainConfig()
+    trained = TrainConfig(**demo.DEFAULTS) if command == "demo" else TrainConfig()
     assert config_from_args(TrainConfig, args) == trained
     assert config_from_args(DecisionConfig, args) == DecisionConfig()
 

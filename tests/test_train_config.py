@@ -81,7 +81,7 @@ def test_train_config_records_the_same_keys():
         "dropout", "seed", "patience", "select_by", "freeze_embeddings", "negative_theta", "focal_beta", "threads",
         "device", "augment_ratio", "augment_mix", "augment_resample", "consistency_weight", "validate_perturbed",
         "labels", "entity_weight", "chain_ratio", "tags_read_intents", "focal_alpha", "extend_vocab",
-        "ema_decay", "boundary_weight"]
+        "ema_decay", "boundary_weight", "tagger_learning_rate"]
 
 
 def test_without_chains_no_boundary_head_is_recorded():
@@ -97,3 +97,11 @@ def test_a_run_recorded_before_devices_compares_equal_to_the_default_recipe():
     stored = TrainConfig().to_dict()
     del stored["device"]
     assert TrainConfig.from_stored(stored) == TrainConfig()
+
+
+def test_the_entity_heads_own_rate_is_positive_and_absent_from_older_runs():
+    with pytest.raises(ValueError, match="tagger_learning_rate must be > 0"):
+        TrainConfig(tagger_learning_rate=0.0)
+    stored = TrainConfig().to_dict()
+    del stored["tagger_learning_rate"]
+    assert TrainConfig.from_stored(stored) == TrainConfig()  # recorded before it existed: the learning rate

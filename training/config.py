@@ -150,6 +150,10 @@ class TrainConfig:
                                           "a chained row's next request begins, so requests chained without a "
                                           "connector are answered part by part; intentvcs.core.boundaries), "
                                           "trained with --chains; 0 trains no boundary head")
+    # Off (the encoder's rate): the entity head is freshly initialised, and on a small data set the few
+    # steps at the encoder's rate leave it half learnt; `intentvcs demo` sets it (its module says why).
+    tagger_learning_rate: float | None = setting(None, "peak learning rate of the entity head, which starts "
+                                                       "from random weights (default: --lr, the encoder's)")
 
     def __post_init__(self) -> None:
         _check_choices(self)
@@ -178,6 +182,9 @@ class TrainConfig:
             raise ValueError("boundary_weight must be >= 0")
         if self.entity_weight < 0:
             raise ValueError("entity_weight must be >= 0")
+        if self.tagger_learning_rate is not None and self.tagger_learning_rate <= 0:
+            raise ValueError(f"tagger_learning_rate must be > 0 (or unset: the learning rate), "
+                             f"got {self.tagger_learning_rate}")
         if self.consistency_weight < 0:
             raise ValueError("consistency_weight must be >= 0")
         if self.consistency_weight > 0 and self.augment_ratio <= 0:

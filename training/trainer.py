@@ -166,7 +166,7 @@ class Trainer:
         rows = self._training_rows(train, clean, labels, tokenizer, epoch=1)
         valid_enc = self._validation_rows(valid, labels, tokenizer)
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer, scheduler = self._optimiser(params, len(rows))
+        optimizer, scheduler = self._optimiser(model, params, len(rows))
         average = WeightAverage(params, cfg.ema_decay) if cfg.ema_decay else None
         return _Run(model, tokenizer, labels, tags, train, clean, rows, valid_enc, valid, params, optimizer,
                     scheduler, rng, generator, average)
@@ -247,11 +247,17 @@ class Trainer:
             encoded = self._with_copies(valid, encoded, labels, tokenizer, 1.0, f"{cfg.seed}:valid", "validation")
         return encoded
 
-    def _optimiser(self, params: list[torch.nn.Parameter],
+    def _optimiser(self, model: IntentModel, params: list[torch.nn.Parameter],
                    rows: int) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-        """AdamW with a linear warm-up and decay over all the epochs' steps (``rows`` per epoch)."""
+        """AdamW with a linear warm-up and decay over all the epochs' steps (``rows`` per epoch); the entity
+        head's parameters peak at ``tagger_learning_rate`` where it is set, the others at ``learning_rate``."""
         cfg = self.config
-        optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+        tagger = ({id(p) for p in model.tagger.parameters()}
+                  if model.tagger is not None and cfg.tagger_learning_rate is not None else set())
+        groups = [{"params": [p for p in params if id(p) not in tagger]}]
+        if tagger:
+            groups.append({"params": [p for p in params if id(p) in tagger], "lr": cfg.tagger_learning_rate})
+        optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
         total_steps = math.ceil(rows / cfg.batch_size) * cfg.epochs
         scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total_steps), total_steps)
         return optimizer, scheduler

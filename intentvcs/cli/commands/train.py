@@ -42,6 +42,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     add_option(p, TrainConfig, "consistency_weight", "--consistency", metavar="WEIGHT")
     add_option(p, TrainConfig, "validate_perturbed")
     add_option(p, TrainConfig, "entity_weight", metavar="WEIGHT")
+    add_option(p, TrainConfig, "tagger_learning_rate", "--tagger-lr", metavar="LR")
     add_option(p, TrainConfig, "tags_read_intents")
     add_option(p, TrainConfig, "chain_ratio", "--chains", metavar="RATIO")
     add_option(p, TrainConfig, "boundary_weight", metavar="WEIGHT")
