@@ -215,3 +215,51 @@ def test_a_tagging_graph_reads_changed_texts_as_sent_in_the_same_run(spelling):
     assert reads[-1] == ["weather in bostn", "will it rain tomorrow in bostn"]
     assert outputs.logits.tolist() == two_runs.logits.tolist() == [[float(len(text))] for text in read]
     assert list(outputs.entities) == list(two_runs.entities)
+
+
+def test_a_correction_to_a_word_the_entity_type_holds_is_kept():
+    """Built from examples, the normaliser knows which words each entity type's training spans hold: a
+    correction inside a found entity to such a word ("tomorow" -> "tomorrow" in a date) is a typo mended
+    and stays; one to a word the type never holds ("bostn" -> "boston" where no city span says boston) is
+    a name bent and is undone, as every correction inside an entity is for a normaliser of plain texts."""
+    from intentvcs.core.dataio import Span
+    from intentvcs.core.spelling import entity_vocabulary, infer_normalised
+
+    rows = [Example(text, ("x",)) for text in TRAINING]
+    rows.append(Example("rain in boston tomorrow", ("x",), spans=(Span(15, 23, "city"),)))  # "tomorrow" tagged a city
+    rows.append(Example("Paris weather", ("x",), spans=(Span(0, 5, "city"),)))
+    assert entity_vocabulary(rows) == {"city": ["paris", "tomorrow"]}
+    spelling = Spelling.from_examples(rows)
+    assert spelling.holds("city", "Tomorrow") and not spelling.holds("city", "boston")
+    assert not spelling.holds("date", "tomorrow") and not Spelling.from_texts(TRAINING).holds("city", "paris")
+
+    def tags_tomorrow_and_boston(texts):
+        import numpy as np
+
+        from intentvcs.core.entities import Entity
+        from intentvcs.core.outputs import GraphOutputs, tuple_array
+
+        found = [tuple(Entity("city", text.index(word), text.index(word) + len(word), 0.9)
+                       for word in ("tomorrow", "tomorow", "boston", "bostn") if f" {word}" in f" {text}"
+                       and not (word == "tomorow" and "tomorrow" in text) and not (word == "bostn" and "boston" in text))
+                 for text in texts]
+        logits = np.zeros((len(texts), 1), dtype=np.float32)
+        return GraphOutputs(logits, logits, logits, tuple_array(found))
+
+    _, read = infer_normalised(spelling, ["rain tomorow", "rain in bostn tomorow"], tags_tomorrow_and_boston)
+    assert read == ["rain tomorrow", "rain in bostn tomorrow"]
+    _, read = infer_normalised(Spelling.from_texts(TRAINING), ["rain tomorow"], tags_tomorrow_and_boston)
+    assert read == ["rain tomorow"]
+
+
+def test_entity_words_round_trip_and_older_files_read_without_them(tmp_path):
+    from intentvcs.core.dataio import Span
+
+    spelling = Spelling.from_examples([Example("Paris weather", ("x",), spans=(Span(0, 5, "city"),))])
+    again = Spelling.load(spelling.save(tmp_path / "spelling.json"))
+    assert again.entity_words == {"city": frozenset({"paris"})} and again.counts == spelling.counts
+    older = spelling.to_dict()
+    del older["entity_words"]
+    assert Spelling.from_dict(older).entity_words is None
+    with pytest.raises(ValueError, match="entity_words"):
+        Spelling.from_dict({**older, "entity_words": ["paris"]})

@@ -231,7 +231,7 @@ def _unknown_labels(rows: Sequence[Example], labels: list[str]) -> Counter:
 def _spelling(train: Sequence[Example], enabled: bool) -> Spelling | None:
     if not enabled:
         return None
-    normaliser = Spelling.from_texts(ex.text for ex in train)
+    normaliser = Spelling.from_examples(train)
     log.info("spelling normaliser: %d training words", len(normaliser))
     return normaliser
 

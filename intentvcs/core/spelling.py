@@ -41,6 +41,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from symspellpy import SymSpell, Verbosity
 
 from intentvcs.core import atomic
+from intentvcs.core.dataio import Example
+from intentvcs.core.entities import Entity
 from intentvcs.core.formats import FileFormat, FormatError, json_object, message_error
 from intentvcs.core.outputs import GraphOutputs, tuple_array
 
@@ -78,7 +80,8 @@ class SpellingError(FormatError):
 SPELLING_FORMAT = FileFormat(
     "intentvcs-spelling", 1, "spelling normaliser",
     "refit the checkpoint (intentvcs refit), then re-export it (intentvcs export)",
-    fields={"vocabulary": json_object}, error=message_error(ValueError),
+    fields={"vocabulary": json_object, "entity_words": json_object}, optional=frozenset({"entity_words"}),
+    error=message_error(ValueError),
 )
 
 
@@ -97,14 +100,30 @@ def vocabulary(texts: Iterable[str]) -> dict[str, int]:
     return dict(Counter(word for word in words if word.isalpha()))
 
 
+def entity_vocabulary(examples: Iterable[Example]) -> dict[str, list[str]]:
+    """Entity type -> the sorted lowercase words its training spans hold."""
+    words: dict[str, set[str]] = {}
+    for ex in examples:
+        for span in ex.spans:
+            words.setdefault(span.label, set()).update(
+                word.lower() for word in _WORD.findall(ex.text[span.start:span.end]) if word.isalpha())
+    return {label: sorted(found) for label, found in sorted(words.items())}
+
+
 class Spelling:
     """Correct out-of-vocabulary non-words to the closest training word.
 
     ``normalise(text)`` keeps everything but the corrected words as it was
     (spacing, punctuation, digits) and carries each word's casing over.
+    ``entity_words`` (entity type -> the words the training spans of that type
+    hold; ``None`` for a normaliser built before it was kept) tells a
+    correction that lands inside an entity of a type that holds the corrected
+    word ("tomorow" -> "tomorrow" in a date) from one that bends a name into a
+    training word ("lindsey cardinale" -> "cardinal" in an artist):
+    ``infer_normalised`` keeps the first and undoes the second.
     """
 
-    def __init__(self, counts: Mapping[str, int]):
+    def __init__(self, counts: Mapping[str, int], entity_words: Mapping[str, Iterable[str]] | None = None):
         bad = [word for word, count in counts.items()
                if not (isinstance(word, str) and word.isalpha() and word == word.lower())
                or not isinstance(count, int) or isinstance(count, bool) or count < 1]
@@ -116,10 +135,22 @@ class Spelling:
             self._index.create_dictionary_entry(word, count)
         self._known = english_words() | INFORMAL_WORDS | self.counts.keys()
         self._correct = lru_cache(maxsize=65536)(self._correct_word)
+        self.entity_words = (None if entity_words is None else
+                             {label: frozenset(words) for label, words in entity_words.items()})
 
     @classmethod
     def from_texts(cls, texts: Iterable[str]) -> "Spelling":
+        """A normaliser of plain texts (no entity words: every correction inside an entity is undone)."""
         return cls(vocabulary(texts))
+
+    @classmethod
+    def from_examples(cls, examples: Sequence[Example]) -> "Spelling":
+        """The normaliser of a training set: its words, and the words each entity type's spans hold."""
+        return cls(vocabulary(ex.text for ex in examples), entity_vocabulary(examples))
+
+    def holds(self, entity_type: str, word: str) -> bool:
+        """Whether training spans of ``entity_type`` hold ``word`` (never, without ``entity_words``)."""
+        return self.entity_words is not None and word.lower() in self.entity_words.get(entity_type, ())
 
     def __len__(self) -> int:
         return len(self.counts)
@@ -165,12 +196,15 @@ class Spelling:
 
     # -- serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {**SPELLING_FORMAT.stamp(), "vocabulary": dict(sorted(self.counts.items()))}
+        body = {**SPELLING_FORMAT.stamp(), "vocabulary": dict(sorted(self.counts.items()))}
+        if self.entity_words is not None:
+            body["entity_words"] = {label: sorted(words) for label, words in sorted(self.entity_words.items())}
+        return body
 
     @classmethod
     def from_dict(cls, body: Any) -> "Spelling":
         SPELLING_FORMAT.check(body)
-        return cls(body["vocabulary"])
+        return cls(body["vocabulary"], body.get("entity_words"))
 
     def save(self, path: str | os.PathLike) -> Path:
         return atomic.write_text(path, json.dumps(self.to_dict(), ensure_ascii=False) + "\n")
@@ -221,7 +255,9 @@ def infer_normalised(spelling: Spelling | None, texts: Sequence[str],
     again with those words as sent, and answered from that reading: there they
     are names (SNIPS test: 62 of the normaliser's 66 corrections lie inside
     gold entities, "lindsey cardinale" -> "lindsey cardinal"), and the entity
-    head reads a name better than the training word nearest to it.
+    head reads a name better than the training word nearest to it. Unless the
+    entity's type holds the corrected word in training (``Spelling.holds``):
+    "tomorow" -> "tomorrow" inside a date is a typo mended, not a name bent.
 
     ``tags``: the graph tags entities. Every text a correction changed is then
     read as sent in the same run as the rewritten texts, and a text whose
@@ -248,10 +284,10 @@ def infer_normalised(spelling: Spelling | None, texts: Sequence[str],
     outputs = _on_originals(first.rows(slice(0, len(texts))), rewrites)
     if outputs.entities is not None:
         # Entities are at offsets into ``texts`` now, where the edits are too.
-        again = {row: spelling.rewrite(texts[row], protected=[(entity.start, entity.end) for entity in found])
-                 for row, (found, rewrite) in enumerate(zip(outputs.entities, rewrites))
-                 if rewrite.edits and any(entity.start < edit[1] and edit[0] < entity.end
-                                          for entity in found for edit in rewrite.edits)}
+        bent = {row: _bent_names(spelling, found, rewrite)
+                for row, (found, rewrite) in enumerate(zip(outputs.entities, rewrites)) if rewrite.edits}
+        again = {row: spelling.rewrite(texts[row], protected=[(entity.start, entity.end) for entity in names])
+                 for row, names in bent.items() if names}
         read_already = [row for row, rewrite in again.items() if not rewrite.edits and row in as_sent]
         if read_already:
             outputs = outputs.with_rows(read_already, first.rows([as_sent[row] for row in read_already]))
@@ -261,6 +297,15 @@ def infer_normalised(spelling: Spelling | None, texts: Sequence[str],
             outputs = outputs.with_rows(reread, _on_originals(infer([r.text for r in texts_again]), texts_again))
         rewrites = [again.get(row, rewrite) for row, rewrite in enumerate(rewrites)]
     return outputs, [rewrite.text for rewrite in rewrites]
+
+
+def _bent_names(spelling: Spelling, found: Sequence[Entity], rewrite: Rewrite) -> list[Entity]:
+    """The entities of ``found`` (offsets in the text as sent) holding a correction to a word that their
+    type's training spans never hold: names the normaliser bent."""
+    return [entity for entity in found
+            if any(entity.start < original_end and original_start < entity.end
+                   and not spelling.holds(entity.label, rewrite.text[start:end])
+                   for original_start, original_end, start, end in rewrite.edits)]
 
 
 def _on_originals(outputs: GraphOutputs, rewrites: Sequence[Rewrite]) -> GraphOutputs:
