@@ -4,6 +4,7 @@ ties, serialisation and its errors, and recovery of the typo operator's output."
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -222,33 +223,33 @@ def test_a_correction_to_a_word_the_entity_type_holds_is_kept():
     correction inside a found entity to such a word ("tomorow" -> "tomorrow" in a date) is a typo mended
     and stays; one to a word the type never holds ("bostn" -> "boston" where no city span says boston) is
     a name bent and is undone, as every correction inside an entity is for a normaliser of plain texts."""
+    import numpy as np
+
     from intentvcs.core.dataio import Span
+    from intentvcs.core.entities import Entity
+    from intentvcs.core.outputs import GraphOutputs, tuple_array
     from intentvcs.core.spelling import entity_vocabulary, infer_normalised
 
     rows = [Example(text, ("x",)) for text in TRAINING]
-    rows.append(Example("rain in boston tomorrow", ("x",), spans=(Span(15, 23, "city"),)))  # "tomorrow" tagged a city
-    rows.append(Example("Paris weather", ("x",), spans=(Span(0, 5, "city"),)))
-    assert entity_vocabulary(rows) == {"city": ["paris", "tomorrow"]}
+    rows += [Example("rain tomorrow", ("x",), spans=(Span(5, 13, "date"),)),
+             Example("Paris weather", ("x",), spans=(Span(0, 5, "city"),))]
+    assert entity_vocabulary(rows) == {"city": ["paris"], "date": ["tomorrow"]}
     spelling = Spelling.from_examples(rows)
-    assert spelling.holds("city", "Tomorrow") and not spelling.holds("city", "boston")
-    assert not spelling.holds("date", "tomorrow") and not Spelling.from_texts(TRAINING).holds("city", "paris")
+    assert spelling.holds("date", "Tomorrow") and not spelling.holds("city", "boston")
+    assert not Spelling.from_texts(TRAINING).holds("city", "paris")
 
-    def tags_tomorrow_and_boston(texts):
-        import numpy as np
-
-        from intentvcs.core.entities import Entity
-        from intentvcs.core.outputs import GraphOutputs, tuple_array
-
-        found = [tuple(Entity("city", text.index(word), text.index(word) + len(word), 0.9)
-                       for word in ("tomorrow", "tomorow", "boston", "bostn") if f" {word}" in f" {text}"
-                       and not (word == "tomorow" and "tomorrow" in text) and not (word == "bostn" and "boston" in text))
+    def tags_dates_and_cities(texts):
+        """Tags whichever of "tomorrow", "tomorow" (dates) and "boston", "bostn" (cities) a text holds."""
+        types = {"tomorrow": "date", "tomorow": "date", "boston": "city", "bostn": "city"}
+        found = [tuple(Entity(types[word], match.start(), match.end(), 0.9)
+                       for match in re.finditer(r"\w+", text) if (word := match.group(0)) in types)
                  for text in texts]
         logits = np.zeros((len(texts), 1), dtype=np.float32)
         return GraphOutputs(logits, logits, logits, tuple_array(found))
 
-    _, read = infer_normalised(spelling, ["rain tomorow", "rain in bostn tomorow"], tags_tomorrow_and_boston)
+    _, read = infer_normalised(spelling, ["rain tomorow", "rain in bostn tomorow"], tags_dates_and_cities)
     assert read == ["rain tomorrow", "rain in bostn tomorrow"]
-    _, read = infer_normalised(Spelling.from_texts(TRAINING), ["rain tomorow"], tags_tomorrow_and_boston)
+    _, read = infer_normalised(Spelling.from_texts(TRAINING), ["rain tomorow"], tags_dates_and_cities)
     assert read == ["rain tomorow"]
 
 
