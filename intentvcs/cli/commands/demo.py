@@ -21,10 +21,11 @@ from intentvcs.training.config import DecisionConfig, TrainConfig
 log = logging.getLogger(__name__)
 
 # The default data set is small (a few hundred training rows): it takes more epochs than TrainConfig's default.
-# Not more: longer training buys entities with the out-of-scope verdict (README "Main job"; `intentvcs demo
-# --no-serve --epochs E`, test rows, 2026-11-27): 8 epochs slot F1 46.7 / OOS recall 85.0, 12: 55.8 / 75.0,
-# 16: 67.7 / 75.0, 20: 73.6 / 67.5 (validation OOS recall 86.7, 83.3, 76.7, 66.7). A heavier entity loss
-# instead (--entity-weight 3 at 8 epochs) costs the intents 10 points of exact match for 0.7 of slot F1.
+# Not more: longer training buys entities with the out-of-scope verdict (docs/RESULTS.md "The embedded
+# default's entities", measured with the encoder's learning rate for the entity head, test rows): 8 epochs
+# slot F1 46.7 / OOS recall 85.0, 12: 55.8 / 75.0, 16: 67.7 / 75.0, 20: 73.6 / 67.5 (validation OOS recall
+# 86.7, 83.3, 76.7, 66.7). A heavier entity loss (--entity-weight 3 at 8 epochs) costs the intents 10 points
+# of exact match for 0.7 of slot F1. The head's own rate, below, buys the entities instead.
 EPOCHS = 8
 # The entity head's peak learning rate, 100 x the encoder's: 8 epochs of 608 rows are 152 steps, too few for a
 # head that starts from random weights at the encoder's rate (validation slot F1 47.7 at --tagger-lr unset,
