@@ -54,13 +54,11 @@ def misspelt(example: Example, seed: int) -> Example | None:
     return replace_spans(example, values) if values else None
 
 
-def figures(bundle: Path, rows: list[Example], spelling: bool, threads: int) -> dict:
-    """The bundle's figures on ``rows``, read as served (fp32), with or without its normaliser."""
+def figures(engine, rows: list[Example]) -> dict:
+    """``engine``'s figures on ``rows``, read as served (part by part)."""
     from intentvcs.core.evaluation import evaluate
     from intentvcs.core.segmentation import decide_segmented
-    from intentvcs.service.engine import Engine
 
-    engine = Engine(bundle, provider="cpu", threads=threads, quantized="off", spelling=spelling)
     graph, segmented = decide_segmented(engine.decision, engine.infer, [row.text for row in rows])
     out = evaluate(engine.decision, graph, rows, include_tables=False, result=segmented.result)
     return {key: round(100 * out[key], 2) for key in FIGURES}
@@ -84,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
-    from intentvcs.core.spelling import Spelling
+    from intentvcs.service.engine import Engine
 
     pairs = [(row, misspelt(row, args.seed)) for row in read_jsonl(args.data) if row.spans]
     pairs = [(clean, typo) for clean, typo in pairs if typo is not None]
@@ -96,13 +94,16 @@ def main(argv: list[str] | None = None) -> int:
         name, _, folder = spec.partition("=")
         if not folder:
             parser.error(f"--bundle {spec!r}: expected NAME=DIR")
-        spelling_file = Path(folder) / "spelling.json"
-        entity_words = spelling_file.is_file() and Spelling.load(spelling_file).entity_words is not None
+        # fp32, with its normaliser and without: one engine each, for both sets of rows.
+        engines = {spelling: Engine(Path(folder), provider="cpu", threads=args.threads, quantized="off",
+                                    spelling=spelling) for spelling in (True, False)}
+        normaliser = engines[True].spelling
+        entity_words = normaliser is not None and normaliser.entity_words is not None
         for read, rows in sets.items():
-            for spelling in (True, False):
+            for spelling, engine in engines.items():
                 records.append({"dataset": args.dataset, "bundle_name": name, "bundle": folder,
                                 "entity_words": entity_words, "rows": len(rows), "read": read, "spelling": spelling,
-                                **figures(Path(folder), rows, spelling, args.threads)})
+                                **figures(engine, rows)})
                 print(records[-1], flush=True)
     records, command = keep_previous("entity_typos", records, lambda r: r["dataset"] == args.dataset)
     path = write_results("entity_typos", records, markdown(records), command=command)
