@@ -45,10 +45,10 @@ from bentoml.exceptions import ServiceUnavailable
 from starlette.responses import JSONResponse
 
 from intentvcs.service import prometheus_metrics, rejections, schemas
-from intentvcs.service.audit import AuditConfig, AuditInputError, audit_batch
+from intentvcs.service.audit import AuditConfig, AuditInputError, AuditStopped, audit_batch
 from intentvcs.service.audit_control import AuditGate, AuditRunner, AuditTimeout, ClientGone
-from intentvcs.service.audit_jobs import (JOB_READ_ROUTES, JOB_ROUTE, SUBMIT_ROUTE, JobBodyCheck, JobGate,
-                                         JobProgress, job_runner, progress_folder)
+from intentvcs.service.audit_jobs import (CANCEL_ROUTE, JOB_READ_ROUTES, JOB_ROUTE, SUBMIT_ROUTE, JobBodyCheck,
+                                         JobGate, JobProgress, JobSlots, job_runner, progress_folder)
 from intentvcs.service.auth import BearerAuth
 from intentvcs.service.batching import BatchQueue
 from intentvcs.service.body_limit import BodyLimit
@@ -74,6 +74,7 @@ from intentvcs.service.settings import ENV_PREFIX, Settings
 SETTINGS = Settings.from_env()
 AUDIT_CONFIG = AuditConfig.from_dict({**SETTINGS.audit_config, "progress": False})  # no bars in server logs
 API_ROUTES = ["/predict", "/model/parse", "/audit", SUBMIT_ROUTE]
+JOB_SLOTS = JobSlots()  # this worker's admitted, unfinished audit jobs (JobGate takes, audit_job gives back)
 log = logging.getLogger(__name__)
 
 
@@ -111,8 +112,8 @@ def _refused(ctx: bentoml.Context, status: int, reason: str, message: str) -> JS
 
 
 def _overloaded() -> ServiceUnavailable:
-    # The batch queue's refusal of an utterance that waited past max_latency_ms.
-    prometheus_metrics.get().record_error("overloaded")
+    # The batch queue's refusal of an utterance that waited past max_latency_ms; its request
+    # is counted and logged once, however many of its utterances were refused (direct_routes).
     return ServiceUnavailable("the service is overloaded; retry later")
 
 
@@ -203,26 +204,53 @@ class IntentService:
     @bentoml.task(route=JOB_ROUTE, input_spec=AuditJobRequest)
     async def audit_job(self, rows: list[AuditRow], training_rows: list[AuditRow] | None,
                         ctx: bentoml.Context) -> dict[str, Any]:
-        """``/audit`` for a batch of any size, as a background task with progress (``audit_jobs``)."""
-        progress = JobProgress(progress_folder(), ctx.request.state.task_id, len(rows))
-        progress("queued", 0, len(rows), force=True)
+        """``/audit`` for a batch of any size, as a background task with progress (``audit_jobs``).
+
+        A job that ends without a report answers ``/audit/job/get`` with the reason, as ``/audit``
+        would: 504 past its deadline, 410 when cancelled, 400 for rows the data format refuses
+        (BentoML marks every answer of 400 or more a failed task).
+        """
+        try:
+            return await self._run_job(rows, training_rows, ctx)
+        finally:
+            JOB_SLOTS.release()  # taken when JobGate admitted the submit
+
+    async def _run_job(self, rows: list[AuditRow], training_rows: list[AuditRow] | None,
+                       ctx: bentoml.Context) -> dict[str, Any] | JSONResponse:
+        total = len(rows)
+        progress = JobProgress(progress_folder(), ctx.request.state.task_id, total)
+        progress("queued", 0, total, force=True)
 
         def job(should_stop) -> dict[str, Any]:  # on the job thread
-            report = audit_batch(self.engine, _as_dicts(rows), _as_dicts(training_rows), config=AUDIT_CONFIG,
-                                 should_stop=should_stop, progress=progress).to_dict()
-            progress("done", len(rows), len(rows), force=True)
-            return report
+            return audit_batch(self.engine, _as_dicts(rows), _as_dicts(training_rows), config=AUDIT_CONFIG,
+                               should_stop=lambda: should_stop() or progress.cancel_requested(),
+                               progress=progress).to_dict()
+
+        def ended(stage: str, status: int, reason: str, message: str) -> JSONResponse:
+            progress.end(stage, 0, total)
+            prometheus_metrics.get().record_error(reason)
+            log.log(logging.WARNING if status >= 500 else logging.INFO, "audit job %s ended without a report: "
+                    "%d %s", progress.task_id, status, reason)
+            ctx.response.status_code = status
+            return JSONResponse({"error": message}, status_code=status)
 
         try:
-            return await self.jobs.run(job)
+            report = await self.jobs.run(job)
         except AuditTimeout:
-            progress("stopped: deadline", 0, len(rows), force=True)
-            raise bentoml.exceptions.BentoMLException(
-                f"the audit job did not finish within {LIMITS.audit_job_timeout_s} s (setting "
-                f"{ENV_PREFIX}AUDIT_JOB_TIMEOUT_S) and was stopped") from None
+            return ended("stopped: deadline", 504, "audit_timeout",
+                         f"the audit job did not finish within {LIMITS.audit_job_timeout_s} s of its start "
+                         f"(setting {ENV_PREFIX}AUDIT_JOB_TIMEOUT_S) and was stopped")
+        except AuditStopped:  # nothing but a cancel request sets the job's flag before its deadline
+            return ended("cancelled", 410, "audit_cancelled",
+                         f"the audit job was cancelled (PUT {CANCEL_ROUTE}) before it finished")
+        except AuditInputError as exc:
+            return ended("failed: invalid rows", 400, "invalid_rows", str(exc))
         except Exception as exc:
-            progress(f"failed: {exc}"[:300], 0, len(rows), force=True)
+            progress.end(f"failed: {exc}"[:300], 0, total)
+            prometheus_metrics.get().record_error("internal_error")
             raise
+        progress.end("done", total, total)
+        return report
 
     @bentoml.api(route="/audit", input_spec=AuditRequest)
     async def audit(self, rows: list[AuditRow], training_rows: list[AuditRow] | None,
@@ -265,8 +293,7 @@ if SETTINGS.api_token:
 IntentService.add_asgi_middleware(JsonOnly, routes=API_ROUTES, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(AuditGate, route="/audit", max_in_flight=LIMITS.max_audits_in_flight,
                                   retry_after_s=min(5, LIMITS.audit_timeout_s), on_reject=rejections.refused_scope)
-IntentService.add_asgi_middleware(JobGate, max_jobs=LIMITS.max_audit_jobs,
-                                  pending=lambda: bentoml.get_current_service().jobs.unfinished,
+IntentService.add_asgi_middleware(JobGate, max_jobs=LIMITS.max_audit_jobs, slots=JOB_SLOTS,
                                   retry_after_s=5, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.max_body_bytes, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(JobBodyCheck, check=schemas.job_body_problem, on_reject=rejections.refused_scope)

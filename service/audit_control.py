@@ -11,7 +11,8 @@ client had been answered 504. Two bounds, per worker process:
                  read, so a queue of 30 MB batches cannot build up either.
 ``AuditRunner``  runs the admitted audits one at a time on a worker thread,
                  with a deadline counted from the parsed request, queueing
-                 included. It hands the audit a stop flag, which
+                 included (a client waits through both), or for background
+                 jobs from the audit's start. It hands the audit a stop flag, which
                  ``audit_batch(should_stop=...)`` checks between its steps;
                  past the deadline (``AuditTimeout``), or when the client has
                  gone (``ClientGone``), the flag is set and the request is
@@ -78,15 +79,18 @@ class AuditRunner:
 
     ``thread_name`` and ``initializer`` name and prepare the thread (the audit
     jobs run theirs at a lower OS priority, ``intentvcs.service.audit_jobs``);
-    ``unfinished`` counts the jobs handed to ``run`` and not yet ended.
+    ``from_start`` counts the deadline from the audit's start instead of from
+    ``run``'s call, so that a job queued behind others is not stopped for
+    their time; ``unfinished`` counts the jobs handed to ``run`` and not yet ended.
     """
 
     def __init__(self, timeout_s: float, poll_s: float = 0.25, thread_name: str = "intentvcs-audit",
-                 initializer: Callable[[], None] | None = None):
+                 initializer: Callable[[], None] | None = None, from_start: bool = False):
         self.timeout_s = timeout_s
-        self.poll_s = poll_s  # how often the client's connection is checked
+        self.poll_s = poll_s  # how often the client's connection (and, from_start, the start) is checked
+        self.from_start = from_start
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name, initializer=initializer)
-        self.unfinished = 0  # read on the same event loop (JobGate): no lock needed
+        self.unfinished = 0  # read on the same event loop: no lock needed
 
     async def run(self, job: Callable[[Callable[[], bool]], T],
                   client_gone: Callable[[], Awaitable[bool]] = _client_stays) -> T:
@@ -100,14 +104,21 @@ class AuditRunner:
 
     async def _run(self, job: Callable[[Callable[[], bool]], T], client_gone: Callable[[], Awaitable[bool]]) -> T:
         loop = asyncio.get_running_loop()
-        stop = threading.Event()
-        future = loop.run_in_executor(self.pool, job, stop.is_set)
+        stop, started = threading.Event(), threading.Event()
+
+        def started_job(should_stop: Callable[[], bool]) -> T:  # on the audit thread
+            started.set()
+            return job(should_stop)
+
+        future = loop.run_in_executor(self.pool, started_job, stop.is_set)
         # A job stopped after its request was answered ends in an exception nobody awaits.
         future.add_done_callback(lambda done: done.cancelled() or done.exception())
-        deadline = loop.time() + self.timeout_s
+        deadline = None if self.from_start else loop.time() + self.timeout_s
         try:
             while True:
-                remaining = deadline - loop.time()
+                if deadline is None and started.is_set():  # seen within poll_s of the start
+                    deadline = loop.time() + self.timeout_s
+                remaining = self.poll_s if deadline is None else deadline - loop.time()
                 if remaining <= 0:
                     raise AuditTimeout
                 done, _ = await asyncio.wait({future}, timeout=min(self.poll_s, remaining))

@@ -4,17 +4,27 @@
 ``INTENTVCS_MAX_AUDIT_ROWS`` rows. A larger batch goes to the task endpoint
 ``/audit/job`` (BentoML's task queue: ``POST /audit/job/submit`` answers at
 once with a ``task_id``; ``GET /audit/job/status?task_id=`` and
-``GET /audit/job/get?task_id=`` give its state and, once completed, the
-report). This module holds what BentoML's task queue does not:
+``GET /audit/job/get?task_id=`` give its state and, once it has ended, the
+report or the reason there is none). This module holds what BentoML's task
+queue does not:
 
-``JobProgress``  where each running job stands (stage, rows done of total),
-                 written as small JSON files in a folder every worker of the
-                 server shares, so ``GET /audit/job/progress?task_id=`` answers
-                 whichever worker ran the job;
+``JobProgress``  where each job stands (stage, rows done of total, whether it
+                 has ended), written as small JSON files in a folder every
+                 worker of the server shares, so ``GET /audit/job/progress?task_id=``
+                 answers whichever worker ran the job; the folder is the
+                 server's own (BentoML's task store starts empty with each
+                 server start, so progress does too); a cancel request is a
+                 marker file beside it, which the job checks between its steps;
+``JobSlots``     the unfinished jobs a worker has admitted, counted from the
+                 admission (BentoML starts a task only after answering its
+                 submit: a count taken at the start let a burst of submits
+                 past the limit);
 ``JobGate``      an ASGI middleware admitting a submit (or a retry) only while
-                 this worker holds fewer than ``max_jobs`` unfinished jobs
-                 (429 with ``Retry-After`` beyond), so submitted batches
-                 cannot pile up in memory; and refusing the synchronous form
+                 this worker holds fewer than ``max_jobs`` slots (429 with
+                 ``Retry-After`` beyond), so submitted batches cannot pile up
+                 in memory; answering ``PUT /audit/job/cancel`` itself
+                 (BentoML's local server cannot cancel a task, yet marked it
+                 cancelled while it ran on); and refusing the synchronous form
                  BentoML also routes, ``POST /audit/job`` (404), which would
                  run an audit of any size inside one request, past every
                  bound of ``/audit``;
@@ -24,9 +34,9 @@ report). This module holds what BentoML's task queue does not:
                  a task id and fail later): 400 naming the field, at once;
 ``job_runner``  the ``AuditRunner`` (``audit_control``) the jobs run on: one
                  at a time on their own thread, apart from the synchronous
-                 audits, each with a deadline, at a lower OS priority:
-                 /predict's p99 at 8 clients rose 2.5x during a 10,000-row
-                 job at normal priority, 1.5x at niceness +10
+                 audits, each with a deadline from its start, at a lower OS
+                 priority: /predict's p99 at 8 clients rose 2.5x during a
+                 10,000-row job at normal priority, 1.5x at niceness +10
                  (docs/RESULTS.md, "Audits at scale").
 """
 
@@ -38,6 +48,7 @@ import re
 import tempfile
 import threading
 import time
+from urllib.parse import parse_qs
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -47,54 +58,96 @@ from starlette.responses import JSONResponse
 
 from intentvcs.core import atomic
 from intentvcs.service.audit_control import AuditRunner
-from intentvcs.service.rejections import respond
+from intentvcs.service.rejections import respond, respond_json
 
 OnReject = Callable[[dict[str, Any], int, str], None]  # (scope, status, reason)
 JOB_ROUTE = "/audit/job"
 SUBMIT_ROUTE = f"{JOB_ROUTE}/submit"
 PROGRESS_ROUTE = f"{JOB_ROUTE}/progress"
 RETRY_ROUTE = f"{JOB_ROUTE}/retry"
+CANCEL_ROUTE = f"{JOB_ROUTE}/cancel"
 # Every route of a job but its submit: BentoML's, and ours. Behind the API token like the submit.
-JOB_READ_ROUTES = [JOB_ROUTE, RETRY_ROUTE, PROGRESS_ROUTE] + [f"{JOB_ROUTE}/{name}" for name in ("status", "get",
-                                                                                              "cancel")]
+JOB_READ_ROUTES = [JOB_ROUTE, RETRY_ROUTE, PROGRESS_ROUTE, CANCEL_ROUTE] + [f"{JOB_ROUTE}/{name}"
+                                                                          for name in ("status", "get")]
 JOB_NICENESS = 10  # added to the job thread's niceness: /predict comes first
 TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")  # BentoML's ids are hex; anything else is no path part
 
 
 def progress_folder() -> Path:
-    """The folder the server's workers share for job progress: under BentoML's home (one per server)."""
+    """This server's job-progress folder, which its workers share: under BentoML's home (one per
+    server), named after the server process, whose children the workers are. A restarted server
+    starts an empty one, as BentoML starts its task store empty: no job outlives a restart."""
     home = os.environ.get("BENTOML_HOME") or os.path.join(tempfile.gettempdir(), "intentvcs-bentoml")
-    return Path(home) / "intentvcs-audit-jobs"
+    return Path(home) / "intentvcs-audit-jobs" / f"server-{os.getppid()}"
 
 
-# BentoML keeps a task's result for a day; its progress file goes after as long.
+# BentoML keeps a task's result while its server runs; a job's progress goes a day after its last write.
 PROGRESS_RETENTION_S = 24 * 3600
+PROGRESS_SUFFIX, CANCEL_SUFFIX = ".json", ".cancel"
 
 
 class JobProgress:
     """Stage and counts of one job, published to ``folder/<task_id>.json`` (atomically, at most every
-    ``min_interval_s``, and always on a change of stage). A new job removes the progress files of jobs
-    that ended more than ``PROGRESS_RETENTION_S`` ago (files of this folder only, all written here)."""
+    ``min_interval_s``, and always on a change of stage) until ``end`` writes its last stage.
+
+    A new job removes what this module wrote more than ``PROGRESS_RETENTION_S`` ago: progress and
+    cancel files of this folder and of earlier servers' folders beside it (``prune``).
+    """
 
     def __init__(self, folder: Path, task_id: str, rows: int, min_interval_s: float = 0.5):
         folder.mkdir(parents=True, exist_ok=True)
-        cutoff = time.time() - PROGRESS_RETENTION_S
-        for old in folder.glob("*.json"):
-            if old.stat().st_mtime < cutoff:
-                old.unlink(missing_ok=True)
-        self.path = folder / f"{task_id}.json"
+        prune(folder.parent, time.time() - PROGRESS_RETENTION_S)
+        self.path = folder / f"{task_id}{PROGRESS_SUFFIX}"
+        self.cancel_path = folder / f"{task_id}{CANCEL_SUFFIX}"
         self.task_id, self.rows, self.min_interval_s = task_id, rows, min_interval_s
-        self.stage, self.last = "", 0.0
+        self.stage, self.last, self.ended = "", 0.0, False
         self.started = time.time()
 
     def __call__(self, stage: str, done: int, total: int, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and stage == self.stage and now - self.last < self.min_interval_s:
+        if self.ended or (not force and stage == self.stage and now - self.last < self.min_interval_s):
             return
         self.stage, self.last = stage, now
+        self._write(stage, done, total)
+
+    def end(self, stage: str, done: int, total: int) -> None:
+        """Write the job's last stage ("done", "cancelled", "stopped: deadline", "failed: ..."); later
+        calls, from a job thread that has not yet seen its stop flag, write nothing."""
+        if not self.ended:
+            self._write(stage, done, total, ended=True)
+            self.ended, self.stage = True, stage
+        self.cancel_path.unlink(missing_ok=True)
+
+    def cancel_requested(self) -> bool:
+        """Whether ``PUT /audit/job/cancel`` asked this job to stop (on any worker of the server)."""
+        return self.cancel_path.exists()
+
+    def _write(self, stage: str, done: int, total: int, ended: bool = False) -> None:
         atomic.write_text(self.path, json.dumps({
             "task_id": self.task_id, "rows": self.rows, "stage": stage, "done": done, "total": total,
-            "started_at": self.started, "updated_at": time.time()}))
+            "ended": ended, "started_at": self.started, "updated_at": time.time()}))
+
+
+def prune(root: Path, cutoff: float) -> None:
+    """Remove the progress and cancel files under ``root`` (one folder per server) last written before
+    ``cutoff``, then the server folders left empty. Nothing else is touched."""
+    for folder in (path for path in root.glob("server-*") if path.is_dir()):
+        for old in [*folder.glob(f"*{PROGRESS_SUFFIX}"), *folder.glob(f"*{CANCEL_SUFFIX}")]:
+            if old.stat().st_mtime < cutoff:
+                old.unlink(missing_ok=True)
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            pass
+
+
+def read_progress(task_id: str) -> dict[str, Any] | None:
+    """The last progress ``task_id`` published on this server, or None."""
+    path = progress_folder() / f"{task_id}{PROGRESS_SUFFIX}"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
 
 
 async def progress_endpoint(request: Request) -> JSONResponse:
@@ -102,42 +155,103 @@ async def progress_endpoint(request: Request) -> JSONResponse:
     task_id = request.query_params.get("task_id", "")
     if not TASK_ID.match(task_id):
         return JSONResponse({"error": "task_id: expected the id that /audit/job/submit answered"}, status_code=400)
-    path = progress_folder() / f"{task_id}.json"
-    if not path.is_file():
+    progress = read_progress(task_id)
+    if progress is None:
         return JSONResponse({"error": f"no audit job {task_id} has reported progress on this server"},
                             status_code=404)
-    return JSONResponse(json.loads(path.read_text(encoding="utf-8")))
+    return JSONResponse(progress)
+
+
+class JobSlots:
+    """The unfinished audit jobs one worker has admitted (one event loop per worker: no lock)."""
+
+    def __init__(self) -> None:
+        self.held = 0
+
+    def take(self) -> None:
+        self.held += 1
+
+    def release(self) -> None:
+        self.held = max(0, self.held - 1)
 
 
 class JobGate:
-    """Wrap ``app``; a submit to ``/audit/job`` is admitted only while ``pending()`` is under ``max_jobs``."""
+    """Wrap ``app``; a submit (or retry) to ``/audit/job`` is admitted only while ``slots`` holds fewer
+    than ``max_jobs``. An admitted request takes a slot, given back at once when its answer is not a
+    task (the job gives it back when it ends, ``app.IntentService.audit_job``)."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], max_jobs: int, pending: Callable[[], int],
+    def __init__(self, app: Callable[..., Awaitable[None]], max_jobs: int, slots: JobSlots,
                  retry_after_s: int, on_reject: OnReject = lambda scope, status, reason: None):
-        self.app, self.max_jobs, self.pending = app, max_jobs, pending
+        self.app, self.max_jobs, self.slots = app, max_jobs, slots
         self.retry_after_s, self.on_reject = retry_after_s, on_reject
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http" and scope["path"] == JOB_ROUTE:
+        path = scope.get("path") if scope["type"] == "http" else None
+        if path == JOB_ROUTE:
             self.on_reject(scope, 404, "not_found")
             await respond(send, 404, f"an audit job is submitted to POST {SUBMIT_ROUTE}; POST /audit audits "
                                      "a batch in one request")
-            return
-        if (scope["type"] == "http" and scope["path"] in (SUBMIT_ROUTE, RETRY_ROUTE)
-                and self.pending() >= self.max_jobs):
+        elif path == CANCEL_ROUTE:
+            await self._cancel(scope, send)
+        elif path in (SUBMIT_ROUTE, RETRY_ROUTE) and scope["method"] == "POST":
+            await self._admit(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _admit(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if self.slots.held >= self.max_jobs:
             self.on_reject(scope, 429, "audit_busy")
-            await respond(send, 429, f"this worker holds {self.pending()} unfinished audit jobs, its limit "
+            await respond(send, 429, f"this worker holds {self.slots.held} unfinished audit jobs, its limit "
                                      f"(setting INTENTVCS_MAX_AUDIT_JOBS); retry later",
                           headers=[(b"retry-after", str(self.retry_after_s).encode())])
             return
-        await self.app(scope, receive, send)
+        self.slots.take()
+        answered: dict[str, int] = {}
+
+        async def watched(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                answered["status"] = message["status"]
+            await send(message)
+
+        try:
+            # Returns once the task has run too: BentoML runs it as the submit's background task.
+            await self.app(scope, receive, watched)
+        finally:
+            if answered.get("status") != 200:  # no task was started
+                self.slots.release()
+
+    async def _cancel(self, scope: dict[str, Any], send: Callable) -> None:
+        """``PUT /audit/job/cancel?task_id=``: 202 and the job stops at its next step (queued, it never
+        starts); 404 for a job this server does not know, 409 for one that has ended."""
+        if scope["method"] != "PUT":
+            self.on_reject(scope, 405, "method_not_allowed")
+            await respond(send, 405, f"cancel an audit job with PUT {CANCEL_ROUTE}?task_id=",
+                          headers=[(b"allow", b"PUT")])
+            return
+        task_id = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("task_id") or [""])[0]
+        if not TASK_ID.match(task_id):
+            self.on_reject(scope, 400, "invalid_request")
+            await respond(send, 400, "task_id: expected the id that /audit/job/submit answered")
+            return
+        progress = read_progress(task_id)
+        if progress is None:
+            self.on_reject(scope, 404, "not_found")
+            await respond(send, 404, f"no audit job {task_id} on this server")
+            return
+        if progress.get("ended"):
+            self.on_reject(scope, 409, "job_ended")
+            await respond(send, 409, f"audit job {task_id} has already ended ({progress['stage']})")
+            return
+        atomic.write_text(progress_folder() / f"{task_id}{CANCEL_SUFFIX}", "")
+        await respond_json(send, 202, {"task_id": task_id, "status": "cancelling"})
 
 
 class JobBodyCheck:
     """Wrap ``app``; the body of a submit to ``/audit/job`` must pass ``check(body)``, which returns None
-    or ``(reason, message)`` for a 400. Sits inside ``BodyLimit``, whose buffered body it reads."""
+    or ``(reason, body)`` for a 400. Sits inside ``BodyLimit``, whose buffered body it reads."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], check: Callable[[bytes], tuple[str, str] | None],
+    def __init__(self, app: Callable[..., Awaitable[None]],
+                 check: Callable[[bytes], tuple[str, dict[str, Any]] | None],
                  on_reject: OnReject = lambda scope, status, reason: None):
         self.app, self.check, self.on_reject = app, check, on_reject
 
@@ -155,7 +269,7 @@ class JobBodyCheck:
         problem = self.check(body)
         if problem is not None:
             self.on_reject(scope, 400, problem[0])
-            await respond(send, 400, problem[1])
+            await respond_json(send, 400, problem[1])
             return
         replay = iter(messages)
 
@@ -166,8 +280,10 @@ class JobBodyCheck:
 
 
 def job_runner(timeout_s: float) -> AuditRunner:
-    """The runner of a worker's audit jobs: its own thread, at a lower OS priority."""
-    return AuditRunner(timeout_s, thread_name="intentvcs-audit-job", initializer=_yield_to_predictions)
+    """The runner of a worker's audit jobs: its own thread, at a lower OS priority, each job's
+    deadline counted from its start."""
+    return AuditRunner(timeout_s, thread_name="intentvcs-audit-job", initializer=_yield_to_predictions,
+                       from_start=True)
 
 
 def _yield_to_predictions() -> None:

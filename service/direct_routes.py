@@ -32,7 +32,7 @@ from bentoml.exceptions import ServiceUnavailable
 from pydantic import BaseModel, ValidationError
 
 from intentvcs.service import rejections
-from intentvcs.service.schemas import rejection_reason
+from intentvcs.service.schemas import rejection_reason, validation_error_body
 
 log = logging.getLogger(__name__)
 # A route's request model, and what answers a validated request: (service instance, request) -> answer.
@@ -69,11 +69,11 @@ class DirectRoutes:
             request = request_model.model_validate_json(body or b"{}")
         except ValidationError as exc:
             rejections.refused(scope["method"], scope["path"], 400, rejection_reason(exc))
-            return 400, _json({"error": f"{exc.error_count()} validation error for {exc.title}",
-                               "detail": exc.errors(include_context=False, include_input=False)})
+            return 400, _json(validation_error_body(exc))
         try:
             answer = await handler(bentoml.get_current_service(), request)
-        except ServiceUnavailable as exc:  # counted as "overloaded" where it was raised
+        except ServiceUnavailable as exc:  # the batch queue refused one or more of the request's utterances
+            rejections.refused(scope["method"], scope["path"], 503, "overloaded")
             return 503, _json({"error": str(exc)})
         except Exception:
             log.exception("Exception on %s %s", scope["method"], scope["path"])

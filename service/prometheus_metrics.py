@@ -23,7 +23,7 @@ from typing import Any
 OUT_OF_SCOPE = "out_of_scope"
 # overloaded: /predict's batch queue (503); audit_busy: a worker's audits in
 # flight, or its unfinished audit jobs (429); audit_timeout: an audit past its deadline (504);
-# audit_cancelled: an audit stopped because its client went away.
+# audit_cancelled: an audit stopped because its client went away, or an audit job its client cancelled.
 SERVER_ERROR_REASONS = ("internal_error", "overloaded", "audit_busy", "audit_timeout", "audit_cancelled")
 
 CONFIDENCE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)

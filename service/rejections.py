@@ -81,7 +81,13 @@ async def respond(send: Callable[[dict[str, Any]], Awaitable[None]], status: int
     For middleware that refuse a request before reading its body: the unread
     body makes the connection unusable for a next request.
     """
-    body = json.dumps({"error": message}).encode()
+    await respond_json(send, status, {"error": message}, headers)
+
+
+async def respond_json(send: Callable[[dict[str, Any]], Awaitable[None]], status: int, payload: dict[str, Any],
+                       headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    """Answer an ASGI request with ``payload`` as JSON and close the connection (see ``respond``)."""
+    body = json.dumps(payload).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close"), *headers]})

@@ -13,6 +13,7 @@ and logged as one line without the input (``intentvcs.service.rejections``).
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated, Any
 
 import bentoml
@@ -35,13 +36,17 @@ from intentvcs.service.settings import ENV_PREFIX, Limits
 
 LIMITS = Limits.from_env()
 ID_MAX_CHARS = 200  # an audit row's id, a /model/parse message_id
+# Unicode general categories of what a reader sees: letters, numbers, punctuation, symbols.
+VISIBLE_CATEGORIES = frozenset("LNPS")
 
 
 def _not_blank(text: str) -> str:
-    # A whitespace-only utterance tokenizes to nothing; refusing it is clearer
-    # than answering with the model's guess for an empty string.
-    if not text.strip():
-        raise PydanticCustomError("empty_text", "String should contain at least one non-whitespace character")
+    # A text of nothing visible (white space, control and format characters such as
+    # a zero-width space or a BOM, lone combining marks) tokenizes to nothing; refusing
+    # it is clearer than answering with the model's guess for an empty string.
+    if not any(unicodedata.category(char)[0] in VISIBLE_CATEGORIES for char in text):
+        raise PydanticCustomError("empty_text", "String should contain at least one non-whitespace character "
+                                                "(a letter, digit, punctuation mark or symbol)")
     return text
 
 
@@ -245,10 +250,11 @@ _REASON_BY_FIELD = {  # emptiness, length and range limits, which depend on the 
     ("too_short", None): "empty_list",
 }
 # Refusals decided outside the schemas: body_limit, media_type, auth, the
-# new-intent cap of /audit (it needs the bundle's labels), and the synchronous
-# form of the audit job route (audit_jobs).
+# new-intent cap of /audit (it needs the bundle's labels), and the job routes
+# of audit_jobs (the synchronous form, a cancel by another method, of an
+# unknown job or of one that has ended).
 OTHER_REJECTIONS = ("wrong_type", "invalid_rows", "invalid_request", "body_too_large", "unsupported_media_type",
-                    "unauthorized", "too_many_new_intents", "not_found")
+                    "unauthorized", "too_many_new_intents", "not_found", "method_not_allowed", "job_ended")
 REJECTION_REASONS = sorted({*_REASON_BY_TYPE.values(), *_REASON_BY_FIELD.values(), *OTHER_REJECTIONS})
 
 
@@ -267,24 +273,32 @@ def rejection_reason(exc: ValidationError) -> str:
     return "invalid_request"
 
 
-def job_body_problem(body: bytes) -> tuple[str, str] | None:
-    """What is wrong with an ``/audit/job`` submit body, as ``(reason, message)``; None when it is valid.
+def validation_error_body(exc: ValidationError) -> dict[str, Any]:
+    """The 400 body of a refused request, as BentoML words it: ``error`` and ``detail``, one entry per
+    failed check naming its field (``loc``), without the input it was given (a user's text)."""
+    count = exc.error_count()
+    return {"error": f"{count} validation error{'' if count == 1 else 's'} for {exc.title}",
+            "detail": exc.errors(include_context=False, include_input=False)}
 
-    The schema's checks, then the data format's (``validate_rows``: what ``/audit`` answers with 400
-    ``invalid_rows`` once the audit has started)."""
+
+def job_body_problem(body: bytes) -> tuple[str, dict[str, Any]] | None:
+    """What is wrong with an ``/audit/job`` submit body, as ``(reason, 400 body)``; None when it is valid.
+
+    The schema's checks (answered as ``/audit`` answers them), then the data format's
+    (``validate_rows``: what ``/audit`` answers with 400 ``invalid_rows`` once the audit has started)."""
     from intentvcs.service.audit import AuditInputError, validate_rows
 
     try:
         request = AuditJobRequest.model_validate_json(body)
     except ValidationError as exc:
-        return rejection_reason(exc), str(exc)
+        return rejection_reason(exc), validation_error_body(exc)
     try:
         for name in ("rows", "training_rows"):
             rows = getattr(request, name)
             if rows is not None:
                 validate_rows([row.model_dump(exclude_none=True) for row in rows], name)
     except AuditInputError as exc:
-        return "invalid_rows", str(exc)
+        return "invalid_rows", {"error": str(exc)}
     return None
 
 
@@ -404,8 +418,8 @@ class ParseResponse(BaseModel):
                                "default nlu_fallback) when the utterance is out of scope.")
     intent_ranking: list[RasaIntent] = Field(
         description=f"The most confident intents, at most {LIMITS.default_top_k} ({ENV_PREFIX}DEFAULT_TOP_K), most "
-        "confident first; out of scope, the fallback intent is put first (by position, as Rasa's FallbackClassifier "
-        "does, whatever its confidence).")
+        "confident first; out of scope, the fallback intent is put first ahead of them (by position, as Rasa's "
+        f"FallbackClassifier does, whatever its confidence: then up to {LIMITS.default_top_k + 1} entries).")
     entities: list[RasaEntity] = Field(description="As /predict's entities, in Rasa's form; [] without an entity head.")
     accepted: list[str] = Field(description="Accepted intents after label-relation closure, most confident first "
                                 "(the multi-label decision, as /predict gives it).")

@@ -13,7 +13,7 @@ import pytest
 
 from intentvcs.cli.commands.serve import running
 from intentvcs.service.audit_control import AuditTimeout
-from intentvcs.service.audit_jobs import JobGate, JobProgress, job_runner
+from intentvcs.service.audit_jobs import JobGate, JobProgress, JobSlots, job_runner
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
 
 REFERENCES = [{"text": f"{phrase} {tail}", "labels": [label]}
@@ -25,10 +25,18 @@ BATCH = [{"text": f"play some jazz {tail}", "labels": ["PlayJazz"]}
         [{"text": f"rate the film {tail}", "labels": ["RateFilm"]} for tail in ("five stars", "badly", "now", "fairly")]
 
 
+# One meaning under 100 new names, every pair tested: an audit of about 20 s unstopped on 2 cores.
+SLOW = [{"text": f"turn on the lights in room {i} now", "labels": [f"new_intent_{i}"]} for i in range(100)
+        for _ in range(3)]
+MAX_JOBS, JOB_TIMEOUT_S = 2, 4
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     bundle = make_tiny_bundle(tmp_path_factory.mktemp("jobs"), references=REFERENCES)
-    env = {"INTENTVCS_MAX_AUDIT_ROWS": "5"}
+    env = {"INTENTVCS_MAX_AUDIT_ROWS": "5", "INTENTVCS_MAX_AUDIT_JOBS": str(MAX_JOBS),
+           "INTENTVCS_AUDIT_JOB_TIMEOUT_S": str(JOB_TIMEOUT_S),
+           "INTENTVCS_AUDIT_CONFIG": json.dumps({"max_new_pairs": 10_000})}
     with running(bundle, extra_env=env) as url:
         yield bundle, url
 
@@ -61,6 +69,73 @@ def test_a_job_takes_a_batch_past_the_synchronous_cap(served):
     assert report["summary"]["new_intents"] == ["PlayJazz", "RateFilm"]
     progress = httpx.get(f"{url}/audit/job/progress", params={"task_id": task_id}, timeout=10).json()
     assert (progress["stage"], progress["done"], progress["total"], progress["rows"]) == ("done", 12, 12, 12)
+    assert progress["ended"] is True
+
+
+def _errors(url: str) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return {s.labels["reason"]: s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "intentvcs_request_errors_total"}
+
+
+def _job(url: str, route: str, task_id: str) -> httpx.Response:
+    return httpx.get(f"{url}/audit/job/{route}", params={"task_id": task_id}, timeout=10)
+
+
+def test_a_burst_of_submits_gets_no_more_jobs_than_the_limit_and_cancel_stops_them(served):
+    """Submits sent at once each take a slot when admitted (BentoML starts a task only after answering
+    its submit, so a count of started jobs let them all in); a cancel stops the running job at its next
+    step and the queued one before it starts, and each then answers with the reason it has no report."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, url = served
+    before = _errors(url)
+    with ThreadPoolExecutor(MAX_JOBS + 2) as pool:
+        answers = list(pool.map(lambda _: httpx.post(f"{url}/audit/job/submit", json={"rows": SLOW}, timeout=30),
+                                range(MAX_JOBS + 2)))
+    admitted = [answer.json()["task_id"] for answer in answers if answer.status_code == 200]
+    assert sorted(answer.status_code for answer in answers) == [200] * MAX_JOBS + [429] * 2
+    started = time.monotonic()
+    for task_id in admitted:
+        cancelled = httpx.put(f"{url}/audit/job/cancel", params={"task_id": task_id}, timeout=10)
+        assert cancelled.status_code == 202 and cancelled.json() == {"task_id": task_id, "status": "cancelling"}
+    for task_id in admitted:
+        assert _wait(url, task_id, timeout_s=JOB_TIMEOUT_S)["status"] == "failed"
+        result = _job(url, "get", task_id)
+        assert result.status_code == 410 and "cancelled" in result.json()["error"]
+        progress = _job(url, "progress", task_id).json()
+        assert progress["stage"] == "cancelled" and progress["ended"] is True
+        again = httpx.put(f"{url}/audit/job/cancel", params={"task_id": task_id}, timeout=10)
+        assert again.status_code == 409 and "already ended (cancelled)" in again.json()["error"]
+    assert time.monotonic() - started < JOB_TIMEOUT_S  # stopped by the cancel, not the deadline
+    unknown = httpx.put(f"{url}/audit/job/cancel", params={"task_id": "0" * 32}, timeout=10)
+    assert unknown.status_code == 404 and "no audit job" in unknown.json()["error"]
+    assert httpx.get(f"{url}/audit/job/cancel", params={"task_id": admitted[0]}, timeout=10).status_code == 405
+    after = _errors(url)
+    assert after["audit_busy"] == before["audit_busy"] + 2
+    assert after["audit_cancelled"] == before["audit_cancelled"] + MAX_JOBS
+    # Both slots are free again.
+    submitted = httpx.post(f"{url}/audit/job/submit", json={"rows": BATCH}, timeout=30)
+    assert submitted.status_code == 200 and _wait(url, submitted.json()["task_id"])["status"] == "completed"
+
+
+def test_a_jobs_deadline_runs_from_its_start_and_its_answer_says_why_it_has_no_report(served):
+    _, url = served
+    before = _errors(url)
+    slow = httpx.post(f"{url}/audit/job/submit", json={"rows": SLOW}, timeout=30).json()["task_id"]
+    queued = httpx.post(f"{url}/audit/job/submit", json={"rows": BATCH}, timeout=30).json()["task_id"]
+    assert _wait(url, slow)["status"] == "failed"
+    result = _job(url, "get", slow)
+    assert result.status_code == 504
+    assert f"within {JOB_TIMEOUT_S} s of its start (setting INTENTVCS_AUDIT_JOB_TIMEOUT_S)" in result.json()["error"]
+    # Queued behind the slow job for its whole deadline, the next one still runs to its end.
+    assert _wait(url, queued)["status"] == "completed" and _job(url, "get", queued).status_code == 200
+    time.sleep(1.0)  # the stopped job's thread has seen its flag: its last stage stays
+    progress = _job(url, "progress", slow).json()
+    assert progress["stage"] == "stopped: deadline" and progress["ended"] is True
+    assert _errors(url)["audit_timeout"] == before["audit_timeout"] + 1
 
 
 def test_progress_of_an_unknown_or_malformed_job(served):
@@ -81,29 +156,43 @@ def test_a_job_submit_is_checked_like_an_audit(served):
     _, url = served
     bad = httpx.post(f"{url}/audit/job/submit", json={"rows": [{"text": "hi", "labels": ["a", "a"]}]}, timeout=30)
     assert bad.status_code == 400 and "rows[0]" in bad.json()["error"]
+    # A body the schema refuses is answered as /audit answers it: the fields named, the input not echoed.
+    body = {"rows": [{"text": "my secret pin is 1234", "label": ["x"]}]}
+    for route in ("/audit", "/audit/job/submit"):
+        refused = httpx.post(f"{url}{route}", json=body, timeout=30)
+        assert refused.status_code == 400, route
+        answer = refused.json()
+        assert answer["error"].startswith("2 validation error"), route
+        assert sorted(tuple(d["loc"]) for d in answer["detail"]) == [("rows", 0, "label"), ("rows", 0, "labels")]
+        assert "secret" not in refused.text, route
 
 
-def test_the_gate_refuses_a_submit_while_the_worker_holds_its_limit():
+def test_the_gate_takes_a_slot_per_admitted_submit_and_gives_back_those_that_started_no_task():
     calls, refusals, sent = [], [], []
+    answer_status = {"code": 200}
 
-    async def app(scope, receive, send):
+    async def app(scope, receive, send):  # BentoML's answer to a submit
         calls.append(scope["path"])
+        await send({"type": "http.response.start", "status": answer_status["code"], "headers": []})
 
     async def send(message):
         sent.append(message)
 
-    pending = {"n": 1}
-    gate = JobGate(app, max_jobs=1, pending=lambda: pending["n"], retry_after_s=5,
+    slots = JobSlots()
+    gate = JobGate(app, max_jobs=1, slots=slots, retry_after_s=5,
                    on_reject=lambda scope, status, reason: refusals.append((status, reason)))
     submit = {"type": "http", "path": "/audit/job/submit", "method": "POST"}
     asyncio.run(gate(submit, None, send))
-    assert refusals == [(429, "audit_busy")] and calls == []
-    assert sent[0]["status"] == 429 and (b"retry-after", b"5") in sent[0]["headers"]
-    assert "INTENTVCS_MAX_AUDIT_JOBS" in json.loads(sent[1]["body"])["error"]
-    asyncio.run(gate({"type": "http", "path": "/audit/job/status", "method": "GET"}, None, send))
-    pending["n"] = 0
+    assert slots.held == 1 and calls == ["/audit/job/submit"]  # admitted: held until the job ends
     asyncio.run(gate(submit, None, send))
-    assert calls == ["/audit/job/status", "/audit/job/submit"]
+    assert refusals == [(429, "audit_busy")] and calls == ["/audit/job/submit"]
+    assert sent[-2]["status"] == 429 and (b"retry-after", b"5") in sent[-2]["headers"]
+    assert "INTENTVCS_MAX_AUDIT_JOBS" in json.loads(sent[-1]["body"])["error"]
+    asyncio.run(gate({"type": "http", "path": "/audit/job/status", "method": "GET"}, None, send))
+    slots.release()  # the job ended
+    answer_status["code"] = 404  # a retry of an unknown task: no job started, the slot comes back
+    asyncio.run(gate({"type": "http", "path": "/audit/job/retry", "method": "POST"}, None, send))
+    assert slots.held == 0 and calls == ["/audit/job/submit", "/audit/job/status", "/audit/job/retry"]
 
 
 def test_a_job_past_its_deadline_is_told_to_stop():
@@ -126,16 +215,52 @@ def test_a_job_past_its_deadline_is_told_to_stop():
     assert stopped == [True]
 
 
-def test_progress_is_published_and_old_files_are_pruned(tmp_path):
+def test_a_queued_job_has_no_deadline_until_it_starts():
+    """Two jobs on one runner: the second waits out the first, longer than the deadline, and still runs."""
+    runner = job_runner(timeout_s=0.5)
+
+    async def run():
+        first = asyncio.ensure_future(runner.run(lambda should_stop: time.sleep(0.8) or "first"))
+        await asyncio.sleep(0.05)
+        second = await runner.run(lambda should_stop: "second")
+        with pytest.raises(AuditTimeout):
+            await first
+        return second
+
+    assert asyncio.run(run()) == "second"
+
+
+def test_progress_is_published_ends_once_and_old_files_are_pruned(tmp_path):
     import os
 
-    stale = tmp_path / "old.json"
+    earlier_server = tmp_path / "server-1"
+    earlier_server.mkdir()
+    stale = earlier_server / "old.json"
     stale.write_text("{}")
     os.utime(stale, (time.time() - 2 * 86400,) * 2)
-    progress = JobProgress(tmp_path, "abc", rows=10, min_interval_s=60)
-    assert not stale.exists()
+    foreign = tmp_path / "notes.txt"  # not ours: never touched
+    foreign.write_text("keep")
+    progress = JobProgress(tmp_path / "server-2", "abc", rows=10, min_interval_s=60)
+    assert not stale.exists() and not earlier_server.exists() and foreign.exists()
+    path = tmp_path / "server-2" / "abc.json"
     progress("audit: new intents", 3, 10, force=True)
     progress("audit: new intents", 5, 10)  # within min_interval_s of the last write: skipped
-    assert json.loads((tmp_path / "abc.json").read_text())["done"] == 3
+    assert json.loads(path.read_text())["done"] == 3
     progress("audit: references", 1, 4)  # a new stage is always written
-    assert json.loads((tmp_path / "abc.json").read_text())["stage"] == "audit: references"
+    assert json.loads(path.read_text())["stage"] == "audit: references"
+    (tmp_path / "server-2" / "abc.cancel").write_text("")
+    assert progress.cancel_requested()
+    progress.end("cancelled", 0, 10)
+    progress("audit: references", 2, 4, force=True)  # a job thread that has not yet seen its flag
+    assert json.loads(path.read_text())["stage"] == "cancelled" and json.loads(path.read_text())["ended"]
+    assert not progress.cancel_requested()
+
+
+def test_each_server_has_its_own_progress_folder(monkeypatch, tmp_path):
+    """Named after the server process, the workers' parent: a restarted server knows no earlier job, as
+    BentoML's task store, which it deletes at start, knows none."""
+    from intentvcs.service import audit_jobs
+
+    monkeypatch.setenv("BENTOML_HOME", str(tmp_path))
+    monkeypatch.setattr(audit_jobs.os, "getppid", lambda: 4242)
+    assert audit_jobs.progress_folder() == tmp_path / "intentvcs-audit-jobs" / "server-4242"

@@ -109,10 +109,13 @@ def test_a_refused_body_gets_bentomls_400_counted_once(service, monkeypatch, chu
     assert refused == [("POST", "/predict", 400, reason)] and service.calls == []
 
 
-def test_a_full_queue_is_503_with_its_reason(service):
+def test_a_full_queue_is_503_with_its_reason_counted_once(service, monkeypatch):
+    refused = []
+    monkeypatch.setattr(direct_routes.rejections, "refused", lambda *args: refused.append(args))
     service.fail = ServiceUnavailable("the service is overloaded; retry later")
-    status, _, body = answer_of(call(make([]), "POST", "/predict", [b'{"text": "hi"}']))
+    status, _, body = answer_of(call(make([]), "POST", "/predict", [b'{"texts": ["hi", "ho", "hu"]}']))
     assert status == 503 and body == {"error": "the service is overloaded; retry later"}
+    assert refused == [("POST", "/predict", 503, "overloaded")]
 
 
 def test_a_failing_handler_is_500_without_detail_and_logged(service, caplog):

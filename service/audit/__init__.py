@@ -59,11 +59,11 @@ Report JSON (``report.schema.json``, JSON Schema 2020-12, is normative)::
     Row   = {"text", "id"?, "accepted": [E...], "top": [{"intent", "confidence"}]}
 """
 
-from intentvcs.service.audit.batch import AuditInputError, audit_batch, validate_rows
+from intentvcs.service.audit.batch import AuditInputError, AuditStopped, audit_batch, validate_rows
 from intentvcs.service.audit.config import AuditConfig
 from intentvcs.service.audit.pairs import pairs_csv
 from intentvcs.service.audit.render import render_html
 from intentvcs.service.audit.report import SCHEMA_PATH, AuditReport
 
-__all__ = ["SCHEMA_PATH", "AuditConfig", "AuditInputError", "AuditReport", "audit_batch", "pairs_csv",
-           "render_html", "validate_rows"]
+__all__ = ["SCHEMA_PATH", "AuditConfig", "AuditInputError", "AuditReport", "AuditStopped", "audit_batch",
+           "pairs_csv", "render_html", "validate_rows"]
