@@ -617,6 +617,32 @@ def test_config_rejects_bad_values():
         AuditConfig(severity={"novel": "fatal"})
 
 
+# A config file's value of the wrong type: refused by its setting's name, not a TypeError later.
+WRONG_TYPES = [
+    ({"high": "0.5"}, 'AuditConfig.high must be a number, got "0.5"'),
+    ({"high": None}, "AuditConfig.high must be a number, got null"),
+    ({"confidence": True}, "AuditConfig.confidence must be a number, got true"),
+    ({"knn_k": 2.5}, "AuditConfig.knn_k must be an integer, got 2.5"),
+    ({"knn_k": True}, "AuditConfig.knn_k must be an integer, got true"),  # bool is an int to Python only
+    ({"seed": "x"}, 'AuditConfig.seed must be an integer, got "x"'),
+    ({"embedding": 1}, "AuditConfig.embedding must be a string, got 1"),
+    ({"progress": 1}, "AuditConfig.progress must be true, false or null, got 1"),
+    ({"severity": [1]}, "AuditConfig.severity must be an object of relation -> severity, got [1]"),
+]
+
+
+@pytest.mark.parametrize("overrides, message", WRONG_TYPES)
+def test_config_names_a_setting_of_the_wrong_type(overrides, message):
+    with pytest.raises(ValueError) as caught:
+        AuditConfig.from_dict(overrides)
+    assert str(caught.value) == message
+
+
+def test_config_accepts_an_integer_rate_and_null_progress():
+    config = AuditConfig.from_dict({"high": 1, "progress": None, "seed": -1})
+    assert (config.high, config.progress, config.seed) == (1, None, -1)
+
+
 # -------------------------------------------------------------------- schema
 def _schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
@@ -721,6 +747,23 @@ def test_cli_exit_codes_and_outputs(world, tmp_path, monkeypatch):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "hi", "labels": ["A"]}\n{"text": "", "labels": []}\n', encoding="utf-8")
     assert main(common + ["--batch", str(bad)]) == 2
+
+
+@pytest.mark.parametrize("overrides, message", [WRONG_TYPES[0], ({"high": 2}, "AuditConfig.high must be in [0, 1], got 2")])
+def test_cli_bad_config_is_exit_2_naming_file_and_setting(tmp_path, capsys, monkeypatch, overrides, message):
+    from intentvcs.cli.commands import audit as audit_command
+    from intentvcs.cli.main import main
+
+    monkeypatch.setattr(audit_command, "load_predictor", lambda args: pytest.fail("the model was loaded"))
+    config = tmp_path / "audit.json"
+    config.write_text(json.dumps(overrides), encoding="utf-8")
+    with pytest.raises(SystemExit) as caught:  # refused as the command line is read
+        main(["audit", "--bundle", "unused", "--batch", str(tmp_path / "b.jsonl"), "--out", str(tmp_path / "r.json"),
+              "--config", str(config)])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"intentvcs audit: error: argument --config: {config}: {message}\n"), err
+    assert "Traceback" not in err
 
 
 def test_cli_reads_rasa_and_csv_and_writes_the_pair_table(world, tmp_path, monkeypatch):

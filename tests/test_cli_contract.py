@@ -10,6 +10,7 @@ without ``--force``.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,20 @@ BAD_FILES = {
     "unknown key": (b'{"text": "hi", "label": "x"}\n', 1, "unknown key(s) ['label']"),
     "span outside the text": (b'{"text": "hi", "labels": [], "spans": [{"start": 0, "end": 9, "label": "x"}]}\n', 1,
                               "span [0, 9) is outside the text"),
+    # An optional field may be absent or null; a value of another type is a broken row, not "none".
+    "spans an empty string": (GOOD + b'{"text": "hi", "labels": [], "spans": ""}\n', 2,
+                              "'spans' must be a list of {start, end, label} objects, got a string\n"),
+    "spans 0": (GOOD + b'{"text": "hi", "labels": [], "spans": 0}\n', 2,
+                "'spans' must be a list of {start, end, label} objects, got 0\n"),
+    "spans false": (GOOD + b'{"text": "hi", "labels": [], "spans": false}\n', 2,
+                    "'spans' must be a list of {start, end, label} objects, got false\n"),
+    "meta an array": (GOOD + b'{"text": "hi", "labels": [], "meta": []}\n', 2, "'meta' must be an object, got an array\n"),
+    "meta false": (GOOD + b'{"text": "hi", "labels": [], "meta": false}\n', 2, "'meta' must be an object, got false\n"),
+    "span offsets booleans": (b'{"text": "hi", "labels": [], "spans": [{"start": false, "end": true, "label": "x"}]}\n',
+                              1, "span 'start' must be an integer, got false\n"),
+    "integer too long": (GOOD + b'{"text": "hi", "labels": [], "meta": {"n": ' + b"9" * 5000 + b'}}\n', 2,
+                         f"invalid JSON: Exceeds the limit ({sys.get_int_max_str_digits()} digits) for integer string "
+                         f"conversion: value has 5000 digits\n"),
 }
 
 

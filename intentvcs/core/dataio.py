@@ -7,9 +7,13 @@ Each line is an object with
   ``spans``  list of ``{"start", "end", "label"}`` character spans of entities
              or slots, end exclusive (optional),
   ``meta``   free-form object (optional).
+An optional field may be left out or null; any other value must have its type
+(``"spans": ""`` or ``false`` is an error, not "no spans"), and span offsets are
+integers, not ``true``/``false``.
 Any other key is an error, so a typo such as ``"label"`` is caught instead of
 silently training on nothing. Errors name the file, the line and the reason:
-a line that is not UTF-8, not JSON, nested deeper than ``MAX_NESTING``, or
+a line that is not UTF-8, not JSON (an integer of more digits than Python
+reads included), nested deeper than ``MAX_NESTING``, or
 whose text is longer than ``MAX_TEXT_CHARS`` or is not valid Unicode (a lone
 surrogate such as ``"\ud800"``, which JSON can spell but no tokenizer reads).
 """
@@ -114,14 +118,18 @@ def parse_row(obj: Any, require_labels: bool = True) -> Example:
         raise ValueError("'id' must be a string")
     if ident is not None:
         _check_unicode("'id'", ident)
-    spans = obj.get("spans") or []
+    # Optional fields: absent or null is none; any other value must have the field's type
+    # ("spans": "" or false is a broken export, not "no spans").
+    spans = obj.get("spans")
+    spans = [] if spans is None else spans
     if not isinstance(spans, list):
-        raise ValueError(f"'spans' must be a list of {{start, end, label}} objects, got {type(spans).__name__}")
+        raise ValueError(f"'spans' must be a list of {{start, end, label}} objects, got {_json_type(spans)}")
     spans = tuple(_parse_span(s, len(text)) for s in spans)
     _check_disjoint(spans)
-    meta = obj.get("meta") or {}
+    meta = obj.get("meta")
+    meta = {} if meta is None else meta
     if not isinstance(meta, dict):
-        raise ValueError("'meta' must be an object")
+        raise ValueError(f"'meta' must be an object, got {_json_type(meta)}")
     return Example(text=text, labels=tuple(labels), id=ident, spans=spans, meta=meta)
 
 
@@ -129,12 +137,23 @@ def _parse_span(obj: Any, text_len: int) -> Span:
     if not isinstance(obj, dict) or not {"start", "end", "label"} <= set(obj):
         raise ValueError("each span needs 'start', 'end' and 'label'")
     start, end, label = obj["start"], obj["end"], obj["label"]
-    if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= text_len):
+    for name, offset in (("start", start), ("end", end)):
+        if not isinstance(offset, int) or isinstance(offset, bool):  # true is an int to Python, not to JSON
+            raise ValueError(f"span {name!r} must be an integer, got {_json_type(offset)}")
+    if not 0 <= start < end <= text_len:
         raise ValueError(f"span [{start}, {end}) is outside the text (length {text_len})")
     if not isinstance(label, str) or not label:
         raise ValueError("span 'label' must be a non-empty string")
     _check_unicode("a span label", label)
     return Span(start, end, label)
+
+
+def _json_type(value: Any) -> str:
+    """``value`` in JSON's words (the user wrote JSON): ``false``, ``1.5``, ``a string``, ``an array``..."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)[:40]
+    names = {str: "a string", list: "an array", dict: "an object"}
+    return next((name for kind, name in names.items() if isinstance(value, kind)), type(value).__name__)
 
 
 def _check_disjoint(spans: tuple[Span, ...]) -> None:
@@ -255,6 +274,10 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
         return json.loads(line)
     except json.JSONDecodeError as exc:
         raise DataError(path, number, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except ValueError as exc:
+        # An integer of more digits than Python converts (sys.get_int_max_str_digits);
+        # its advice to call sys.set_int_max_str_digits is for programmers, not users.
+        raise DataError(path, number, f"invalid JSON: {str(exc).split(';')[0]}") from None
 
 
 def read_jsonl(path: str | os.PathLike) -> list[Example]:

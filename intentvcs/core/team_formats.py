@@ -15,12 +15,16 @@ and are skipped.
 
 CSV: a header row naming at least ``text`` and ``intent`` (``id`` is kept when
 present, other columns are ignored); an empty ``intent`` marks an out-of-scope
-row, as ``labels: []`` does in JSONL.
+row, as ``labels: []`` does in JSONL. A row with more or fewer cells than the
+header, or a quote never closed, is an error (not a row without an intent, or
+one text holding the rest of the file); a UTF-8 byte-order mark (Excel's "CSV
+UTF-8") is ignored.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import re
@@ -32,6 +36,10 @@ from intentvcs.core.dataio import DataError, Example, iter_jsonl, parse_row
 RASA_SUFFIXES = (".yml", ".yaml")
 CSV_SUFFIXES = (".csv",)
 CSV_REQUIRED = ("text", "intent")
+# Lists and mappings a Rasa file may nest: an NLU file needs 3 (nlu > entry >
+# field), stories and rules a few more; hundreds would exhaust the YAML
+# composer's recursion.
+RASA_MAX_NESTING = 64
 # [text](type) or [text](type:value), or [text]{"entity": ...}
 ANNOTATION = re.compile(r"\[(?P<text>[^\]]+)\](?:\((?P<short>[^)]+)\)|(?P<json>\{[^}]*\}))")
 
@@ -73,32 +81,108 @@ def _row(path: Path, line: int, obj: dict[str, Any]) -> Example:
 
 # ------------------------------------------------------------------ CSV
 def _csv_rows(path: Path) -> Iterator[Example]:
-    with path.open(encoding="utf-8", newline="") as handle:
+    # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark, which would
+    # otherwise be part of the first column's name.
+    with path.open(encoding="utf-8-sig", newline="") as handle:
         try:
-            reader = csv.DictReader(handle)
-            header = [name.strip().lower() for name in reader.fieldnames or []]
+            records = _csv_records(path, _Lines(handle))
+            line, first = next(records, (1, []))
+            header = [name.strip().lower() for name in first]
             missing = [name for name in CSV_REQUIRED if name not in header]
             if missing:
-                raise DataError(path, 1, f"the header names no {' or '.join(missing)} column "
+                raise DataError(path, line, f"the header names no {' or '.join(missing)} column "
                                          f"(expected at least {', '.join(CSV_REQUIRED)})")
-            reader.fieldnames = header
-            for record in reader:
-                yield _csv_row(path, reader.line_num, record)
+            for line, record in records:
+                yield _csv_row(path, line, header, record)
         except UnicodeDecodeError as exc:
             raise DataError(path, None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+
+
+class _Lines:
+    """The lines of a text file for ``csv.reader``, counted, with those of the record being read kept:
+    csv's errors say neither where a record began nor where its broken field did."""
+
+    def __init__(self, handle: Any):
+        self.handle, self.line, self.record = handle, 0, []
+
+    def __iter__(self) -> "_Lines":
+        return self
+
+    def __next__(self) -> str:
+        text = self.handle.readline()
+        if not text:
+            raise StopIteration
+        self.line += 1
+        self.record.append(text)
+        return text
+
+
+def _csv_records(path: Path, lines: _Lines) -> Iterator[tuple[int, list[str]]]:
+    """``(line where it begins, fields)`` of every non-blank record; ``DataError`` for broken CSV.
+
+    Strict: an unterminated quote is an error instead of a field that swallows
+    the rest of the file.
+    """
+    reader = csv.reader(lines, strict=True)
+    while True:
+        begins, lines.record = lines.line + 1, []
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
         except csv.Error as exc:
-            raise DataError(path, reader.line_num, f"invalid CSV: {exc}") from None
+            line, fault = _broken_field(begins, lines.record)
+            raise DataError(path, line, fault or f"invalid CSV: {exc}") from None
+        if record:
+            yield begins, record
 
 
-def _csv_row(path: Path, line: int, record: dict[str | None, Any]) -> Example:
-    if None in record:  # more cells than header names
-        raise DataError(path, line, f"{len(record[None])} cell(s) more than the header has columns")
-    if record.get("text") is None:
-        raise DataError(path, line, "fewer cells than the header has columns")
-    intent = (record.get("intent") or "").strip()
-    obj: dict[str, Any] = {"text": record["text"], "labels": [intent] if intent else []}
-    if record.get("id"):
-        obj["id"] = record["id"]
+def _broken_field(first: int, lines: list[str]) -> tuple[int, str | None]:
+    """The line where the field at fault of a record (``lines``, from line ``first``) begins, and what
+    is wrong with it when that is an overlong field or an unclosed quote.
+
+    csv's error comes where it gave up (past the size limit, or at the end of
+    the file), which is not where the user has to look.
+    """
+    limit, begins, size, state = csv.field_size_limit(), first, 0, "start"
+    for number, text in enumerate(lines, start=first):
+        for char in text:
+            if char == "," and state != "quoted":
+                begins, size, state = number, 0, "start"
+                continue
+            state, content = _csv_step(state, char)
+            size += content
+            if size > limit:
+                return begins, f"a field longer than {limit} characters (the CSV reader's limit)"
+    if state == "quoted":
+        return begins, "a quoted field begins on this line and is never closed (a missing '\"')"
+    return begins, None
+
+
+def _csv_step(state: str, char: str) -> tuple[str, bool]:
+    """The state after ``char`` inside a CSV field, and whether ``char`` is part of the field's value.
+
+    States: ``start`` of a field, ``plain`` (unquoted), ``quoted``, ``quote``
+    (a quote inside a quoted field: its end, or the first of a doubled one).
+    """
+    if state == "start" and char == '"':
+        return "quoted", False
+    if state == "quoted":
+        return ("quote", False) if char == '"' else ("quoted", True)
+    if state == "quote" and char == '"':
+        return "quoted", True  # a doubled quote stands for one
+    return "plain", True
+
+
+def _csv_row(path: Path, line: int, header: list[str], record: list[str]) -> Example:
+    if len(record) != len(header):
+        # A missing cell would otherwise read as an empty intent: out of scope.
+        raise DataError(path, line, f"the row has {len(record)} fields; the header has {len(header)}")
+    cells = dict(zip(header, record))
+    intent = cells["intent"].strip()
+    obj: dict[str, Any] = {"text": cells["text"], "labels": [intent] if intent else []}
+    if cells.get("id"):
+        obj["id"] = cells["id"]
     return _row(path, line, obj)
 
 
@@ -107,7 +191,7 @@ def _rasa_rows(path: Path) -> Iterator[Example]:
     import yaml
 
     try:
-        root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+        root = yaml.compose(path.read_text(encoding="utf-8"), Loader=_nesting_loader())
     except UnicodeDecodeError as exc:
         raise DataError(path, None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
     except yaml.YAMLError as exc:
@@ -123,6 +207,31 @@ def _rasa_rows(path: Path) -> Iterator[Example]:
         if "intent" not in fields:
             continue  # synonym, regex and lookup entries carry no rows
         yield from _intent_rows(path, fields)
+
+
+@functools.cache
+def _nesting_loader() -> type:
+    """PyYAML's safe loader, refusing lists and mappings nested deeper than ``RASA_MAX_NESTING``.
+
+    Its composer recurses once per level, so deeper input would end in a
+    RecursionError (a traceback) instead of an error naming the line.
+    """
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.depth >= RASA_MAX_NESTING:
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {RASA_MAX_NESTING} levels",
+                                                  self.peek_event().start_mark)
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return Loader
 
 
 def _mapping(node: Any) -> dict[str, Any]:

@@ -7,6 +7,7 @@ report that records ``AuditConfig.to_dict()`` says exactly how it was decided.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -26,6 +27,24 @@ DEFAULT_SEVERITY = {
     "composite": "warning",
     "novel": "info",
 }
+
+
+# The fields that are rates in [0, 1], and those that count (>= 1).
+RATES = ("high", "back_high", "sub_min", "part_min", "cover_min", "superset_back_min", "union_part_min",
+         "union_cover", "composite_min", "segment_min", "corank_min", "part_share", "same_alpha", "entity_gap")
+COUNTS = ("knn_k", "min_rows", "intent_cap", "reference_cap", "max_candidates", "max_new_pairs", "permutations",
+          "segment_cap", "infer_chunk")
+
+
+def _expect(name: str, value: Any, kinds: type | tuple[type, ...], what: str) -> None:
+    """Refuse ``value`` of setting ``name`` unless it is one of ``kinds``, in the config file's (JSON) words."""
+    # bool is an int to Python, but "knn_k": true is a mistake, not 1.
+    if not isinstance(value, kinds) or (isinstance(value, bool) and kinds is not bool):
+        raise ValueError(f"AuditConfig.{name} must be {what}, got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, default=repr)[:60]
 
 
 @dataclass(frozen=True)
@@ -140,16 +159,14 @@ class AuditConfig:
     severity: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SEVERITY))
 
     def __post_init__(self) -> None:
-        for name in ("high", "back_high", "sub_min", "part_min", "cover_min", "superset_back_min", "union_part_min",
-                     "union_cover", "composite_min", "segment_min", "corank_min", "part_share", "same_alpha",
-                     "entity_gap"):
+        self._check_types()
+        for name in RATES:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"AuditConfig.{name} must be in [0, 1], got {value}")
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"AuditConfig.confidence must be in (0, 1), got {self.confidence}")
-        for name in ("knn_k", "min_rows", "intent_cap", "reference_cap", "max_candidates", "max_new_pairs",
-                     "permutations", "segment_cap", "infer_chunk"):
+        for name in COUNTS:
             if getattr(self, name) < 1:
                 raise ValueError(f"AuditConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.embedding not in EMBEDDINGS:
@@ -162,6 +179,20 @@ class AuditConfig:
         if bad:
             raise ValueError(f"AuditConfig.severity: unknown relation or severity in {bad}")
         object.__setattr__(self, "severity", severity)
+
+    def _check_types(self) -> None:
+        """Refuse a value of the wrong type by its setting's name: a config file's "0.5" or null would
+        otherwise fail later as a TypeError (a traceback) or, as 2.5 for a count, pass unchecked."""
+        for name in (*RATES, "confidence"):
+            _expect(name, getattr(self, name), (int, float), "a number")
+        for name in (*COUNTS, "seed", "examples_cap", "relabel_cap", "heatmap_cap"):
+            _expect(name, getattr(self, name), int, "an integer")
+        _expect("embedding", self.embedding, str, "a string")
+        if self.progress is not None:
+            _expect("progress", self.progress, bool, "true, false or null")
+        if not isinstance(self.severity, Mapping):
+            raise ValueError(f"AuditConfig.severity must be an object of relation -> severity, "
+                             f"got {_shown(self.severity)}")
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -15,7 +15,7 @@ import sys
 from intentvcs.cli import exit_codes
 from intentvcs.cli.model_options import add_model_arguments, load_predictor
 from intentvcs.cli.options import json_object_file
-from intentvcs.service.audit.config import SEVERITIES
+from intentvcs.service.audit.config import SEVERITIES, AuditConfig
 
 # A gate fails at a severity or above it: every severity but the lowest, most severe first, or never.
 FAIL_LEVELS = (*reversed(SEVERITIES[1:]), "never")
@@ -40,17 +40,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--relations-out", help="write the proposed relations.json (known + proposed relations)")
     p.add_argument("--fail-on", choices=FAIL_LEVELS, default=FAIL_LEVELS[0],
                    help=f"exit 1 when the overall severity reaches this level (default: {FAIL_LEVELS[0]})")
-    p.add_argument("--config", type=json_object_file, metavar="FILE.json",
+    p.add_argument("--config", type=config_file, metavar="FILE.json",
                    help="a JSON object of AuditConfig overrides (thresholds, caps)")
     p.set_defaults(func=run)
+
+
+def config_file(path: str) -> AuditConfig:
+    """An argparse ``type``: the AuditConfig of a JSON file of overrides. Checked as the command line is
+    read, so that a bad setting is an error naming the file and the setting before any data is."""
+    overrides = json_object_file(path)
+    try:
+        return AuditConfig.from_dict(overrides)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.team_formats import iter_examples, read_examples
-    from intentvcs.service.audit import AuditConfig, audit_batch, pairs_csv, render_html
+    from intentvcs.service.audit import audit_batch, pairs_csv, render_html
 
-    config = AuditConfig.from_dict(args.config) if args.config else AuditConfig()
+    config = args.config or AuditConfig()
     atomic.check_targets((args.out, args.html, args.pairs_csv, args.relations_out))
     batch = iter_examples(args.batch)  # streamed: the audit keeps a capped sample per new intent
     training = read_examples(args.train) if args.train else None
