@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from intentvcs.core import atomic
 from intentvcs.core.dataio import Example
 from intentvcs.core.formats import HEADER, FileFormat, anything
-from intentvcs.core.references import write_references
+from intentvcs.core.references import REFERENCES_FILE, write_references
 from intentvcs.core.spelling import SPELLING_FILE, Spelling
 
 # A checkpoint's metadata cannot be refitted when its own header is stale
@@ -30,6 +30,9 @@ CHECKPOINT_FORMAT = FileFormat(
     fields=dict.fromkeys(("labels", "backbone", "max_length", "method", "decision"), anything),
 )
 META_FILE = "checkpoint.json"
+# What a checkpoint folder holds (training.model writes the encoder folder and the heads' safetensors):
+# an existing folder of nothing else may be replaced by a new checkpoint (atomic.check_replaceable).
+CHECKPOINT_HOLDS = (META_FILE, "encoder", "*.safetensors", SPELLING_FILE, REFERENCES_FILE)
 
 
 def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, Any],
@@ -42,7 +45,7 @@ def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, 
     any other folder only with ``force`` (``atomic.check_replaceable``).
     """
     body = _stamped(meta)  # checked before anything is written
-    with atomic.directory(path, META_FILE, force) as tmp:
+    with atomic.directory(path, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name) as tmp:
         model.save(tmp, tokenizer)
         write_checkpoint_spelling(tmp, spelling)
         if references:

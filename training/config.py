@@ -68,7 +68,7 @@ class TrainConfig:
                                          "all-MiniLM-L6-v2)")
     # pu: the method this project exists for; the others are the DialogVCS baselines.
     method: str = setting("pu", "training objective (intentvcs.training.losses)", METHOD_NAMES)
-    epochs: int = setting(4, "training epochs; the best on validation is kept (--select-by)")
+    epochs: int = setting(4, "training epochs; the epoch best on the validation rows is kept")
     batch_size: int = setting(32, "training rows per optimiser step")
     learning_rate: float = setting(1e-4, "AdamW peak learning rate (linear warm-up, then linear decay)")
     weight_decay: float = setting(0.01, "AdamW weight decay")
@@ -153,7 +153,7 @@ class TrainConfig:
     # Off (the encoder's rate): the entity head is freshly initialised, and on a small data set the few
     # steps at the encoder's rate leave it half learnt; `intentvcs demo` sets it (its module says why).
     tagger_learning_rate: float | None = setting(None, "peak learning rate of the entity head, which starts "
-                                                       "from random weights (default: --lr, the encoder's)")
+                                                       "from random weights; unset, the encoder's")
 
     def __post_init__(self) -> None:
         _check_choices(self)

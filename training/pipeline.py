@@ -29,6 +29,8 @@ from intentvcs.core.relations import LabelRelations
 from intentvcs.core.entities import entity_types
 from intentvcs.core.spelling import Spelling, infer_normalised
 from intentvcs.training.checkpoint import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_HOLDS,
     META_FILE,
     checkpoint_tags,
     read_checkpoint_meta,
@@ -104,7 +106,7 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
     is replaced only when it is an earlier checkpoint or empty, any other
     folder only with ``force``; that is checked before training starts.
     """
-    atomic.check_replaceable(out, META_FILE, force)
+    atomic.check_replaceable(out, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name)
     splits = Splits(train, valid, test).for_rule(decision.oos_rule)
     relations = LabelRelations.load(relations_path) if relations_path else None
     if decision.support_noise:  # refused before training, not after it (the fitted Decision would refuse it)

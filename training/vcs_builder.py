@@ -87,6 +87,7 @@ COMPOSITE_SEPARATOR = "&"
 SPLITS = ("train", "valid", "test")
 DIFFICULTIES = ("full", "easy", "hard")
 INFO_FILE = "info.json"  # what the benchmark is and how it was built; marks a benchmark directory
+BENCHMARK_HOLDS = (INFO_FILE, "relations.json", "*.jsonl")  # what a benchmark directory holds, and nothing else
 GROUPS = (1, 2, 4)
 TRAIN_FRACTION = 0.8
 
@@ -454,7 +455,7 @@ def build(
         "sources": [{"path": str(p.resolve()), "sha256": _sha256(p)} for p in sources],
         "rule": RULE,
     }
-    with atomic.directory(out, INFO_FILE, force) as tmp:
+    with atomic.directory(out, INFO_FILE, force, BENCHMARK_HOLDS) as tmp:
         for name, rows in bench.files.items():
             write_jsonl(tmp / f"{name}.jsonl", rows)
         bench.relations.save(tmp / "relations.json")

@@ -7,12 +7,13 @@ is atomic on POSIX within one file system.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Mapping
+from typing import IO, Any, Iterable, Iterator, Mapping, Sequence
 
 
 def _umask() -> int:
@@ -92,13 +93,25 @@ def streamed(path: str | os.PathLike) -> Iterator[IO[bytes]]:
         raise
 
 
-def check_targets(paths: Iterable[str | os.PathLike | None]) -> list[Path]:
-    """The output file paths (None skipped), refusing one that is a directory.
+def check_targets(paths: Iterable[str | os.PathLike | None],
+                  inputs: Iterable[str | os.PathLike | None] = ()) -> list[Path]:
+    """The output file paths (None skipped), refusing one that is a directory, two that name the
+    same file (one output would silently replace the other) and one that is one of the command's
+    ``inputs`` (the output would replace the data it was computed from).
 
     Commands call it before their long work, so a bad output path fails in
     a second instead of after the model has run.
     """
     targets = [Path(path) for path in paths if path is not None]
+    seen: dict[Path, Path] = {}
+    for target in targets:
+        if target.resolve() in seen:
+            raise ValueError(f"two outputs name the same file, {seen[target.resolve()]} and {target}; "
+                             "give each its own")
+        seen[target.resolve()] = target
+    for source in (Path(path) for path in inputs if path is not None):
+        if source.resolve() in seen:
+            raise ValueError(f"the output {seen[source.resolve()]} is the input {source}; write it elsewhere")
     for target in targets:
         if target.is_dir():
             raise IsADirectoryError(f"{target} is a directory; give a file path")
@@ -113,39 +126,68 @@ def json_text(obj: Any) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
 
 
-def check_replaceable(final: str | os.PathLike, marker: str, force: bool = False) -> None:
+def check_replaceable(final: str | os.PathLike, marker: str, force: bool = False,
+                      holds: Sequence[str] = (), marker_format: str | None = None) -> None:
     """Raise ``FileExistsError`` unless ``final`` may be replaced by a new output directory.
 
-    Free to replace: nothing, an empty directory, or a directory holding
-    ``marker``, the file that marks an earlier output of the same kind
-    (``manifest.json`` of a bundle, ``checkpoint.json`` of a checkpoint). Any
+    Free to replace: nothing, an empty directory, or an earlier output of the
+    same kind: a directory holding ``marker`` (``manifest.json`` of a bundle,
+    ``checkpoint.json`` of a checkpoint) and nothing but what such an output
+    holds (names matching the ``holds`` patterns; the marker always), the marker
+    a JSON object whose ``format`` is ``marker_format`` when one is given. Any
     other directory holds what the user did not create with us (``--out .``
-    would be the working folder), so it is replaced only with ``force``; a
-    file never is. Commands call this before their long work, so a refusal
-    costs nothing, and ``directory`` calls it again before it replaces.
+    would be the working folder; a web app's ``manifest.json`` is no bundle's),
+    so it is replaced only with ``force``; a file never is. Commands call this
+    before their long work, so a refusal costs nothing, and ``directory`` calls
+    it again before it replaces. A path without a name of its own (``.``, ``..``,
+    ``/``) is refused (``ValueError``).
     """
     final = Path(final)
+    if final.name in ("", ".", ".."):  # it is replaced through a sibling, and such a path has none
+        raise ValueError(f"{str(final)!r} names no folder of its own; refusing to replace it (give the path of "
+                         "a new folder)")
     if not final.exists() and not final.is_symlink():
         return
     if not final.is_dir() or final.is_symlink():
         raise FileExistsError(f"{final} exists and is not a directory; refusing to replace it (choose another --out)")
-    if force or (final / marker).is_file() or not any(final.iterdir()):
+    entries = sorted(entry.name for entry in final.iterdir())
+    if force or not entries:
         return
-    raise FileExistsError(f"{final} exists and holds no {marker}, so it is not an earlier output of this command; "
-                          "refusing to replace it (choose another --out, or pass --force to replace it)")
+    advice = "choose another --out, or pass --force to replace it"
+    if not (final / marker).is_file():
+        raise FileExistsError(f"{final} exists and holds no {marker}, so it is not an earlier output of this "
+                              f"command; refusing to replace it ({advice})")
+    if marker_format is not None and _format_of(final / marker) != marker_format:
+        raise FileExistsError(f"{final / marker} is not the {marker} of an earlier output of this command (no "
+                              f"format {marker_format!r}); refusing to replace {final} ({advice})")
+    foreign = [name for name in entries if name != marker and not any(fnmatch.fnmatchcase(name, p) for p in holds)]
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise FileExistsError(f"{final} holds what this command does not write ({shown}); refusing to replace it "
+                              f"and lose them ({advice})")
+
+
+def _format_of(path: Path) -> str | None:
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return body.get("format") if isinstance(body, dict) else None
 
 
 @contextlib.contextmanager
-def directory(final: str | os.PathLike, marker: str, force: bool = False) -> Iterator[Path]:
+def directory(final: str | os.PathLike, marker: str, force: bool = False, holds: Sequence[str] = (),
+              marker_format: str | None = None) -> Iterator[Path]:
     """Yield a fresh temporary directory that replaces ``final`` on success.
 
     On an exception the temporary directory is removed and ``final`` is left as
     it was, so a failed export or training run never leaves a loadable but
     broken artifact behind. ``final`` is replaced only when
-    ``check_replaceable(final, marker, force)`` allows it (``FileExistsError``).
+    ``check_replaceable(final, marker, force, holds, marker_format)`` allows it
+    (``FileExistsError``, ``ValueError``).
     """
     final = Path(final)
-    check_replaceable(final, marker, force)
+    check_replaceable(final, marker, force, holds, marker_format)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     os.chmod(tmp, _DIR_MODE)

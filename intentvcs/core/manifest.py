@@ -67,6 +67,8 @@ MANIFEST_FILE = "manifest.json"
 MODEL_FILE = "model.onnx"
 INT8_MODEL_FILE = "model.int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
+# Every file a bundle folder holds, and nothing else (the manifest lists the others).
+BUNDLE_FILES = (MANIFEST_FILE, MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE, REFERENCES_FILE)
 
 
 class BundleError(FormatError):
@@ -131,7 +133,7 @@ def _files(value: Any) -> str | None:
         if name not in value:
             return f"{name} is not listed"
     for name, entry in value.items():
-        if name not in (MODEL_FILE, INT8_MODEL_FILE, TOKENIZER_FILE, SPELLING_FILE, REFERENCES_FILE):
+        if name not in BUNDLE_FILES or name == MANIFEST_FILE:
             return f"unexpected file {name!r}"
         if (not isinstance(entry, dict) or set(entry) != {"sha256", "bytes"}
                 or not isinstance(entry["sha256"], str) or not is_int(entry["bytes"])):

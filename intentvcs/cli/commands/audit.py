@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.service.audit import audit_batch, pairs_csv, render_html
 
     config = args.config or AuditConfig()
-    atomic.check_targets((args.out, args.html, args.pairs_csv, args.relations_out))
+    atomic.check_targets((args.out, args.html, args.pairs_csv, args.relations_out), inputs=[args.batch, args.train])
     batch = iter_examples(args.batch)  # streamed: the audit keeps a capped sample per new intent
     training = read_examples(args.train) if args.train else None
     report = audit_batch(load_predictor(args), batch, training, config)

@@ -9,6 +9,7 @@ Each step is the same code as its own subcommand.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -45,7 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_option(p, TrainConfig, "epochs", default=DEFAULTS["epochs"])
     add_option(p, TrainConfig, "tagger_learning_rate", "--tagger-lr", default=DEFAULTS["tagger_learning_rate"],
                metavar="LR")
-    add_option(p, DecisionConfig, "oos_rule", choices=OOS_RULES)
+    rule_help = next(f for f in dataclasses.fields(DecisionConfig) if f.name == "oos_rule").metadata["help"]
+    add_option(p, DecisionConfig, "oos_rule", choices=OOS_RULES,
+               help=f"{rule_help.replace('%', '%%')}; not train here (the default data has no out-of-scope "
+                    "training rows)")
     add_option(p, TrainConfig, "backbone")
     p.add_argument("--no-serve", action="store_true", help="stop after export and evaluation")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)

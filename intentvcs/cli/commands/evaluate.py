@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core.evaluation import evaluate, headline
     from intentvcs.core.segmentation import decide_segmented
 
-    atomic.check_targets((args.out, args.heatmap))
+    atomic.check_targets((args.out, args.heatmap), inputs=[args.data])
     examples = read_jsonl(args.data)
     model = load_predictor(args)
     if model.entity_types:  # a type the model cannot output would only be counted as missed

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from intentvcs.cli.model_options import add_quantized_argument, add_segment_argument
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS, Settings
@@ -85,9 +84,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{' and '.join(given)} apply to --engine ray only")
     elif args.threads is not None:
         raise ValueError("--threads is for --engine local; Ray actors run --cpus-per-worker threads each")
-    (out,) = atomic.check_targets([args.out])
-    if out.exists() and Path(args.data).exists() and out.resolve() == Path(args.data).resolve():
-        raise ValueError(f"--out {args.out} is the --data file; write the answers elsewhere")
+    (out,) = atomic.check_targets([args.out], inputs=[args.data])
     # The input is opened (file, format, header or schema) before any model loads.
     source = batch_predict.Source.open(args.data, args.format, args.text_column, args.id_column)
     if args.engine == "ray":

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core.robustness import expand_operators, render_markdown, run_suite
 
     operators = expand_operators(args.operators)  # a typo fails before the model loads
-    atomic.check_targets((args.out, args.md))
+    atomic.check_targets((args.out, args.md), inputs=[args.data])
     examples = read_jsonl(args.data)
     train = read_jsonl(args.train) if args.train else None
     model = load_predictor(args)

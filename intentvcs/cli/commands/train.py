@@ -34,7 +34,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     for name in ("method", "backbone", "epochs", "batch_size"):
         add_option(p, TrainConfig, name)
     add_option(p, TrainConfig, "learning_rate", "--lr", metavar="LR")
-    for name in ("max_length", "seed", "patience", "threads", "device"):
+    for name in ("max_length", "seed", "patience", "select_by", "threads", "device"):
         add_option(p, TrainConfig, name)
     add_option(p, TrainConfig, "augment_ratio", "--augment", metavar="RATIO")
     add_option(p, TrainConfig, "augment_mix", type=json_object, metavar="JSON")
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core.dataio import check_span_types, read_jsonl
     from intentvcs.training.pipeline import train_pipeline
 
-    atomic.check_targets((args.result,))
+    atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test])
     train = read_jsonl(args.train)
     # A span type the training rows never show cannot be learnt, only missed
     # (data without any spans trains no entity head, and its spans are not read).
