@@ -13,7 +13,8 @@ miss included) leaves no bundle and an existing one untouched:
    checkpoint has one and the export was not told to leave it out;
 3. parity: PyTorch vs that graph run by the serving session (``intentvcs.export.parity``);
 4. unless told not to, ``model.int8.onnx`` with its agreement/speed report and, when the
-   parity rows are labelled, its accuracy gate (``intentvcs.export.quantize``);
+   parity rows are labelled, its accuracy gate: the first of the quantisations whose gate
+   passes (``intentvcs.export.quantize``);
 5. ``manifest.json`` (``intentvcs.core.manifest``), then the finished directory is
    loaded with ``intentvcs.service.engine.Engine`` exactly as the service will load it.
 
@@ -33,7 +34,8 @@ from tokenizers import Tokenizer
 from intentvcs.core import atomic, manifest
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import entity_types
-from intentvcs.core.manifest import INT8_MODEL_FILE, MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE
+from intentvcs.core.manifest import (BUNDLE_FILES, BUNDLE_FORMAT, INT8_MODEL_FILE, MANIFEST_FILE, MODEL_FILE,
+                                     TOKENIZER_FILE)
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.references import REFERENCES_FILE, read_references, write_references
 from intentvcs.core.references import summary as references_summary
@@ -41,7 +43,7 @@ from intentvcs.core.spelling import SPELLING_FILE, Spelling, infer_normalised
 from intentvcs.export.fusion import fuse_encoder
 from intentvcs.export.onnx_export import export_onnx
 from intentvcs.export.parity import HeldOut, check_parity, held_out_rows
-from intentvcs.export.quantize import accuracy_gate, quantization_report, quantize_int8
+from intentvcs.export.quantize import METHODS, accuracy_gate, quantization_report, quantize_int8
 from intentvcs.service.engine import Engine
 from intentvcs.service.onnx_session import OnnxSession
 from intentvcs.service.tokenization import BundleTokenizer
@@ -77,7 +79,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     meta = read_checkpoint_meta(checkpoint_dir)
     decision = _checkpoint_decision(meta, checkpoint_dir / META_FILE)
     held_out = held_out_rows(parity_data)  # before any heavy work: a bad file fails fast
-    atomic.check_replaceable(out_dir, MANIFEST_FILE, force)
+    atomic.check_replaceable(out_dir, MANIFEST_FILE, force, BUNDLE_FILES, BUNDLE_FORMAT.name)
     max_length = meta["max_length"]
     model, tokenizer = _load_model(checkpoint_dir, decision)
     if not entities:
@@ -85,7 +87,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     tags = checkpoint_tags(meta) if model.tagger is not None else []
     spelling = read_checkpoint_spelling(checkpoint_dir)
 
-    with atomic.directory(out_dir, MANIFEST_FILE, force) as tmp:
+    with atomic.directory(out_dir, MANIFEST_FILE, force, BUNDLE_FILES, BUNDLE_FORMAT.name) as tmp:
         log.info("exporting the ONNX graph with Optimum")
         model_info = export_onnx(model, tmp / MODEL_FILE, opset)
         model_info["fusions"] = fuse_encoder(tmp / MODEL_FILE, model.encoder.config)
@@ -203,28 +205,63 @@ def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decis
     """Write ``model.int8.onnx`` beside the fp32 graph; return its report.
 
     ``fp32_run``: the fp32 session and its outputs on the held-out texts (from
-    parity). Agreement and speed are read on the held-out texts as the graphs
-    see them; the accuracy gate, on labelled held-out rows only, through the
-    spelling normaliser as the service runs (``gate`` is None without labels).
+    parity). The ``METHODS`` of ``intentvcs.export.quantize`` are tried in
+    order, and the first whose accuracy gate passes is kept (the first when
+    none does, or when there are no labels to gate on); the report lists the
+    others tried (``not_kept``: each one's method, timing and gate).
+    Agreement and speed are read on the held-out texts as the graphs see them;
+    the accuracy gate, on labelled held-out rows only, through the spelling
+    normaliser as the service runs.
     """
-    fp32, fp32_outputs = fp32_run
-    log.info("quantising to dynamic int8")
-    quantize_int8(directory / MODEL_FILE, directory / INT8_MODEL_FILE)
-    int8 = OnnxSession(directory / INT8_MODEL_FILE, fp32.tokenizer, provider="cpu", tags=fp32.tags)
-    texts = held_out.texts
-    int8_outputs = int8.infer(texts)
-    report = quantization_report(fp32_outputs, int8_outputs, fp32.infer, int8.infer, decision, texts)
-    report["gate"] = None
-    if held_out.examples is None:
+    candidates: list[tuple[Path, dict]] = []
+    unavailable = []
+    for settings in METHODS:
+        path = directory / f"model.int8.{settings['method']}.onnx"
+        log.info("quantising to int8 (%s)", settings["method"])
+        try:
+            quantize_int8(directory / MODEL_FILE, path, settings)
+            report = _int8_report(path, settings, fp32_run, decision, held_out, spelling)
+        except Exception as exc:
+            if not candidates:  # the first method is the int8 graph of every bundle: its failure is the export's
+                raise
+            # A later one only improves on a failed gate; an ONNX Runtime without its ops leaves the first.
+            log.warning("int8 (%s) not available here: %s", settings["method"], exc)
+            unavailable.append({"method": settings["method"], "error": str(exc)[:300]})
+            continue
+        candidates.append((path, report))
+        if report["gate"] is None or report["gate"]["passed"]:
+            break
+    passed = [(path, report) for path, report in candidates
+              if report["gate"] is not None and report["gate"]["passed"]]
+    kept_path, kept = passed[0] if passed else candidates[0]
+    kept["not_kept"] = [{"method": report["method"], "timing": report["timing"], "gate": report["gate"]}
+                        for path, report in candidates if path != kept_path] + unavailable
+    kept_path.rename(directory / INT8_MODEL_FILE)
+    for path, _ in candidates:
+        path.unlink(missing_ok=True)
+    if kept["gate"] is None:
         log.warning("int8 graph written but not gated: the parity rows (%s) carry no labels; the service "
                     "serves it only when asked (INTENTVCS_QUANTIZED=on)", held_out.source)
+    return kept
+
+
+def _int8_report(path: Path, settings: dict, fp32_run: tuple[OnnxSession, GraphOutputs], decision: Decision,
+                 held_out: HeldOut, spelling: Spelling | None) -> dict:
+    """The report of the int8 graph at ``path``: settings, agreement, speed and gate (None without labels)."""
+    fp32, fp32_outputs = fp32_run
+    int8 = OnnxSession(path, fp32.tokenizer, provider="cpu", tags=fp32.tags)
+    texts = held_out.texts
+    int8_outputs = int8.infer(texts)
+    report = quantization_report(settings, fp32_outputs, int8_outputs, fp32.infer, int8.infer, decision, texts)
+    report["gate"] = None
+    if held_out.examples is None:
         return report
     # Without a normaliser the graphs read the texts as sent: the outputs above are the served ones.
     outputs = ([fp32_outputs, int8_outputs] if spelling is None else
                [infer_normalised(spelling, texts, session.infer, tags=bool(session.tags))[0]
                 for session in (fp32, int8)])
     report["gate"] = accuracy_gate(*outputs, decision, held_out.examples, held_out.source)
-    log.info("int8 accuracy gate %s: %s", "passed" if report["gate"]["passed"] else "FAILED",
+    log.info("int8 (%s) accuracy gate %s: %s", settings["method"], "passed" if report["gate"]["passed"] else "FAILED",
              ", ".join(f"{name} {f['fp32']:.4f} -> {f['int8']:.4f}" for name, f in report["gate"]["figures"].items()))
     return report
 

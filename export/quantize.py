@@ -1,20 +1,29 @@
-"""The dynamic int8 graph (``model.int8.onnx``), its agreement with fp32 and its accuracy gate.
+"""The int8 graph (``model.int8.onnx``), its agreement with fp32 and its accuracy gate.
 
-Settings, chosen by measurement (all-MiniLM-L6-v2; 2 CPU threads, AVX-512 VNNI;
-figures in docs/RESULTS.md "Performance"):
+Two quantisations, tried in this order (``METHODS``); the export keeps the
+first whose accuracy gate passes, or the first when none does (or when the
+rows are unlabelled and nothing is gated). Chosen by measurement
+(all-MiniLM-L6-v2; 2 CPU threads, AVX-512 VNNI; figures in docs/RESULTS.md
+"Performance" and "Which int8 graph"):
 
-- dynamic quantisation (weights int8 offline, activations uint8 per batch at
-  run time): needs no calibration data, and encoder CPU time is dominated by
-  the projections whose weights dominate the file;
-- of the graph the exporter fused (``intentvcs.export.fusion``): each
-  ``Attention`` op becomes one ``QAttention`` beside the int8 matrix
-  products of the feed-forward blocks;
-- the encoder only: the intent head (a ``Gemm``) and the entity head (a
-  ``MatMul`` over every token) stay fp32; they cost little, and the tag
-  logits decide span boundaries, where int8 rounding moved whole entities;
-- per-channel weight scales. On a trained SNIPS-VCS PU checkpoint (33 labels,
-  700 validation utterances) label-set agreement with fp32 was 99.0% per
-  channel vs 93.6% per tensor (97.7% per channel with ``reduce_range``).
+- ``dynamic``: weights int8 offline, activations uint8 per batch at run time,
+  one scale per tensor. No calibration data, and the fastest: of the graph
+  the exporter fused (``intentvcs.export.fusion``) each ``Attention`` op
+  becomes one ``QAttention`` beside the int8 matrix products of the
+  feed-forward blocks, 2.3-2.4x the fp32 graph. Per-channel weight scales: on
+  a trained SNIPS-VCS PU checkpoint label-set agreement with fp32 was 99.0%
+  per channel vs 93.6% per tensor (97.7% per channel with ``reduce_range``).
+- ``weight-only``: int8 weights in blocks of 128 (``MatMulNBits``), computed
+  at accuracy level 4 (activations int8 per block of each row, so no scale
+  is shared across the batch), the fused attention left fp32. Slower
+  (1.3-1.5x fp32) and closer to fp32: on the embedded default, whose entity
+  confidences sit near their cut, the dynamic graph lost 1.0 point of slot
+  F1 on the gated rows and this one none. Calibrated static int8 (QDQ) was
+  measured too and lost on both counts (docs/RESULTS.md).
+
+Both leave the intent head (a ``Gemm``) and the entity head (a ``MatMul``
+over every token) fp32: they cost little, and the tag logits decide span
+boundaries, where int8 rounding moved whole entities.
 
 The export records agreement with the fp32 graph (label sets, OOS verdicts,
 entity sets, gaps) and the speed-up on the parity utterances, and, when those
@@ -44,8 +53,11 @@ from intentvcs.export.onnx_export import ENCODER_SCOPE, MODEL_SCOPE
 from intentvcs.export.parity import compare
 from intentvcs.export.quiet import quiet_logger
 
-SETTINGS = {"method": "dynamic", "weight_type": "int8", "activation_type": "uint8",
-            "per_channel": True, "op_types": ["MatMul", "Attention"], "heads": "fp32"}
+DYNAMIC = {"method": "dynamic", "weight_type": "int8", "activation_type": "uint8",
+           "per_channel": True, "op_types": ["MatMul", "Attention"], "heads": "fp32"}
+WEIGHT_ONLY = {"method": "weight-only", "weight_type": "int8", "activation_type": "int8 per block (accuracy level 4)",
+               "block_size": 128, "accuracy_level": 4, "op_types": ["MatMul"], "attention": "fp32", "heads": "fp32"}
+METHODS = (DYNAMIC, WEIGHT_ONLY)  # the order the export tries them: fastest first
 TIMING_TEXTS = 256
 TIMING_REPEATS = 3
 # The figures of ``intentvcs.core.evaluation.evaluate`` the gate compares, each with
@@ -56,22 +68,39 @@ GATED_FIGURES = {"accuracy": "n_in_scope", "f1": "n_in_scope", "exact_match": "n
 MAX_LOSS = 0.005
 
 
-def quantize_int8(fp32_path: str | Path, int8_path: str | Path) -> dict[str, Any]:
-    """Write the dynamic int8 graph of ``fp32_path`` to ``int8_path``; return ``SETTINGS``."""
-    # The quantiser logs one root-logger line per tensor it skips, and recommends
+def quantize_int8(fp32_path: str | Path, int8_path: str | Path, settings: dict[str, Any] = DYNAMIC) -> dict[str, Any]:
+    """Write the int8 graph of ``fp32_path`` that ``settings`` (one of ``METHODS``) describe to
+    ``int8_path``; return a copy of ``settings``."""
+    nodes = encoder_nodes(fp32_path, settings["op_types"])
+    # The quantisers log one root-logger line per tensor they skip, and recommend
     # pre-processing that the fusions (export/fusion.py) already did.
     with quiet_logger(None, logging.ERROR):
-        quantize_dynamic(Path(fp32_path), Path(int8_path), op_types_to_quantize=SETTINGS["op_types"],
-                         per_channel=SETTINGS["per_channel"], weight_type=QuantType.QInt8,
-                         nodes_to_quantize=encoder_nodes(fp32_path),
-                         # The fused ops (com.microsoft domain) defeat the quantiser's shape
-                         # inference; every tensor they produce is float.
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-    return dict(SETTINGS)
+        if settings["method"] == "dynamic":
+            quantize_dynamic(Path(fp32_path), Path(int8_path), op_types_to_quantize=settings["op_types"],
+                             per_channel=settings["per_channel"], weight_type=QuantType.QInt8,
+                             nodes_to_quantize=nodes,
+                             # The fused ops (com.microsoft domain) defeat the quantiser's shape
+                             # inference; every tensor they produce is float.
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        elif settings["method"] == "weight-only":
+            # Imported here: it needs onnx-ir, which only this method uses.
+            from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+            model = onnx.load(str(fp32_path))
+            # Named by exclusion: this quantiser takes every node of its op types, listed or not.
+            heads = [node.name for node in model.graph.node
+                     if node.op_type in settings["op_types"] and node.name not in set(nodes)]
+            quantizer = MatMulNBitsQuantizer(model, bits=8, block_size=settings["block_size"], is_symmetric=True,
+                                             accuracy_level=settings["accuracy_level"], nodes_to_exclude=heads)
+            quantizer.process()
+            quantizer.model.save_model_to_file(str(int8_path), use_external_data_format=False)
+        else:
+            raise ValueError(f"unknown quantisation method {settings['method']!r}")
+    return dict(settings)
 
 
-def encoder_nodes(path: str | Path) -> list[str]:
-    """The names of the graph's ``SETTINGS["op_types"]`` nodes inside the encoder: the ones to quantise.
+def encoder_nodes(path: str | Path, op_types: Sequence[str]) -> list[str]:
+    """The names of the graph's ``op_types`` nodes inside the encoder: the ones to quantise.
 
     A list of what to quantise rather than of what to leave: the quantiser
     rewrites a ``Gemm`` as a renamed ``MatMul`` + ``Add`` before it quantises,
@@ -80,7 +109,7 @@ def encoder_nodes(path: str | Path) -> list[str]:
     the model's scope); pooling and the two heads are neither.
     """
     graph = onnx.load(str(path), load_external_data=False).graph
-    return [node.name for node in graph.node if node.op_type in SETTINGS["op_types"]
+    return [node.name for node in graph.node if node.op_type in op_types
             and (node.name.startswith(ENCODER_SCOPE) or not node.name.startswith(MODEL_SCOPE))]
 
 
@@ -98,9 +127,9 @@ def seconds_per_pass(infer, texts: Sequence[str], repeats: int = TIMING_REPEATS)
     return min(times)
 
 
-def quantization_report(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, fp32_infer, int8_infer,
-                        decision: Decision, texts: Sequence[str]) -> dict[str, Any]:
-    """Agreement of the int8 graph with fp32 on ``texts`` and its speed-up.
+def quantization_report(settings: dict[str, Any], fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs,
+                        fp32_infer, int8_infer, decision: Decision, texts: Sequence[str]) -> dict[str, Any]:
+    """``settings`` (how the int8 graph was made), its agreement with fp32 on ``texts`` and its speed-up.
 
     ``fp32_outputs`` / ``int8_outputs`` are the two graphs' outputs on ``texts``
     (computed once by the caller, which uses them for the gate too);
@@ -111,7 +140,7 @@ def quantization_report(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, 
     timed = list(texts[:TIMING_TEXTS])
     fp32_s, int8_s = seconds_per_pass(fp32_infer, timed), seconds_per_pass(int8_infer, timed)
     return {
-        **SETTINGS,
+        **settings,
         "agreement": agreement,
         "timing": {"utterances": len(timed), "repeats": TIMING_REPEATS,
                    "fp32_ms": round(1000 * fp32_s, 3), "int8_ms": round(1000 * int8_s, 3),

@@ -118,7 +118,8 @@ def serving_graph(manifest: dict, quantized: str, path: str | os.PathLike = MANI
     failed = [name for name, figure in gate["figures"].items() if not figure["passed"]]
     if failed:
         return MODEL_FILE, f"the int8 graph failed its accuracy gate on {', '.join(failed)}"
-    return INT8_MODEL_FILE, f"the int8 graph passed its accuracy gate ({gate['rows']} rows)"
+    method = manifest["quantization"].get("method", "dynamic")  # bundles before the weight-only method: dynamic
+    return INT8_MODEL_FILE, f"the int8 graph ({method}) passed its accuracy gate ({gate['rows']} rows)"
 
 
 def check_graph(bundle: Bundle, output_widths: dict[str, int]) -> None:

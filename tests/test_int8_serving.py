@@ -83,6 +83,70 @@ def test_the_gate_is_the_evaluation_of_both_graphs_and_auto_follows_it(gated):
     assert "accuracy gate" in served.info["graph_reason"]
 
 
+def _failing_first_gate(monkeypatch):
+    """Make the first graph's gate (the dynamic one's) fail on accuracy, the later ones measured as they are."""
+    import intentvcs.export.exporter as exporter
+
+    real, calls = exporter.accuracy_gate, []
+
+    def gate(*args, **kwargs):
+        result = real(*args, **kwargs)
+        calls.append(result)
+        if len(calls) == 1:
+            result["figures"]["accuracy"] = {**result["figures"]["accuracy"], "passed": False}
+            result["passed"] = False
+        return result
+
+    monkeypatch.setattr(exporter, "accuracy_gate", gate)
+    return calls
+
+
+def test_a_dynamic_graph_that_fails_its_gate_gives_way_to_the_weight_only_one(tmp_path, monkeypatch):
+    from intentvcs.export.exporter import export_bundle
+
+    rows = tmp_path / "held_out.jsonl"
+    rows.write_text("".join(json.dumps({"text": t, "labels": l}) + "\n" for t, l in LABELLED_ROWS))
+    checkpoint = make_tiny_checkpoint(tmp_path / "checkpoint", entity_types=("city", "date"))
+    gates = _failing_first_gate(monkeypatch)
+    result = export_bundle(checkpoint, tmp_path / "bundle", parity_data=rows)
+    report = result["quantization"]
+    assert len(gates) == 2 and report["method"] == "weight-only" and report["gate"] == gates[1]
+    [dynamic] = report["not_kept"]
+    assert dynamic["method"] == "dynamic" and not dynamic["gate"]["passed"] and dynamic["timing"]["speedup"] > 0
+    assert sorted(p.name for p in (tmp_path / "bundle").glob("*.onnx")) == ["model.int8.onnx", "model.onnx"]
+    graph = onnx.load(str(tmp_path / "bundle" / "model.int8.onnx")).graph
+    quantized = [node.name for node in graph.node if node.op_type == "MatMulNBits"]
+    # Every encoder projection outside the fused attention (2 per layer of the tiny backbone's 2), no head.
+    assert len(quantized) == 6 and not any(name.startswith(("/model/head/", "/model/tagger/")) for name in quantized)
+    assert "Attention" in {node.op_type for node in graph.node}  # left fp32
+    served = Engine(tmp_path / "bundle", provider="cpu")
+    if gates[1]["passed"]:
+        assert served.quantized and "(weight-only) passed its accuracy gate" in served.info["graph_reason"]
+    else:
+        assert not served.quantized
+
+
+def test_a_quantisation_this_runtime_lacks_leaves_the_first(tmp_path, monkeypatch):
+    import intentvcs.export.exporter as exporter
+
+    rows = tmp_path / "held_out.jsonl"
+    rows.write_text("".join(json.dumps({"text": t, "labels": l}) + "\n" for t, l in LABELLED_ROWS))
+    checkpoint = make_tiny_checkpoint(tmp_path / "checkpoint")
+    _failing_first_gate(monkeypatch)
+    real = exporter.quantize_int8
+
+    def quantize(fp32_path, int8_path, settings):
+        if settings["method"] == "weight-only":
+            raise ImportError("No module named 'onnx_ir'")
+        return real(fp32_path, int8_path, settings)
+
+    monkeypatch.setattr(exporter, "quantize_int8", quantize)
+    report = exporter.export_bundle(checkpoint, tmp_path / "bundle", parity_data=rows)["quantization"]
+    assert report["method"] == "dynamic" and not report["gate"]["passed"]
+    assert report["not_kept"] == [{"method": "weight-only", "error": "No module named 'onnx_ir'"}]
+    assert not Engine(tmp_path / "bundle", provider="cpu").quantized
+
+
 def _outputs(top: list[int], labels: int = 3) -> GraphOutputs:
     logits = np.full((len(top), labels), -4.0, dtype=np.float32)
     logits[np.arange(len(top)), top] = 4.0

@@ -46,9 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from intentvcs.core import atomic
     from intentvcs.export.exporter import export_bundle
     from intentvcs.export.parity import ParityError
 
+    atomic.check_targets([args.result], inputs=[args.parity_data])  # before the bundle is published
     try:
         result = export_bundle(args.checkpoint, args.out, quantize=args.quantize,
                                parity_data=args.parity_data, opset=args.opset, force=args.force,
@@ -79,10 +81,17 @@ def _summarise(result: dict[str, Any]) -> None:
     quantization = result["quantization"]
     if quantization is not None:
         agreement, timing = quantization["agreement"], quantization["timing"]
-        lines.append(f"int8       label sets agree {agreement['label_set_agreement']:.1%}, OOS agree "
-                     f"{agreement['oos_agreement']:.1%}, max conf diff {agreement['max_confidence_diff']:.3f}, "
-                     f"speed-up {timing['speedup']:.2f}x")
+        lines.append(f"int8       {quantization['method']}: label sets agree {agreement['label_set_agreement']:.1%}, "
+                     f"OOS agree {agreement['oos_agreement']:.1%}, max conf diff "
+                     f"{agreement['max_confidence_diff']:.3f}, speed-up {timing['speedup']:.2f}x")
         lines.append(f"int8 gate  {_gate_line(quantization['gate'])}")
+        for other in quantization.get("not_kept", []):
+            if "error" in other:
+                lines.append(f"int8 tried {other['method']}: not available here ({other['error']})")
+                continue
+            failed = [name for name, figure in other["gate"]["figures"].items() if not figure["passed"]]
+            lines.append(f"int8 tried {other['method']} (speed-up {other['timing']['speedup']:.2f}x): its gate "
+                         f"failed on {', '.join(failed)}")
     print("\n".join(lines), file=sys.stderr)
 
 
