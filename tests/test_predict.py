@@ -245,7 +245,7 @@ def test_bad_invocations_fail_before_the_model_loads(bundle, tmp_path, capsys, m
     data = write_input(tmp_path, "jsonl", ROWS[:3])
     cases = [
         ([str(data), "--out", str(tmp_path)], f"{tmp_path} is a directory"),
-        ([str(data), "--out", str(data)], "is the --data file"),
+        ([str(data), "--out", str(data)], f"the output {data} is the input {data}"),
         ([str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "o.jsonl")], "none.jsonl: file not found"),
         ([str(tmp_path / "in.txt"), "--out", str(tmp_path / "o.jsonl")], "cannot tell the format"),
         ([str(data), "--out", str(tmp_path / "o.jsonl"), "--top-k", "0"], "--top-k must be >= 1"),
