@@ -102,3 +102,25 @@ def test_train_takes_the_epoch_rule_its_help_names():
     args = build_parser().parse_args(["train", "--train", "t.jsonl", "--valid", "v.jsonl", "--out", "o",
                                       "--select-by", "loss"])
     assert args.select_by == "loss"
+
+
+def test_a_terminated_command_leaves_no_partial_output(tiny, tmp_path):
+    """SIGTERM (a scheduler stopping a job) cleans up as Ctrl-C does: exit 143, no temporary file, no output."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"text": f"play some music number {i}"}) + "\n" for i in range(200_000)))
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "intentvcs.cli.main", "predict", "--data", str(data),
+                             "--out", str(out), "--bundle", str(tiny / "bundle")], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".out.jsonl.*.tmp")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "predict ended before it could be terminated; give it more rows"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == exit_codes.TERMINATED and "terminated (SIGTERM)" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]

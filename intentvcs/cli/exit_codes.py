@@ -12,3 +12,4 @@ GATE_FAILED = 1
 BAD_INPUT = 2
 INTERNAL_ERROR = 3
 INTERRUPTED = 130  # the shell's convention for Ctrl-C
+TERMINATED = 143  # and for SIGTERM (128 + 15), e.g. a job scheduler stopping the command

@@ -12,7 +12,9 @@ import argparse
 import importlib
 import logging
 import pkgutil
+import signal
 import sys
+import threading
 import traceback
 
 from intentvcs import __version__
@@ -33,6 +35,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is, so that its outputs' temporary files are removed as on
+    Ctrl-C (every writer cleans up on any exception); a BaseException, so no handler of errors takes it."""
+
+
+def _terminated(signum, frame) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -43,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return exit_codes.BAD_INPUT
+    # Only the main thread may set a handler (main() may be called from another, e.g. by a test).
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None
     try:
         return int(args.func(args) or exit_codes.OK)
     except (ValueError, OSError, ImportError) as exc:
@@ -54,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"intentvcs {args.command}: interrupted", file=sys.stderr)
         return exit_codes.INTERRUPTED
+    except Terminated:
+        print(f"intentvcs {args.command}: terminated (SIGTERM)", file=sys.stderr)
+        return exit_codes.TERMINATED
     except Exception:
         # Anything else is ours: its own code, so that a CI gate can tell a
         # crash from a finding, and the traceback to report it with.
@@ -61,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"intentvcs {args.command}: internal error (a bug in intentvcs; the traceback above says where)",
               file=sys.stderr)
         return exit_codes.INTERNAL_ERROR
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)  # main() may run inside a longer-lived process (tests)
 
 
 if __name__ == "__main__":
