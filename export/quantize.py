@@ -16,10 +16,11 @@ rows are unlabelled and nothing is gated). Chosen by measurement
 - ``weight-only``: int8 weights in blocks of 128 (``MatMulNBits``), computed
   at accuracy level 4 (activations int8 per block of each row, so no scale
   is shared across the batch), the fused attention left fp32. Slower
-  (1.3-1.5x fp32) and closer to fp32: on the embedded default, whose entity
-  confidences sit near their cut, the dynamic graph lost 1.0 point of slot
-  F1 on the gated rows and this one none. Calibrated static int8 (QDQ) was
-  measured too and lost on both counts (docs/RESULTS.md).
+  (1.7-1.8x fp32 at one text per call, 1.2-1.3x at 32) and closer to fp32: on
+  the embedded default, whose entity confidences sit near their cut, the
+  dynamic graph lost 1.0 point of slot F1 on the gated rows and this one none.
+  Calibrated static int8 (QDQ) measured within noise of it, and needs a
+  calibration pass over training texts, so it is not shipped.
 
 Both leave the intent head (a ``Gemm``) and the entity head (a ``MatMul``
 over every token) fp32: they cost little, and the tag logits decide span
@@ -88,8 +89,9 @@ def quantize_int8(fp32_path: str | Path, int8_path: str | Path, settings: dict[s
 
             model = onnx.load(str(fp32_path))
             # Named by exclusion: this quantiser takes every node of its op types, listed or not.
+            encoder = set(nodes)
             heads = [node.name for node in model.graph.node
-                     if node.op_type in settings["op_types"] and node.name not in set(nodes)]
+                     if node.op_type in settings["op_types"] and node.name not in encoder]
             quantizer = MatMulNBitsQuantizer(model, bits=8, block_size=settings["block_size"], is_symmetric=True,
                                              accuracy_level=settings["accuracy_level"], nodes_to_exclude=heads)
             quantizer.process()

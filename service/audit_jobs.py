@@ -95,8 +95,8 @@ class JobProgress:
     """
 
     def __init__(self, folder: Path, task_id: str, rows: int, min_interval_s: float = 0.5):
+        prune(folder.parent, time.time() - PROGRESS_RETENTION_S, keep=folder)
         folder.mkdir(parents=True, exist_ok=True)
-        prune(folder.parent, time.time() - PROGRESS_RETENTION_S)
         self.path = folder / f"{task_id}{PROGRESS_SUFFIX}"
         self.cancel_path = folder / f"{task_id}{CANCEL_SUFFIX}"
         self.task_id, self.rows, self.min_interval_s = task_id, rows, min_interval_s
@@ -128,17 +128,19 @@ class JobProgress:
             "ended": ended, "started_at": self.started, "updated_at": time.time()}))
 
 
-def prune(root: Path, cutoff: float) -> None:
+def prune(root: Path, cutoff: float, keep: Path) -> None:
     """Remove the progress and cancel files under ``root`` (one folder per server) last written before
-    ``cutoff``, then the server folders left empty. Nothing else is touched."""
+    ``cutoff``, then the folders of earlier servers left empty (``keep``, this server's, stays: its
+    other workers write into it). Nothing else is touched."""
     for folder in (path for path in root.glob("server-*") if path.is_dir()):
         for old in [*folder.glob(f"*{PROGRESS_SUFFIX}"), *folder.glob(f"*{CANCEL_SUFFIX}")]:
             if old.stat().st_mtime < cutoff:
                 old.unlink(missing_ok=True)
-        try:
-            folder.rmdir()  # only when empty
-        except OSError:
-            pass
+        if folder != keep:
+            try:
+                folder.rmdir()  # only when empty
+            except OSError:
+                pass
 
 
 def read_progress(task_id: str) -> dict[str, Any] | None:
