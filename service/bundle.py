@@ -76,6 +76,8 @@ def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED
     model_file, why = serving_graph(manifest, quantized, directory / MANIFEST_FILE, gpu)
     model_path = check_file(directory, manifest, model_file)
     tokenizer = BundleTokenizer(check_file(directory, manifest, TOKENIZER_FILE), manifest["max_length"])
+    if REFERENCES_FILE in manifest["files"]:  # read by the audit; checked now, so a bundle without it never serves
+        check_file(directory, manifest, REFERENCES_FILE)
     spelling = None
     if manifest["spelling"] is not None:
         try:

@@ -1,14 +1,16 @@
 """Swap the served bundle without a restart and without dropping a request.
 
 ``intentvcs export --out DIR`` replaces a bundle folder atomically (the new
-folder is renamed over the old one), so ``DIR/manifest.json`` changes inode at
-one instant. Each worker's ``BundleWatcher`` notices that (a ``stat`` every
-``interval_s``: cheaper than reading a manifest that may hold megabytes of
-neighbour bank), loads and warms the new bundle beside the old one, then swaps
-the reference the API methods read. Requests in flight finish on the engine
-they started with; the next ones get the new engine. A bundle that fails to
-load (corrupt, incompatible) is logged and counted, and the old one goes on
-serving: a bad export never takes the service down.
+folder is renamed over the old one), so ``DIR``'s files change inode at one
+instant. Each worker's ``BundleWatcher`` notices that (a ``stat`` of each file
+every ``interval_s``: cheaper than reading a manifest that may hold megabytes
+of neighbour bank), loads and warms the new bundle beside the old one, then
+swaps the reference the API methods read. Requests in flight finish on the
+engine they started with; the next ones get the new engine. A bundle that
+fails to load (corrupt, incompatible, or copied in file by file and not yet
+whole) is logged and counted, and the old one goes on serving: a bad export
+never takes the service down. It is tried again as soon as any of its files
+changes again, so a copy that completes later is picked up.
 """
 
 from __future__ import annotations
@@ -40,16 +42,19 @@ class BundleWatcher(Generic[Model]):
         self._seen = self._stamp()
         self._stop = threading.Event()
 
-    def _stamp(self) -> tuple[int, int] | None:
-        """What changes when the folder is replaced: the manifest's inode and modification time."""
+    def _stamp(self) -> tuple[tuple[str, int, int, int], ...] | None:
+        """What changes when the folder is replaced or any file of it is written: each file's name, inode,
+        size and modification time (the manifest's first: None while it is missing)."""
         try:
-            stat = self.manifest.stat()
+            files = [self.manifest, *sorted(p for p in self.manifest.parent.iterdir() if p != self.manifest)]
+            stats = [(path.name, path.stat()) for path in files]
         except OSError:  # between the two renames of a replacement, or gone: look again next round
             return None
-        return stat.st_ino, stat.st_mtime_ns
+        return tuple((name, stat.st_ino, stat.st_size, stat.st_mtime_ns) for name, stat in stats)
 
     def check(self) -> bool:
-        """Load and swap in a replaced bundle; return whether a swap happened."""
+        """Load and swap in a replaced bundle; return whether a swap happened. A bundle that failed to
+        load is not tried again until one of its files changes (one error, not one per round)."""
         stamp = self._stamp()
         if stamp is None or stamp == self._seen:
             return False

@@ -94,6 +94,15 @@ def test_bento_ships_service_and_bundle(bento):
     assert not list((bento / "src").rglob("*.py"))
 
 
+@pytest.mark.parametrize("bentofile", sorted(RUNTIME))
+def test_the_bentofile_ships_every_file_a_bundle_holds(bentofile):
+    """A file left out fails where it is read: without references.jsonl, every /audit without training rows."""
+    from intentvcs.core.manifest import BUNDLE_FILES
+
+    included = yaml.safe_load((ROOT / bentofile).read_text())["include"]
+    assert {Path(path).name for path in included if path.startswith("runs/default/bundle/")} == set(BUNDLE_FILES)
+
+
 def test_bento_dependencies_are_torch_free_with_one_onnx_runtime(bento):
     bento, bentofile = bento
     names = requirement_names(bento / "env" / "python" / "requirements.txt")

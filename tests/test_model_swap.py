@@ -109,3 +109,11 @@ def test_status_names_the_model_and_a_new_export_is_swapped_in_without_a_failed_
         wait_for(lambda: reloads(url)["failed"] == 1.0)
         assert httpx.get(f"{url}/status", timeout=10).json()["bundle_digest"] == second
         assert httpx.post(f"{url}/predict", json={"text": "play some music"}, timeout=30).status_code == 200
+        time.sleep(3.5)  # three more rounds of the watcher: the same broken folder is not tried again
+        assert reloads(url)["failed"] == 1.0
+
+        # The copy completes later (the graph written in place): tried again, and swapped in.
+        shutil.copy(models["root"] / "old" / "model.onnx", served / "model.onnx")
+        wait_for(lambda: reloads(url)["ok"] == 2.0)
+        assert httpx.get(f"{url}/status", timeout=10).json()["bundle_digest"] == second
+        assert reloads(url)["failed"] == 1.0

@@ -61,10 +61,18 @@ def test_an_edited_sample_or_manifest_entry_is_refused(tmp_path):
     from intentvcs.service.engine import Engine
 
     bundle = make_tiny_bundle(tmp_path / "m", references=[{"text": "play a song", "labels": ["PlayMusic"]}])
+    # Checked when the bundle is opened, so a bundle whose sample is edited or left out (a bento that did not
+    # ship it) never starts serving, instead of failing every /audit without training rows.
+    original = (bundle / REFERENCES_FILE).read_bytes()
     with (bundle / REFERENCES_FILE).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps({"text": "sneaked in", "labels": ["PlayMusic"]}) + "\n")
     with pytest.raises(BundleError, match=REFERENCES_FILE):
-        Engine(bundle, provider="cpu").reference_rows()
+        Engine(bundle, provider="cpu")
+    (bundle / REFERENCES_FILE).unlink()
+    with pytest.raises(BundleError, match=f"{REFERENCES_FILE}: missing from the bundle"):
+        Engine(bundle, provider="cpu")
+    (bundle / REFERENCES_FILE).write_bytes(original)
+    assert [ex.text for ex in Engine(bundle, provider="cpu").reference_rows()] == ["play a song"]
     body = json.loads((bundle / "manifest.json").read_text())
     body["references"] = None
     with pytest.raises(BundleError, match="references"):
