@@ -183,6 +183,40 @@ tests:
         exp_alerts: [{exp_labels: {severity: warning}}]
       - {eval_time: 85m, alertname: IntentvcsServerFailures, exp_alerts: []}
 
+  - name: audit jobs only, from minute 31 each stopped at its deadline (its get answers 504)
+    interval: 1m
+    input_series:
+      - series: 'bentoml_service_request_total{service_name="intentvcs", endpoint="/audit/job/submit", http_response_code="200"}'
+        values: '0+6x60'
+      - series: 'bentoml_service_request_total{service_name="intentvcs", endpoint="/audit/job/get", http_response_code="200"}'
+        values: '0+6x30 180x29'
+      - series: 'bentoml_service_request_total{service_name="intentvcs", endpoint="/audit/job/get", http_response_code="504"}'
+        values: '0x30 6+6x29'
+      - series: 'intentvcs_request_errors_total{reason="audit_timeout"}'
+        values: '0x30 6+6x29'
+    alert_rule_test:
+      - {eval_time: 25m, alertname: IntentvcsServerFailures, exp_alerts: []}
+      - eval_time: 50m
+        alertname: IntentvcsServerFailures
+        exp_alerts: [{exp_labels: {severity: critical, reason: audit_timeout}}]
+      - eval_time: 50m
+        alertname: IntentvcsHigh5xxRate
+        exp_alerts: [{exp_labels: {severity: critical}}]
+
+  - name: a bundle swapped in at minute 10, a broken one refused at minute 40
+    interval: 1m
+    input_series:
+      - series: 'intentvcs_model_reloads_total{result="ok"}'
+        values: '0x10 1x60'
+      - series: 'intentvcs_model_reloads_total{result="failed"}'
+        values: '0x40 1x30'
+    alert_rule_test:
+      - {eval_time: 30m, alertname: IntentvcsModelReloadFailed, exp_alerts: []}
+      - eval_time: 50m
+        alertname: IntentvcsModelReloadFailed
+        exp_alerts: [{exp_labels: {severity: warning}}]
+      - {eval_time: 60m, alertname: IntentvcsModelReloadFailed, exp_alerts: []}  # no new failure for 10 minutes
+
   - name: out-of-scope share from 5% to 20% after 25 hours
     interval: 1m
     input_series:
@@ -310,14 +344,17 @@ def test_compose_wires_the_stack():
         for mount in mounts(service).values():
             if mount["type"] == "bind":
                 assert mount["read_only"] is True, f"{name}: {mount['target']}"
-                if mount["target"] != "/bundle":  # the bundle is the user's; the rest ships with the repository
+                if mount["target"] != "/models":  # the bundle is the user's; the rest ships with the repository
                     assert (DEPLOY / mount["source"]).exists(), f"{name}: {mount['source']}"
     service = services["intentvcs"]
     assert (DEPLOY / service["build"]["context"]).resolve() == ROOT
     assert (ROOT / service["build"]["dockerfile"]).resolve() == DOCKERFILE
     assert "INTENTVCS_API_TOKEN" in service["environment"] and service["environment"]["INTENTVCS_API_TOKEN"] is None
-    bundle = mounts(service)["/bundle"]
-    assert bundle["type"] == "bind" and bundle["source"] == "${INTENTVCS_BUNDLE_DIR:-../runs/default/bundle}"
+    # The bundle's folder is mounted, not the bundle: an export renames a new bundle over the old one, and a
+    # bind mount of the old folder would go on showing it (no hot swap in the container).
+    models = mounts(service)["/models"]
+    assert models["type"] == "bind" and models["source"] == "${INTENTVCS_MODELS_DIR:-../runs/default}"
+    assert service["environment"]["INTENTVCS_BUNDLE"] == "/models/${INTENTVCS_BUNDLE_NAME:-bundle}"
     assert any(port.endswith(":3000") for port in service["ports"])
     # Prometheus: its config is the mounted deploy/prometheus/prometheus.yml, scraping the service by name.
     prometheus = services["prometheus"]
@@ -363,7 +400,7 @@ def test_service_dockerfile_installs_the_wheel_and_serves_the_mounted_bundle():
     assert ("EXPOSE", "3000") in steps
     assert ("USER", "intentvcs") in steps
     [cmd] = [json.loads(args) for op, args in steps if op == "CMD"]
-    assert cmd == ["intentvcs", "serve", "--bundle", "/bundle", "--host", "0.0.0.0", "--port", "3000"]
+    assert cmd == ["intentvcs", "serve", "--host", "0.0.0.0", "--port", "3000"]  # the bundle: $INTENTVCS_BUNDLE
     assert "INTENTVCS_BUNDLE=/bundle" in text
     # Every folder the wheel is built from is copied in and let through the build context's ignore file.
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]

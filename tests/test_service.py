@@ -307,6 +307,20 @@ def test_serve_command_refuses_a_missing_bundle(tmp_path):
     assert "is not a bundle" in result.stderr
 
 
+@pytest.mark.parametrize("flags, provider", [([], "cpu"), (["--provider", "auto"], "auto")])
+def test_serve_keeps_the_environments_provider_unless_told(bundle, monkeypatch, flags, provider):
+    """INTENTVCS_PROVIDER=cpu (or cuda: CUDA or refuse to start) is not turned into auto by a default."""
+    from intentvcs.cli.commands import serve
+    from intentvcs.cli.main import main
+
+    monkeypatch.setenv("INTENTVCS_PROVIDER", "cpu")
+    calls = []
+    monkeypatch.setattr(serve.os, "execve", lambda path, argv, env: calls.append(env) or sys.exit(0))
+    with pytest.raises(SystemExit):
+        main(["serve", "--bundle", str(bundle), "--port", "3199", *flags])
+    assert calls[0]["INTENTVCS_PROVIDER"] == provider
+
+
 @pytest.mark.parametrize("flags, spelling_env, segment_env", [([], None, None), (["--no-spelling"], "0", None),
                                                              (["--no-segment"], None, "0")])
 def test_serve_command_hands_bentoml_the_settings(bundle, monkeypatch, flags, spelling_env, segment_env):

@@ -53,7 +53,8 @@ def register(subparsers) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--workers", type=int, help="worker processes, each with its own engine "
                         "(default: one per core on CPU, one on a GPU)")
-    parser.add_argument("--provider", choices=PROVIDERS, default=Settings.provider)
+    parser.add_argument("--provider", choices=PROVIDERS, help=f"execution provider (sets {ENV_PREFIX}PROVIDER; "
+                        f"default: ${ENV_PREFIX}PROVIDER or {Settings.provider})")
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker "
                         "(default: cores / workers)")
     parser.add_argument("--quantized", choices=QUANTIZED_MODES,
@@ -79,13 +80,14 @@ def server_home(port: int) -> Path:
     return base / "intentvcs-serve" / f"port-{port}"
 
 
-def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None, provider: str = Settings.provider,
+def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None, provider: str | None = None,
                 threads: int | None = None, extra: Mapping[str, str] | None = None,
                 home: str | os.PathLike | None = None) -> dict[str, str]:
     """The environment the service on ``port`` reads: the current one, the ``INTENTVCS_*`` settings
     and its own ``BENTOML_HOME``: ``home``, or :func:`server_home` of the port.
 
-    ``workers`` None leaves the count to the service (``intentvcs.service.onnx_session.default_workers``).
+    ``workers`` None leaves the count to the service (``intentvcs.service.onnx_session.default_workers``);
+    ``provider`` None leaves ``INTENTVCS_PROVIDER`` as the environment has it.
     Raises ``BundleError`` (a ``ValueError`` naming the file) when the bundle
     does not open: its workers would fail to load it and BentoML restart them
     forever. Opening checks the manifest and every file's size and sha256, not
@@ -104,8 +106,9 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
     # BentoML may import numpy before our package sets the thread policy: see intentvcs.BLAS_THREADS.
     for name, value in BLAS_THREADS.items():
         env.setdefault(name, value)
-    env.update({f"{ENV_PREFIX}BUNDLE": str(bundle), f"{ENV_PREFIX}PROVIDER": provider,
-                "BENTOML_HOME": str(home or server_home(port))})
+    env.update({f"{ENV_PREFIX}BUNDLE": str(bundle), "BENTOML_HOME": str(home or server_home(port))})
+    if provider is not None:
+        env[f"{ENV_PREFIX}PROVIDER"] = provider
     if workers is not None:
         env[f"{ENV_PREFIX}WORKERS"] = str(workers)
     if threads is not None:
@@ -142,11 +145,12 @@ def run(args) -> NoReturn:
 
 
 def serve_bundle(bundle: str | os.PathLike, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST,
-                 workers: int | None = None, provider: str = Settings.provider, threads: int | None = None,
+                 workers: int | None = None, provider: str | None = None, threads: int | None = None,
                  spelling: bool = True, quantized: str | None = None, segment: bool = DEFAULT_SEGMENT) -> NoReturn:
     """Replace this process with ``bentoml serve`` on ``bundle`` (``intentvcs serve``, and the demo's last step).
 
-    ``quantized`` None leaves ``INTENTVCS_QUANTIZED`` as the environment has it."""
+    ``provider`` and ``quantized`` None leave ``INTENTVCS_PROVIDER`` and ``INTENTVCS_QUANTIZED`` as the
+    environment has them."""
     extra = {} if spelling else {f"{ENV_PREFIX}SPELLING": "0"}
     if not segment:
         extra[f"{ENV_PREFIX}SEGMENT"] = "0"
