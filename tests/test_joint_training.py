@@ -71,9 +71,32 @@ def test_select_by_names_the_figure_that_keeps_an_epoch(rule, figures, kept):
     trainer = Trainer(TrainConfig(select_by=rule, patience=5))
     run, best = SimpleNamespace(valid=[0], model=torch.nn.Linear(1, 1)), _Best()
     for epoch, (loss, overall) in enumerate(figures, start=1):
-        record = {"epoch": epoch, "valid_loss": loss, **({"valid_overall": overall} if overall else {})}
+        record = {"epoch": epoch, "train_loss": 0.5, "valid_loss": loss,
+                  **({"valid_overall": overall} if overall else {})}
         assert trainer._keep_best(run, best, record)
     assert best.epoch == kept
+
+
+def test_a_diverged_run_stops_with_a_clear_error():
+    """NaN never improves on anything, so no epoch would be kept (a traceback, or NaN weights, before)."""
+    trainer = Trainer(TrainConfig(select_by="joint"))
+    run = SimpleNamespace(valid=[0], model=torch.nn.Linear(1, 1))
+    with pytest.raises(ValueError, match=r"training diverged at epoch 2 .*lower the learning rate \(--lr\)"):
+        for epoch, loss in ((1, 0.4), (2, float("nan"))):
+            trainer._keep_best(run, _Best(), {"epoch": epoch, "train_loss": loss, "valid_loss": loss,
+                                              "valid_overall": 0.5})
+
+
+def test_validation_rows_that_cannot_validate_are_refused_before_training(backbone, tmp_path, capsys):
+    oos = tmp_path / "oos.jsonl"
+    oos.write_text('{"text": "what is the meaning of life", "labels": []}\n')
+    assert _train(backbone, tmp_path / "a", valid=str(oos)) == 2
+    assert f"{oos}: no row carries a label of the training rows" in capsys.readouterr().err
+    assert _train(backbone, tmp_path / "b", valid=TRAIN) == 2
+    assert "is the --train file; give held-out rows" in capsys.readouterr().err
+    assert _train(backbone, tmp_path / "c", "--max-length", "100000") == 2
+    assert "max_length must be at most" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["oos.jsonl"]  # no checkpoint, no temporary folder
 
 
 def test_data_without_spans_trains_exactly_as_an_intent_only_model(backbone, tmp_path):
@@ -211,3 +234,17 @@ def test_the_entity_head_can_learn_at_its_own_rate(backbone, tmp_path):
     out = tmp_path / "ckpt"
     assert _train(backbone, out, "--epochs", "1", "--tagger-lr", "0.01") == 0
     assert json.loads((out / "checkpoint.json").read_text())["train_config"]["tagger_learning_rate"] == 0.01
+
+
+def test_spans_the_word_tags_cannot_mark_are_reported(backbone, tmp_path, caplog):
+    """A span edge inside a word ('5' of '5min') cannot be learnt; the run says how many were lost."""
+    train = tmp_path / "train.jsonl"
+    train.write_text(open(TRAIN, encoding="utf-8").read() + json.dumps(
+        {"text": "set a timer for 5min", "labels": ["set_timer"],
+         "spans": [{"start": 16, "end": 17, "label": "duration"}]}) + "\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="intentvcs.training.pipeline"):
+        assert _train(backbone, tmp_path / "ckpt", "--epochs", "1", train=str(train)) == 0
+    meta = json.loads((tmp_path / "ckpt" / "checkpoint.json").read_text())
+    lost = meta["entities"]["spans"] - meta["entities"]["spans_aligned"]
+    assert lost >= 1 and f"{lost} of the {meta['entities']['spans']} training spans start or end inside a word" \
+        in caplog.text

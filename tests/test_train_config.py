@@ -74,6 +74,25 @@ def test_decision_config_refuses_what_no_fit_can_do(kwargs, message):
         DecisionConfig(**kwargs)
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"learning_rate": float("nan")}, "learning_rate must be a finite number, got nan"),
+    ({"entity_weight": float("nan")}, "entity_weight must be a finite number"),
+    ({"consistency_weight": float("inf"), "augment_ratio": 1.0}, "consistency_weight must be a finite number"),
+    ({"tagger_learning_rate": float("nan")}, "tagger_learning_rate must be a finite number"),
+    ({"chain_ratio": float("nan")}, "chain_ratio must be a finite number"),
+    ({"learning_rate": 0.0}, "learning_rate must be > 0"),
+    ({"max_length": 1}, "max_length must be >= 3"),
+    ({"threads": -1}, "threads must be >= 1"),
+    ({"augment_ratio": -1.0}, "augment_ratio must be >= 0"),
+    ({"patience": -1}, "patience must be >= 0"),
+    ({"dropout": 1.0}, "dropout in \\[0, 1\\)"),
+])
+def test_train_config_refuses_settings_no_run_can_apply(kwargs, message):
+    """Each was recorded as given and then crashed, applied in part or not at all."""
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**kwargs)
+
+
 def test_train_config_records_the_same_keys():
     # checkpoint.json's train_config, which benchmarks compare recipes by.
     assert list(TrainConfig().to_dict()) == [

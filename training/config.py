@@ -13,6 +13,7 @@ Torch-free, so that parsing the command line never loads torch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -46,6 +47,18 @@ DEVICES = ("auto", "cpu", "cuda")
 def setting(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
     """A dataclass field with its command-line help text and, for a vocabulary, its choices."""
     return field(default=default, metadata={"help": help, **({"choices": choices} if choices else {})})
+
+
+MIN_LENGTH = 3  # tokens: [CLS], one word piece, [SEP]
+
+
+def _check_finite(config: Any) -> None:
+    """Refuse a float setting that is NaN or infinite: every comparison with NaN is false, so the range
+    checks let it through and it would be recorded, and half applied, as given."""
+    for spec in fields(config):
+        value = getattr(config, spec.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{spec.name} must be a finite number, got {value}")
 
 
 def _check_choices(config: Any) -> None:
@@ -157,9 +170,24 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_choices(self)
-        for name in ("epochs", "batch_size", "max_length"):
+        _check_finite(self)
+        for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        # The two special tokens and a word; the backbone's own limit is checked when it loads (Trainer).
+        if self.max_length < MIN_LENGTH:
+            raise ValueError(f"max_length must be >= {MIN_LENGTH} (the two special tokens and one word), "
+                             f"got {self.max_length}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if self.weight_decay < 0 or not 0.0 <= self.warmup_ratio <= 1.0 or not 0.0 <= self.dropout < 1.0:
+            raise ValueError("weight_decay must be >= 0, warmup_ratio in [0, 1] and dropout in [0, 1)")
+        if self.patience < 0:
+            raise ValueError(f"patience must be >= 0, got {self.patience}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1 (or unset: every core), got {self.threads}")
+        if self.augment_ratio < 0:
+            raise ValueError(f"augment_ratio must be >= 0, got {self.augment_ratio}")
         if not self.augment_ratio:
             # Nothing to draw: recorded as off, so runs without augmentation
             # compare equal whatever the resampling default was when they ran.
@@ -279,6 +307,7 @@ class DecisionConfig:
 
     def __post_init__(self) -> None:
         _check_choices(self)
+        _check_finite(self)
         for name in ("oos_retention", "oos_part_retention"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must lie strictly between 0 and 1, got {getattr(self, name)}")

@@ -116,6 +116,10 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
             raise ValueError(f"support_noise: {exc} (method {config.method!r})") from None
 
     trained = Trainer(config).fit(splits.train, splits.valid)
+    if trained.entities and trained.entities["spans_aligned"] < trained.entities["spans"]:
+        log.warning("%d of the %d training spans start or end inside a word, which the entity head's word tags "
+                    "cannot mark: they were not learnt (put span edges on word edges: '5 min', not '5' of '5min')",
+                    trained.entities["spans"] - trained.entities["spans_aligned"], trained.entities["spans"])
     model = TrainedModel(trained.model, trained.tokenizer, trained.labels, METHODS[config.method].activation,
                          config.max_length, _spelling(splits.train, decision.spelling), trained.tags)
     fitted, decision_report, metrics = fit_and_evaluate(model, splits, decision, relations)

@@ -190,6 +190,9 @@ class Trainer:
         valid = [ex for ex in valid if ex.labels]
         if not train:
             raise ValueError("training data has no labelled rows")
+        if not valid:  # they pick the kept epoch and fit the decision layer
+            raise ValueError("validation data has no labelled rows; the validation rows pick the kept epoch and "
+                             "fit the decision layer, so they need rows with labels the model learns")
         labels = list(self.config.labels) if self.config.labels else sorted({l for ex in train for l in ex.labels})
         unseen = sorted({l for ex in train for l in ex.labels} - set(labels))
         if unseen:
@@ -219,6 +222,10 @@ class Trainer:
         tokenizer = load_tokenizer(backbone)
         model = IntentModel.from_backbone(backbone, len(labels), dropout=cfg.dropout, num_tags=num_tags,
                                           tags_read_intents=cfg.tags_read_intents, boundaries=self.boundaries)
+        # Longer inputs would be cut by nothing and overflow the position table at inference.
+        limit = getattr(model.encoder.config, "max_position_embeddings", None)
+        if limit is not None and cfg.max_length > limit:
+            raise ValueError(f"max_length must be at most {limit}, the backbone's position limit, got {cfg.max_length}")
         if cfg.extend_vocab:
             tokenizer, _ = extend_vocabulary(tokenizer, model.encoder, [ex.text for ex in train], cfg.extend_vocab)
         if cfg.freeze_embeddings:
@@ -279,8 +286,7 @@ class Trainer:
 
     def _validate(self, run: _Run, epoch: int, train_loss: float, started: float) -> dict:
         """Measure the validation loss (and the entity figures); return the epoch's record (also logged)."""
-        valid_loss = (self._evaluate_loss(run.model, run.valid, run.tokenizer.pad_token_id, run.generator)
-                      if len(run.valid) > 0 else math.nan)
+        valid_loss = self._evaluate_loss(run.model, run.valid, run.tokenizer.pad_token_id, run.generator)
         record = {"epoch": epoch, "train_loss": train_loss, "valid_loss": valid_loss,
                   "seconds": round(time.time() - started, 1)}
         if run.tags and any(ex.spans for ex in run.valid_examples):
@@ -337,11 +343,15 @@ class Trainer:
     # -- keep the best --------------------------------------------------------------------------------------
 
     def _keep_best(self, run: _Run, best: _Best, record: dict) -> bool:
-        """Keep the weights of an epoch that improved validation (any epoch without validation
-        rows); return False to stop early, after more than ``patience`` epochs without improvement."""
+        """Keep the weights of an epoch that improved validation; return False to stop early, after more
+        than ``patience`` epochs without improvement. A loss that is no longer finite stops training with
+        ``ValueError``: NaN never improves on anything, so no epoch would be kept."""
+        if not math.isfinite(record["train_loss"]) or not math.isfinite(record["valid_loss"]):
+            raise ValueError(f"training diverged at epoch {record['epoch']} (loss {record['train_loss']}, "
+                             f"validation loss {record['valid_loss']}); lower the learning rate (--lr)")
         joint = self.config.select_by == "joint" and "valid_overall" in record
         score = record["valid_overall"] if joint else -record["valid_loss"]
-        if len(run.valid) == 0 or score > best.score:
+        if score > best.score:
             best.score, best.epoch, best.stale = score, record["epoch"], 0
             best.state = copy.deepcopy(run.model.state_dict())
             return True

@@ -70,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.training.pipeline import train_pipeline
 
     atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test])
+    if Path(args.valid).resolve() == Path(args.train).resolve():
+        raise ValueError(f"--valid {args.valid} is the --train file; give held-out rows: the decision layer (its "
+                         "thresholds and out-of-scope cut) is fitted on them, and on the training rows it would "
+                         "be fitted to what the model has memorised")
     train = read_jsonl(args.train)
     # A span type the training rows never show cannot be learnt, only missed
     # (data without any spans trains no entity head, and its spans are not read).
@@ -77,9 +81,14 @@ def run(args: argparse.Namespace) -> int:
     for path in (args.valid, args.test) if types else ():
         if path:
             check_span_types(path, types)
+    valid = read_jsonl(args.valid)
+    learnt = {label for ex in train for label in ex.labels}
+    if not any(learnt.intersection(ex.labels) for ex in valid):  # refused now, not after the training
+        raise ValueError(f"{args.valid}: no row carries a label of the training rows; the validation rows pick "
+                         "the kept epoch and fit the decision layer, so they need some")
     result = train_pipeline(
         train=train,
-        valid=read_jsonl(args.valid),
+        valid=valid,
         test=read_jsonl(args.test) if args.test else None,
         config=config_from_args(TrainConfig, args),
         decision=config_from_args(DecisionConfig, args),
