@@ -7,8 +7,11 @@ a CORS preflight (they are "simple requests"), so any page a user opens could
 have made a service on their ``localhost`` or intranet classify and audit on
 its behalf. ``application/json`` is not simple: the browser asks first, and
 the service, which grants no cross-origin access, says no. So the API routes
-take ``application/json`` (any parameters, such as ``charset``) and nothing
-else; the answer names the accepted type, in the body and in ``Accept-Post``.
+take ``application/json`` and nothing else; the answer names the accepted type,
+in the body and in ``Accept-Post``. A ``charset`` other than UTF-8 is refused
+too (JSON is UTF-8, RFC 8259, and the body would be read as UTF-8 whatever it
+declared), and so is any method but POST (and OPTIONS), with the same JSON
+error body as every other refusal instead of the server's plain-text 405.
 """
 
 from __future__ import annotations
@@ -18,22 +21,37 @@ from typing import Any, Awaitable, Callable, Iterable
 from intentvcs.service.rejections import respond
 
 ACCEPTED = "application/json"
-BODILESS = ("GET", "HEAD", "OPTIONS")
+CHARSETS = ("utf-8", "utf8")
+PREFLIGHT = "OPTIONS"  # a CORS preflight, if CORS is ever enabled
 OnReject = Callable[[dict[str, Any], int, str], None]  # (scope, status, reason)
 
 
 def media_type(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     """The request's media type, lower case without parameters; None when it has no Content-Type."""
+    found = _content_type(headers)
+    return None if found is None else found.split(";", 1)[0].strip().lower()
+
+
+def charset(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The ``charset`` parameter of the request's Content-Type, lower case and unquoted; None without one."""
+    for parameter in (_content_type(headers) or "").split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip('"').lower()
+    return None
+
+
+def _content_type(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     for name, value in headers:
         if name.lower() == b"content-type":
-            return value.decode("latin-1").split(";", 1)[0].strip().lower()
+            return value.decode("latin-1")
     return None
 
 
 class JsonOnly:
-    """Wrap ``app``; requests to ``routes`` that may carry a body must declare ``application/json``.
+    """Wrap ``app``; requests to ``routes`` must be POSTs declaring ``application/json`` in UTF-8.
 
-    GET, HEAD and OPTIONS (a CORS preflight, if CORS is ever enabled) pass.
+    OPTIONS (a CORS preflight, if CORS is ever enabled) passes.
     """
 
     def __init__(self, app: Callable[..., Awaitable[None]], routes: Iterable[str],
@@ -43,12 +61,21 @@ class JsonOnly:
         self.on_reject = on_reject
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http" and scope["path"] in self.routes and scope["method"] not in BODILESS:
-            found = media_type(scope.get("headers") or [])
-            if found != ACCEPTED:
-                self.on_reject(scope, 415, "unsupported_media_type")
-                what = f"Content-Type {found[:100]!r}" if found else "no Content-Type"
-                await respond(send, 415, f"unsupported media type: {what}; send the body as {ACCEPTED}",
-                              headers=[(b"accept-post", ACCEPTED.encode())])
-                return
+        if scope["type"] != "http" or scope["path"] not in self.routes or scope["method"] == PREFLIGHT:
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            self.on_reject(scope, 405, "method_not_allowed")
+            await respond(send, 405, f"{scope['path']} takes POST with a JSON body, not {scope['method'][:20]}",
+                          headers=[(b"allow", b"POST")])
+            return
+        headers = scope.get("headers") or []
+        found, declared = media_type(headers), charset(headers)
+        if found != ACCEPTED or (declared is not None and declared not in CHARSETS):
+            self.on_reject(scope, 415, "unsupported_media_type")
+            what = (f"Content-Type {found[:100]!r}" if found else "no Content-Type") if found != ACCEPTED \
+                else f"charset {declared[:40]!r}"
+            await respond(send, 415, f"unsupported media type: {what}; send the body as {ACCEPTED} in UTF-8",
+                          headers=[(b"accept-post", ACCEPTED.encode())])
+            return
         await self.app(scope, receive, send)

@@ -289,8 +289,22 @@ def test_only_json_bodies_reach_the_api(url):
     ]
     for response in refused:
         assert response.status_code == 415, response.text
-        assert response.json()["error"].endswith("send the body as application/json")
+        assert response.json()["error"].endswith("send the body as application/json in UTF-8")
     assert total(scrape(url), "intentvcs_request_errors_total", reason="unsupported_media_type") == before + 4
+
+
+def test_another_charset_or_method_gets_the_json_error_contract(url):
+    """JSON is UTF-8 (RFC 8259): a body declared latin-1 would be read as UTF-8 anyway. A GET is a 405 with
+    the same JSON body as every other refusal, not the server's plain text."""
+    before = total(scrape(url), "intentvcs_request_errors_total", reason="method_not_allowed")
+    latin = httpx.post(f"{url}/predict", content='{"text": "caf\u00e9"}'.encode("latin-1"), timeout=30,
+                       headers={"content-type": "application/json; charset=latin-1"})
+    assert latin.status_code == 415 and "charset 'latin-1'" in latin.json()["error"]
+    for path in ("/predict", "/model/parse", "/audit", "/audit/job/submit"):
+        got = httpx.get(f"{url}{path}", timeout=30)
+        assert got.status_code == 405 and got.headers["allow"] == "POST", path
+        assert got.json() == {"error": f"{path} takes POST with a JSON body, not GET"}
+    assert total(scrape(url), "intentvcs_request_errors_total", reason="method_not_allowed") == before + 4
 
 
 def test_service_imports_no_torch():
