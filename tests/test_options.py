@@ -9,7 +9,7 @@ from dataclasses import fields
 
 import pytest
 
-from intentvcs.cli.commands import demo
+from intentvcs.cli.commands import demo, refit
 from intentvcs.cli.main import build_parser
 from intentvcs.cli.options import config_from_args
 from intentvcs.core import oos, thresholds
@@ -41,7 +41,11 @@ def setting_options():
 @pytest.mark.parametrize("command, config, action", list(setting_options()))
 def test_an_options_default_is_its_settings_default(command, config, action):
     spec = next(f for f in fields(config) if f.name == action.dest)
-    assert action.default == (demo.DEFAULTS.get(action.dest, spec.default) if command == "demo" else spec.default)
+    if command == "refit":  # not given: the checkpoint's setting, the settings default where it records none
+        assert action.default is None
+        assert action.help.endswith(f" (default: the checkpoint's; {spec.default} where it records none)")
+    else:
+        assert action.default == (demo.DEFAULTS.get(action.dest, spec.default) if command == "demo" else spec.default)
     if action.dest != "freeze_embeddings":  # --train-embeddings says what it does itself
         assert spec.metadata["help"].replace("%", "%%") in action.help
 
@@ -51,7 +55,12 @@ def test_parsing_no_options_gives_the_default_settings(command):
     args = build_parser().parse_args([command, *REQUIRED[command]])
     trained = TrainConfig(**demo.DEFAULTS) if command == "demo" else TrainConfig()
     assert config_from_args(TrainConfig, args) == trained
-    assert config_from_args(DecisionConfig, args) == DecisionConfig()
+    if command == "refit":  # nothing given: every decision setting is the checkpoint's (refit_settings)
+        assert refit.given_settings(args) == {}
+        given = build_parser().parse_args([command, *REQUIRED[command], "--no-spelling", "--oos-retention", "0.9"])
+        assert refit.given_settings(given) == {"spelling": False, "oos_retention": 0.9}
+    else:
+        assert config_from_args(DecisionConfig, args) == DecisionConfig()
 
 
 def test_every_decision_setting_is_an_option_of_train_and_refit():

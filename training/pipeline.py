@@ -13,10 +13,10 @@ import logging
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from intentvcs.core import atomic, support
 from intentvcs.core.dataio import Example, fingerprint
@@ -27,6 +27,7 @@ from intentvcs.core.references import reference_sample
 from intentvcs.core.segmentation import decide_segmented
 from intentvcs.core.relations import LabelRelations
 from intentvcs.core.entities import entity_types
+from intentvcs.core.oos import OOS_LABEL
 from intentvcs.core.spelling import Spelling, infer_normalised
 from intentvcs.training.checkpoint import (
     CHECKPOINT_FORMAT,
@@ -176,18 +177,25 @@ def fit_and_evaluate(model: TrainedModel, splits: Splits, decision: DecisionConf
 
 
 def refit_checkpoint(checkpoint: str | os.PathLike, train: Sequence[Example], valid: Sequence[Example],
-                     test: Sequence[Example] | None, decision: DecisionConfig) -> dict:
+                     test: Sequence[Example] | None, decision: DecisionConfig, train_source: str = "train") -> dict:
     """Refit a trained checkpoint's decision layer (calibration, PU scales, thresholds, OOS rule); weights untouched.
 
     For a new OOS rule or operating point, or fresh validation data, without
-    retraining. ``train`` should be the rows the model was trained on (the
-    distance rule's statistics, the PU prior and the spelling vocabulary come
-    from them). Rewrites ``spelling.json`` (removed without ``decision.spelling``)
-    and ``checkpoint.json``, each atomically, and returns the new figures.
+    retraining. ``decision`` is every setting of the refit (``refit_settings``:
+    the checkpoint's own with the changes asked for). ``train`` must be the
+    rows the model was trained on (the distance rule's statistics, the PU
+    prior and the spelling vocabulary come from them): rows with a label the
+    checkpoint does not have, or without a row for one of its labels, are
+    refused (``train_source`` names them in the error). The OOS rule "train"
+    is part of the model (out-of-scope rows are an output class), so a refit
+    neither switches to it nor away from it. Rewrites ``spelling.json``
+    (removed without ``decision.spelling``) and ``checkpoint.json``, each
+    atomically, and returns the new figures.
     """
     meta = read_checkpoint_meta(checkpoint)
+    _check_oos_rule_kept(checkpoint, meta, decision.oos_rule)
     splits = Splits(train, valid, test).for_rule(decision.oos_rule)
-    _check_trained_labels(splits.train, meta["labels"])
+    _check_trained_labels(splits.train, meta["labels"], train_source)
     model = TrainedModel(IntentModel.from_checkpoint(checkpoint), load_tokenizer(Path(checkpoint) / ENCODER_DIR),
                          meta["labels"], METHODS[meta["method"]].activation, meta["max_length"],
                          _spelling(splits.train, decision.spelling), checkpoint_tags(meta))
@@ -205,11 +213,88 @@ def refit_checkpoint(checkpoint: str | os.PathLike, train: Sequence[Example], va
     return {"checkpoint": str(checkpoint), "metrics": metrics, "decision_report": decision_report}
 
 
-def _check_trained_labels(train: Sequence[Example], labels: list[str]) -> None:
-    """A refit's training rows must be the checkpoint's: a label it never learnt means another file."""
+# The settings that only matter under some OOS rules: a missing one is said aloud only where it does.
+_RULE_SETTINGS = {"oos_retention": ("distance",), "oos_part_retention": ("distance", "threshold")}
+
+
+def refit_settings(checkpoint: str | os.PathLike, changes: Mapping[str, Any]) -> DecisionConfig:
+    """The settings a refit of ``checkpoint`` runs with: the checkpoint's own, with ``changes`` (fields) applied.
+
+    The checkpoint's own are those its last refit recorded (``checkpoint.json``'s
+    ``refit``, every field); a checkpoint never refitted records no settings
+    as such, so they are read off what training fitted: the OOS rule and the
+    support noise (``decision``), the threshold rule (``decision_report``: a
+    rule other than global reports its thresholds), spelling on or off
+    (``spelling``), and relation discovery when it was off. What the
+    checkpoint does not record falls back to the ``DecisionConfig`` default:
+    the retentions of a checkpoint never refitted (a warning says so where
+    the OOS rule reads them), and any field an older checkpoint lacks. A
+    decision that discovered relations at a rate not recorded is refused
+    unless ``changes`` gives the rate: off is no default for it.
+    """
+    meta = read_checkpoint_meta(checkpoint)
+    names = [f.name for f in fields(DecisionConfig)]
+    unknown = sorted(set(changes) - set(names))
+    if unknown:
+        raise ValueError(f"decision settings: unknown field(s) {unknown}")
+    recorded = {**_fitted_settings(meta), **{k: v for k, v in (meta.get("refit") or {}).items() if k in names}}
+    if recorded.get("discover_relations", 0.0) is None and "discover_relations" not in changes:
+        raise ValueError(f"{Path(checkpoint) / META_FILE}: its decision discovered label relations at a rate it "
+                         "does not record: give the rate (--discover-relations RATE; 0: off)")
+    settings = DecisionConfig(**{**recorded, **changes})
+    missing = [name for name, rules in _RULE_SETTINGS.items()
+               if name not in recorded and name not in changes and settings.oos_rule in rules]
+    if missing:
+        log.warning("%s does not record %s: refitting with the default%s %s (give %s to choose)",
+                    Path(checkpoint) / META_FILE, " and ".join(missing), "s" if len(missing) > 1 else "",
+                    " and ".join(str(getattr(settings, name)) for name in missing),
+                    " and ".join("--" + name.replace("_", "-") for name in missing))
+    return settings
+
+
+def _fitted_settings(meta: dict) -> dict[str, Any]:
+    """The decision settings a checkpoint's training can be read to have used (``refit_settings``);
+    ``discover_relations`` None: on, at a rate not recorded."""
+    decision, out = meta.get("decision") or {}, {}
+    if isinstance(decision.get("oos"), dict) and "rule" in decision["oos"]:
+        out["oos_rule"] = decision["oos"]["rule"]
+    if "support_noise" in decision:
+        out["support_noise"] = decision["support_noise"] or 0.0
+    if "spelling" in meta:
+        out["spelling"] = meta["spelling"] is not None
+    report = meta.get("decision_report")
+    if isinstance(report, dict):
+        out["threshold_rule"] = (report.get("thresholds") or {}).get("rule", "global")
+        out["discover_relations"] = None if "discovered_relations" in report else 0.0
+    return out
+
+
+def _check_oos_rule_kept(checkpoint: str | os.PathLike, meta: dict, rule: str) -> None:
+    """Refuse a refit into or out of the OOS rule "train": it is the model's outputs, not its decision."""
+    trained = (meta.get("decision") or {}).get("oos", {}).get("rule")
+    if trained == "train" and rule != "train":
+        raise ValueError(f"{checkpoint} was trained with the OOS rule train (out-of-scope rows are a class of "
+                         f"their own, the model's output {OOS_LABEL!r}); refitted to {rule} that output would "
+                         "be read as an ordinary intent. The rule train changes the model's outputs: switching "
+                         "it needs intentvcs train")
+    if rule == "train" and trained != "train":
+        raise ValueError(f"{checkpoint} was trained with the OOS rule {trained}: its outputs have no "
+                         "out-of-scope class. The rule train changes the model's outputs (out-of-scope rows "
+                         "become a class of their own): switching to it needs intentvcs train")
+
+
+def _check_trained_labels(train: Sequence[Example], labels: list[str], source: str = "train") -> None:
+    """A refit's training rows must be the checkpoint's: a label it never learnt, or one of its labels
+    without a row (no class mean for the distance rule, no PU prior), means another file."""
     unknown = sorted(_unknown_labels(train, labels))
     if unknown:
-        raise ValueError(f"train rows carry labels the checkpoint was not trained on: {unknown[:5]}")
+        raise ValueError(f"{source}: rows carry labels the checkpoint was not trained on: {unknown[:5]}")
+    seen = {label for ex in train for label in ex.labels}
+    missing = [label for label in labels if label not in seen]
+    if missing:
+        raise ValueError(f"{source}: no row carries {len(missing)} of the checkpoint's {len(labels)} labels "
+                         f"{missing[:5]}{' ...' if len(missing) > 5 else ''}: give the rows the checkpoint was "
+                         "trained on (a label without one has no class mean for the distance rule)")
 
 
 def _warn_unknown_labels(splits: Splits, labels: list[str]) -> None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 from intentvcs.cli.commands.train import add_decision_options
-from intentvcs.cli.options import config_from_args
 from intentvcs.training.config import DecisionConfig
 
 
@@ -19,21 +19,47 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "normaliser on its training rows and a validation set, and rewrite "
                                    "checkpoint.json atomically; the weights are not touched. Use it to change the "
                                    "OOS rule or its operating point, or to calibrate on fresher validation data. "
-                                   "Export the checkpoint again to serve the result.")
+                                   "Every decision setting not given keeps the checkpoint's: the one its last "
+                                   "refit recorded, else the one its training can be read to have used (the "
+                                   "retentions of a checkpoint never refitted are not recorded, so their defaults "
+                                   "apply, and a warning says so). The OOS rule train is part of the model (an "
+                                   "output class) and is neither refitted to nor away from: that needs intentvcs "
+                                   "train. Export the checkpoint again to serve the result.")
     p.add_argument("--checkpoint", required=True, help="checkpoint directory written by intentvcs train")
-    p.add_argument("--train", required=True, help="the training JSONL the checkpoint was trained on")
+    p.add_argument("--train", required=True, help="the training JSONL the checkpoint was trained on (every one "
+                                                  "of its labels on some row, none other)")
     p.add_argument("--valid", required=True, help="validation JSONL (rows with labels [] are out-of-scope)")
     p.add_argument("--test", help="optional test JSONL to evaluate the refitted decision on")
     add_decision_options(p)
+    _default_to_the_checkpoint(p)
     p.set_defaults(func=run)
+
+
+def _default_to_the_checkpoint(p: argparse.ArgumentParser) -> None:
+    """Make every decision option's default "not given" (None): a refit keeps the checkpoint's setting then.
+
+    Its help says so, and names the settings default that applies where the checkpoint records none."""
+    defaults = {f.name: f.default for f in dataclasses.fields(DecisionConfig)}
+    for action in p._actions:
+        if action.dest in defaults:
+            action.default = None
+            action.help = (action.help.replace(" (default: %(default)s)", "")
+                           + f" (default: the checkpoint's; {defaults[action.dest]} where it records none)")
+
+
+def given_settings(args: argparse.Namespace) -> dict:
+    """The decision settings given on the command line (the others are None: keep the checkpoint's)."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(DecisionConfig)
+            if getattr(args, f.name, None) is not None}
 
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core.dataio import read_jsonl
-    from intentvcs.training.pipeline import refit_checkpoint
+    from intentvcs.training.pipeline import refit_checkpoint, refit_settings
 
+    decision = refit_settings(Path(args.checkpoint), given_settings(args))
     result = refit_checkpoint(Path(args.checkpoint), read_jsonl(args.train), read_jsonl(args.valid),
-                              read_jsonl(args.test) if args.test else None, config_from_args(DecisionConfig, args))
+                              read_jsonl(args.test) if args.test else None, decision, train_source=args.train)
     json.dump(result["metrics"], sys.stdout, indent=2)
     print()
     return 0
