@@ -50,6 +50,9 @@ def test_refit_keeps_every_setting_of_a_trained_checkpoint_not_given(tmp_path, c
     assert main(["train", "--train", train, "--valid", valid, "--out", str(ckpt),
                  "--backbone", str(make_tiny_backbone(tmp_path / "backbone")), "--epochs", "1", "--batch-size", "64",
                  "--no-spelling", "--oos-rule", "threshold", "--threshold-rule", "observed_quantile"]) == 0
+    trained = json.loads((ckpt / "checkpoint.json").read_text())["decision_config"]  # what refit starts from
+    assert DecisionConfig.from_dict(trained) == DecisionConfig(spelling=False, oos_rule="threshold",
+                                                               threshold_rule="observed_quantile")
     assert refit(ckpt, train, valid, "--oos-part-retention", "0.8") == 0
     meta = json.loads((ckpt / "checkpoint.json").read_text())
     assert recorded(ckpt) == DecisionConfig(spelling=False, oos_rule="threshold", threshold_rule="observed_quantile",

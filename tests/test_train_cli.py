@@ -58,7 +58,9 @@ def test_train_then_evaluate_through_cli(tmp_path, backbone, method, oos_rule, s
 def test_bad_training_row_names_file_and_line(tmp_path, backbone, capsys):
     bad = tmp_path / "train.jsonl"
     bad.write_text('{"text": "hello", "labels": ["greet"]}\n{"text": "", "labels": ["greet"]}\n')
-    code = main(["train", "--train", str(bad), "--valid", str(bad), "--out", str(tmp_path / "ckpt"),
+    valid = tmp_path / "valid.jsonl"
+    valid.write_text('{"text": "hi there", "labels": ["greet"]}\n')
+    code = main(["train", "--train", str(bad), "--valid", str(valid), "--out", str(tmp_path / "ckpt"),
                  "--backbone", str(backbone)])
     assert code == 2
     assert f"{bad}:2: 'text' is empty" in capsys.readouterr().err

@@ -131,6 +131,7 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
         "max_length": config.max_length,
         "method": config.method,
         "train_config": config.to_dict(),
+        "decision_config": decision.to_dict(),  # the settings the decision was fitted with: refit starts from them
         "decision": fitted.to_dict(),
         "relations": relations.to_dict() if relations is not None else None,
         "data_fingerprint": fingerprint(splits.train, splits.valid),
@@ -221,8 +222,9 @@ def refit_settings(checkpoint: str | os.PathLike, changes: Mapping[str, Any]) ->
     """The settings a refit of ``checkpoint`` runs with: the checkpoint's own, with ``changes`` (fields) applied.
 
     The checkpoint's own are those its last refit recorded (``checkpoint.json``'s
-    ``refit``, every field); a checkpoint never refitted records no settings
-    as such, so they are read off what training fitted: the OOS rule and the
+    ``refit``, every field), else those its training recorded
+    (``decision_config``); a checkpoint written before training recorded them
+    and never refitted has them read off what training fitted: the OOS rule and the
     support noise (``decision``), the threshold rule (``decision_report``: a
     rule other than global reports its thresholds), spelling on or off
     (``spelling``), and relation discovery when it was off. What the
@@ -237,7 +239,8 @@ def refit_settings(checkpoint: str | os.PathLike, changes: Mapping[str, Any]) ->
     unknown = sorted(set(changes) - set(names))
     if unknown:
         raise ValueError(f"decision settings: unknown field(s) {unknown}")
-    recorded = {**_fitted_settings(meta), **{k: v for k, v in (meta.get("refit") or {}).items() if k in names}}
+    stored = meta.get("refit") or meta.get("decision_config")
+    recorded = ({k: v for k, v in stored.items() if k in names} if stored else _fitted_settings(meta))
     if recorded.get("discover_relations", 0.0) is None and "discover_relations" not in changes:
         raise ValueError(f"{Path(checkpoint) / META_FILE}: its decision discovered label relations at a rate it "
                          "does not record: give the rate (--discover-relations RATE; 0: off)")
