@@ -198,9 +198,10 @@ def train_over_a_foreign_folder(space: Workspace) -> tuple[str, bool]:
     mine = folder / "mine"
     mine.mkdir()
     (mine / "x.txt").write_text("keep")
-    data = folder / "d.jsonl"
+    data, held_out = folder / "d.jsonl", folder / "v.jsonl"  # train refuses to validate on its training file
     data.write_bytes(GOOD)
-    ran = cli("train", "--train", data, "--valid", data, "--out", mine)
+    held_out.write_bytes(GOOD)
+    ran = cli("train", "--train", data, "--valid", held_out, "--out", mine)
     observed, passed = exit_2_naming(ran, "holds no checkpoint.json")
     # Refused before any training: in seconds, not after the epochs.
     return f"{observed} ({ran.seconds:.1f} s)", passed and (mine / "x.txt").exists() and ran.seconds < 60
@@ -209,12 +210,13 @@ def train_over_a_foreign_folder(space: Workspace) -> tuple[str, bool]:
 def bad_option_value(option: str, value: str, *needles: str) -> Callable[[Workspace], tuple[str, bool]]:
     def check(space: Workspace) -> tuple[str, bool]:
         folder = space.fresh("option")
-        data = folder / "d.jsonl"
+        data, held_out = folder / "d.jsonl", folder / "v.jsonl"  # train refuses to validate on its training file
         data.write_bytes(GOOD)
+        held_out.write_bytes(GOOD)
         given = value.replace("{folder}", str(folder))
         if given.endswith(".json") and not Path(given).exists():
             Path(given).write_text("{not json")
-        ran = cli("train", "--train", data, "--valid", data, "--out", folder / "ckpt", option, given)
+        ran = cli("train", "--train", data, "--valid", held_out, "--out", folder / "ckpt", option, given)
         return exit_2_naming(ran, *needles)
     return check
 

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.training.pipeline import train_pipeline
 
     atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test])
+    config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)  # options first
     if Path(args.valid).resolve() == Path(args.train).resolve():
         raise ValueError(f"--valid {args.valid} is the --train file; give held-out rows: the decision layer (its "
                          "thresholds and out-of-scope cut) is fitted on them, and on the training rows it would "
@@ -90,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
         train=train,
         valid=valid,
         test=read_jsonl(args.test) if args.test else None,
-        config=config_from_args(TrainConfig, args),
-        decision=config_from_args(DecisionConfig, args),
+        config=config,
+        decision=decision,
         out=Path(args.out),
         relations_path=args.relations,
         force=args.force,
