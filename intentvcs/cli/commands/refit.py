@@ -20,9 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "checkpoint.json atomically; the weights are not touched. Use it to change the "
                                    "OOS rule or its operating point, or to calibrate on fresher validation data. "
                                    "Every decision setting not given keeps the checkpoint's: the one its last "
-                                   "refit recorded, else the one its training can be read to have used (the "
-                                   "retentions of a checkpoint never refitted are not recorded, so their defaults "
-                                   "apply, and a warning says so). The OOS rule train is part of the model (an "
+                                   "refit recorded, else the one its training recorded (a checkpoint from before "
+                                   "training recorded them: what it can be read to have used; its retentions "
+                                   "are not recorded, so their defaults apply, and a warning says so). The OOS "
+                                   "rule train is part of the model (an "
                                    "output class) and is neither refitted to nor away from: that needs intentvcs "
                                    "train. Export the checkpoint again to serve the result.")
     p.add_argument("--checkpoint", required=True, help="checkpoint directory written by intentvcs train")
