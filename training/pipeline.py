@@ -12,14 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import Counter
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from intentvcs.core import atomic, support
-from intentvcs.core.dataio import Example, fingerprint
+from intentvcs.core.dataio import Example, fingerprint, unknown_labels
 from intentvcs.core.decision import Decision
 from intentvcs.core.evaluation import evaluate, headline
 from intentvcs.core.outputs import GraphOutputs
@@ -289,7 +288,7 @@ def _check_oos_rule_kept(checkpoint: str | os.PathLike, meta: dict, rule: str) -
 def _check_trained_labels(train: Sequence[Example], labels: list[str], source: str = "train") -> None:
     """A refit's training rows must be the checkpoint's: a label it never learnt, or one of its labels
     without a row (no class mean for the distance rule, no PU prior), means another file."""
-    unknown = sorted(_unknown_labels(train, labels))
+    unknown = sorted(unknown_labels(train, labels))
     if unknown:
         raise ValueError(f"{source}: rows carry labels the checkpoint was not trained on: {unknown[:5]}")
     seen = {label for ex in train for label in ex.labels}
@@ -309,17 +308,11 @@ def _warn_unknown_labels(splits: Splits, labels: list[str]) -> None:
     quietly move its rows out of scope.
     """
     for name, rows in (("valid", splits.valid), ("test", splits.test or [])):
-        unknown = _unknown_labels(rows, labels)
+        unknown = unknown_labels(rows, labels)
         if unknown:
             log.warning("%s: %d label(s) the model was not trained on, fitted as absent (a row left with no "
                         "label as out of scope) and counted as missed: %s", name, sum(unknown.values()),
                         ", ".join(f"{label} ({n})" for label, n in unknown.most_common(5)))
-
-
-def _unknown_labels(rows: Sequence[Example], labels: list[str]) -> Counter:
-    """How often each label outside ``labels`` is written on ``rows``."""
-    known = set(labels)
-    return Counter(label for ex in rows for label in ex.labels if label not in known)
 
 
 def _spelling(train: Sequence[Example], enabled: bool) -> Spelling | None:

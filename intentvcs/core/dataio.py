@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -291,6 +292,12 @@ def write_jsonl(path: str | os.PathLike, examples: Iterable[Example]) -> Path:
     """Write examples atomically (temp file, then rename)."""
     lines = [json.dumps(e.to_dict(), ensure_ascii=False) for e in examples]
     return atomic.write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+
+
+def unknown_labels(rows: Iterable[Example], labels: Iterable[str]) -> Counter:
+    """How often each label outside ``labels`` (a model's) is written on ``rows``: what the model can only miss."""
+    known = set(labels)
+    return Counter(label for ex in rows for label in ex.labels if label not in known)
 
 
 def label_inventory(*datasets: Iterable[Example]) -> list[str]:
