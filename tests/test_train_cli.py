@@ -177,3 +177,20 @@ def test_support_decoding_for_a_sigmoid_method_is_refused_before_training(tmp_pa
     assert code == 2
     assert "support decoding reads a softmax's probabilities" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_relations_that_miss_a_training_label_are_refused_before_training(tmp_path, backbone, capsys, monkeypatch):
+    from intentvcs.core.relations import LabelRelations
+    from intentvcs.training import trainer
+
+    monkeypatch.setattr(trainer.Trainer, "fit", lambda *args: pytest.fail("the model was trained"))
+    train = DEFAULT_DATA / "train.jsonl"
+    labels = sorted({label for ex in read_jsonl(train) for label in ex.labels})
+    relations = tmp_path / "relations.json"
+    LabelRelations(labels=labels[1:]).save(relations)
+    code = main(["train", "--train", str(train), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
+                 "--out", str(tmp_path / "ckpt"), "--backbone", str(backbone), "--relations", str(relations)])
+    assert code == 2
+    assert f"{relations}: label(s) ['{labels[0]}'] of the training rows are unknown to the relations" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "ckpt").exists()

@@ -109,6 +109,12 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
     atomic.check_replaceable(out, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name)
     splits = Splits(train, valid, test).for_rule(decision.oos_rule)
     relations = LabelRelations.load(relations_path) if relations_path else None
+    if relations is not None:  # refused now, not after the training (the fitted Decision would refuse it)
+        labels = config.labels or sorted({label for ex in splits.train for label in ex.labels})
+        unknown = [label for label in labels if label != OOS_LABEL and label not in relations.labels]
+        if unknown:
+            raise ValueError(f"{relations_path}: label(s) {unknown[:5]} of the training rows are unknown to the "
+                             "relations; give the relations of these labels")
     if decision.support_noise:  # refused before training, not after it (the fitted Decision would refuse it)
         try:
             support.check_activation(METHODS[config.method].activation)
