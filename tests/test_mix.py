@@ -172,3 +172,12 @@ def test_oos_chains_join_a_request_and_out_of_scope_parts_as_each_kind_asks():
             assert 0.35 < sum(first_is_request) / len(first_is_request) < 0.65
     with pytest.raises(ValueError, match="out-of-scope rows"):
         mix.oos_chains([ex for ex in rows if ex.labels], 5)
+
+
+def test_a_source_split_without_single_intent_rows_is_refused():
+    """Every mixed row would be an empty text, which no reader of the product accepts."""
+    from intentvcs.core.dataio import Example
+
+    rows = [Example("play jazz and book a table", ("PlayMusic", "BookRestaurant")), Example("what is life", ())]
+    with pytest.raises(ValueError, match=r"no single-intent row to build mixed rows from \(the test rows\)"):
+        mix.build_split(rows, 5, "standard", random.Random(0), "test")

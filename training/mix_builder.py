@@ -119,6 +119,8 @@ def build_split(rows: Sequence[Example], size: int, variant: str, rng: random.Ra
                 prefix: str, shares: Sequence[float] = INTENT_SHARES) -> list[Example]:
     """``size`` mixed rows from one source split; ``shares`` of 1, 2 and 3 intents per row."""
     by_intent = single_intent_rows(rows)
+    if not by_intent:  # every row would be an empty text, which no reader of the product accepts
+        raise ValueError(f"no single-intent row to build mixed rows from (the {prefix} rows)")
     most = min(max(INTENT_COUNTS), len(by_intent))
     out = []
     for index in range(size):
