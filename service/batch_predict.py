@@ -319,7 +319,7 @@ def _parquet_rows(source: Source, span: Span) -> Iterator[tuple[str, Any]]:
                     problem = _text_problem(text, source.text_column)
                     if problem:
                         raise DataError(source.path, None, f"row {index + 1}: {problem}")
-                    yield text, ident
+                    yield text, None if ident == "" else ident  # an empty id is none, as a CSV's empty cell
                 index += 1
                 if index >= stop:
                     return

@@ -28,6 +28,7 @@ from intentvcs.service.audit import (
     AuditConfig,
     AuditInputError,
     audit_batch,
+    pairs_csv,
     render_html,
 )
 from intentvcs.service.audit.containment import (
@@ -639,8 +640,8 @@ def test_config_names_a_setting_of_the_wrong_type(overrides, message):
 
 
 def test_config_accepts_an_integer_rate_and_null_progress():
-    config = AuditConfig.from_dict({"high": 1, "progress": None, "seed": -1})
-    assert (config.high, config.progress, config.seed) == (1, None, -1)
+    config = AuditConfig.from_dict({"high": 1, "progress": None, "seed": 7})
+    assert (config.high, config.progress, config.seed) == (1, None, 7)
 
 
 # -------------------------------------------------------------------- schema
@@ -879,3 +880,35 @@ def test_the_audit_reads_the_pooled_layer_its_config_names():
     assert np.allclose(_vectors(outputs, AuditConfig(embedding="middle")), normalise(middle))
     with pytest.raises(ValueError, match="embedding must be one of"):
         AuditConfig(embedding="first")
+
+
+def test_the_pair_table_neutralises_a_name_a_spreadsheet_would_run():
+    document = {"findings": [], "new_pairs": [{
+        "first": "=cmd|' /C calc'!A0", "second": "+sum", "relation": "duplicate", "severity": "blocking",
+        "first_in_second": {"rate": 1.0, "n": 3}, "second_in_first": {"rate": 0.5, "n": 4}}]}
+    import csv
+
+    [row] = csv.DictReader(pairs_csv(document).splitlines())
+    assert (row["intent_a"], row["intent_b"], row["a_in_b"]) == ("'=cmd|' /C calc'!A0", "'+sum", "1.0")
+
+
+def test_the_html_relations_block_is_a_relations_file(world, tmp_path):
+    """What the page offers to copy as relations.json loads as one, as --relations-out's file does."""
+    import html
+    import re
+
+    from intentvcs.core.relations import LabelRelations
+
+    report = audit_batch(FakeEngine(world.table), world.rows("dupA", 10, "a1", ("A",)),
+                         config=AuditConfig(progress=False)).to_dict()
+    block = re.search(r"<summary>relations.json</summary><pre>(.*?)</pre>", render_html(report), re.S).group(1)
+    (tmp_path / "relations.json").write_text(html.unescape(block), encoding="utf-8")
+    assert LabelRelations.load(tmp_path / "relations.json").to_dict() == report["fix"]["relations"]
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("examples_cap", -2, "examples_cap must be >= 0"), ("relabel_cap", -1, "relabel_cap must be >= 0"),
+    ("heatmap_cap", 0, "heatmap_cap must be >= 1"), ("seed", -1, "seed must be >= 0")])
+def test_audit_caps_that_would_slice_from_the_end_are_refused(setting, value, message):
+    with pytest.raises(ValueError, match=message):
+        AuditConfig(**{setting: value})

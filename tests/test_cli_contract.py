@@ -173,11 +173,13 @@ def test_write_files_is_all_or_nothing_when_a_write_fails(tmp_path):
     assert (first.read_text(), second.read_text()) == ("the new a", "b")
 
 
-def test_evaluate_names_the_gold_labels_the_model_cannot_answer(tiny, tmp_path, caplog):
+@pytest.mark.parametrize("command", ["evaluate", "robustness"])
+def test_scoring_names_the_gold_labels_the_model_cannot_answer(command, tiny, tmp_path, caplog):
     """As train and refit do: a misspelt label would otherwise only lower the figures."""
     data = tmp_path / "data.jsonl"
     data.write_bytes(GOOD + b'{"text": "play a tune", "labels": ["PlayMuzic"]}\n' * 2)
+    extra = ["--operators", "casing", "--draws", "1"] if command == "robustness" else []
     with caplog.at_level("WARNING"):
-        assert main(["evaluate", "--bundle", str(tiny / "bundle"), "--data", str(data),
-                     "--out", str(tmp_path / "e.json")]) == exit_codes.OK
+        assert main([command, "--bundle", str(tiny / "bundle"), "--data", str(data),
+                     "--out", str(tmp_path / "e.json"), *extra]) == exit_codes.OK
     assert f"{data}: 2 label(s) the model was not trained on, counted as missed: PlayMuzic (2)" in caplog.text

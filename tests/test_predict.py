@@ -211,6 +211,14 @@ def test_other_columns_and_integer_ids(bundle, engine, tmp_path):
                                                                      {"id": 11, "text": "hi"}], 2)
 
 
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_an_empty_id_is_no_id_in_every_format(kind, bundle, engine, tmp_path):
+    rows = [{"id": "a", "text": "play some music"}, {"id": "", "text": "hi"}]
+    data = write_input(tmp_path, kind, rows)
+    assert predict(bundle, data, tmp_path / "out.jsonl") == 0
+    assert read_answers(tmp_path / "out.jsonl") == expected(engine, [rows[0], {"text": "hi"}], 2)
+
+
 def test_a_failure_leaves_no_output_and_keeps_the_earlier_one(bundle, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out.jsonl"
     out.write_text("the earlier answers\n")

@@ -8,8 +8,11 @@ export) or a bundle (the ONNX engine the service runs) through one interface,
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from typing import Sequence
 
+from intentvcs.core.dataio import Example
 from intentvcs.core.predictor import Predictor
 from intentvcs.core.segmentation import DEFAULT_SEGMENT
 from intentvcs.service.settings import DEFAULT_QUANTIZED, PROVIDERS, QUANTIZED_MODES, Settings
@@ -57,3 +60,18 @@ def model_source(args: argparse.Namespace, model: Predictor) -> dict:
     """What a result was computed on (``model``, loaded from ``args``), for its ``source`` field."""
     graph = model.info.get("model_file") if args.bundle else None
     return {"checkpoint": args.checkpoint, "bundle": args.bundle, "graph": graph, "spelling": args.spelling}
+
+
+def check_scored_data(path: str, examples: Sequence[Example], model: Predictor) -> None:
+    """What ``evaluate`` and ``robustness`` check of labelled rows before scoring them: a gold label the model
+    has no output for is named (a misspelt label would otherwise only lower the figures), and a span type it
+    cannot tag is refused (``DataError``, file and line), as train and refit do."""
+    from intentvcs.core.dataio import check_span_types, unknown_labels
+
+    unknown = unknown_labels(examples, model.labels)
+    if unknown:
+        logging.getLogger(__name__).warning(
+            "%s: %d label(s) the model was not trained on, counted as missed: %s", path, sum(unknown.values()),
+            ", ".join(f"{label} ({n})" for label, n in unknown.most_common(5)))
+    if model.entity_types:
+        check_span_types(path, model.entity_types)

@@ -166,9 +166,13 @@ class AuditConfig:
                 raise ValueError(f"AuditConfig.{name} must be in [0, 1], got {value}")
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"AuditConfig.confidence must be in (0, 1), got {self.confidence}")
-        for name in COUNTS:
+        for name in (*COUNTS, "heatmap_cap"):
             if getattr(self, name) < 1:
                 raise ValueError(f"AuditConfig.{name} must be >= 1, got {getattr(self, name)}")
+        # A negative cap would slice from the end (all but the last few rows); 0 lists none.
+        for name in ("seed", "examples_cap", "relabel_cap"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"AuditConfig.{name} must be >= 0, got {getattr(self, name)}")
         if self.embedding not in EMBEDDINGS:
             raise ValueError(f"AuditConfig.embedding must be one of {EMBEDDINGS}, got {self.embedding!r}")
         if self.min_rows < 2:

@@ -50,11 +50,27 @@ def pair_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def pairs_csv(document: dict[str, Any]) -> str:
-    """``pair_rows`` as CSV text with a header (empty cells for missing values)."""
+    """``pair_rows`` as CSV text with a header (empty cells for missing values).
+
+    A text cell that a spreadsheet would run as a formula (an intent named ``=cmd|...``: it starts with ``=``,
+    ``+``, ``-``, ``@``, a tab or a carriage return) is written with a leading ``'``, which spreadsheets read
+    as "text" (OWASP's CSV-injection advice); ``pair_rows`` keeps the names as they are.
+    """
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in pair_rows(document):
-        writer.writerow({key: "" if value is None else value for key, value in row.items()})
+        writer.writerow({key: _cell(value) for key, value in row.items()})
     return out.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value

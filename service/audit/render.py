@@ -145,7 +145,8 @@ def _finding(f: Mapping[str, Any]) -> str:
             f'answered out of scope by the service {_count(f["out_of_scope"])}.</p>'
             f'{table}{_rows_table(f["examples"], "Examples")}'
             f'{_rows_table(f["counter_examples"], "Counter-examples")}{_relabel_table(f["relabel"])}'
-            f'<h4>Proposed fix: {_e(f["fix"]["action"])}</h4><pre>{_e(json.dumps(f["fix"], indent=1))}</pre></div>')
+            f'<h4>Proposed fix: {_e(f["fix"]["action"])}</h4>'
+            f'<pre>{_e(json.dumps(f["fix"], indent=1, ensure_ascii=False))}</pre></div>')
 
 
 def _rows(finding: Mapping[str, Any]) -> str:
@@ -181,6 +182,8 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"{''.join(_finding(f) for f in report['findings'])}"
         f"{_new_pairs(report['new_pairs'])}"
         "<h2>Proposed relations file</h2>"
-        f"<details><summary>relations.json</summary><pre>{_e(json.dumps(report['fix'], indent=1))}</pre></details>"
+        # The relations file itself (what --relations-out writes and train --relations reads), not the whole fix.
+        f"<details><summary>relations.json</summary>"
+        f"<pre>{_e(json.dumps(report['fix']['relations'], indent=1, ensure_ascii=False))}</pre></details>"
         "</body></html>\n"
     )

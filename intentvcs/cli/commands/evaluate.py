@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 
-from intentvcs.cli.model_options import add_model_arguments, add_segment_argument, load_predictor, model_source
+from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_scored_data, load_predictor,
+                                         model_source)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,20 +30,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.dataio import check_span_types, read_jsonl, unknown_labels
+    from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
     from intentvcs.core.segmentation import decide_segmented
 
     atomic.check_targets((args.out, args.heatmap), inputs=[args.data])
     examples = read_jsonl(args.data)
     model = load_predictor(args)
-    unknown = unknown_labels(examples, model.labels)
-    if unknown:  # as train and refit say it: a misspelt label would otherwise only lower the figures
-        logging.getLogger(__name__).warning(
-            "%s: %d label(s) the model was not trained on, counted as missed: %s", args.data, sum(unknown.values()),
-            ", ".join(f"{label} ({n})" for label, n in unknown.most_common(5)))
-    if model.entity_types:  # a type the model cannot output would only be counted as missed
-        check_span_types(args.data, model.entity_types)
+    check_scored_data(args.data, examples, model)
     graph, segmented = decide_segmented(model.decision, model.infer, [ex.text for ex in examples], args.segment)
     figures = evaluate(model.decision, graph, examples, result=segmented.result)
     figures["segment"] = args.segment

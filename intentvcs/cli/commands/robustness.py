@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from intentvcs.cli.model_options import add_model_arguments, load_predictor, model_source
+from intentvcs.cli.model_options import add_model_arguments, check_scored_data, load_predictor, model_source
 # Not from intentvcs.core.robustness: that imports the perturbation extra, which serving does not install.
 from intentvcs.core.evaluation import PRIMARY_METRICS
 
@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     examples = read_jsonl(args.data)
     train = read_jsonl(args.train) if args.train else None
     model = load_predictor(args)
+    check_scored_data(args.data, examples, model)
     report = run_suite(examples, model, operators, args.draws, args.seed, args.metric, train=train)
     report["source"] = {**model_source(args, model), "data": args.data, **({"train": args.train} if args.train else {})}
     markdown = render_markdown(report)
