@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Sequence
 
 from intentvcs.core import atomic
+from intentvcs.core.csv_fault import broken_field
 from intentvcs.core.dataio import DataError, decode_line, parse_row, text_problem
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT, PROVIDERS
 
@@ -185,13 +186,15 @@ class _Lines:
     """The decoded lines of a binary file from a byte offset up to a stop, counting lines and bytes.
 
     ``csv.reader`` pulls one line at a time and never reads ahead, so after
-    each record ``position`` is the byte offset where the next one begins.
+    each record ``position`` is the byte offset where the next one begins;
+    ``record`` keeps the lines of the record being read, for the error of a
+    broken one (``intentvcs.core.csv_fault``).
     """
 
     def __init__(self, handle: IO[bytes], path: str, span: Span):
         handle.seek(span.start)
         self.handle, self.path, self.stop = handle, path, span.stop
-        self.position, self.line = span.start, span.line - 1
+        self.position, self.line, self.record = span.start, span.line - 1, []
 
     def __iter__(self) -> "_Lines":
         return self
@@ -205,23 +208,26 @@ class _Lines:
         self.position += len(raw)
         self.line += 1
         try:
-            return raw.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise DataError(self.path, self.line,
                             f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from None
+        self.record.append(text)
+        return text
 
 
 def _csv_records(path: str, lines: _Lines) -> Iterator[tuple[int, list[str]]]:
     """``(line where it begins, fields)`` of every non-blank record."""
     reader = csv.reader(lines, strict=True)
     while True:
-        begins = lines.line + 1
+        begins, lines.record = lines.line + 1, []
         try:
             record = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
-            raise DataError(path, lines.line, f"not CSV: {exc}") from None
+            line, fault = broken_field(begins, lines.record)
+            raise DataError(path, line, fault or f"not CSV: {exc}") from None
         if record:
             yield begins, record
 

@@ -161,6 +161,9 @@ BAD_CSV = {
     "not UTF-8": (CSV_HEAD + b"c,caf\xe9,z\n", 6, "not UTF-8: byte 0xe9 at column 6"),
     "no text column": (csv_bytes(["id", "utterance"], ["a", "hi"]), 1, "the header has no column 'text'"),
     "bad quoting": (CSV_HEAD + b'c,"play" music,z\n', 6, "not CSV"),
+    # csv gives up at the end of the file; the quote that is never closed is on line 6.
+    "unclosed quote": (CSV_HEAD + b'c,"play music,z\nd,hi,z\ne,ho,z\n', 6,
+                       "a quoted field begins on this line and is never closed"),
 }
 
 

@@ -31,6 +31,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from intentvcs.core.csv_fault import broken_field
 from intentvcs.core.dataio import DataError, Example, iter_jsonl, parse_row
 
 RASA_SUFFIXES = (".yml", ".yaml")
@@ -131,47 +132,10 @@ def _csv_records(path: Path, lines: _Lines) -> Iterator[tuple[int, list[str]]]:
         except StopIteration:
             return
         except csv.Error as exc:
-            line, fault = _broken_field(begins, lines.record)
+            line, fault = broken_field(begins, lines.record)
             raise DataError(path, line, fault or f"invalid CSV: {exc}") from None
         if record:
             yield begins, record
-
-
-def _broken_field(first: int, lines: list[str]) -> tuple[int, str | None]:
-    """The line where the field at fault of a record (``lines``, from line ``first``) begins, and what
-    is wrong with it when that is an overlong field or an unclosed quote.
-
-    csv's error comes where it gave up (past the size limit, or at the end of
-    the file), which is not where the user has to look.
-    """
-    limit, begins, size, state = csv.field_size_limit(), first, 0, "start"
-    for number, text in enumerate(lines, start=first):
-        for char in text:
-            if char == "," and state != "quoted":
-                begins, size, state = number, 0, "start"
-                continue
-            state, content = _csv_step(state, char)
-            size += content
-            if size > limit:
-                return begins, f"a field longer than {limit} characters (the CSV reader's limit)"
-    if state == "quoted":
-        return begins, "a quoted field begins on this line and is never closed (a missing '\"')"
-    return begins, None
-
-
-def _csv_step(state: str, char: str) -> tuple[str, bool]:
-    """The state after ``char`` inside a CSV field, and whether ``char`` is part of the field's value.
-
-    States: ``start`` of a field, ``plain`` (unquoted), ``quoted``, ``quote``
-    (a quote inside a quoted field: its end, or the first of a doubled one).
-    """
-    if state == "start" and char == '"':
-        return "quoted", False
-    if state == "quoted":
-        return ("quote", False) if char == '"' else ("quoted", True)
-    if state == "quote" and char == '"':
-        return "quoted", True  # a doubled quote stands for one
-    return "plain", True
 
 
 def _csv_row(path: Path, line: int, header: list[str], record: list[str]) -> Example:
