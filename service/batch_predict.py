@@ -45,7 +45,6 @@ whose every node needs intentvcs installed and the bundle at the same path.
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import os
@@ -55,7 +54,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Sequence
 
 from intentvcs.core import atomic
-from intentvcs.core.csv_fault import broken_field
+from intentvcs.core.csv_records import records
 from intentvcs.core.dataio import DataError, decode_line, parse_row, text_problem
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT, PROVIDERS
 
@@ -216,26 +215,10 @@ class _Lines:
         return text
 
 
-def _csv_records(path: str, lines: _Lines) -> Iterator[tuple[int, list[str]]]:
-    """``(line where it begins, fields)`` of every non-blank record."""
-    reader = csv.reader(lines, strict=True)
-    while True:
-        begins, lines.record = lines.line + 1, []
-        try:
-            record = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            line, fault = broken_field(begins, lines.record)
-            raise DataError(path, line, fault or f"not CSV: {exc}") from None
-        if record:
-            yield begins, record
-
-
 def _open_csv(source: Source) -> Source:
     with open(source.path, "rb") as handle:
         lines = _Lines(handle, source.path, Span(0, None, 1))
-        header = next((record for _, record in _csv_records(source.path, lines)), None)
+        header = next((record for _, record in records(source.path, lines)), None)
         if header is None:
             raise DataError(source.path, None, "no rows (not even a header)")
         header[0] = header[0].removeprefix("\ufeff")  # a byte-order mark
@@ -250,7 +233,7 @@ def _csv_rows(source: Source, span: Span) -> Iterator[tuple[str, Any]]:
     width, text_at = len(source.header), source.header.index(source.text_column)
     id_at = source.header.index(source.id_column) if source.id_column else None
     with open(source.path, "rb") as handle:
-        for line, record in _csv_records(source.path, _Lines(handle, source.path, span)):
+        for line, record in records(source.path, _Lines(handle, source.path, span)):
             if len(record) != width:
                 raise DataError(source.path, line, f"the row has {len(record)} fields; the header has {width}")
             text = record[text_at]
@@ -361,7 +344,7 @@ def plan_spans(source: Source, rows_per_span: int) -> tuple[list[Span], int]:
         else:
             lines = _Lines(handle, source.path, source.body)
             position, position_line = lines.position, lines.line + 1  # where the next record may begin
-            for _, _ in _csv_records(source.path, lines):
+            for _, _ in records(source.path, lines):
                 if rows and rows % rows_per_span == 0:
                     spans.append(Span(start, position, line))
                     start, line = position, position_line

@@ -103,7 +103,7 @@ UNCLOSED = "a quoted field begins on this line and is never closed (a missing '\
      f"3: a field longer than {csv.field_size_limit()} characters (the CSV reader's limit)"),
     ('text,intent\nhi,greet\n"a\n' + "x" * csv.field_size_limit() + '",greet\n',
      f"3: a field longer than {csv.field_size_limit()} characters (the CSV reader's limit)"),
-    ('text,intent\n"hi"there,greet\n', "2: invalid CSV: ',' expected after '\"'"),
+    ('text,intent\n"hi"there,greet\n', "2: not CSV: ',' expected after '\"'"),
 ])
 def test_a_malformed_csv_row_is_refused_at_its_line(tmp_path, body, message):
     path = tmp_path / "short.csv"

@@ -23,7 +23,6 @@ UTF-8") is ignored.
 
 from __future__ import annotations
 
-import csv
 import functools
 import json
 import os
@@ -31,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from intentvcs.core.csv_fault import broken_field
+from intentvcs.core.csv_records import records
 from intentvcs.core.dataio import DataError, Example, iter_jsonl, parse_row
 
 RASA_SUFFIXES = (".yml", ".yaml")
@@ -86,14 +85,14 @@ def _csv_rows(path: Path) -> Iterator[Example]:
     # otherwise be part of the first column's name.
     with path.open(encoding="utf-8-sig", newline="") as handle:
         try:
-            records = _csv_records(path, _Lines(handle))
-            line, first = next(records, (1, []))
+            rows = records(path, _Lines(handle))
+            line, first = next(rows, (1, []))
             header = [name.strip().lower() for name in first]
             missing = [name for name in CSV_REQUIRED if name not in header]
             if missing:
                 raise DataError(path, line, f"the header names no {' or '.join(missing)} column "
                                          f"(expected at least {', '.join(CSV_REQUIRED)})")
-            for line, record in records:
+            for line, record in rows:
                 yield _csv_row(path, line, header, record)
         except UnicodeDecodeError as exc:
             raise DataError(path, None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
@@ -116,26 +115,6 @@ class _Lines:
         self.line += 1
         self.record.append(text)
         return text
-
-
-def _csv_records(path: Path, lines: _Lines) -> Iterator[tuple[int, list[str]]]:
-    """``(line where it begins, fields)`` of every non-blank record; ``DataError`` for broken CSV.
-
-    Strict: an unterminated quote is an error instead of a field that swallows
-    the rest of the file.
-    """
-    reader = csv.reader(lines, strict=True)
-    while True:
-        begins, lines.record = lines.line + 1, []
-        try:
-            record = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            line, fault = broken_field(begins, lines.record)
-            raise DataError(path, line, fault or f"invalid CSV: {exc}") from None
-        if record:
-            yield begins, record
 
 
 def _csv_row(path: Path, line: int, header: list[str], record: list[str]) -> Example:

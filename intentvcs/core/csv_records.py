@@ -1,17 +1,50 @@
-"""Where a broken CSV record went wrong, in the user's terms.
+"""The records of a CSV file with the line each begins on, and where a broken one went wrong.
 
-``csv.reader`` reports an error where it gave up (past its field size limit,
-or at the end of the file for a quote never closed), which is not where the
-user has to look. Both CSV readers of the product (team data,
-``intentvcs.core.team_formats``; batch input, ``intentvcs.service.batch_predict``)
-keep the lines of the record being read and ask ``broken_field`` which field
-broke it.
+Both CSV readers of the product (team data, ``intentvcs.core.team_formats``;
+batch input over byte spans, ``intentvcs.service.batch_predict``) feed
+``records`` their own line source; it reads strictly (an unterminated quote
+is an error, not a field that swallows the rest of the file). ``csv.reader``
+reports an error where it gave up (past its field size limit, or at the end
+of the file for a quote never closed), which is not where the user has to
+look, so the lines of the record being read are kept and ``broken_field``
+names the field that broke it.
 """
 
 from __future__ import annotations
 
 import csv
-from typing import Sequence
+import os
+from typing import Iterator, Protocol, Sequence
+
+from intentvcs.core.dataio import DataError
+
+
+class Lines(Protocol):
+    """A line source for ``csv.reader`` that counts its lines (``line``: the last one read) and keeps those
+    read since ``record`` was last reset."""
+
+    line: int
+    record: list[str]
+
+    def __iter__(self) -> Iterator[str]: ...
+
+    def __next__(self) -> str: ...
+
+
+def records(path: str | os.PathLike, lines: Lines) -> Iterator[tuple[int, list[str]]]:
+    """``(line where it begins, fields)`` of every non-blank record; ``DataError`` (file, line) for broken CSV."""
+    reader = csv.reader(lines, strict=True)
+    while True:
+        begins, lines.record = lines.line + 1, []
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            line, fault = broken_field(begins, lines.record)
+            raise DataError(path, line, fault or f"not CSV: {exc}") from None
+        if record:
+            yield begins, record
 
 
 def broken_field(first: int, lines: Sequence[str]) -> tuple[int, str | None]:
