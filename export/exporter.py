@@ -231,9 +231,9 @@ def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decis
         candidates.append((path, report))
         if report["gate"] is None or report["gate"]["passed"]:
             break
-    passed = [(path, report) for path, report in candidates
-              if report["gate"] is not None and report["gate"]["passed"]]
-    kept_path, kept = passed[0] if passed else candidates[0]
+    # The loop stops at the first graph that passes (or is not gated): the last one, if any does.
+    last_gate = candidates[-1][1]["gate"]
+    kept_path, kept = candidates[-1] if last_gate is None or last_gate["passed"] else candidates[0]
     kept["not_kept"] = [{"method": report["method"], "timing": report["timing"], "gate": report["gate"]}
                         for path, report in candidates if path != kept_path] + unavailable
     kept_path.rename(directory / INT8_MODEL_FILE)

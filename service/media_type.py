@@ -26,26 +26,18 @@ PREFLIGHT = "OPTIONS"  # a CORS preflight, if CORS is ever enabled
 OnReject = Callable[[dict[str, Any], int, str], None]  # (scope, status, reason)
 
 
-def media_type(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """The request's media type, lower case without parameters; None when it has no Content-Type."""
-    found = _content_type(headers)
-    return None if found is None else found.split(";", 1)[0].strip().lower()
-
-
-def charset(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """The ``charset`` parameter of the request's Content-Type, lower case and unquoted; None without one."""
-    for parameter in (_content_type(headers) or "").split(";")[1:]:
-        name, _, value = parameter.partition("=")
-        if name.strip().lower() == "charset":
-            return value.strip().strip('"').lower()
-    return None
-
-
-def _content_type(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+def content_type(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
+    """The request's media type (lower case, without parameters) and its ``charset`` parameter (lower case,
+    unquoted), each None when absent; read in one pass, as every API request pays for it."""
     for name, value in headers:
         if name.lower() == b"content-type":
-            return value.decode("latin-1")
-    return None
+            kind, *parameters = value.decode("latin-1").split(";")
+            for parameter in parameters:
+                key, _, declared = parameter.partition("=")
+                if key.strip().lower() == "charset":
+                    return kind.strip().lower(), declared.strip().strip('"').lower()
+            return kind.strip().lower(), None
+    return None, None
 
 
 class JsonOnly:
@@ -70,7 +62,7 @@ class JsonOnly:
                           headers=[(b"allow", b"POST")])
             return
         headers = scope.get("headers") or []
-        found, declared = media_type(headers), charset(headers)
+        found, declared = content_type(headers)
         if found != ACCEPTED or (declared is not None and declared not in CHARSETS):
             self.on_reject(scope, 415, "unsupported_media_type")
             what = (f"Content-Type {found[:100]!r}" if found else "no Content-Type") if found != ACCEPTED \

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from intentvcs.core import atomic, support
-from intentvcs.core.dataio import Example, fingerprint, unknown_labels
+from intentvcs.core.dataio import Example, counts_text, fingerprint, unknown_labels
 from intentvcs.core.decision import Decision
 from intentvcs.core.evaluation import evaluate, headline
 from intentvcs.core.outputs import GraphOutputs
@@ -318,7 +318,7 @@ def _warn_unknown_labels(splits: Splits, labels: list[str]) -> None:
         if unknown:
             log.warning("%s: %d label(s) the model was not trained on, fitted as absent (a row left with no "
                         "label as out of scope) and counted as missed: %s", name, sum(unknown.values()),
-                        ", ".join(f"{label} ({n})" for label, n in unknown.most_common(5)))
+                        counts_text(unknown))
 
 
 def _spelling(train: Sequence[Example], enabled: bool) -> Spelling | None:

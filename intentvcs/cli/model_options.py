@@ -66,12 +66,12 @@ def check_scored_data(path: str, examples: Sequence[Example], model: Predictor) 
     """What ``evaluate`` and ``robustness`` check of labelled rows before scoring them: a gold label the model
     has no output for is named (a misspelt label would otherwise only lower the figures), and a span type it
     cannot tag is refused (``DataError``, file and line), as train and refit do."""
-    from intentvcs.core.dataio import check_span_types, unknown_labels
+    from intentvcs.core.dataio import check_span_types, counts_text, unknown_labels
 
     unknown = unknown_labels(examples, model.labels)
     if unknown:
         logging.getLogger(__name__).warning(
             "%s: %d label(s) the model was not trained on, counted as missed: %s", path, sum(unknown.values()),
-            ", ".join(f"{label} ({n})" for label, n in unknown.most_common(5)))
+            counts_text(unknown))
     if model.entity_types:
         check_span_types(path, model.entity_types)

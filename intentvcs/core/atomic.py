@@ -105,10 +105,10 @@ def check_targets(paths: Iterable[str | os.PathLike | None],
     targets = [Path(path) for path in paths if path is not None]
     seen: dict[Path, Path] = {}
     for target in targets:
-        if target.resolve() in seen:
-            raise ValueError(f"two outputs name the same file, {seen[target.resolve()]} and {target}; "
-                             "give each its own")
-        seen[target.resolve()] = target
+        resolved = target.resolve()
+        if resolved in seen:
+            raise ValueError(f"two outputs name the same file, {seen[resolved]} and {target}; give each its own")
+        seen[resolved] = target
     for source in (Path(path) for path in inputs if path is not None):
         if source.resolve() in seen:
             raise ValueError(f"the output {seen[source.resolve()]} is the input {source}; write it elsewhere")

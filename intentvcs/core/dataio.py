@@ -300,6 +300,11 @@ def unknown_labels(rows: Iterable[Example], labels: Iterable[str]) -> Counter:
     return Counter(label for ex in rows for label in ex.labels if label not in known)
 
 
+def counts_text(counts: Counter, top: int = 5) -> str:
+    """The ``top`` most common of ``counts`` as the warnings name them: ``label (n), ...``."""
+    return ", ".join(f"{label} ({n})" for label, n in counts.most_common(top))
+
+
 def label_inventory(*datasets: Iterable[Example]) -> list[str]:
     """Sorted union of all labels seen in the given datasets."""
     return sorted({label for ds in datasets for ex in ds for label in ex.labels})
