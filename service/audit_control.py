@@ -81,7 +81,7 @@ class AuditRunner:
     jobs run theirs at a lower OS priority, ``intentvcs.service.audit_jobs``);
     ``from_start`` counts the deadline from the audit's start instead of from
     ``run``'s call, so that a job queued behind others is not stopped for
-    their time; ``unfinished`` counts the jobs handed to ``run`` and not yet ended.
+    their time.
     """
 
     def __init__(self, timeout_s: float, poll_s: float = 0.25, thread_name: str = "intentvcs-audit",
@@ -90,19 +90,11 @@ class AuditRunner:
         self.poll_s = poll_s  # how often the client's connection (and, from_start, the start) is checked
         self.from_start = from_start
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name, initializer=initializer)
-        self.unfinished = 0  # read on the same event loop: no lock needed
 
     async def run(self, job: Callable[[Callable[[], bool]], T],
                   client_gone: Callable[[], Awaitable[bool]] = _client_stays) -> T:
         """``job(should_stop)`` on the audit thread; its result, or ``AuditTimeout`` / ``ClientGone``
         (never without a ``client_gone``: a background job has no client to lose)."""
-        self.unfinished += 1
-        try:
-            return await self._run(job, client_gone)
-        finally:
-            self.unfinished -= 1
-
-    async def _run(self, job: Callable[[Callable[[], bool]], T], client_gone: Callable[[], Awaitable[bool]]) -> T:
         loop = asyncio.get_running_loop()
         stop, started = threading.Event(), threading.Event()
 

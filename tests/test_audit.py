@@ -456,6 +456,23 @@ def test_a_subset_whose_rows_also_carry_an_unrelated_intent_is_a_composite():
     assert (rare.relation, rare.existing) == ("subset", ("X",)), rare.rationale
 
 
+def test_an_unestimated_containment_names_the_side_with_too_few_rows():
+    """contain(E->N) needs ``min_rows`` of N's rows accepting E and of E's rows: the rationale names which was
+    short (it blamed E when the new intent itself had two rows)."""
+    from intentvcs.service.audit.rules import decide
+
+    config = AuditConfig(progress=False)
+    two = np.zeros((2, 2), dtype=bool)
+    two[:, 0] = True
+    few_new = decide(_two_candidates("N", two, (wilson(2, 2), wilson(0, 2)), (None, None)), config)
+    assert few_new.relation == "subset", few_new.rationale
+    assert f"2 of N's rows accept X, {config.min_rows} needed" in few_new.rationale, few_new.rationale
+    many = np.zeros((20, 2), dtype=bool)
+    many[:, 0] = True
+    few_old = decide(_two_candidates("N", many, (wilson(20, 20), wilson(0, 20)), (None, None)), config)
+    assert f"too few rows of X, {config.min_rows} needed" in few_old.rationale, few_old.rationale
+
+
 def test_the_entity_profile_test_is_fishers_exact_test():
     """Checked against scipy on random small and mid-sized tables, and on the case where the
     z-test it replaced was 4-5 times too confident (3 of 3 against 1 of 10)."""

@@ -267,8 +267,11 @@ def _target_verdict(ev: Evidence, j: int, config: AuditConfig) -> Verdict:
     by_entity = pivot is not None and pivot.p_value < config.same_alpha
     word = _word(ev, j, config)
     if backward is None and word is None:
-        rationale = (f"{head}; contain({name}->{ev.intent}) could not be estimated (too few rows "
-                     f"of {name}), so a duplicate is not excluded")
+        # existing_in_new needs min_rows on both sides: N's rows accepting E, and E's reference rows.
+        short = (f"{forward.k} of {ev.intent}'s rows accept {name}" if forward.k < config.min_rows
+                 else f"too few rows of {name}")
+        rationale = (f"{head}; contain({name}->{ev.intent}) could not be estimated ({short}, "
+                     f"{config.min_rows} needed), so a duplicate is not excluded")
         return _verdict(ev, config, "subset", [name], alternatives, rationale, support)
     if by_entity and backward is not None and backward.rate >= config.back_high:
         relation = "subset"
