@@ -449,7 +449,7 @@ class RayPredictor:
         return pa.table({"answer": pa.array(lines, pa.large_string())})
 
 
-def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLike, *, provider: str = "cpu",
+def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLike, *, provider: str = "auto",
                 quantized: str = DEFAULT_QUANTIZED, spelling: bool = True, segment: bool = DEFAULT_SEGMENT,
                 top_k: int | None = None, max_batch: int = DEFAULT_MAX_BATCH, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                 workers: int | None = None, cpus_per_worker: int = 1, address: str | None = None,
@@ -457,7 +457,7 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
     """Predict every row of ``source`` on Ray Data (see the module docstring); write ``out``; return a summary.
 
     ``workers`` actors (default: one per ``cpus_per_worker`` CPUs of the
-    cluster, or one per GPU with ``provider="cuda"``), each with
+    cluster, or one per GPU with ``provider="cuda"``; any other provider runs on CPUs), each with
     ``cpus_per_worker`` CPUs (its ONNX Runtime threads) and, with ``"cuda"``,
     one GPU. ``address`` None starts a local cluster (shut down at the end);
     a Ray session already open in this process is used as it is.

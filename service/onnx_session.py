@@ -10,9 +10,9 @@ Execution settings and why:
 - providers: ``"auto"`` takes CUDA when onnxruntime offers it, else CPU;
   ``"cuda"`` refuses to start on CPU (a silent fallback would hide a broken
   GPU install behind a 10-50x slower service).
-- intra-op threads default to ``os.cpu_count() // INTENTVCS_WORKERS`` so that
-  several worker processes on one host do not oversubscribe the cores;
-  inter-op 1 and sequential execution because an encoder graph is one chain of
+- intra-op threads default to every core; the service passes each of its
+  worker processes its share (``Settings.from_env``), so that they do not
+  oversubscribe the cores; inter-op 1 and sequential execution because an encoder graph is one chain of
   large ops, where parallelism belongs inside each op.
 - ``ORT_ENABLE_ALL`` graph optimisation (attention / layer-norm / GELU fusion).
 - on CPU, a call is cut into length-sorted chunks where padding would cost
@@ -46,13 +46,13 @@ from intentvcs.core.entities import decode_batch, words
 from intentvcs.core.manifest import BundleError
 from intentvcs.core.outputs import BOUNDARY_OUTPUT, GRAPH_OUTPUTS, TAG_OUTPUT, GraphOutputs, tuple_array
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS
-from intentvcs.service.tokenization import SUPPORTED_INPUTS, BundleTokenizer, length_buckets, pad_chunk
+from intentvcs.core.length_buckets import length_buckets
+from intentvcs.service.tokenization import SUPPORTED_INPUTS, BundleTokenizer, pad_chunk
 
 log = logging.getLogger(__name__)
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
-WORKERS_ENV = "INTENTVCS_WORKERS"
 # TF32 matmuls (the CUDA provider's default) moved logits by up to 2.6e-3 from the
 # CPU's on the SNIPS test split, 25x the export's parity tolerance, where answers
 # can cross a calibrated threshold; with full fp32 the GPU answers as the CPU
@@ -60,7 +60,7 @@ WORKERS_ENV = "INTENTVCS_WORKERS"
 # (docs/RESULTS.md, "Performance", GPU).
 CUDA_OPTIONS = {"use_tf32": "0"}
 # What one more graph run costs on CPU, in tokens of padded work
-# (``intentvcs.service.tokenization.length_buckets`` cuts a call where padding costs more).
+# (``intentvcs.core.length_buckets`` cuts a call where padding costs more).
 CPU_RUN_COST_TOKENS = 8.0
 # ONNX Runtime load-time fusions left out on CPU: its SkipLayerNormalization kernel runs 4-5x slower
 # there than the Add + LayerNormalization it replaces (intentvcs.export.fusion). On CUDA they all run.
@@ -72,15 +72,12 @@ class EngineError(ValueError):
 
 
 def default_threads() -> int:
-    """Intra-op threads per worker: ``os.cpu_count() // $INTENTVCS_WORKERS`` (at least 1)."""
-    raw = os.environ.get(WORKERS_ENV, "1")
-    try:
-        workers = int(raw)
-    except ValueError:
-        workers = 0
-    if workers < 1:
-        raise EngineError(f"{WORKERS_ENV} must be a positive integer, got {raw!r}")
-    return max(1, (os.cpu_count() or 1) // workers)
+    """Intra-op threads of an engine that is its process's only one (the CLI, a benchmark): every core.
+
+    The service shares the cores out among its workers itself (``Settings.from_env``) and passes
+    each engine its share.
+    """
+    return os.cpu_count() or 1
 
 
 def default_workers(provider: str = "auto") -> int:
@@ -91,9 +88,7 @@ def default_workers(provider: str = "auto") -> int:
     ONNX Runtime thread, spreads it (measured: docs/RESULTS.md "Service defaults, measured").
     On a GPU every worker would hold its own CUDA context and model copy.
     """
-    if provider != "cpu" and CUDA in ort.get_available_providers():
-        return 1
-    return os.cpu_count() or 1
+    return 1 if uses_cuda(provider) else os.cpu_count() or 1
 
 
 def uses_cuda(provider: str) -> bool:

@@ -28,7 +28,7 @@ Model = TypeVar("Model")
 
 
 class BundleWatcher(Generic[Model]):
-    """Call ``load()`` when ``directory``'s manifest is replaced, then ``swap(model)``; ``failed(exc)`` if it fails.
+    """Call ``load()`` when any file of ``directory`` changes, then ``swap(model)``; ``failed(exc)`` if it fails.
 
     ``start()`` runs the watch on a daemon thread; ``check()`` is one round of
     it (what the thread does every ``interval_s`` seconds).

@@ -29,6 +29,8 @@ DEFAULT_MAX_BATCH = 32
 # "on" serves it in any case, "off" serves the fp32 graph.
 QUANTIZED_MODES = ("auto", "on", "off")
 DEFAULT_QUANTIZED = "auto"
+# Where `intentvcs demo` works (checkpoint/, bundle/), so the bundle the service serves by default.
+DEMO_DIR = "runs/default"
 
 
 # Each reader takes the environment to read (``os.environ`` by default), so that
@@ -70,8 +72,8 @@ def _env_json_object(name: str, environ: Mapping[str, str] = os.environ) -> dict
 
 
 def _check_intent_name(name: str, value: str) -> None:
-    # An intent name a client will match on: a label as the data format allows
-    # it (no surrounding whitespace, at most Limits.max_label_chars characters).
+    # An intent name a client will match on: printable, no surrounding whitespace, and no longer
+    # than the service's default limit on a label in a request (Limits.max_label_chars).
     if not value.strip() or value != value.strip() or len(value) > Limits.max_label_chars \
             or not value.isprintable():
         raise ValueError(f"{ENV_PREFIX}{name}={value!r} is not an intent name (1 to {Limits.max_label_chars} "
@@ -128,7 +130,7 @@ class Limits:
 class Settings:
     """Where the bundle is and how to run it."""
 
-    bundle: str = "runs/default/bundle"  # relative to the working directory; where `intentvcs demo` exports
+    bundle: str = f"{DEMO_DIR}/bundle"  # relative to the working directory: the demo's bundle
     provider: str = "auto"  # one of PROVIDERS
     quantized: str = DEFAULT_QUANTIZED  # one of QUANTIZED_MODES
     threads: int | None = None  # onnxruntime intra-op threads; None: the engine decides
@@ -137,10 +139,10 @@ class Settings:
     # Runtime thread each on CPU (the most throughput, idle latency within
     # 1 ms of one worker), one on a GPU (one CUDA context). Batch sizes
     # 16, 32 and 64 measured within the noise (about 10 %) of one another; 32
-    # is the engine's graph-run size on CPU, so one batch is one graph run. The
+    # is the engine's largest graph run on CPU (it cuts a batch of mixed lengths into several). The
     # access log is a per-request cost (about 5 %) that /metrics makes redundant.
     workers: int = 1  # BentoML worker processes, each with its own engine; from_env: onnx_session.default_workers
-    max_batch_size: int = DEFAULT_MAX_BATCH  # utterances per batch: one batch, one graph run
+    max_batch_size: int = DEFAULT_MAX_BATCH  # utterances per engine call (its graph runs hold at most as many)
     max_latency_ms: int = 10_000  # past this a queued request is refused with 503
     access_log: bool = False  # one log line per request; off by default (see above)
     # BentoML's OpenTelemetry middleware costs ~0.4 ms of CPU per request even

@@ -1,15 +1,13 @@
-"""Tokenise once, then feed the graph length-bucketed, per-chunk padded batches.
+"""Tokenise once, then pad each chunk of texts only to its own longest member.
 
-Sorting a request's texts by token length and padding each chunk only to its
-own longest member keeps the attention cost (quadratic in the padded length)
-close to what the texts need; callers scatter results back to input order.
-Only ``tokenizers`` and numpy: this runs in the torch-free serving path.
+The chunks come from ``intentvcs.core.length_buckets`` (texts of similar token
+length together). Only ``tokenizers`` and numpy: this runs in the torch-free serving path.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 from tokenizers import Encoding, Tokenizer
@@ -47,39 +45,6 @@ class BundleTokenizer:
     def encode(self, texts: Sequence[str]) -> list[Encoding]:
         """Token encodings (special tokens added, truncated, unpadded), in input order."""
         return self._tokenizer.encode_batch(list(texts))
-
-
-def length_buckets(lengths: Sequence[int], max_batch: int,
-                   run_cost_tokens: float | None = None) -> Iterator[np.ndarray]:
-    """Row indices in chunks of at most ``max_batch``, ascending token length.
-
-    A stable sort keeps equal-length texts in input order, so results do not
-    depend on anything but the texts themselves. Without ``run_cost_tokens``
-    the sorted rows are cut every ``max_batch``. With it, they are cut where
-    padding would cost more than one more graph run: a chunk is padded to its
-    longest text, so the cuts minimise ``sum(rows x longest) + run_cost_tokens x
-    chunks`` (exact, by dynamic programming over the sorted lengths: a
-    32-text call of short and long texts becomes a few chunks of similar length).
-    """
-    order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
-    if run_cost_tokens is None:
-        for start in range(0, len(order), max_batch):
-            yield order[start : start + max_batch]
-        return
-    widths = np.asarray(lengths, dtype=np.float64)[order]
-    best = np.zeros(len(order) + 1)  # best[end]: the cheapest cut of the first ``end`` sorted rows
-    cut = np.zeros(len(order) + 1, dtype=np.int64)  # where that cut's last chunk starts
-    for end in range(1, len(order) + 1):
-        starts = np.arange(max(0, end - max_batch), end)
-        costs = best[starts] + (end - starts) * widths[end - 1] + run_cost_tokens
-        k = int(np.argmin(costs))
-        best[end], cut[end] = costs[k], starts[k]
-    bounds, end = [], len(order)
-    while end > 0:
-        bounds.append((cut[end], end))
-        end = cut[end]
-    for start, end in reversed(bounds):
-        yield order[start:end]
 
 
 def pad_chunk(encodings: Sequence[Encoding], input_names: Sequence[str], pad_id: int) -> dict[str, np.ndarray]:

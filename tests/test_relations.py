@@ -79,14 +79,6 @@ def test_queries():
     assert rel.pairs("composite") == {("e", "a"), ("e", "d")}
     assert ("subset", "b", "c") in rel.typed_pairs() and len(rel.typed_pairs()) == 5
     assert [r.to_dict()["type"] for r in rel.of_type("subset")] == ["subset"]
-    assert rel.family_of("b") == "A" and rel.family_of("d") is None
-    assert rel.components() == [["a", "b", "c", "d", "e"]]
-
-
-def test_components_join_siblings():
-    rel = LabelRelations.from_dict(_file([{"type": "subset", "child": "a", "parent": "c"},
-                                          {"type": "subset", "child": "b", "parent": "c"}]))
-    assert rel.components() == [["a", "b", "c"]]
 
 
 @pytest.mark.parametrize("obj, message", [

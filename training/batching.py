@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -149,10 +149,3 @@ def grouped_training_batches(sources: Sequence[int], lengths: Sequence[int], bat
         start = end
     rng.shuffle(batches)
     return batches
-
-
-def inference_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
-    """Batches of similar length, in sorted order; callers scatter results back."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    for start in range(0, len(order), batch_size):
-        yield order[start : start + batch_size]

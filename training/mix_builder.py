@@ -29,7 +29,6 @@ standard protocol), since it refuses a type the model cannot learn.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any, Sequence
 
 from intentvcs.core import atomic
 from intentvcs.core.dataio import Example, Span, known_spans_only, write_jsonl
+from intentvcs.core.manifest import file_digest
 
 INFO_FILE = "info.json"
 MIX_HOLDS = (INFO_FILE, "*.jsonl")  # what a Mix directory holds, and nothing else
@@ -241,5 +241,5 @@ def data_card(dataset: str, variant: str, seed: int, files: dict[str, list[Examp
         "connectors_train": shares(gaps),
         "construction": __doc__.split("\n\n")[1].replace("\n", " "),
         "sources": [{"path": str(path.resolve()),
-                     "sha256": "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()} for path in sources],
+                     "sha256": file_digest(path)} for path in sources],
     }

@@ -87,7 +87,7 @@ class Tagger(nn.Linear):
 
     def forward(self, states: torch.Tensor, intent_logits: torch.Tensor | None = None) -> torch.Tensor:
         logits = super().forward(states)
-        if self.intent_weight is None:
+        if not self.reads_intents:
             return logits
         prior = torch.softmax(intent_logits.detach(), dim=-1) @ self.intent_weight.t()
         return logits + prior.unsqueeze(1)

@@ -27,7 +27,7 @@ from intentvcs.core.segmentation import decide_segmented
 from intentvcs.core.relations import LabelRelations
 from intentvcs.core.entities import entity_types
 from intentvcs.core.oos import OOS_LABEL
-from intentvcs.core.spelling import Spelling, infer_normalised
+from intentvcs.core.spelling import Spelling
 from intentvcs.training.checkpoint import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_HOLDS,
@@ -43,7 +43,7 @@ from intentvcs.training.decision_fit import fit_decision
 from intentvcs.training.losses import METHODS
 from intentvcs.training.model import ENCODER_DIR, IntentModel, load_tokenizer
 from intentvcs.training.oos_class import oos_as_class
-from intentvcs.training.predict import infer
+from intentvcs.training.predict import infer_as_served
 from intentvcs.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,8 @@ class TrainedModel:
         return self.infer_texts([ex.text for ex in rows], progress)
 
     def infer_texts(self, texts: list[str], progress: bool = False) -> GraphOutputs:
-        return infer_normalised(self.spelling, texts, lambda read: infer(
-            self.model, self.tokenizer, read, self.max_length, progress=progress, tags=self.tags))[0]
+        return infer_as_served(self.model, self.tokenizer, self.spelling, texts, self.max_length, progress=progress,
+                               tags=self.tags)
 
     def evaluate(self, decision: Decision, rows: Sequence[Example], outputs: GraphOutputs | None = None) -> dict:
         """Headline figures of ``rows`` answered as the service answers them (chained requests part by part);

@@ -17,10 +17,11 @@ from intentvcs.core.boundaries import request_starts
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import Word, decode_batch, entity_types
+from intentvcs.core.length_buckets import length_buckets
 from intentvcs.core.outputs import BOUNDARY_OUTPUT, GRAPH_OUTPUTS, TAG_OUTPUT, GraphOutputs, tuple_array
 from intentvcs.core.references import read_references
-from intentvcs.core.spelling import infer_normalised
-from intentvcs.training.batching import collate, encode, inference_batches
+from intentvcs.core.spelling import Spelling, infer_normalised
+from intentvcs.training.batching import collate, encode
 from intentvcs.training.checkpoint import checkpoint_tags, read_checkpoint_meta, read_checkpoint_spelling
 from intentvcs.training.model import ENCODER_DIR, IntentModel, load_tokenizer
 
@@ -53,6 +54,14 @@ def infer(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, 
     return GraphOutputs(*arrays, tuple_array(found) if tagging else None, tuple_array(starts) if bounding else None)
 
 
+def infer_as_served(model: IntentModel, tokenizer, spelling: Spelling | None, texts: Sequence[str], max_length: int,
+                    batch_size: int = 64, progress: bool = False, tags: Sequence[str] = ()) -> GraphOutputs:
+    """``infer`` on ``texts`` as the served engine reads them: rewritten by the model's ``spelling``
+    normaliser (None: as sent), names it would bend read as sent (``infer_normalised``)."""
+    return infer_normalised(spelling, texts, lambda read: infer(
+        model, tokenizer, read, max_length, batch_size, progress, tags), tags=bool(tags))[0]
+
+
 @torch.inference_mode()
 def tag_scores(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, tags: Sequence[str],
                batch_size: int = 64) -> list[tuple[np.ndarray, list[Word]]]:
@@ -71,7 +80,7 @@ def _forward(model: IntentModel, tokenizer, encoded, batch_size: int, progress: 
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    batches = list(inference_batches([len(x) for x in encoded.input_ids], batch_size))
+    batches = list(length_buckets([len(x) for x in encoded.input_ids], batch_size))
     if progress:
         from tqdm.auto import tqdm
 
@@ -131,5 +140,5 @@ class TorchPredictor:
         return read_references(self.directory)
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs:
-        return infer_normalised(self.spelling, texts, lambda read: infer(
-            self.model, self.tokenizer, read, self.max_length, self.batch_size, self.progress, self.tags))[0]
+        return infer_as_served(self.model, self.tokenizer, self.spelling, texts, self.max_length, self.batch_size,
+                               self.progress, self.tags)

@@ -81,6 +81,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from intentvcs.core import atomic
 from intentvcs.core.dataio import Example, write_jsonl
+from intentvcs.core.manifest import file_digest
 from intentvcs.core.relations import Composite, Duplicate, LabelRelations, Subset
 
 COMPOSITE_SEPARATOR = "&"
@@ -452,7 +453,7 @@ def build(
             set(bench.relations.labels) - {lab for ex in bench.files["train_gold"] for lab in ex.labels}
         ),
         "splits": how,
-        "sources": [{"path": str(p.resolve()), "sha256": _sha256(p)} for p in sources],
+        "sources": [{"path": str(p.resolve()), "sha256": file_digest(p)} for p in sources],
         "rule": RULE,
     }
     with atomic.directory(out, INFO_FILE, force, BENCHMARK_HOLDS) as tmp:
@@ -461,7 +462,3 @@ def build(
         bench.relations.save(tmp / "relations.json")
         atomic.write_json(tmp / INFO_FILE, info)
     return info
-
-
-def _sha256(path: Path) -> str:
-    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()

@@ -302,13 +302,18 @@ def write(path: str | os.PathLike, manifest: Mapping[str, Any]) -> Path:
 
 # --------------------------------------------------------------- file digests
 
-def file_entry(path: str | os.PathLike) -> dict[str, Any]:
-    """``{"sha256": "sha256:<hex>", "bytes": n}`` for one payload file."""
+def file_digest(path: str | os.PathLike) -> str:
+    """``"sha256:<hex>"`` of a file's bytes, read in blocks (what bundles and data cards record)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return {"sha256": f"sha256:{digest.hexdigest()}", "bytes": os.path.getsize(path)}
+    return f"sha256:{digest.hexdigest()}"
+
+
+def file_entry(path: str | os.PathLike) -> dict[str, Any]:
+    """``{"sha256": "sha256:<hex>", "bytes": n}`` for one payload file."""
+    return {"sha256": file_digest(path), "bytes": os.path.getsize(path)}
 
 
 def check_file(bundle_dir: str | os.PathLike, manifest: Mapping[str, Any], name: str) -> Path:

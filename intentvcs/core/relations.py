@@ -275,26 +275,6 @@ class LabelRelations:
         """Every relation as ``(type, x, y)`` with ``pairs``' order (for scoring an audit)."""
         return {(kind, x, y) for kind in RELATION_TYPES for x, y in self.pairs(kind)}
 
-    def family_of(self, label: str) -> str | None:
-        """The first family (in file order) listing ``label``, or ``None``."""
-        return next((name for name, members in self.families.items() if label in members), None)
-
-    def components(self) -> list[list[str]]:
-        """Labels grouped by the relation graph, ignoring direction.
-
-        Groups of two or more labels only, each sorted, ordered by first label;
-        derived from ``relations`` (``families`` is the builder's own naming).
-        """
-        reach = self.implication_matrix()
-        # Close the undirected graph: implication alone misses siblings such as
-        # two children of one parent.
-        linked = _transitive_closure(reach | reach.T)
-        groups: dict[int, list[str]] = {}
-        for i, label in enumerate(self.labels):
-            # The first member of a component keys it (rows are reflexive).
-            groups.setdefault(int(np.argmax(linked[i])), []).append(label)
-        return sorted((sorted(g) for g in groups.values() if len(g) > 1), key=lambda g: g[0])
-
     def duplicate_groups(self, labels: Iterable[str]) -> list[list[str]]:
         """The names of one intent among ``labels``: groups of two or more linked by duplicates alone.
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from intentvcs.cli.commands.serve import DEFAULT_HOST, DEFAULT_PORT
 from intentvcs.cli.options import add_option, config_from_args
 from intentvcs.core import oos
+from intentvcs.service.settings import DEMO_DIR
 from intentvcs.training.config import DecisionConfig, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ OOS_RULES = tuple(rule for rule in oos.RULES if rule != oos.TrainRule.name)
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="train, export, evaluate and serve the default model",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="runs/default", help="working directory (checkpoint/, bundle/, *.json)")
+    p.add_argument("--out", default=DEMO_DIR, help="working directory (checkpoint/, bundle/, *.json)")
     add_option(p, TrainConfig, "epochs", default=DEFAULTS["epochs"])
     add_option(p, TrainConfig, "tagger_learning_rate", "--tagger-lr", default=DEFAULTS["tagger_learning_rate"],
                metavar="LR")

@@ -14,14 +14,18 @@ import sys
 from typing import Any
 
 from intentvcs.cli import exit_codes
+from intentvcs.core.references import ROWS_PER_INTENT
+from intentvcs.export.parity import PARITY_ATOL
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export", help="export a checkpoint to an ONNX serving bundle",
-        description="Export the checkpoint to one ONNX graph (ids -> logits, pooled) with Optimum, write the "
-                    "tokenizer and a versioned manifest, and refuse to write the bundle unless ONNX reproduces "
-                    "PyTorch on held-out utterances (logits within 1e-4, identical label sets and OOS verdicts).")
+        description="Export the checkpoint to one ONNX graph (token ids -> intent logits, the embeddings the "
+                    "OOS rule and the audit read, and the entity and request-boundary heads' logits when the "
+                    "model has them) with Optimum, write the tokenizer and a versioned manifest, and refuse to "
+                    "write the bundle unless ONNX reproduces PyTorch on held-out utterances (logits within "
+                    f"{PARITY_ATOL:g}, identical label sets, OOS verdicts and entities).")
     p.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint directory (intentvcs train)")
     p.add_argument("--out", required=True, metavar="BUNDLE",
                    help="bundle directory to write (atomically); an earlier bundle there is replaced, any other "
@@ -30,15 +34,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", help="the model's name in the manifest, /status and the metrics (default: the folder "
                                   "holding the checkpoint, e.g. 'default' for runs/default/checkpoint)")
     p.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=True,
-                   help="also write model.int8.onnx (dynamic int8 of the fused graph) with its agreement, speed-up "
-                        "and accuracy gate; the service serves it by default when the gate passed (default: on)")
+                   help="also write model.int8.onnx (dynamic int8 of the fused graph, or weight-only int8 when the "
+                        "dynamic graph fails its accuracy gate) with its agreement, speed-up and gate; the service "
+                        "serves it by default when the gate passed (default: on)")
     p.add_argument("--parity-data", metavar="FILE.jsonl",
                    help="held-out rows (canonical JSONL) for the parity check and, being labelled, the int8 "
                         "accuracy gate; default: a built-in unlabelled sample (int8 then stays ungated, "
                         "and is served only with INTENTVCS_QUANTIZED=on)")
     p.add_argument("--references", action=argparse.BooleanOptionalAction, default=True,
-                   help="ship the checkpoint's sample of its training rows (references.jsonl, at most 200 per "
-                        "intent), which /audit and `intentvcs audit` read when given no training rows; "
+                   help="ship the checkpoint's sample of its training rows (references.jsonl, at most "
+                        f"{ROWS_PER_INTENT} per intent), which /audit and `intentvcs audit` read when given no training rows; "
                         "--no-references for a bundle that must not carry the team's utterances (default: on)")
     p.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default: Optimum's for the backbone)")
     p.add_argument("--result", metavar="FILE.json", help="also write the result JSON here")

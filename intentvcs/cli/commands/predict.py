@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"ONNX Runtime execution provider (default {Settings.provider}; with --engine ray, "
                         "cuda gives each actor one GPU and anything else runs on CPUs)")
     p.add_argument("--threads", type=int,
-                   help="local: ONNX Runtime intra-op threads (default: the cores / $INTENTVCS_WORKERS)")
+                   help="local: ONNX Runtime intra-op threads (default: every core)")
     p.add_argument("--no-spelling", dest="spelling", action="store_false",
                    help="feed the model the raw texts, without the bundle's spelling normaliser")
     add_segment_argument(p)

@@ -29,7 +29,7 @@ from typing import NoReturn
 from intentvcs import BLAS_THREADS
 from intentvcs.cli.model_options import add_segment_argument
 from intentvcs.core.segmentation import DEFAULT_SEGMENT
-from intentvcs.service.settings import ENV_PREFIX, PROVIDERS, QUANTIZED_MODES, Settings
+from intentvcs.service.settings import DEFAULT_QUANTIZED, ENV_PREFIX, PROVIDERS, QUANTIZED_MODES, Settings
 
 SERVICE = "intentvcs.service.app:IntentService"
 # Loopback unless told otherwise: a model server on every interface is a decision, not a default.
@@ -59,7 +59,7 @@ def register(subparsers) -> None:
                         "(default: cores / workers)")
     parser.add_argument("--quantized", choices=QUANTIZED_MODES,
                         help="the graph that serves (sets INTENTVCS_QUANTIZED): auto, the int8 graph when its export "
-                             "passed the accuracy gate; on; off (default: $INTENTVCS_QUANTIZED or auto)")
+                             f"passed the accuracy gate; on; off (default: $INTENTVCS_QUANTIZED or {DEFAULT_QUANTIZED})")
     parser.add_argument("--no-spelling", dest="spelling", action="store_false",
                         help="serve the graph the raw texts, without the bundle's spelling normaliser "
                         "(sets INTENTVCS_SPELLING=0)")
