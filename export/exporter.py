@@ -41,7 +41,7 @@ from intentvcs.core.references import REFERENCES_FILE, read_references, write_re
 from intentvcs.core.references import summary as references_summary
 from intentvcs.core.spelling import SPELLING_FILE, Spelling, infer_normalised
 from intentvcs.export.fusion import fuse_encoder
-from intentvcs.export.onnx_export import export_onnx
+from intentvcs.export.onnx_export import check_opset, export_onnx
 from intentvcs.export.parity import HeldOut, check_parity, held_out_rows
 from intentvcs.export.quantize import METHODS, accuracy_gate, quantization_report, quantize_int8
 from intentvcs.service.engine import Engine
@@ -75,10 +75,12 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     ``ValueError``/``FileNotFoundError`` for bad inputs; ``out_dir`` is then left as it was.
     """
     started = time.perf_counter()
+    check_opset(opset)
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
     meta = read_checkpoint_meta(checkpoint_dir)
     decision = _checkpoint_decision(meta, checkpoint_dir / META_FILE)
     held_out = held_out_rows(parity_data)  # before any heavy work: a bad file fails fast
+    atomic.check_folder_target(out_dir, inputs=(checkpoint_dir, parity_data))
     atomic.check_replaceable(out_dir, MANIFEST_FILE, force, BUNDLE_FILES, BUNDLE_FORMAT.name)
     max_length = meta["max_length"]
     model, tokenizer = _load_model(checkpoint_dir, decision)
@@ -225,8 +227,10 @@ def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decis
             if not candidates:  # the first method is the int8 graph of every bundle: its failure is the export's
                 raise
             # A later one only improves on a failed gate; an ONNX Runtime without its ops leaves the first.
-            log.warning("int8 (%s) not available here: %s", settings["method"], exc)
-            unavailable.append({"method": settings["method"], "error": str(exc)[:300]})
+            path.unlink(missing_ok=True)  # nothing but the bundle's own files may be published
+            error = str(exc).replace(f"{directory}{os.sep}", "")  # the temporary folder is gone by then
+            log.warning("int8 (%s) not available here: %s", settings["method"], error)
+            unavailable.append({"method": settings["method"], "error": error[:300]})
             continue
         candidates.append((path, report))
         if report["gate"] is None or report["gate"]["passed"]:

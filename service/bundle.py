@@ -3,7 +3,7 @@
 Every failure raises ``BundleError`` naming the offending file (and field),
 at load time: a service must refuse to start on a bad bundle rather than fail
 on its first request. Checks, in order: manifest (JSON, schema, version),
-payload files (presence, size, sha256), tokenizer.json (truncation agrees
+payload files (every listed one present with its size; sha256 of those read), tokenizer.json (truncation agrees
 with the manifest), spelling.json (when listed), the decision, and, once ONNX
 Runtime has parsed the graph, its output sizes against the manifest
 (``check_graph``).
@@ -25,6 +25,7 @@ from intentvcs.core.manifest import (
     TOKENIZER_FILE,
     BundleError,
     check_file,
+    check_listed,
     read,
 )
 from intentvcs.core.references import REFERENCES_FILE
@@ -73,6 +74,7 @@ def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED
     if not directory.is_dir():
         raise BundleError(directory, "not a directory")
     manifest = read(directory / MANIFEST_FILE)
+    check_listed(directory, manifest)
     model_file, why = serving_graph(manifest, quantized, directory / MANIFEST_FILE, gpu)
     model_path = check_file(directory, manifest, model_file)
     tokenizer = BundleTokenizer(check_file(directory, manifest, TOKENIZER_FILE), manifest["max_length"])

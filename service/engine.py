@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from intentvcs.core.dataio import Example
+from intentvcs.core.dataio import Example, check_unicode
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import entity_types
 from intentvcs.core.manifest import INT8_MODEL_FILE, BundleError
@@ -177,7 +177,12 @@ class Engine:
 
 def _check_texts(texts: Sequence[str]) -> list[str]:
     # A bare string is a sequence too; serving it character by character would
-    # be a silent, expensive mistake.
-    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-        raise TypeError("texts must be a sequence of strings")
-    return list(texts)
+    # be a silent, expensive mistake. Listed first: an iterator read by the check would be empty after it.
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of strings, not one string")
+    texts = list(texts)
+    for row, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts must be strings; texts[{row}] is {type(text).__name__}")
+        check_unicode(f"texts[{row}]", text)  # the tokenizer's own error names neither the row nor the cause
+    return texts

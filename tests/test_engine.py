@@ -147,6 +147,18 @@ def test_bare_string_is_rejected(engine):
         engine.predict("play music")
 
 
+def test_texts_may_come_from_an_iterator_and_a_broken_one_is_named(engine):
+    """An iterator is answered in full (the type check used to consume it: no answers); a lone surrogate is a
+    ValueError naming the row (the tokenizer's TypeError named neither)."""
+    texts = ["play some jazz", "book a table"]
+    assert engine.predict(iter(texts)) == engine.predict(texts)
+    assert len(engine.infer(text for text in texts).logits) == 2
+    with pytest.raises(ValueError, match=r"texts\[1\] holds a lone surrogate"):
+        engine.predict(["fine", "\ud800x"])
+    with pytest.raises(TypeError, match=r"texts\[0\] is int"):
+        engine.predict([3])
+
+
 def test_info(engine, bundle):
     info = engine.info
     assert info["bundle_version"] == manifest.FORMAT_VERSION and info["labels"] == len(DEFAULT_LABELS)

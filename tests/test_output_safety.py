@@ -98,6 +98,40 @@ def test_export_checks_its_result_path_before_it_publishes_the_bundle(tiny, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
 
 
+def test_an_output_folder_that_is_or_holds_an_input_or_output_is_refused_before_any_work(tiny, tmp_path, capsys,
+                                                                                            monkeypatch):
+    """``export --out`` the checkpoint itself with ``--force`` deleted the checkpoint; ``--result`` inside
+    ``--out`` lost the result and made the next export refuse the bundle; ``train --out`` holding its data
+    would delete it; an ``--out`` below a file failed after the model loaded."""
+    import shutil
+
+    import intentvcs.export.exporter as exporter
+
+    monkeypatch.setattr(exporter, "_load_model", lambda *args: pytest.fail("the model was loaded"))
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(tiny / "checkpoint", checkpoint)
+    before = sorted(p.name for p in checkpoint.iterdir())
+    export = ["export", "--checkpoint", str(checkpoint), "--no-quantize"]
+    assert main([*export, "--out", str(checkpoint), "--force"]) == exit_codes.BAD_INPUT
+    assert f"the output folder {checkpoint} is the input {checkpoint}" in capsys.readouterr().err
+    assert main([*export, "--out", str(tmp_path), "--force"]) == exit_codes.BAD_INPUT
+    assert f"the output folder {tmp_path} holds the input {checkpoint}" in capsys.readouterr().err
+    bundle = tmp_path / "bundle"
+    assert main([*export, "--out", str(bundle), "--result", str(bundle / "result.json")]) == exit_codes.BAD_INPUT
+    assert f"the output {bundle / 'result.json'} lies in the output folder {bundle}" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("mine")
+    assert main([*export, "--out", str(tmp_path / "afile" / "bundle")]) == exit_codes.BAD_INPUT
+    assert f"{tmp_path / 'afile'} is a file, not a folder" in capsys.readouterr().err
+    data = tmp_path / "run" / "train.jsonl"
+    data.parent.mkdir()
+    data.write_text(ROW * 3)
+    assert main(["train", "--train", str(data), "--valid", str(data.with_name("valid.jsonl")), "--out",
+                 str(data.parent), "--force"]) == exit_codes.BAD_INPUT
+    assert f"the output folder {data.parent} holds the input {data}" in capsys.readouterr().err
+    assert sorted(p.name for p in checkpoint.iterdir()) == before and data.read_text() == ROW * 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "checkpoint", "run"]
+
+
 def test_train_takes_the_epoch_rule_its_help_names():
     args = build_parser().parse_args(["train", "--train", "t.jsonl", "--valid", "v.jsonl", "--out", "o",
                                       "--select-by", "loss"])

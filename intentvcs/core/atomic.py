@@ -121,6 +121,34 @@ def check_targets(paths: Iterable[str | os.PathLike | None],
     return targets
 
 
+def check_folder_target(folder: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
+                        outputs: Iterable[str | os.PathLike | None] = ()) -> Path:
+    """The output folder's path, refusing one that is or holds one of the command's ``inputs`` (replacing
+    it would delete them, ``--force`` or not), one that is or holds another of its ``outputs`` (the
+    replacement would delete that file, or that file would make the next run refuse the folder as not
+    ours), and one below a file. Commands call it before their long work, beside ``check_targets``.
+    """
+    folder = _named(folder)
+    resolved = folder.resolve()
+
+    def within(path: Path) -> bool:
+        return path.resolve() == resolved or resolved in path.resolve().parents
+
+    for source in (Path(path) for path in inputs if path is not None):
+        if within(source):
+            raise ValueError(f"the output folder {folder} {'is' if source.resolve() == resolved else 'holds'} the "
+                             f"input {source}: replacing the folder would delete it; write elsewhere")
+    for target in (Path(path) for path in outputs if path is not None):
+        if within(target):
+            raise ValueError(f"the output {target} {'is' if target.resolve() == resolved else 'lies in'} the output "
+                             f"folder {folder}; write it elsewhere")
+    whole = folder.absolute()
+    existing = next(path for path in (whole, *whole.parents) if path.exists())  # "/" always exists
+    if existing != whole and not existing.is_dir():
+        raise NotADirectoryError(f"cannot write {folder}: {existing} is a file, not a folder")
+    return folder
+
+
 def json_text(obj: Any) -> str:
     """``obj`` as the indented UTF-8 JSON text every intentvcs output uses."""
     return json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
@@ -142,10 +170,7 @@ def check_replaceable(final: str | os.PathLike, marker: str, force: bool = False
     it again before it replaces. A path without a name of its own (``.``, ``..``,
     ``/``) is refused (``ValueError``).
     """
-    final = Path(final)
-    if final.name in ("", ".", ".."):  # it is replaced through a sibling, and such a path has none
-        raise ValueError(f"{str(final)!r} names no folder of its own; refusing to replace it (give the path of "
-                         "a new folder)")
+    final = _named(final)
     if not final.exists() and not final.is_symlink():
         return
     if not final.is_dir() or final.is_symlink():
@@ -165,6 +190,16 @@ def check_replaceable(final: str | os.PathLike, marker: str, force: bool = False
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise FileExistsError(f"{final} holds what this command does not write ({shown}); refusing to replace it "
                               f"and lose them ({advice})")
+
+
+def _named(folder: str | os.PathLike) -> Path:
+    """``folder`` as a path, refused (``ValueError``) when it names no folder of its own (``.``, ``..``, ``/``):
+    an output folder is replaced through a sibling, and such a path has none."""
+    folder = Path(folder)
+    if folder.name in ("", ".", ".."):
+        raise ValueError(f"{str(folder)!r} names no folder of its own; refusing to replace it (give the path of "
+                         "a new folder)")
+    return folder
 
 
 def _format_of(path: Path) -> str | None:

@@ -104,7 +104,7 @@ def parse_row(obj: Any, require_labels: bool = True) -> Example:
     problem = text_problem(text, "'text'")
     if problem is not None:
         raise ValueError(problem)
-    _check_unicode("'text'", text)
+    check_unicode("'text'", text)
     if "labels" not in obj and require_labels:
         raise ValueError("'labels' is missing (use [] for out-of-scope)")
     labels = obj.get("labels", [])
@@ -113,12 +113,12 @@ def parse_row(obj: Any, require_labels: bool = True) -> Example:
     if len(set(labels)) != len(labels):
         raise ValueError(f"'labels' has duplicates: {labels}")
     for label in labels:
-        _check_unicode("a label", label)
+        check_unicode("a label", label)
     ident = obj.get("id")
     if ident is not None and not isinstance(ident, str):
         raise ValueError("'id' must be a string")
     if ident is not None:
-        _check_unicode("'id'", ident)
+        check_unicode("'id'", ident)
     # Optional fields: absent or null is none; any other value must have the field's type
     # ("spans": "" or false is a broken export, not "no spans").
     spans = obj.get("spans")
@@ -145,7 +145,7 @@ def _parse_span(obj: Any, text_len: int) -> Span:
         raise ValueError(f"span [{start}, {end}) is outside the text (length {text_len})")
     if not isinstance(label, str) or not label:
         raise ValueError("span 'label' must be a non-empty string")
-    _check_unicode("a span label", label)
+    check_unicode("a span label", label)
     return Span(start, end, label)
 
 
@@ -198,7 +198,7 @@ def text_problem(text: str, name: str) -> str | None:
     return None
 
 
-def _check_unicode(what: str, value: str) -> None:
+def check_unicode(what: str, value: str) -> None:
     """Refuse a lone surrogate: valid in a JSON string, not text, and fatal to the tokenizer later."""
     try:
         value.encode("utf-8")

@@ -316,6 +316,19 @@ def file_entry(path: str | os.PathLike) -> dict[str, Any]:
     return {"sha256": file_digest(path), "bytes": os.path.getsize(path)}
 
 
+def check_listed(bundle_dir: str | os.PathLike, manifest: Mapping[str, Any]) -> None:
+    """Every payload file the manifest lists is present with its size (not hashed: ``check_file`` hashes
+    what is read). A bundle missing the graph it does not serve now would fail only when someone
+    switches graphs, or on another machine."""
+    for name, expected in manifest["files"].items():
+        path = Path(bundle_dir) / name
+        if not path.is_file():
+            raise BundleError(path, "missing from the bundle (the manifest lists it)")
+        if path.stat().st_size != expected["bytes"]:
+            raise BundleError(path, f"is {path.stat().st_size} bytes, the manifest says {expected['bytes']} "
+                                    "(truncated or replaced)")
+
+
 def check_file(bundle_dir: str | os.PathLike, manifest: Mapping[str, Any], name: str) -> Path:
     """Return the path of payload file ``name`` after checking it against ``manifest["files"]``.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 # The loaders and the builder import numpy, not torch: cheap enough to offer their names as choices.
 from intentvcs.training.loaders import FORMATS
@@ -73,11 +74,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_convert(args: argparse.Namespace) -> int:
+    from intentvcs.core import atomic
     from intentvcs.core.dataio import label_inventory, write_jsonl
     from intentvcs.training import loaders
 
     if args.no_oos and args.format != "clinc150":
         raise ValueError("--no-oos only applies to --format clinc150")
+    atomic.check_targets([args.out], inputs=[args.input])
     examples = loaders.load(args.format, args.input, args.split, include_oos=not args.no_oos)
     write_jsonl(args.out, examples)
     summary = {
@@ -91,8 +94,10 @@ def run_convert(args: argparse.Namespace) -> int:
 
 
 def run_build_vcs(args: argparse.Namespace) -> int:
+    from intentvcs.core import atomic
     from intentvcs.training import vcs_builder as vcs
 
+    atomic.check_folder_target(args.out, inputs=[Path(args.data_root) / args.dataset])
     info = vcs.build(args.dataset, args.data_root, args.out, seed=args.seed,
                      difficulty=args.difficulty, groups=args.groups, force=args.force)
     summary = {"out": args.out, "info": f"{args.out}/{vcs.INFO_FILE}"}
@@ -103,8 +108,10 @@ def run_build_vcs(args: argparse.Namespace) -> int:
 
 
 def run_build_mix(args: argparse.Namespace) -> int:
+    from intentvcs.core import atomic
     from intentvcs.training import mix_builder as mix
 
+    atomic.check_folder_target(args.out, inputs=[Path(args.data_root) / args.dataset])
     sizes = {split: getattr(args, f"{split}_rows") for split in ("train", "valid", "test")}
     for split, rows in sizes.items():
         if rows is not None and rows < 1:

@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ship the checkpoint's sample of its training rows (references.jsonl, at most "
                         f"{ROWS_PER_INTENT} per intent), which /audit and `intentvcs audit` read when given no training rows; "
                         "--no-references for a bundle that must not carry the team's utterances (default: on)")
-    p.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default: Optimum's for the backbone)")
+    p.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default: Optimum's for the backbone; one "
+                                                            "the exporter cannot write is refused before any work)")
     p.add_argument("--result", metavar="FILE.json", help="also write the result JSON here")
     p.set_defaults(func=run)
 
@@ -55,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.export.exporter import export_bundle
     from intentvcs.export.parity import ParityError
 
-    atomic.check_targets([args.result], inputs=[args.parity_data])  # before the bundle is published
+    # Before the bundle is published, and before the model loads.
+    atomic.check_targets([args.result], inputs=[args.parity_data])
+    atomic.check_folder_target(args.out, inputs=[args.checkpoint, args.parity_data], outputs=[args.result])
     try:
         result = export_bundle(args.checkpoint, args.out, quantize=args.quantize,
                                parity_data=args.parity_data, opset=args.opset, force=args.force,

@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.training.pipeline import train_pipeline
 
     atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test])
+    atomic.check_folder_target(args.out, inputs=[args.train, args.valid, args.test, args.relations],
+                               outputs=[args.result])
     config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)  # options first
     if Path(args.valid).resolve() == Path(args.train).resolve():
         raise ValueError(f"--valid {args.valid} is the --train file; give held-out rows: the decision layer (its "
