@@ -71,16 +71,28 @@ def replace_block(text: str, name: str, body: str) -> str:
     return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
 
 
+def appended_section(name: str) -> re.Pattern:
+    """The section this script appends for a result without a block of its own (heading and block)."""
+    return re.compile(rf"\n\n## Result `{re.escape(name)}`\n\n<!-- results:{re.escape(name)} -->\n.*?"
+                      rf"<!-- /results:{re.escape(name)} -->\n", re.S)
+
+
 def render_results_doc(text: str) -> str:
-    """docs/RESULTS.md with every result block rendered; results without a block are appended."""
+    """docs/RESULTS.md with every result block rendered; results without a block are appended, and the
+    appended section of a result whose files are gone is removed (a block in the narrative whose files are
+    gone is an error: it would show figures nothing backs any more)."""
     present = set(re.findall(r"<!-- results:([\w-]+) -->", text))
-    for name in result_names():
-        if name not in present:
-            text = text.rstrip("\n") + (f"\n\n## Result `{name}`\n\n"
-                                        f"<!-- results:{name} -->\n<!-- /results:{name} -->\n")
+    kept = set(result_names())
+    for name in sorted(present - kept):
+        text, removed = appended_section(name).subn("\n", text)
+        if not removed:
+            raise SystemExit(f"render_results: docs/RESULTS.md shows the result {name!r}, whose "
+                             f"benchmarks/results/{name}.json or .md is gone; remove its block or re-run it")
+    for name in sorted(kept - present):
+        text = text.rstrip("\n") + (f"\n\n## Result `{name}`\n\n"
+                                    f"<!-- results:{name} -->\n<!-- /results:{name} -->\n")
     for name in re.findall(r"<!-- results:([\w-]+) -->", text):
-        if (RESULTS / f"{name}.json").exists() and (RESULTS / f"{name}.md").exists():
-            text = replace_block(text, name, render_block(name))
+        text = replace_block(text, name, render_block(name))
     return text
 
 

@@ -96,14 +96,20 @@ def uses_cuda(provider: str) -> bool:
     return provider != "cpu" and CUDA in ort.get_available_providers()
 
 
-def _providers(provider: str) -> list[str | tuple[str, dict[str, str]]]:
-    """ONNX Runtime provider list for a name of ``PROVIDERS`` (CUDA with its options), CPU always last."""
+def check_provider(provider: str) -> None:
+    """Refuse a name not in ``PROVIDERS`` (``ValueError``) and ``"cuda"`` where this onnxruntime offers no CUDA
+    provider (``EngineError``); ``intentvcs serve`` calls it before its workers would fail in a loop."""
     if provider not in PROVIDERS:
         raise ValueError(f"provider must be one of {list(PROVIDERS)}, got {provider!r}")
     available = ort.get_available_providers()
     if provider == "cuda" and CUDA not in available:
         raise EngineError(f"provider 'cuda' requested but onnxruntime {ort.__version__} offers only {available} "
                           "(install onnxruntime-gpu with a matching CUDA/cuDNN)")
+
+
+def _providers(provider: str) -> list[str | tuple[str, dict[str, str]]]:
+    """ONNX Runtime provider list for a name of ``PROVIDERS`` (CUDA with its options), CPU always last."""
+    check_provider(provider)
     if not uses_cuda(provider):
         return [CPU]
     _load_cuda_libraries()

@@ -178,6 +178,8 @@ class Settings:
     fallback_intent: str = "nlu_fallback"
 
     def __post_init__(self) -> None:
+        if self.provider not in PROVIDERS:
+            raise ValueError(f"{ENV_PREFIX}PROVIDER={self.provider!r} is not one of {list(PROVIDERS)}")
         if self.quantized not in QUANTIZED_MODES:
             raise ValueError(f"{ENV_PREFIX}QUANTIZED={self.quantized!r} is not one of {list(QUANTIZED_MODES)}")
         if self.metrics_token_required and not self.api_token:

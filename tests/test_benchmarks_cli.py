@@ -62,6 +62,18 @@ def test_docs_show_the_recorded_results():
     assert render_results.main(["--check"]) == 0
 
 
+def test_a_result_whose_files_are_gone_leaves_the_docs(monkeypatch):
+    """Its appended section is removed (a deleted scratch result's section stayed, citing a missing file);
+    a block of it in the narrative is an error, not stale figures."""
+    from benchmarks import render_results
+
+    monkeypatch.setattr(render_results, "result_names", lambda: [])
+    appended = "intro\n\n## Result `gone`\n\n<!-- results:gone -->\nold figures\n<!-- /results:gone -->\n\nafter\n"
+    assert render_results.render_results_doc(appended) == "intro\n\nafter\n"
+    with pytest.raises(SystemExit, match="shows the result 'gone'"):
+        render_results.render_results_doc("## Narrative\n\n<!-- results:gone -->\nold\n<!-- /results:gone -->\n")
+
+
 def test_int8_gate_reads_a_task_from_another_checkpoint(tmp_path):
     from benchmarks import int8_gate
 

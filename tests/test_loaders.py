@@ -14,7 +14,7 @@ from intentvcs.training import loaders
 from intentvcs.training.loaders import clinc150, convlab_zip, crosswoz, multiwoz, slot_folder
 from intentvcs.training.loaders.alignment import AlignmentStats, align
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from benchmarks.common import SHARED_DATA as DATA  # ../shared/data, or $INTENTVCS_DATA
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared data not found at {DATA}")
 
 

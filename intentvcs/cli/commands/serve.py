@@ -123,9 +123,11 @@ def _check_settings(env: Mapping[str, str]) -> Settings:
     """Read the service's settings from ``env`` as each worker will, so that a bad
     ``INTENTVCS_*`` value is one error here, not a worker BentoML restarts forever."""
     from intentvcs.service.audit import AuditConfig
+    from intentvcs.service.onnx_session import check_provider
     from intentvcs.service.settings import Limits
 
     settings = Settings.from_env(env)
+    check_provider(settings.provider)  # "cuda" without a CUDA onnxruntime
     Limits.from_env(env)
     try:
         AuditConfig.from_dict(settings.audit_config)
