@@ -119,7 +119,7 @@ def score(engine, rows, segment: bool, learned_starts: bool = True) -> dict:
 
     graph, segmented = decide_segmented(engine.decision, infer, [row.text for row in rows], segment)
     figures = evaluate(engine.decision, graph, rows, include_tables=False, result=segmented.result)
-    out = {"intent_acc": figures["exact_match"], "intent_f1": figures["f1"], "top_acc": figures["accuracy"]}
+    out = {"intent_acc": figures["exact_match"], "intent_f1": figures["f1"], "top_acc": figures["top_accuracy"]}
     if "slot_f1" in figures:
         out.update(overall_acc=figures["overall_exact_match"], slot_f1=figures["slot_f1"])
     if all(row.meta and "segments" in row.meta for row in rows):

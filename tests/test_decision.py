@@ -207,3 +207,23 @@ def test_threshold_rule_errors():
         fit_thresholds(conf, gold, rule="observed_f1")
     with pytest.raises(ValueError, match="shape|\\[N, L\\]"):
         fit_thresholds(conf, gold[:, :1], rule="per_label_f1")
+
+
+def test_intent_accuracy_counts_a_row_of_two_gold_intents_only_when_both_are_answered():
+    """JointBERT predicts ATIS's atis_flight#atis_airfare as one joined class; a row of two gold intents whose
+    top intent is one of them, the other not accepted, is wrong (it counted as right). ``top_accuracy`` keeps
+    the lenient reading; single-intent rows are scored by their top intent either way."""
+    from intentvcs.core.dataio import Example
+    from intentvcs.core.evaluation import evaluate
+    from intentvcs.core.outputs import GraphOutputs
+
+    decision = Decision(("flight", "airfare", "city"), activation="sigmoid", thresholds=[0.5] * 3,
+                        oos=ThresholdRule(0.9))
+    logits = np.array([[3.0, -3.0, -3.0],   # two gold, one answered: wrong
+                       [3.0, 2.0, -3.0],    # two gold, both answered: right
+                       [-3.0, 3.0, 1.0]],   # one gold, top right, an extra accepted: right (top intent)
+                      dtype=np.float32)
+    pooled = np.zeros((3, 2), dtype=np.float32)
+    rows = [Example("a", ("flight", "airfare")), Example("b", ("flight", "airfare")), Example("c", ("airfare",))]
+    figures = evaluate(decision, GraphOutputs(logits, pooled, pooled), rows, include_tables=False)
+    assert figures["accuracy"] == pytest.approx(2 / 3) and figures["top_accuracy"] == 1.0
