@@ -321,6 +321,12 @@ def test_asr_numbers_spells_numbers_out():
         "in 2019 it rose 40%": "in twenty nineteen it rose forty percent",
         "my pin is 0123": "my pin is zero one two three",
         "rate it 3.5 of 1,250": "rate it three point five of one thousand two hundred fifty",
+        # ordinals with thousands separators, and without "and" (they read "one,two hundred and thirty fourth")
+        "my 1,234th visit": "my one thousand two hundred thirty fourth visit",
+        "the 101st floor": "the one hundred first floor",
+        # past what num2words names (it raised OverflowError): digit by digit
+        "the " + "1" * 307 + "th": "the " + " ".join(["one"] * 307),
+        "pay " + "9" * 320 + ".5": "pay " + " ".join(["nine"] * 320) + " point five",
     }
     for text, expected in cases.items():
         assert perturb(ex(text), "asr_numbers", 0).text == expected
@@ -373,6 +379,11 @@ def test_casing_and_punctuation_leave_spans_alone():
     outs = {perturb(ex("what's the time?"), "punctuation", s).text for s in range(20)}
     assert "whats the time" in outs and "what's the time." in outs
     assert perturb(ex("at 7:30"), "punctuation", 0).text in {"at 7:30.", "at 7:30?", "at 7:30!"}
+    # A mark between two words leaves a space: they stayed two words (two entities), not one ("milkeggs").
+    glued = ex("add milk,eggs to my list", ("milk", "item"), ("eggs", "item"))
+    removed = {out.text: out for out in (perturb(glued, "punctuation", s) for s in range(20)) if "," not in out.text}
+    assert set(removed) == {"add milk eggs to my list"}
+    assert_spans_kept(glued, removed["add milk eggs to my list"])
 
 
 # -- every operator: spans, determinism, golden outputs -----------------------------

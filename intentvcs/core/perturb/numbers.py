@@ -22,17 +22,33 @@ _PATTERN = re.compile(
     r"|(?P<hour>\b(?P<hh>\d{1,2})\s?" + _AMPM.format(name="hap") + r")"
     r"|(?P<money>\$(?P<dollars>" + _INT + r")(?:\.(?P<cents>\d{2}))?\b)"
     r"|(?P<percent>\b(?P<pnum>(?:" + _INT + r")(?:\.\d+)?)\s?%)"
-    r"|(?P<ordinal>\b(?P<onum>\d+)(?:st|nd|rd|th)\b)"
+    r"|(?P<ordinal>\b(?P<onum>" + _INT + r")(?:st|nd|rd|th)\b)"
     r"|(?P<decimal>\b(?P<dint>\d+)\.(?P<dfrac>\d+)\b)"
     r"|(?P<number>\b(?P<num>" + _INT + r")\b)",
     re.IGNORECASE,
 )
 _DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+# num2words names numbers up to the quadrillions and overflows past about 10**306; nobody says a longer
+# number as one, so it is read digit by digit.
+SAID_WHOLE_BELOW = 10**15
 
 
 def cardinal(n: int) -> str:
     """``123`` -> ``one hundred twenty three`` (what ASR prints, US style)."""
-    return num2words(n).replace(" and ", " ").replace("-", " ").replace(",", "")
+    if n >= SAID_WHOLE_BELOW:
+        return _digits(str(n))
+    return _us_style(num2words(n))
+
+
+def ordinal(n: int) -> str:
+    """``101`` -> ``one hundred first``."""
+    if n >= SAID_WHOLE_BELOW:
+        return _digits(str(n))
+    return _us_style(num2words(n, to="ordinal"))
+
+
+def _us_style(words: str) -> str:
+    return words.replace(" and ", " ").replace("-", " ").replace(",", "")
 
 
 def _digits(s: str) -> str:
@@ -79,7 +95,7 @@ def _say(m: re.Match) -> str:
         said = _integer(whole) if not frac else f"{cardinal(int(whole.replace(',', '')))} point {_digits(frac)}"
         return said + " percent"
     if m.group("ordinal"):
-        return num2words(int(m.group("onum")), to="ordinal").replace("-", " ")
+        return ordinal(int(m.group("onum").replace(",", "")))
     if m.group("decimal"):
         return f"{cardinal(int(m.group('dint')))} point {_digits(m.group('dfrac'))}"
     return _integer(m.group("num"))

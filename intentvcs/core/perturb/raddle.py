@@ -166,13 +166,18 @@ _TERMINAL = ".?!"
 
 def _strip_punctuation(utt: Utterance, i: int) -> Edit | None:
     """Drop apostrophes from a word; drop a punctuation token, with the space
-    after it when it stands alone (``a - b`` -> ``a b``, ``a, b`` -> ``a b``).
-    None for a mark between digits (``7:30``, ``3.5``): the number would change."""
+    after it when it stands alone (``a - b`` -> ``a b``, ``a, b`` -> ``a b``),
+    a space in its place between two words (``milk,eggs`` -> ``milk eggs``: they
+    would become one word, or one entity two). None for a mark between digits
+    (``7:30``, ``3.5``): the number would change."""
     token, text = utt.tokens[i], utt.text
     if token.is_word:
         return utt.replace(i, token.text.replace("'", "").replace("\u2019", ""))
-    if 0 < token.start and token.end < len(text) and text[token.start - 1].isdigit() and text[token.end].isdigit():
+    between = 0 < token.start and token.end < len(text)
+    if between and text[token.start - 1].isdigit() and text[token.end].isdigit():
         return None
+    if between and text[token.start - 1].isalnum() and text[token.end].isalnum():
+        return utt.replace(i, " ")
     alone = token.start == 0 or text[token.start - 1].isspace()
     if alone and token.end < len(text) and text[token.end].isspace():
         return utt.delete(i)
