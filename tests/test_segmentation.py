@@ -73,6 +73,26 @@ def test_short_sides_and_entities_are_not_cut():
     assert [text[a:b] for a, b in cut(text, [running_on])] == ["add this to my chill playlist", "book a table"]
 
 
+def test_a_short_middle_piece_stays_with_the_piece_before_it():
+    """Words were counted to the end of the text, so "butter" was cut off its list and joined the next request."""
+    for text, first in (("add bread and butter and turn off the lights", "add bread and butter"),
+                        ("play rock and roll and turn off the lights", "play rock and roll"),
+                        ("hi and play some jazz and turn off the lights", "hi and play some jazz")):
+        assert [text[a:b] for a, b in cut(text)] == [first, "turn off the lights"]
+
+
+@pytest.mark.parametrize("text", ["play jazz and and turn off the lights", "play jazz ,and turn off the lights",
+                                  "play jazz, and, turn off the lights", "play jazz and, turn off the lights",
+                                  "play jazz,,, turn off the lights", "play jazz and then, also turn off the lights"])
+def test_a_run_of_connectors_and_marks_is_left_out_of_both_parts(text):
+    assert [text[a:b] for a, b in cut(text)] == ["play jazz", "turn off the lights"]
+
+
+def test_a_connector_must_be_a_word_of_its_own():
+    assert cut("play rock-and-roll then dim the lights") == [(0, 18), (24, 38)]
+    assert cut("play the band thence the lights") == [(0, 31)]
+
+
 def test_learned_request_starts_cut_where_no_connector_does():
     text = "play some jazz turn off the lights"
     starts = (text.index("turn"),)
@@ -164,6 +184,35 @@ def test_a_part_that_only_names_entities_asks_nothing():
     calls: list = []
     _, segmented = decide_segmented(DECISION, fake_infer(calls), [text], names_are_fragments=False)
     assert [LABELS[j] for p in segmented.parts[0] for j in p.accepted] == ["lights", "weather"]
+
+
+def test_entities_joined_by_a_connector_ask_nothing():
+    """"washington dc and boston" names two cities ("and" did not cut: "boston" alone is too short); the "and"
+    made it a request of its own, read as weather."""
+    text = "turn off the lights, washington dc and boston"
+    accepted, parts, _, _, _ = answer(text)
+    assert accepted == {"lights"} and parts == [(text, ["lights"], False)]
+
+
+def test_a_part_joined_from_pieces_is_read_again_for_its_entities():
+    """"play jazz" | "rock and roll" | ... : the fragment joins its request; the joined part's entities are read
+    from it as a whole, not from its pieces (a list split across pieces gave pieces of names)."""
+    text = "turn off the lights and play jazz, rock and roll"
+    _, _, _, outputs, calls = answer(text)
+    assert calls[-1] == ["play jazz, rock and roll"]  # the one part of two pieces, read once more
+    assert [text[e.start:e.end] for e in outputs.entities[0]] == ["jazz", "rock and roll"]
+
+
+def test_a_fragment_lends_the_answer_none_of_its_confidences():
+    """"help me" is weather at 0.82 on its own, less sure than the whole text's reading: a fragment, joined to the
+    request before it. The answer's confidences come from the requests' own pieces (they came from every piece),
+    so no intent shows above its threshold unaccepted."""
+    text = "turn off the lights, help me and play some jazz"
+    accepted, parts, _, _, _ = answer(text)
+    assert accepted == {"lights", "play"}
+    assert parts == [("turn off the lights, help me", ["lights"], False), ("play some jazz", ["play"], False)]
+    _, segmented = decide_segmented(DECISION, fake_infer([]), [text])
+    assert segmented.result.confidences[0, LABELS.index("weather")] < 0.5
 
 
 def test_segment_off_decides_the_text_whole():

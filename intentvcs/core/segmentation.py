@@ -19,9 +19,9 @@ are read by the same model in one more graph run, and the parts decide:
    against its stricter part cut (``OOSRule.part_threshold``): a piece of an
    out-of-scope request often lands just inside some intent ("check the
    nanny cam and send the feed to my phone"). A part whose every word lies
-   inside an entity the model finds in it is a fragment too: it names
-   something ("between boston and washington dc", "on delta and united
-   airlines"), it asks nothing.
+   inside an entity the model finds in it, or joins two ("and", a comma), is
+   a fragment too: it names something ("washington dc and boston", "delta
+   and united airlines", "apples and grapes"), it asks nothing.
 2. Adjacent parts are grouped: a fragment joins its neighbour, and a confident
    part that shares an accepted intent with the group before it continues
    that group ("flights to boston and from boston to denver" is one request).
@@ -48,9 +48,12 @@ from intentvcs.core.decision import Decision, DecisionResult
 from intentvcs.core.entities import Entity
 from intentvcs.core.outputs import GraphOutputs
 
-# Where a user joins two requests; a comma or semicolon before a conjunction is part of it.
-CONNECTOR = re.compile(
-    r"\s*[,;]?\s+(?:and then|and also|after that|and|then|also|plus)\s+|\s*[,;]\s*", re.IGNORECASE)
+# Where a user joins two requests: a run of conjunctions (whole words, between blanks or marks) and commas or
+# semicolons, all of it taken out of both parts ("jazz, and, turn off", "jazz and and turn off", "jazz,,, turn").
+_JOINER = r"(?:[,;]|(?<![^\s,;])(?:and then|and also|after that|and|then|also|plus)(?![^\s,;]))"
+CONNECTOR = re.compile(rf"\s*{_JOINER}(?:\s*{_JOINER})*\s*", re.IGNORECASE)
+# The words of a connector: a part made of entities and these only names things ("apples and grapes").
+_JOINER_WORD = re.compile(rf"^{_JOINER}+$", re.IGNORECASE)
 MIN_WORDS = 2  # a part shorter than this is never cut off ("rock and roll" stays whole)
 OOS_PART_MIN_WORDS = 3  # an out-of-scope part this long is a request of its own, shorter is a fragment
 # A part answers on its own only when the model is about as sure of it as of the whole text's best reading:
@@ -100,31 +103,44 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
     words a boundary head reads as beginning a request), as ``(start, end)`` spans with surrounding blanks
     trimmed.
 
-    A part of fewer than ``MIN_WORDS`` words is not cut off, nor is a
-    connector strictly inside a ``protected`` span (an entity: "são tomé and
-    príncipe", "neva alice and maggie parker"; a span that only starts or ends
-    at the connector, as a tagger reading a chained text can give, does not
-    protect it), nor a start inside one, in a connector or at the word right
-    after one: the connector cuts there, under the same rules (a start there
-    once cut where the connector was refused, leaving parts such as "dallas
-    and also"). One span, the text, when nothing cuts.
+    No connector strictly inside a ``protected`` span cuts (an entity: "são
+    tomé and príncipe", "neva alice and maggie parker"; a span that only
+    starts or ends at the connector, as a tagger reading a chained text can
+    give, does not protect it), nor a start inside one, in a connector or at
+    the word right after one: the connector cuts there, under the same rules
+    (a start there once cut where the connector was refused, leaving parts
+    such as "dallas and also"). A piece of fewer than ``MIN_WORDS`` words is
+    not cut off: it stays with the piece before it, the first with the one
+    after ("add bread and butter and turn off the lights": "add bread and
+    butter" | "turn off the lights"; the remainder's words were counted to the
+    end of the text, which cut "butter" away from its list). At most
+    ``MAX_PARTS`` parts, the last holding the rest. One span, the text, when
+    nothing cuts.
     """
     connectors = [(match.start(), match.end()) for match in CONNECTOR.finditer(text)]
     # A start is a cut of no width: the text before it is one part, the text from it the next.
     points = sorted(connectors + [(start, start) for start in starts
                                   if not any(a <= start <= b for a, b in connectors)])
-    spans: list[tuple[int, int]] = []
+    pieces: list[list[int]] = []
     begin = 0
     for left, right in points:
-        if len(spans) == MAX_PARTS - 1:
-            break
-        inside = any(a < left and right < b for a, b in protected)
-        if not inside and left >= begin and _words(text, begin, left) >= MIN_WORDS and \
-                _words(text, right, len(text)) >= MIN_WORDS:
-            spans.append(_trim(text, begin, left))
+        if left >= begin and not any(a < left and right < b for a, b in protected):
+            pieces.append([begin, left])
             begin = right
-    spans.append(_trim(text, begin, len(text)))
-    return spans
+    pieces.append([begin, len(text)])
+    kept: list[list[int]] = []
+    for piece in pieces:
+        if kept and _words(text, *piece) < MIN_WORDS:
+            kept[-1][1] = piece[1]
+        else:
+            kept.append(piece)
+    if len(kept) > 1 and _words(text, *kept[0]) < MIN_WORDS:
+        first = kept.pop(0)
+        kept[0][0] = first[0]
+    if len(kept) > MAX_PARTS:
+        kept[MAX_PARTS - 1][1] = kept[-1][1]
+        del kept[MAX_PARTS:]
+    return [_trim(text, start, end) for start, end in kept]
 
 
 def _words(text: str, start: int, end: int) -> int:
@@ -132,9 +148,11 @@ def _words(text: str, start: int, end: int) -> int:
 
 
 def _names_only(part: str, entities: Sequence[Entity]) -> bool:
-    """Whether every word of ``part`` lies inside one of ``entities`` (found in ``part``, offsets into it)."""
+    """Whether every word of ``part`` lies inside one of ``entities`` (found in ``part``, offsets into it) or
+    joins them ("apples and grapes", "delta, united": a connector inside a part that did not cut there)."""
     spans = [(e.start, e.end) for e in entities]
     return bool(spans) and all(any(a <= word.start() and word.end() <= b for a, b in spans)
+                               or _JOINER_WORD.match(word.group())
                                for word in re.finditer(r"\S+", part))
 
 
@@ -153,7 +171,10 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
     The texts are read first (their entities protect the connectors inside
     them), then, in one more ``infer`` call, the parts of the texts that cut.
     Where a text is answered part by part, its entities are the parts' (read
-    in the short texts the model was trained on), at offsets into the text.
+    in the short texts the model was trained on), at offsets into the text; a
+    part joined from several pieces is read once more as it stands (its pieces'
+    entities were read apart: "remind me to buy salt" | "black pepper" gave
+    "buy salt" and two items, the part as a whole one reminder).
     ``segment=False`` decides every text whole; ``margin``: ``REQUEST_MARGIN``;
     ``outputs``: the texts' graph outputs when the caller has read them already
     (``infer`` then reads the parts alone); ``names_are_fragments``: whether a
@@ -181,7 +202,7 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
         groups_by_row.setdefault(row, []).append(
             _Group.of_part(strict, index, a, b, texts[row], whole_top[row] - margin, names))
     segmented = _join(whole, strict, groups_by_row, [len(t) for t in texts])
-    return _with_part_entities(outputs, part_outputs, pieces, segmented), segmented
+    return _with_part_entities(outputs, part_outputs, pieces, segmented, infer, texts), segmented
 
 
 def _strict_parts(decision: Decision, part_outputs: GraphOutputs, whole_out_of_scope: np.ndarray) -> DecisionResult:
@@ -197,20 +218,40 @@ def _strict_parts(decision: Decision, part_outputs: GraphOutputs, whole_out_of_s
 
 
 def _with_part_entities(outputs: GraphOutputs, part_outputs: GraphOutputs, pieces: list,
-                        segmented: SegmentedResult) -> GraphOutputs:
-    """``outputs`` with the entities of each text answered part by part taken from its parts."""
+                        segmented: SegmentedResult, infer: Callable[[list[str]], GraphOutputs],
+                        texts: Sequence[str]) -> GraphOutputs:
+    """``outputs`` with the entities of each text answered part by part taken from its parts: a part of one
+    piece as that piece was read, a part joined from several read again as a whole (one more ``infer``)."""
     if outputs.entities is None:
         return outputs
-    entities = outputs.entities.copy()
-    split = {row for row, parts in enumerate(segmented.parts) if len(parts) > 1}
+    pieces_of: dict[int, list[tuple[int, int, int]]] = {}
+    for index, (row, (start, end)) in enumerate(pieces):
+        pieces_of.setdefault(row, []).append((index, start, end))
     found: dict[int, list[Entity]] = {}
-    for index, (row, (start, _)) in enumerate(pieces):
-        if row in split:
-            found.setdefault(row, []).extend(
-                replace(e, start=e.start + start, end=e.end + start) for e in part_outputs.entities[index])
+    joined: list[tuple[int, int, int]] = []  # (row, start, end) of the parts read again
+    for row, parts in enumerate(segmented.parts):
+        if len(parts) < 2:
+            continue
+        for part in parts:
+            inside = [(index, start) for index, start, end in pieces_of[row] if part.start <= start and end <= part.end]
+            if len(inside) == 1:
+                index, start = inside[0]
+                found.setdefault(row, []).extend(_shifted(part_outputs.entities[index], start))
+            else:
+                joined.append((row, part.start, part.end))
+    if joined:
+        again = infer([texts[row][start:end] for row, start, end in joined])
+        for k, (row, start, _) in enumerate(joined):
+            found.setdefault(row, []).extend(_shifted(again.entities[k], start))
+    entities = outputs.entities.copy()
     for row, row_entities in found.items():
-        entities[row] = tuple(row_entities)
+        entities[row] = tuple(sorted(row_entities, key=lambda entity: entity.start))
     return outputs._replace(entities=entities)
+
+
+def _shifted(entities: Sequence[Entity], offset: int) -> list[Entity]:
+    """Entities found in a part, at offsets into its text (the part begins at ``offset``)."""
+    return [replace(entity, start=entity.start + offset, end=entity.end + offset) for entity in entities]
 
 
 @dataclass
@@ -222,6 +263,7 @@ class _Group:
     accepted: list[int]
     out_of_scope: bool
     members: list[int]
+    speakers: list[int]  # the members that accepted an intent themselves (a fragment's confidences are noise)
 
     @property
     def fragment(self) -> bool:
@@ -234,13 +276,13 @@ class _Group:
         """One part; it accepts its intents only when its top confidence reaches ``least``, and none
         when it only names entities (``names_only``)."""
         if names_only:
-            return cls(start, end, [], False, [index])
+            return cls(start, end, [], False, [index], [])
         order = np.argsort(-strict.confidences[index], kind="stable")
         accepted = [int(j) for j in order if strict.accepted[index, j]]
         if accepted and strict.confidences[index, accepted[0]] < least:
             accepted = []  # less sure than the whole text's reading: a follow-up ("..., can you help me")
         out_of_scope = bool(strict.out_of_scope[index]) and _words(text, start, end) >= OOS_PART_MIN_WORDS
-        return cls(start, end, accepted, out_of_scope, [index])
+        return cls(start, end, accepted, out_of_scope, [index], [index] if accepted else [])
 
     def absorb(self, other: "_Group") -> None:
         """Take in ``other`` (a fragment, or a request sharing an intent): a fragment changes no verdict."""
@@ -248,6 +290,7 @@ class _Group:
         self.accepted += [j for j in other.accepted if j not in self.accepted]
         self.out_of_scope = not self.accepted and (self.out_of_scope or other.out_of_scope)
         self.members += other.members
+        self.speakers += other.speakers
 
 
 def _grouped(parts: list[_Group]) -> list[_Group]:
@@ -275,13 +318,15 @@ def _join(whole: DecisionResult, strict: DecisionResult, groups_by_row: dict[int
         if not requests or len(groups) < 2:
             parts.append(_whole_part(whole, row, length))
             continue
-        members = [m for group in requests for m in group.members]
+        # The requests' own pieces: a greeting absorbed into a request ("hi there, ...") lent it its
+        # confidences, above a threshold for an intent nobody accepted.
+        speakers = [m for group in requests for m in group.speakers]
         accepted[row] = False
         for group in requests:
             accepted[row, group.accepted] = True
-        confidences[row] = np.maximum(confidences[row], strict.confidences[members].max(axis=0))
+        confidences[row] = np.maximum(confidences[row], strict.confidences[speakers].max(axis=0))
         out_of_scope[row] = False
-        oos_score[row] = float(strict.oos_score[members].min())
+        oos_score[row] = float(strict.oos_score[speakers].min())
         parts.append(tuple(Part(g.start, g.end, tuple(g.accepted), g.out_of_scope) for g in groups))
     joined = DecisionResult(confidences, accepted, out_of_scope, oos_score, whole.oos_rule)
     return SegmentedResult(joined, parts)
