@@ -146,10 +146,29 @@ def test_hard_set_is_wrong_wherever_any_operator_breaks_the_row(report):
 
 
 def test_each_distinct_text_is_inferred_once():
+    """Every distinct text once; then, answered as served, the parts of the chained ones in one more run."""
     model = FakeModel()
     report = run_suite(EXAMPLES, predictor(model.infer), ["raddle"], draws=2, seed=0, progress=False)
-    assert len(model.seen) == len(set(model.seen)) == report["distinct_texts"]
-    assert {ex.text for ex in EXAMPLES} <= set(model.seen)
+    texts = model.seen[:report["distinct_texts"]]
+    assert len(texts) == len(set(texts)) and {ex.text for ex in EXAMPLES} <= set(texts)
+    whole = FakeModel()
+    report = run_suite(EXAMPLES, predictor(whole.infer), ["raddle"], draws=2, seed=0, progress=False, segment=False)
+    assert len(whole.seen) == len(set(whole.seen)) == report["distinct_texts"] and report["segment"] is False
+
+
+def test_the_suite_scores_the_answers_the_service_gives():
+    """A perturbation that chains a second request is scored on the part-by-part answer, as served (the suite
+    decided every text whole)."""
+    from intentvcs.core.robustness import infer_distinct
+    from intentvcs.core.segmentation import decide_segmented
+
+    model = FakeModel()
+    texts = ["will it rain tomorrow in paris and play some jazz in the kitchen", "play music by the beatles"]
+    served = decide_segmented(DECISION, model.infer, texts)[1].result
+    assert served.accepted.sum(axis=1).tolist() == [2, 1]  # the chained text answers both requests
+    outputs = infer_distinct(model.infer, texts, DECISION, progress=False)
+    _, result = outputs.take(texts)
+    assert (result.accepted == served.accepted).all() and (result.out_of_scope == served.out_of_scope).all()
 
 
 def test_same_seed_same_report_other_seed_other_texts():
@@ -239,7 +258,7 @@ def test_outcomes_of_out_of_scope_and_unknown_gold_rows():
     # Row 0: music, right. Row 1: OOS gold, judged OOS (top confidence 0.5 < 0.7).
     # Row 2: a gold label the model does not know (extra column): wrong, firmness 0.
     gold = np.array([[True, False, False], [False, False, False], [False, False, True]])
-    right, firmness = outcomes(decision, GraphOutputs(logits, None, None), gold, "accuracy")
+    right, firmness = outcomes(decision, decision.apply(logits, None, None), gold, "accuracy")
     assert right.tolist() == [True, True, False]
     assert firmness[0] == pytest.approx(decision.confidences(logits)[0, 0])
     assert firmness[1] == pytest.approx(0.5)  # the OOS score: 1 - top confidence
@@ -340,7 +359,7 @@ def test_every_set_scores_slots_of_its_own_variants(entity_report):
 
 
 def test_a_set_without_gold_spans_has_no_slot_score():
-    outputs = infer_distinct(entity_infer, [ex.text for ex in ENTITY_ROWS], progress=False)
+    outputs = infer_distinct(entity_infer, [ex.text for ex in ENTITY_ROWS], DECISION, progress=False)
     entry = compare(DECISION, outputs, ENTITY_ROWS, [4], [ENTITY_ROWS[4]], ["accuracy", "slot_f1"])
     assert entry["slot_f1"] == {"clean": None, "perturbed": None, "drop": None}
     assert entry["accuracy"]["clean"] == 100.0
@@ -367,7 +386,8 @@ def test_data_without_spans_runs_the_operators_it_ran_before():
     assert list(report["operators"]) == [n for n in OPERATORS if n not in VALUE_OPERATORS]
     assert "entity_values" not in report and report["metrics"] == ["accuracy"]
     assert [d["accuracy"] for d in report["random"]["draws"]] == [
-        compare(DECISION, infer_distinct(FakeModel().infer, [ex.text for ex in plain + drawn], progress=False),
+        compare(DECISION, infer_distinct(FakeModel().infer, [ex.text for ex in plain + drawn], DECISION,
+                                         progress=False),
                 plain, range(len(plain)), drawn, ["accuracy"])["accuracy"]
         for drawn in (random_set(plain, seed) for seed in (0, 1))]
 

@@ -28,9 +28,12 @@ report says so (``entity_values``). Data without spans leaves both operators
 out of the default set and out of the Random set, so its report is what it
 was before they existed.
 
-Scores come from ``intentvcs.core.evaluation.evaluate``, i.e. through the decision
-layer the service runs. The primary metric is ``accuracy`` (top label in the
-gold set, over in-scope rows, OOS verdict ignored) unless some gold row has
+Scores come from ``intentvcs.core.evaluation.evaluate`` on the answers the service
+gives: chained requests answered part by part (``intentvcs.core.segmentation``;
+``segment=False`` decides each text whole, as ``INTENTVCS_SEGMENT=0`` serves; until
+2026-11-27 the suite always did, and 34 of 3,925 perturbed validation texts of the
+demo were scored on answers the service does not give). The primary metric is
+``accuracy`` (``evaluate``'s, OOS verdict ignored) unless some gold row has
 more than one label, then micro ``f1`` (with ``exact_match`` tracked too).
 Out-of-scope rows (``labels == []``) never enter those in-scope scores; when
 the data has any, ``oos_recall`` is tracked as well, so a perturbation that
@@ -41,7 +44,8 @@ no slot score (None). Every score is a percentage, every drop is
 ``clean - perturbed`` in points (positive = worse) on the rows the set covers.
 
 Every distinct text (clean, per-operator, random) is run through the model
-once, in length-sorted chunks; all sets are then scored from those outputs.
+once, in length-sorted chunks, and decided once (its chained parts read in one
+more run); all sets are then scored from those answers.
 """
 
 from __future__ import annotations
@@ -54,11 +58,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from intentvcs.core.dataio import Example
-from intentvcs.core.decision import Decision
+from intentvcs.core.decision import Decision, DecisionResult
 from intentvcs.core.evaluation import PRIMARY_METRICS, evaluate, gold_matrix
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.perturb import FAMILIES, FAMILY_OF, OPERATORS, EntityValues, perturb, random_set, usable
 from intentvcs.core.predictor import Predictor
+from intentvcs.core.segmentation import DEFAULT_SEGMENT, decide_segmented
 
 # Texts per model call. The texts are sorted by length first, so each call's
 # batches pad little; chunking only gives the progress bar something to count.
@@ -160,18 +165,29 @@ def build_sets(examples: Sequence[Example], operators: Sequence[str], draws: int
 # -- running the model ---------------------------------------------------------------
 @dataclass(frozen=True)
 class DistinctOutputs:
-    """The model's ``GraphOutputs`` on distinct texts, with ``row_of`` text -> row."""
+    """The model's ``GraphOutputs`` on distinct texts and their answers (``result``), with ``row_of``
+    text -> row."""
 
     outputs: GraphOutputs
+    result: DecisionResult
     row_of: dict[str, int]
 
-    def take(self, texts: Sequence[str]) -> GraphOutputs:
-        """The outputs' rows for ``texts``, in their order."""
-        return self.outputs.rows(np.fromiter((self.row_of[t] for t in texts), dtype=np.int64, count=len(texts)))
+    def rows(self, texts: Sequence[str]) -> np.ndarray:
+        return np.fromiter((self.row_of[t] for t in texts), dtype=np.int64, count=len(texts))
+
+    def take(self, texts: Sequence[str]) -> tuple[GraphOutputs, DecisionResult]:
+        """The outputs' and the answers' rows for ``texts``, in their order."""
+        rows = self.rows(texts)
+        result = self.result
+        return self.outputs.rows(rows), DecisionResult(result.confidences[rows], result.accepted[rows],
+                                                       result.out_of_scope[rows], result.oos_score[rows],
+                                                       result.oos_rule)
 
 
-def infer_distinct(infer: Infer, texts: Sequence[str], progress: bool = True) -> DistinctOutputs:
-    """Run every distinct text of ``texts`` through ``infer`` once (``texts`` must not be empty)."""
+def infer_distinct(infer: Infer, texts: Sequence[str], decision: Decision, segment: bool = DEFAULT_SEGMENT,
+                   progress: bool = True) -> DistinctOutputs:
+    """Run every distinct text of ``texts`` through ``infer`` once and decide it as served
+    (``decide_segmented``; ``texts`` must not be empty)."""
     distinct = sorted(set(texts), key=lambda t: (len(t), t))
     chunks = []
     with tqdm(total=len(distinct), desc="inference", unit="text", disable=None if progress else True) as bar:
@@ -179,7 +195,8 @@ def infer_distinct(infer: Infer, texts: Sequence[str], progress: bool = True) ->
             chunk = distinct[start:start + CHUNK]
             chunks.append(GraphOutputs(*infer(chunk)))
             bar.update(len(chunk))
-    return DistinctOutputs(GraphOutputs.concatenate(chunks), {t: i for i, t in enumerate(distinct)})
+    outputs, segmented = decide_segmented(decision, infer, distinct, segment, outputs=GraphOutputs.concatenate(chunks))
+    return DistinctOutputs(outputs, segmented.result, {t: i for i, t in enumerate(distinct)})
 
 
 # -- scoring ---------------------------------------------------------------------------
@@ -192,7 +209,8 @@ def _score(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Exam
     """
     if not examples:
         return dict.fromkeys(metrics)
-    figures = evaluate(decision, outputs.take([ex.text for ex in examples]), examples, include_tables=False)
+    graph, result = outputs.take([ex.text for ex in examples])
+    figures = evaluate(decision, graph, examples, include_tables=False, result=result)
     if not any(ex.spans for ex in examples if not ex.is_out_of_scope):
         figures.pop(SLOT_METRIC, None)
     return {m: 100.0 * figures[m] if m in figures else None for m in metrics}
@@ -211,14 +229,14 @@ def compare(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Exa
     return entry
 
 
-def outcomes(decision: Decision, outputs: GraphOutputs, gold: np.ndarray,
+def outcomes(decision: Decision, result: DecisionResult, gold: np.ndarray,
              metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Per row: ``right`` bool ``[N]`` and ``firmness`` float ``[N]`` (lower = closer to failing).
 
-    ``gold`` is bool ``[N, L + E]`` (``evaluation.gold_matrix``: the model's
-    labels first). Definitions in the module docstring (Hard set).
+    ``result``: the rows' answers; ``gold`` is bool ``[N, L + E]``
+    (``evaluation.gold_matrix``: the model's labels first). Definitions in the
+    module docstring (Hard set).
     """
-    result = decision.apply(*outputs.scores)
     n_known = len(decision.labels)
     in_scope = gold.any(axis=1)
     if metric == "accuracy":
@@ -256,7 +274,7 @@ def hard_set(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Ex
     rows = np.concatenate([sets.operators[n][0] for n in names])
     sources = [n for n in names for _ in sets.operators[n][1]]
     gold, _ = gold_matrix(examples, decision.labels)
-    right, firmness = outcomes(decision, outputs.take([ex.text for ex in variants]), gold[rows], metric)
+    right, firmness = outcomes(decision, outputs.take([ex.text for ex in variants])[1], gold[rows], metric)
     chosen = worst_candidates(rows, right, firmness)
     return rows[chosen], [variants[k] for k in chosen], [sources[k] for k in chosen]
 
@@ -291,7 +309,7 @@ def _hard_report(decision: Decision, outputs: DistinctOutputs, examples: Sequenc
 
 def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence[str] | None,
               draws: int, seed: int = 0, metric: str = "auto", progress: bool = True,
-              train: Sequence[Example] | None = None) -> dict:
+              train: Sequence[Example] | None = None, segment: bool = DEFAULT_SEGMENT) -> dict:
     """Build every set, run the model once per distinct text and return the JSON-safe report.
 
     ``model`` is any ``Predictor`` (the bundle's ``Engine``, a checkpoint's
@@ -299,7 +317,8 @@ def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence
     ``operators`` operator or family names (None: all; the value operators
     only where the data has entity values); ``draws`` Random-set draws (>= 1);
     ``metric`` ``"auto"``, ``"accuracy"`` or ``"f1"``; ``train`` the training
-    rows, whose entity values unseen entities avoid (module docstring).
+    rows, whose entity values unseen entities avoid (module docstring);
+    ``segment`` chained requests answered part by part, as served.
     Report keys: ``metric``, ``metrics`` (``slot_f1`` last when scored),
     ``n``, ``n_out_of_scope``, ``seed``, ``draws``, ``distinct_texts``,
     ``clean``, ``operators`` (name ->
@@ -317,7 +336,8 @@ def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence
     operators = usable(expand_operators(operators), values)
     tracked_metrics(examples, metric)  # a bad metric fails before the model runs
     sets = build_sets(examples, operators, draws, seed, progress, values)
-    outputs = infer_distinct(model.infer, [ex.text for ex in examples] + sets.texts(), progress)
+    outputs = infer_distinct(model.infer, [ex.text for ex in examples] + sets.texts(), model.decision, segment,
+                             progress)
     metrics = tracked_metrics(examples, metric, entities=outputs.outputs.entities is not None)
     decision = model.decision
     report = {
@@ -327,6 +347,7 @@ def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence
         "n_out_of_scope": sum(ex.is_out_of_scope for ex in examples),
         "seed": seed,
         "draws": draws,
+        "segment": segment,
         "distinct_texts": len(outputs.row_of),
         "clean": _score(decision, outputs, examples, metrics),
         "operators": {name: {"family": FAMILY_OF[name], **compare(decision, outputs, examples, rows, variants, metrics)}

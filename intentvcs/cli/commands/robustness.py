@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from intentvcs.cli.model_options import add_model_arguments, check_scored_data, load_predictor, model_source
+from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_scored_data, load_predictor,
+                                         model_source)
 # Not from intentvcs.core.robustness: that imports the perturbation extra, which serving does not install.
 from intentvcs.core.evaluation import PRIMARY_METRICS
 
@@ -19,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "clean (and slot F1 too, for a model with an entity head on data with spans). "
                     "Definitions: intentvcs/core/robustness.py.")
     add_model_arguments(p)
+    add_segment_argument(p)
     p.add_argument("--data", required=True, help="JSONL test file with gold label sets ([] = out of scope)")
     p.add_argument("--train", help="the model's training JSONL: unseen_entities then draws only entity values no "
                                    "training row has; without it, from the test rows' own values, unchecked")
@@ -45,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     train = read_jsonl(args.train) if args.train else None
     model = load_predictor(args)
     check_scored_data(args.data, examples, model)
-    report = run_suite(examples, model, operators, args.draws, args.seed, args.metric, train=train)
+    report = run_suite(examples, model, operators, args.draws, args.seed, args.metric, train=train,
+                       segment=args.segment)
     report["source"] = {**model_source(args, model), "data": args.data, **({"train": args.train} if args.train else {})}
     markdown = render_markdown(report)
     atomic.write_files({args.out: atomic.json_text(report), **({args.md: markdown} if args.md else {})})
