@@ -63,19 +63,23 @@ UTTERANCES = [
 ]
 
 
-def percentiles(latencies_s: list[float]) -> dict[str, float]:
-    """p50/p95/p99 in milliseconds."""
+def percentiles(latencies_s: list[float]) -> dict[str, float | None]:
+    """p50/p95/p99 in milliseconds (None without a latency to take them of)."""
+    if not latencies_s:
+        return {"p50_ms": None, "p95_ms": None, "p99_ms": None}
     p50, p95, p99 = np.percentile(np.asarray(latencies_s) * 1000.0, [50, 95, 99])
     return {"p50_ms": round(float(p50), 2), "p95_ms": round(float(p95), 2), "p99_ms": round(float(p99), 2)}
 
 
 async def _post(session: aiohttp.ClientSession, url: str, text: str) -> tuple[float, bool]:
+    """The request's latency and whether it was answered (200); a refusal, a broken connection and a
+    request past the session's timeout (``asyncio.TimeoutError``, not a ``ClientError``) are errors."""
     start = time.perf_counter()
     try:
         async with session.post(f"{url}/predict", json={"text": text}) as response:
             await response.read()
             ok = response.status == 200
-    except aiohttp.ClientError:
+    except (aiohttp.ClientError, asyncio.TimeoutError):
         ok = False
     return time.perf_counter() - start, ok
 
@@ -87,13 +91,17 @@ async def idle(url: str, requests: int, warmup: int = 20, texts: Sequence[str] =
         for _ in range(warmup):
             await _post(session, url, rng.choice(texts))
         results = [await _post(session, url, rng.choice(texts)) for _ in range(requests)]
-    latencies = [latency for latency, _ in results]
+    latencies = [latency for latency, ok in results if ok]  # a fast refusal is no answer
     return {"mode": "idle", "concurrency": 1, "requests": requests,
             "errors": sum(not ok for _, ok in results), **percentiles(latencies)}
 
 
 async def load(url: str, concurrency: int, duration_s: float, texts: Sequence[str] = UTTERANCES) -> dict:
-    """``concurrency`` closed-loop clients for ``duration_s`` seconds, one utterance (from ``texts``) per request."""
+    """``concurrency`` closed-loop clients for ``duration_s`` seconds, one utterance (from ``texts``) per request.
+
+    Throughput and latency count answered requests only (a fast 503 would otherwise raise both); the
+    errors are counted beside them.
+    """
     deadline = time.perf_counter() + duration_s
     latencies: list[float] = []
     errors = 0
@@ -103,8 +111,10 @@ async def load(url: str, concurrency: int, duration_s: float, texts: Sequence[st
         rng = random.Random(seed)
         while time.perf_counter() < deadline:
             latency, ok = await _post(session, url, rng.choice(texts))
-            latencies.append(latency)
-            errors += not ok
+            if ok:
+                latencies.append(latency)
+            else:
+                errors += 1
 
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=60)
@@ -116,7 +126,7 @@ async def load(url: str, concurrency: int, duration_s: float, texts: Sequence[st
         elapsed, client_cpu = time.perf_counter() - start, time.process_time() - cpu_start
     # The client shares the host's cores with the server: what it used is what the server could not.
     return {"mode": "load", "concurrency": concurrency, "duration_s": round(elapsed, 1),
-            "requests": len(latencies), "errors": errors,
+            "requests": len(latencies) + errors, "errors": errors,
             "utt_per_s": round(len(latencies) / elapsed, 1), **percentiles(latencies),
             "client_cores": round(client_cpu / elapsed, 3),
             "client_cpu_ms_per_request": round(1000 * client_cpu / max(len(latencies), 1), 3)}

@@ -312,10 +312,11 @@ def entities_rows() -> list[Row]:
                      f"{r['fp32_intent_acc']:.2f} / {r['fp32_slot_f1']:.2f} / {r['fp32_overall_acc']:.2f}",
                      f"JointBERT {paper['intent_acc']} / {paper['slot_f1']} / {paper['overall_acc']}; target "
                      f"{target['intent_acc']} / {target['slot_f1']} / {target['overall_acc']}"))
-    cost = [r for r in meta["records"] if r["part"] == "cost" and r["batch"] == 32]
-    if cost:
-        rows.append(("engine cost of the entity output, batch 32 (fp32; int8)",
-                     "; ".join(f"{r['entity_cost_pct']:+.1f}%" for r in cost), "target ≤ 10%"))
+    cost = sorted((r for r in meta["records"] if r["part"] == "cost"), key=lambda r: (r["batch"], r["runtime"]))
+    if cost:  # every batch size measured: the worst is what the target is read against
+        rows.append(("engine cost of the entity output (batch, graph)",
+                     "; ".join(f"{r['batch']} {r['runtime']} {r['entity_cost_pct']:+.1f}%" for r in cost),
+                     "target ≤ 10%"))
     return rows
 
 

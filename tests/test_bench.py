@@ -300,3 +300,51 @@ def test_service_defaults_runs_to_its_table(tiny, monkeypatch):
     assert row["utt_per_s"] > 0 and engine["config"] == "engine" and engine["utt_per_s"] > 0
     assert row["vs_engine_batch32"] == pytest.approx(row["utt_per_s"] / engine["utt_per_s"], abs=1e-3)
     assert f"| {config} |" in (results / "x.md").read_text()
+
+
+def test_the_load_test_counts_answers_apart_from_refusals_and_timeouts():
+    """A fast 503 counted as an answer raised throughput and lowered latency; a request past the client's
+    timeout (asyncio.TimeoutError, not an aiohttp ClientError) aborted the whole run."""
+    import asyncio
+
+    import aiohttp
+    from aiohttp import web
+
+    from benchmarks import load_test
+
+    calls = {"n": 0}
+
+    async def predict(request: web.Request) -> web.Response:
+        calls["n"] += 1
+        if calls["n"] % 2:
+            return web.json_response({"error": "overloaded"}, status=503)
+        await asyncio.sleep(0.005)
+        return web.json_response({"predictions": []})
+
+    async def hang(request: web.Request) -> web.Response:
+        await asyncio.sleep(5)
+        return web.json_response({})
+
+    async def run() -> tuple[dict, tuple[float, bool]]:
+        app = web.Application()
+        app.router.add_post("/predict", predict)
+        app.router.add_post("/slow/predict", hang)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        try:
+            record = await load_test.load(url, concurrency=2, duration_s=0.5)
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=0.2)) as session:
+                timed_out = await load_test._post(session, f"{url}/slow", "hello")
+        finally:
+            await runner.cleanup()
+        return record, timed_out
+
+    record, (_, answered) = asyncio.run(run())
+    answers = record["requests"] - record["errors"]
+    assert record["errors"] > 0 and answers > 0 and abs(record["errors"] - answers) <= 2  # every other one refused
+    assert record["utt_per_s"] == pytest.approx(answers / record["duration_s"], rel=0.1)
+    assert record["p50_ms"] >= 5.0  # the answers' latency: each answer sleeps 5 ms, a refusal none
+    assert answered is False
