@@ -127,7 +127,20 @@ def test_a_dynamic_graph_that_fails_its_gate_gives_way_to_the_weight_only_one(tm
         assert not served.quantized
 
 
-def test_a_quantisation_this_runtime_lacks_leaves_the_first(tmp_path, monkeypatch):
+def _no_import(int8_path):
+    raise ImportError("No module named 'onnx_ir'")
+
+
+def _unloadable(int8_path):
+    Path(int8_path).write_bytes(b"not a graph")
+    return {}
+
+
+@pytest.mark.parametrize("weight_only", [_no_import, _unloadable], ids=["not importable", "written, unloadable"])
+def test_a_quantisation_this_runtime_lacks_leaves_the_first(tmp_path, monkeypatch, weight_only):
+    """The weight-only method failing, before or after it wrote its graph: the dynamic graph stays, the
+    failure is recorded without the temporary folder's path, and the bundle holds its own files only (a
+    stray graph made the next export refuse the folder as not a bundle)."""
     import intentvcs.export.exporter as exporter
 
     rows = tmp_path / "held_out.jsonl"
@@ -138,38 +151,18 @@ def test_a_quantisation_this_runtime_lacks_leaves_the_first(tmp_path, monkeypatc
 
     def quantize(fp32_path, int8_path, settings):
         if settings["method"] == "weight-only":
-            raise ImportError("No module named 'onnx_ir'")
+            return weight_only(int8_path)
         return real(fp32_path, int8_path, settings)
 
     monkeypatch.setattr(exporter, "quantize_int8", quantize)
     report = exporter.export_bundle(checkpoint, tmp_path / "bundle", parity_data=rows)["quantization"]
     assert report["method"] == "dynamic" and not report["gate"]["passed"]
-    assert report["not_kept"] == [{"method": "weight-only", "error": "No module named 'onnx_ir'"}]
-    assert not Engine(tmp_path / "bundle", provider="cpu").quantized
-
-
-def test_a_graph_this_runtime_cannot_load_is_not_left_in_the_bundle(tmp_path, monkeypatch):
-    """The weight-only file written but unloadable: the bundle holds its own files only (a stray graph made
-    the next export refuse the folder as not a bundle), and the error names no temporary folder."""
-    import intentvcs.export.exporter as exporter
-
-    rows = tmp_path / "held_out.jsonl"
-    rows.write_text("".join(json.dumps({"text": t, "labels": l}) + "\n" for t, l in LABELLED_ROWS))
-    checkpoint = make_tiny_checkpoint(tmp_path / "checkpoint")
-    _failing_first_gate(monkeypatch)
-    real = exporter.quantize_int8
-
-    def quantize(fp32_path, int8_path, settings):
-        if settings["method"] == "weight-only":
-            Path(int8_path).write_bytes(b"not a graph")
-            return {}
-        return real(fp32_path, int8_path, settings)
-
-    monkeypatch.setattr(exporter, "quantize_int8", quantize)
-    report = exporter.export_bundle(checkpoint, tmp_path / "bundle", parity_data=rows)["quantization"]
     [failed] = report["not_kept"]
     assert failed["method"] == "weight-only" and ".tmp" not in failed["error"], failed
+    if weight_only is _no_import:
+        assert failed["error"] == "No module named 'onnx_ir'"
     assert sorted(p.name for p in (tmp_path / "bundle").glob("*.onnx")) == ["model.int8.onnx", "model.onnx"]
+    assert not Engine(tmp_path / "bundle", provider="cpu").quantized
     exporter.export_bundle(checkpoint, tmp_path / "bundle", parity_data=rows)  # an earlier bundle is replaced
 
 
