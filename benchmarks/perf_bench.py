@@ -98,8 +98,10 @@ ANSWERS = "-answers"
 # Which backend each speed-up field compares with (the same batch size, the same repeats).
 # The CPU reference is what a user would write with transformers (benchmarks.baselines).
 SPEEDUPS = {
-    "onnx-fp32": {"speedup_vs_transformers": "transformers"},
-    "onnx-int8": {"speedup_vs_transformers": "transformers", "speedup_vs_fp32": "onnx-fp32"},
+    "onnx-fp32": {"speedup_vs_transformers": "transformers", "speedup_vs_sorted": "transformers-sorted"},
+    "onnx-int8": {"speedup_vs_transformers": "transformers", "speedup_vs_sorted": "transformers-sorted",
+                  "speedup_vs_fp32": "onnx-fp32"},
+    "transformers-sorted": {"speedup_vs_transformers": "transformers"},
     "st-onnx": {"speedup_vs_transformers": "transformers"},
     "st-onnx-int8": {"speedup_vs_transformers": "transformers", "speedup_vs_fp32": "st-onnx"},
     "onnx-cuda": {"speedup_vs_torch": "torch-cuda"},
@@ -382,6 +384,8 @@ def engine_records(bundle: str, checkpoint: str | None, texts: Sequence[str], ba
     if checkpoint:
         check_checkpoint(checkpoint, manifest)
         backends["transformers"] = transformers_backend(checkpoint, manifest["max_length"], threads, max_batch)
+        backends["transformers-sorted"] = transformers_backend(checkpoint, manifest["max_length"], threads,
+                                                               max_batch, sort_by_length=True)
         sentence_transformers = SentenceTransformersBaselines(checkpoint, manifest["max_length"], threads,
                                                               max_batch)
     try:
@@ -770,9 +774,12 @@ def _gpu_parts(records: Sequence[dict]) -> list[str]:
 
 def _speed_table(records: Sequence[dict]) -> str:
     reference = "× transformers" if any("speedup_vs_transformers" in r for r in records) else "× torch"
-    return _table(["backend", "device", "batch", "utt/s", "p50 ms/batch", reference, "× fp32", "spread %"],
+    sorted_column = any("speedup_vs_sorted" in r for r in records)
+    return _table(["backend", "device", "batch", "utt/s", "p50 ms/batch", reference,
+                   *(["× sorted transformers"] if sorted_column else []), "× fp32", "spread %"],
                   [[r["backend"], r["device"], r["batch_size"], r["utt_per_s"], r["p50_ms"],
                     _cell(r.get("speedup_vs_transformers", r.get("speedup_vs_torch"))),
+                    *([_cell(r.get("speedup_vs_sorted"))] if sorted_column else []),
                     _cell(r.get("speedup_vs_fp32")), r["spread_pct"]]
                    for r in records]) if records else ""
 

@@ -124,7 +124,7 @@ def test_run_end_to_end_without_service(tiny):
     assert (result["utterances"], result["threads"], result["max_batch"]) == (len(TEXTS), 1, 2)
     records = result["records"]
     engine = {(r["backend"], r["batch_size"]): r for r in records if r["component"] == "engine"}
-    backends = ("onnx-fp32", "onnx-int8", "transformers", "st-onnx", "st-onnx-int8")
+    backends = ("onnx-fp32", "onnx-int8", "transformers", "transformers-sorted", "st-onnx", "st-onnx-int8")
     answers = ("onnx-fp32-answers", "onnx-int8-answers")  # Engine.predict: what the service is held to
     assert set(engine) == {(b, n) for b in backends + answers for n in (1, 4)}
     for (backend, size), record in engine.items():
@@ -135,6 +135,8 @@ def test_run_end_to_end_without_service(tiny):
     assert engine["onnx-int8", 4]["speedup_vs_fp32"] == pytest.approx(
         engine["onnx-int8", 4]["utt_per_s"] / engine["onnx-fp32", 4]["utt_per_s"], rel=0.01)
     assert "speedup_vs_fp32" in engine["st-onnx-int8", 4] and "speedup_vs_fp32" not in engine["onnx-fp32", 4]
+    assert engine["onnx-int8", 4]["speedup_vs_sorted"] == pytest.approx(
+        engine["onnx-int8", 4]["utt_per_s"] / engine["transformers-sorted", 4]["utt_per_s"], rel=0.01)
 
     (limit,) = [r for r in records if r["component"] == "limit"]
     from intentvcs.service.bundle import open_bundle
@@ -348,3 +350,15 @@ def test_the_load_test_counts_answers_apart_from_refusals_and_timeouts():
     assert record["utt_per_s"] == pytest.approx(answers / record["duration_s"], rel=0.1)
     assert record["p50_ms"] >= 5.0  # the answers' latency: each answer sleeps 5 ms, a refusal none
     assert answered is False
+
+
+def test_the_sorted_transformers_baseline_answers_in_the_given_order(tiny):
+    """Sorted by length for padding, put back in order: the same logits as the plain loop, row for row."""
+    from benchmarks.baselines import transformers_backend
+
+    opened_max_length = json.loads((tiny["bundle"] / "manifest.json").read_text())["max_length"]
+    texts = sorted(TEXTS, key=len, reverse=True)  # the longest first: sorting changes every chunk
+    plain = transformers_backend(tiny["checkpoint"], opened_max_length, 1, 2)(texts)
+    ordered = transformers_backend(tiny["checkpoint"], opened_max_length, 1, 2, sort_by_length=True)(texts)
+    assert abs(plain - ordered).max() < 1e-4
+
