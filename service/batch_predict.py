@@ -119,8 +119,11 @@ def format_of(path: str | os.PathLike) -> str:
     for name, suffixes in FORMATS.items():
         if suffix in suffixes:
             return name
-    known = ", ".join(s for suffixes in FORMATS.values() for s in suffixes)
-    raise ValueError(f"{path}: cannot tell the format from the suffix {suffix!r} (known: {known}); give --format")
+    # Name what --format accepts: "give --format" alone reads as if any format (YAML, say) could be given.
+    formats = [f"{name} ({', '.join(suffixes)})" for name, suffixes in FORMATS.items()]
+    known = f"{', '.join(formats[:-1])} or {formats[-1]}"
+    raise ValueError(f"{path}: cannot tell the format from the suffix {suffix!r}: predict reads {known}; "
+                     "convert the file to one of them, or, if it is one under another suffix, give --format")
 
 
 # --------------------------------------------------------------------------- reading rows

@@ -115,6 +115,10 @@ def test_a_dynamic_graph_that_fails_its_gate_gives_way_to_the_weight_only_one(tm
     [dynamic] = report["not_kept"]
     assert dynamic["method"] == "dynamic" and not dynamic["gate"]["passed"] and dynamic["timing"]["speedup"] > 0
     assert sorted(p.name for p in (tmp_path / "bundle").glob("*.onnx")) == ["model.int8.onnx", "model.onnx"]
+    # Each held-out text read on its own, against the batches: counted, so a user knows how often int8
+    # answers depend on the requests read beside them.
+    alone = report["alone"]
+    assert alone["utterances"] == len(LABELLED_ROWS) and 0 <= alone["answers_differ"] <= len(LABELLED_ROWS)
     graph = onnx.load(str(tmp_path / "bundle" / "model.int8.onnx")).graph
     quantized = [node.name for node in graph.node if node.op_type == "MatMulNBits"]
     # Every encoder projection outside the fused attention (2 per layer of the tiny backbone's 2), no head.
@@ -164,6 +168,20 @@ def test_a_quantisation_this_runtime_lacks_leaves_the_first(tmp_path, monkeypatc
     assert sorted(p.name for p in (tmp_path / "bundle").glob("*.onnx")) == ["model.int8.onnx", "model.onnx"]
     assert not Engine(tmp_path / "bundle", provider="cpu").quantized
     exporter.export_bundle(checkpoint, tmp_path / "bundle", parity_data=rows)  # an earlier bundle is replaced
+
+
+def test_answers_differ_counts_rows_whose_labels_verdict_or_entities_change():
+    from intentvcs.core.entities import Entity
+    from intentvcs.core.outputs import tuple_array
+    from intentvcs.export.quantize import answers_differ
+
+    decision = Decision(("a", "b", "c"), activation="softmax", thresholds=[0.5] * 3, oos=ThresholdRule(0.9))
+    first, second = _outputs([0, 1, 2, 0]), _outputs([0, 2, 2, 0])  # row 1 changes its label
+    city = (Entity("city", 0, 5, 0.9),)
+    first = first._replace(entities=tuple_array([(), (), city, city]))
+    second = second._replace(entities=tuple_array([(), (), city, ()]))  # row 3 loses its entity
+    assert answers_differ(first, second, decision) == 2
+    assert answers_differ(first, first, decision) == 0
 
 
 def _outputs(top: list[int], labels: int = 3) -> GraphOutputs:

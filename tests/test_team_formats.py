@@ -68,6 +68,9 @@ def test_rasa_and_csv_read_as_the_jsonl_rows(tmp_path):
     ("bad.csv", "text,intent\nhi,greet\nhello,greet,extra\n", 3, "the row has 3 fields; the header has 2"),
     ("bad.csv", "text,intent\nhi,greet\n   ,greet\n", 3, "'text'"),
     ("empty.csv", "text,intent\n", None, "no rows"),
+    # "X " trained as an intent of its own beside "X"
+    ("bad.jsonl", '{"text": "hi", "labels": ["greet"]}\n{"text": "hey", "labels": ["greet "]}\n', 2,
+     "the label 'greet ' has leading or trailing whitespace"),
 ])
 def test_a_bad_file_names_file_line_and_reason(tmp_path, name, body, line, reason):
     path = tmp_path / name

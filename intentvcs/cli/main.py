@@ -9,6 +9,7 @@ inside their run functions only, so ``intentvcs --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
 import pkgutil
@@ -35,6 +36,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """``parser.parse_args``, but an unknown argument is reported by the subcommand's parser (its usage,
+    not the top-level one) with the closest option it has (``--epohcs``: did you mean ``--epochs``?);
+    exit 2, argparse's code for a usage error."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        target = _subparser(parser, getattr(args, "command", None)) or parser
+        target.error(unrecognized(target, unknown))
+    return args
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return None
+
+
+def unrecognized(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """argparse's "unrecognized arguments" message, with the closest option of ``parser`` for each unknown one."""
+    options = [option for action in parser._actions for option in action.option_strings]
+    guesses = {}
+    for arg in unknown:
+        name = arg.split("=", 1)[0]
+        if name.startswith("-") and name not in options:
+            close = difflib.get_close_matches(name, options, n=1)
+            if close:
+                guesses[name] = close[0]
+    message = f"unrecognized arguments: {' '.join(unknown)}"
+    if len(guesses) == 1:
+        message += f" (did you mean {next(iter(guesses.values()))}?)"
+    elif guesses:
+        message += f" (did you mean {', '.join(f'{right} for {wrong}' for wrong, right in guesses.items())}?)"
+    return message
+
+
 class Terminated(BaseException):
     """SIGTERM, raised where the command is, so that its outputs' temporary files are removed as on
     Ctrl-C (every writer cleans up on any exception); a BaseException, so no handler of errors takes it."""
@@ -46,7 +83,7 @@ def _terminated(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

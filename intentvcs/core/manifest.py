@@ -64,6 +64,9 @@ from intentvcs.core.relations import LabelRelations, RelationsError
 from intentvcs.core.spelling import SPELLING_FILE
 
 MANIFEST_FILE = "manifest.json"
+# A checkpoint's own file (``intentvcs.training.checkpoint.META_FILE``; named here, as this module imports no
+# training code): a folder holding it where a bundle is expected was passed as --bundle by mistake.
+CHECKPOINT_META = "checkpoint.json"
 MODEL_FILE = "model.onnx"
 INT8_MODEL_FILE = "model.int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
@@ -285,6 +288,11 @@ def read(path: str | os.PathLike) -> dict[str, Any]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
+        folder = Path(path).parent
+        if (folder / CHECKPOINT_META).is_file():
+            raise BundleError(path, f"missing: {folder} is a checkpoint (it holds {CHECKPOINT_META}), not a "
+                                    f"bundle; pass --checkpoint {folder}, or export it first (intentvcs export "
+                                    f"--checkpoint {folder} --out BUNDLE)") from None
         raise BundleError(path, "missing (not a bundle directory?)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BundleError(path, f"unreadable: {exc}") from None

@@ -87,15 +87,32 @@ def _csv_rows(path: Path) -> Iterator[Example]:
         try:
             rows = records(path, _Lines(handle))
             line, first = next(rows, (1, []))
+            if not any(cell.strip() for cell in first) and not any(
+                    cell.strip() for _, record in rows for cell in record):
+                # Nothing but whitespace (or a byte-order mark): not a header naming the wrong columns.
+                raise DataError(path, None, f"the file is empty (expected a header row naming at least "
+                                            f"{', '.join(CSV_REQUIRED)}, then one row per example)")
             header = [name.strip().lower() for name in first]
             missing = [name for name in CSV_REQUIRED if name not in header]
             if missing:
                 raise DataError(path, line, f"the header names no {' or '.join(missing)} column "
-                                         f"(expected at least {', '.join(CSV_REQUIRED)})")
+                                         f"(expected at least {', '.join(CSV_REQUIRED)}){_delimiter_hint(first)}")
             for line, record in rows:
                 yield _csv_row(path, line, header, record)
         except UnicodeDecodeError as exc:
             raise DataError(path, None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+
+
+def _delimiter_hint(header: list[str]) -> str:
+    """A hint when the header line holds no comma but a ';' or a tab: the file seems to use another
+    delimiter (Excel writes ';' where the decimal separator is a comma), which this reader does not."""
+    if len(header) != 1 or "," in header[0]:
+        return ""
+    used = [name for char, name in ((";", "';'"), ("\t", "tabs")) if char in header[0]]
+    if not used:
+        return ""
+    return (f"; the file seems to separate its columns with {' or '.join(used)}: this reader expects "
+            "commas (save it as comma-separated CSV)")
 
 
 class _Lines:

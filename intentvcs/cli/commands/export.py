@@ -89,9 +89,16 @@ def _summarise(result: dict[str, Any]) -> None:
     quantization = result["quantization"]
     if quantization is not None:
         agreement, timing = quantization["agreement"], quantization["timing"]
+        entities = (f", entity sets agree {agreement['entity_set_agreement']:.1%}"
+                    if "entity_set_agreement" in agreement else "")
         lines.append(f"int8       {quantization['method']}: label sets agree {agreement['label_set_agreement']:.1%}, "
-                     f"OOS agree {agreement['oos_agreement']:.1%}, max conf diff "
+                     f"OOS agree {agreement['oos_agreement']:.1%}{entities}, max conf diff "
                      f"{agreement['max_confidence_diff']:.3f}, speed-up {timing['speedup']:.2f}x")
+        alone = quantization.get("alone")
+        if alone is not None:
+            lines.append(f"int8 alone each text read on its own answers as in a batch on "
+                         f"{alone['utterances'] - alone['answers_differ']} of {alone['utterances']} (max conf diff "
+                         f"{alone['max_confidence_diff']:.3f}; INTENTVCS_QUANTIZED=off never depends on the batch)")
         lines.append(f"int8 gate  {_gate_line(quantization['gate'])}")
         for other in quantization.get("not_kept", []):
             if "error" in other:

@@ -14,6 +14,7 @@ and benchmarks and always stops it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -159,12 +160,39 @@ def serve_bundle(bundle: str | os.PathLike, port: int = DEFAULT_PORT, host: str 
     if quantized is not None:
         extra[f"{ENV_PREFIX}QUANTIZED"] = quantized
     env = service_env(bundle, port, workers, provider, threads, extra=extra)
+    check_port(host, port)  # else BentoML prints "serving" and then a page of circus traceback
     print(f"serving {env[f'{ENV_PREFIX}BUNDLE']} on http://{host}:{port} "
           f"({f'{workers} worker(s)' if workers else 'one worker per core on CPU, one on a GPU'}); "
           "docs at /, OpenAPI at /docs.json", file=sys.stderr)
     # exec: signals (Ctrl-C, SIGTERM from an orchestrator) reach BentoML directly.
     command = server_command(port, host)
     os.execve(command[0], command, env)
+
+
+class PortUnavailable(OSError):
+    """``--host``/``--port`` cannot be listened on (in use, privileged, not an address of this machine);
+    an ``OSError``, so the command line reports it in one line with exit 2."""
+
+
+def check_port(host: str, port: int) -> None:
+    """Bind ``host``:``port`` for a moment as the server would (``SO_REUSEADDR``, as BentoML's sockets do);
+    ``PortUnavailable`` naming both, and what to do, when it cannot be.
+
+    A check, not a reservation: something may still take the port before the server binds it."""
+    if not 0 <= port <= 65535:  # getaddrinfo would take 70000 as 4464
+        raise PortUnavailable(f"--port {port} is not a TCP port (0-65535)")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortUnavailable(f"cannot serve on {host}:{port}: the port is already in use; choose another "
+                                  "--port, or stop what holds it") from None
+        reason = exc.strerror or str(exc)
+        raise PortUnavailable(f"cannot serve on {host}:{port}: {reason}; choose another --host or --port") from None
 
 
 def free_port(host: str = DEFAULT_HOST) -> int:
