@@ -194,3 +194,45 @@ def test_relations_that_miss_a_training_label_are_refused_before_training(tmp_pa
     assert f"{relations}: label(s) ['{labels[0]}'] of the training rows are unknown to the relations" in \
         capsys.readouterr().err
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_data_a_team_would_not_expect_to_train_as_it_does_is_warned_about(caplog):
+    """An 'out_of_scope' intent (Rasa's convention, here an intent like any other), spans never judged (a
+    CSV validation file carries none), intents without validation rows and a small validation set each get
+    one warning before training; clean data gets none."""
+    import logging
+
+    from intentvcs.cli.commands.train import FEW_VALID_ROWS, warn_about_data
+    from intentvcs.core.dataio import Example, Span
+
+    train = [Example("order a latte", ("order",), spans=(Span(8, 13, "drink"),)),
+             Example("tell me a joke", ("out_of_scope",)), Example("where is the shop", ("find_store",))]
+    valid = [Example("a latte please", ("order",))]
+    with caplog.at_level(logging.WARNING, logger="intentvcs.cli.commands.train"):
+        warn_about_data(train, valid, "train.yml", "valid.csv")
+    text = caplog.text
+    assert "'out_of_scope' is trained as an intent of its own" in text
+    assert "valid.csv: no row carries an entity span" in text
+    assert "2 intent(s) have no validation row (find_store, out_of_scope)" in text
+    assert f"1 in-scope row(s) fit the out-of-scope cut" in text and str(FEW_VALID_ROWS) in text
+    caplog.clear()
+    clean_train = [Example(f"order a latte {i}", ("order",)) for i in range(3)]
+    clean_valid = [Example(f"a latte please {i}", ("order",)) for i in range(FEW_VALID_ROWS)]
+    with caplog.at_level(logging.WARNING, logger="intentvcs.cli.commands.train"):
+        warn_about_data(clean_train, clean_valid, "train.jsonl", "valid.jsonl")
+    assert caplog.text == ""
+
+
+def test_an_entity_head_that_found_nothing_is_warned_about(tmp_path, monkeypatch, caplog):
+    """On a few hundred rows the entity head at the encoder's rate learns nothing in a few epochs (slot F1 0
+    with no word said); the command now says what to change."""
+    import intentvcs.training.pipeline as pipeline
+
+    def trained(**kwargs):
+        return {"checkpoint": str(kwargs["out"]), "method": "pu", "best_epoch": 1, "train_seconds": 0.1,
+                "metrics": {"valid": {"slot_f1": 0.0}}}
+
+    monkeypatch.setattr(pipeline, "train_pipeline", trained)
+    assert main(["train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
+                 "--out", str(tmp_path / "ckpt")]) == 0
+    assert "the entity head found no entity" in caplog.text

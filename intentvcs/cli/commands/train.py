@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from intentvcs.cli.options import add_option, config_from_args, json_object, share
 # Torch-free (the settings only): parsing arguments must not import torch.
 from intentvcs.training.config import DecisionConfig, TrainConfig
+
+log = logging.getLogger(__name__)
+# Labels that name, in other NLU tools, what this service answers with its out-of-scope verdict.
+OOS_NAMES = ("out_of_scope", "nlu_fallback")
+# Fewer in-scope validation rows than this fit the out-of-scope cut on too few (a warning, not an error).
+FEW_VALID_ROWS = 100
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if not any(learnt.intersection(ex.labels) for ex in valid):  # refused now, not after the training
         raise ValueError(f"{args.valid}: no row carries a label of the training rows; the validation rows pick "
                          "the kept epoch and fit the decision layer, so they need some")
+    warn_about_data(train, valid, args.train, args.valid)
     result = train_pipeline(
         train=train,
         valid=valid,
@@ -101,9 +110,38 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.result:
         atomic.write_json(args.result, result)
+    valid_figures = result["metrics"].get("valid") or {}
+    if valid_figures.get("slot_f1") == 0.0 and any(ex.spans for ex in valid):
+        log.warning("the entity head found no entity of %s: with few training rows it takes more steps than the "
+                    "intents; train longer (--epochs) or give it its own rate (--tagger-lr 1e-2, the demo's)",
+                    args.valid)
     summary = {k: result[k] for k in ("checkpoint", "method", "best_epoch", "train_seconds")}
     summary.update({f"{split}_{k}": v for split in ("valid", "test") for k, v in
                     (result["metrics"].get(split) or {}).items() if not isinstance(v, (dict, list))})
     json.dump(summary, sys.stdout, indent=2)
     print()
     return 0
+
+
+def warn_about_data(train: Sequence, valid: Sequence, train_path: str, valid_path: str) -> None:
+    """Warn, before training, about data that trains but not as a team would expect (one line each)."""
+    labels = {label for ex in train for label in ex.labels}
+    named = sorted(labels.intersection(OOS_NAMES))
+    if named:
+        log.warning("%s: %s is trained as an intent of its own; the service answers what it does not know with "
+                    "\"out_of_scope\": true, learnt from rows without a label (labels [] in JSONL, an empty intent "
+                    "in a CSV)", train_path, " and ".join(repr(name) for name in named))
+    if any(ex.spans for ex in train) and not any(ex.spans for ex in valid):
+        log.warning("%s: no row carries an entity span, so the entity head is trained but never judged: the kept "
+                    "epoch and the int8 gate see no entity (a CSV carries none; give validation rows with spans "
+                    "in JSONL or Rasa YAML)", valid_path)
+    unseen = sorted(labels - {label for ex in valid for label in ex.labels})
+    if unseen:
+        log.warning("%s: %d intent(s) have no validation row (%s%s): their acceptance thresholds and the kept "
+                    "epoch are judged without rows of their own", valid_path, len(unseen), ", ".join(unseen[:5]),
+                    ", ..." if len(unseen) > 5 else "")
+    in_scope = sum(1 for ex in valid if not ex.is_out_of_scope)
+    if in_scope < FEW_VALID_ROWS:
+        log.warning("%s: %d in-scope row(s) fit the out-of-scope cut (it keeps a share of them in scope); with "
+                    "fewer than %d, in-scope requests near the cut are refused more often than that share says",
+                    valid_path, in_scope, FEW_VALID_ROWS)
