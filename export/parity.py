@@ -29,7 +29,8 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from intentvcs.core.dataio import Example, read_jsonl
+from intentvcs.core.dataio import Example
+from intentvcs.core.team_formats import read_examples
 from intentvcs.core.decision import Decision
 from intentvcs.core.outputs import GraphOutputs
 
@@ -109,10 +110,10 @@ class HeldOut(NamedTuple):
 
 
 def held_out_rows(path: str | os.PathLike | None) -> HeldOut:
-    """The rows of a canonical JSONL file, or the built-in sample."""
+    """The rows of a data file (JSONL, Rasa YAML or CSV), or the built-in sample."""
     if path is None:
         return HeldOut(list(SAMPLE_UTTERANCES), "built-in sample", None)
-    examples = list(read_jsonl(path))
+    examples = read_examples(path)
     if not examples:
         raise ValueError(f"{path}: no utterances for the parity check")
     return HeldOut([example.text for example in examples], str(path), examples)

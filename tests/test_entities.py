@@ -9,7 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from intentvcs.core.dataio import DataError, Span, check_span_types, parse_row
+from intentvcs.core.dataio import DataError, Span, parse_row
+from intentvcs.core.team_formats import check_span_types
 from intentvcs.core.entities import (
     IGNORE,
     OUTSIDE,

@@ -236,3 +236,43 @@ def test_an_entity_head_that_found_nothing_is_warned_about(tmp_path, monkeypatch
     assert main(["train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
                  "--out", str(tmp_path / "ckpt")]) == 0
     assert "the entity head found no entity" in caplog.text
+
+
+def test_train_evaluate_refit_and_export_read_rasa_yaml_and_csv(tmp_path, backbone):
+    """The formats the audit reads are the training commands' too (they took JSONL only: a Rasa file failed as
+    'invalid JSON'); a CSV carries no spans, so the YAML's train the entity head."""
+    import csv
+
+    rows = read_jsonl(DEFAULT_DATA / "train.jsonl")
+    valid_rows = read_jsonl(DEFAULT_DATA / "valid.jsonl")
+    by_intent: dict[str, list] = {}
+    for ex in rows:
+        if ex.labels:
+            by_intent.setdefault(ex.labels[0], []).append(ex)
+
+    def marked(ex):  # a Rasa example line, its spans as [text](type)
+        text, cursor, out = ex.text, 0, []
+        for span in sorted(ex.spans, key=lambda s: s.start):
+            out += [text[cursor:span.start], f"[{text[span.start:span.end]}]({span.label})"]
+            cursor = span.end
+        return "".join(out + [text[cursor:]])
+
+    nlu = tmp_path / "nlu.yml"
+    nlu.write_text("nlu:\n" + "".join(
+        f"- intent: {intent}\n  examples: |\n" + "".join(f"    - {marked(ex)}\n" for ex in examples)
+        for intent, examples in by_intent.items()), encoding="utf-8")
+    valid = tmp_path / "valid.csv"
+    with valid.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "intent"])
+        writer.writerows([ex.text, ex.labels[0] if ex.labels else ""] for ex in valid_rows)
+    ckpt = tmp_path / "ckpt"
+    assert main(["train", "--train", str(nlu), "--valid", str(valid), "--out", str(ckpt), "--backbone",
+                 str(backbone), "--epochs", "1", "--batch-size", "64"]) == 0
+    meta = json.loads((ckpt / "checkpoint.json").read_text())
+    assert len(meta["labels"]) == 19 and meta["entities"]["tags"]  # the YAML's spans trained the entity head
+    assert main(["evaluate", "--checkpoint", str(ckpt), "--data", str(valid), "--out", str(tmp_path / "e.json")]) == 0
+    assert json.loads((tmp_path / "e.json").read_text())["n"] == len(valid_rows)
+    assert main(["refit", "--checkpoint", str(ckpt), "--train", str(nlu), "--valid", str(valid)]) == 0
+    assert main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "bundle"), "--no-quantize",
+                 "--parity-data", str(valid)]) == 0

@@ -66,7 +66,8 @@ def check_scored_data(path: str, examples: Sequence[Example], model: Predictor) 
     """What ``evaluate`` and ``robustness`` check of labelled rows before scoring them: a gold label the model
     has no output for is named (a misspelt label would otherwise only lower the figures), and a span type it
     cannot tag is refused (``DataError``, file and line), as train and refit do."""
-    from intentvcs.core.dataio import check_span_types, counts_text, unknown_labels
+    from intentvcs.core.dataio import counts_text, unknown_labels
+    from intentvcs.core.team_formats import check_span_types
 
     unknown = unknown_labels(examples, model.labels)
     if unknown:

@@ -171,25 +171,8 @@ def _check_disjoint(spans: tuple[Span, ...]) -> None:
 
 def known_spans_only(rows: Iterable[Example], types: set[str]) -> list[Example]:
     """``rows`` with only the spans whose type is in ``types``, every row kept: validation data that
-    ``check_span_types`` accepts for a model trained on rows with those types."""
+    ``team_formats.check_span_types`` accepts for a model trained on rows with those types."""
     return [replace(row, spans=tuple(span for span in row.spans if span.label in types)) for row in rows]
-
-
-def check_span_types(path: str | os.PathLike, known: Iterable[str]) -> None:
-    """Refuse a row of ``path`` whose span type is not in ``known`` (the training data's types).
-
-    A model cannot learn a type it never saw, and scoring it would only count
-    misses, so the data is refused with the file, line and reason instead.
-    """
-    known = set(known)
-    path = Path(path)
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            for example in _parse_line(path, number, raw):
-                unknown = sorted({s.label for s in example.spans} - known)
-                if unknown:
-                    raise DataError(path, number, f"span type(s) {unknown} do not occur in the training data "
-                                                  f"(types there: {sorted(known)[:20]})")
 
 
 def text_problem(text: str, name: str) -> str | None:
@@ -237,6 +220,11 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[Example]:
 
     Raises ``DataError`` naming the file, and the line where there is one.
     """
+    return (example for _, example in iter_jsonl_numbered(path))
+
+
+def iter_jsonl_numbered(path: str | os.PathLike) -> Iterator[tuple[int, Example]]:
+    """``iter_jsonl``'s examples with the line each is on."""
     path = Path(path)
     if path.is_dir():
         raise DataError(path, None, "is a directory, not a JSONL file")
@@ -244,7 +232,8 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[Example]:
         raise DataError(path, None, "file not found")
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            yield from _parse_line(path, number, raw)
+            for example in _parse_line(path, number, raw):
+                yield number, example
 
 
 def _parse_line(path: Path, number: int, raw: bytes) -> Iterator[Example]:

@@ -28,11 +28,13 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from intentvcs.core.csv_records import records
-from intentvcs.core.dataio import DataError, Example, iter_jsonl, parse_row
+from intentvcs.core.dataio import DataError, Example, iter_jsonl_numbered, parse_row
 
+# How a command's help names the files it reads rows from (by suffix).
+FORMATS_HELP = "JSONL, a Rasa nlu.yml (.yml, .yaml) or a CSV of text,intent (.csv)"
 RASA_SUFFIXES = (".yml", ".yaml")
 CSV_SUFFIXES = (".csv",)
 CSV_REQUIRED = ("text", "intent")
@@ -53,17 +55,37 @@ def iter_examples(path: str | os.PathLike) -> Iterator[Example]:
     """``read_examples`` one row at a time, for files larger than memory should hold (JSONL and CSV
     stream; a Rasa file is parsed whole). A missing file is refused at once; a malformed row when it is
     read, and a file without rows at its end (``DataError``)."""
+    return (example for _, example in iter_numbered(path))
+
+
+def iter_numbered(path: str | os.PathLike) -> Iterator[tuple[int, Example]]:
+    """``iter_examples``'s rows with the line each begins on (a Rasa example's own line)."""
     path = Path(path)
     suffix = path.suffix.lower()
     jsonl = suffix not in RASA_SUFFIXES + CSV_SUFFIXES
     if not path.is_file():
         kind = "a JSONL file" if jsonl else "a data file"
         raise DataError(path, None, f"is a directory, not {kind}" if path.is_dir() else "file not found")
-    rows = iter_jsonl(path) if jsonl else _rasa_rows(path) if suffix in RASA_SUFFIXES else _csv_rows(path)
+    rows = (iter_jsonl_numbered(path) if jsonl else _rasa_rows(path) if suffix in RASA_SUFFIXES
+            else _csv_rows(path))
     return _not_empty(path, rows)
 
 
-def _not_empty(path: Path, rows: Iterator[Example]) -> Iterator[Example]:
+def check_span_types(path: str | os.PathLike, known: Iterable[str]) -> None:
+    """Refuse a row of ``path`` whose span type is not in ``known`` (the training data's types).
+
+    A model cannot learn a type it never saw, and scoring it would only count
+    misses, so the data is refused with the file, line and reason instead.
+    """
+    known = set(known)
+    for line, example in iter_numbered(path):
+        unknown = sorted({span.label for span in example.spans} - known)
+        if unknown:
+            raise DataError(path, line, f"span type(s) {unknown} do not occur in the training data "
+                                        f"(types there: {sorted(known)[:20]})")
+
+
+def _not_empty(path: Path, rows: Iterator[tuple[int, Example]]) -> Iterator[tuple[int, Example]]:
     empty = True
     for row in rows:
         empty = False
@@ -80,7 +102,7 @@ def _row(path: Path, line: int, obj: dict[str, Any]) -> Example:
 
 
 # ------------------------------------------------------------------ CSV
-def _csv_rows(path: Path) -> Iterator[Example]:
+def _csv_rows(path: Path) -> Iterator[tuple[int, Example]]:
     # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark, which would
     # otherwise be part of the first column's name.
     with path.open(encoding="utf-8-sig", newline="") as handle:
@@ -98,7 +120,7 @@ def _csv_rows(path: Path) -> Iterator[Example]:
                 raise DataError(path, line, f"the header names no {' or '.join(missing)} column "
                                          f"(expected at least {', '.join(CSV_REQUIRED)}){_delimiter_hint(first)}")
             for line, record in rows:
-                yield _csv_row(path, line, header, record)
+                yield line, _csv_row(path, line, header, record)
         except UnicodeDecodeError as exc:
             raise DataError(path, None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
 
@@ -147,7 +169,7 @@ def _csv_row(path: Path, line: int, header: list[str], record: list[str]) -> Exa
 
 
 # ------------------------------------------------------------------ Rasa
-def _rasa_rows(path: Path) -> Iterator[Example]:
+def _rasa_rows(path: Path) -> Iterator[tuple[int, Example]]:
     import yaml
 
     try:
@@ -203,7 +225,7 @@ def _mapping(node: Any) -> dict[str, Any]:
     return {key.value: value for key, value in node.value if isinstance(key, yaml.ScalarNode)}
 
 
-def _intent_rows(path: Path, fields: dict[str, Any]) -> Iterator[Example]:
+def _intent_rows(path: Path, fields: dict[str, Any]) -> Iterator[tuple[int, Example]]:
     import yaml
 
     intent, examples = fields["intent"], fields.get("examples")
@@ -220,8 +242,9 @@ def _intent_rows(path: Path, fields: dict[str, Any]) -> Iterator[Example]:
             continue
         if not line.startswith("-"):
             raise DataError(path, first + offset, f"an example line must start with '- ', got {line[:40]!r}")
-        text, spans = _annotated(path, first + offset, line[1:].strip())
-        yield _row(path, first + offset, {"text": text, "labels": [str(intent.value)], "spans": spans})
+        number = first + offset
+        text, spans = _annotated(path, number, line[1:].strip())
+        yield number, _row(path, number, {"text": text, "labels": [str(intent.value)], "spans": spans})
 
 
 def _annotated(path: Path, line: int, marked: str) -> tuple[str, list[dict[str, Any]]]:

@@ -8,6 +8,7 @@ import sys
 
 from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_scored_data, load_predictor,
                                          model_source)
+from intentvcs.core.team_formats import FORMATS_HELP
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,8 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "answered part by part, as served. A "
                                    "bundle is evaluated through the ONNX engine the service uses.")
     add_model_arguments(p)
-    p.add_argument("--data", required=True, help="JSONL with gold label sets ([] = out of scope) and, for slot "
-                                                 "figures, gold spans (a row without spans has no entities)")
+    p.add_argument("--data", required=True, help=f"rows with gold label sets ({FORMATS_HELP}; no label: out of "
+                                                 "scope) and, for slot figures, gold spans (JSONL or Rasa YAML; a "
+                                                 "row without spans has no entities)")
     p.add_argument("--out", required=True, help="result JSON")
     p.add_argument("--heatmap", help="write the prediction co-occurrence heatmap PNG here")
     add_segment_argument(p)
@@ -30,12 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
+    from intentvcs.core.team_formats import read_examples
     from intentvcs.core.segmentation import decide_segmented
 
     atomic.check_targets((args.out, args.heatmap), inputs=[args.data])
-    examples = read_jsonl(args.data)
+    examples = read_examples(args.data)
     model = load_predictor(args)
     check_scored_data(args.data, examples, model)
     graph, segmented = decide_segmented(model.decision, model.infer, [ex.text for ex in examples], args.segment)

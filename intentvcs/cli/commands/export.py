@@ -15,6 +15,7 @@ from typing import Any
 
 from intentvcs.cli import exit_codes
 from intentvcs.core.references import ROWS_PER_INTENT
+from intentvcs.core.team_formats import FORMATS_HELP
 from intentvcs.export.parity import PARITY_ATOL
 
 
@@ -37,8 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also write model.int8.onnx (dynamic int8 of the fused graph, or weight-only int8 when the "
                         "dynamic graph fails its accuracy gate) with its agreement, speed-up and gate; the service "
                         "serves it by default when the gate passed (default: on)")
-    p.add_argument("--parity-data", metavar="FILE.jsonl",
-                   help="held-out rows (canonical JSONL) for the parity check and, being labelled, the int8 "
+    p.add_argument("--parity-data", metavar="FILE",
+                   help=f"held-out rows ({FORMATS_HELP}) for the parity check and, being labelled, the int8 "
                         "accuracy gate; default: a built-in unlabelled sample (int8 then stays ungated, "
                         "and is served only with INTENTVCS_QUANTIZED=on)")
     p.add_argument("--references", action=argparse.BooleanOptionalAction, default=True,

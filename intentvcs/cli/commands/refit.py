@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from intentvcs.cli.commands.train import add_decision_options
+from intentvcs.core.team_formats import FORMATS_HELP
 from intentvcs.training.config import DecisionConfig
 
 
@@ -27,10 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "output class) and is neither refitted to nor away from: that needs intentvcs "
                                    "train. Export the checkpoint again to serve the result.")
     p.add_argument("--checkpoint", required=True, help="checkpoint directory written by intentvcs train")
-    p.add_argument("--train", required=True, help="the training JSONL the checkpoint was trained on (every one "
-                                                  "of its labels on some row, none other)")
-    p.add_argument("--valid", required=True, help="validation JSONL (rows with labels [] are out-of-scope)")
-    p.add_argument("--test", help="optional test JSONL to evaluate the refitted decision on")
+    p.add_argument("--train", required=True, help="the training rows the checkpoint was trained on (every one "
+                                                  f"of its labels on some row, none other): {FORMATS_HELP}")
+    p.add_argument("--valid", required=True, help="validation rows, same formats (a row without a label is out "
+                                                  "of scope)")
+    p.add_argument("--test", help="optional test rows, same formats, to evaluate the refitted decision on")
     add_decision_options(p)
     _default_to_the_checkpoint(p)
     p.set_defaults(func=run)
@@ -55,12 +57,12 @@ def given_settings(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.team_formats import read_examples
     from intentvcs.training.pipeline import refit_checkpoint, refit_settings
 
     decision = refit_settings(Path(args.checkpoint), given_settings(args))
-    result = refit_checkpoint(Path(args.checkpoint), read_jsonl(args.train), read_jsonl(args.valid),
-                              read_jsonl(args.test) if args.test else None, decision, train_source=args.train)
+    result = refit_checkpoint(Path(args.checkpoint), read_examples(args.train), read_examples(args.valid),
+                              read_examples(args.test) if args.test else None, decision, train_source=args.train)
     json.dump(result["metrics"], sys.stdout, indent=2)
     print()
     return 0

@@ -8,6 +8,7 @@ from intentvcs.cli.model_options import (add_model_arguments, add_segment_argume
                                          model_source)
 # Not from intentvcs.core.robustness: that imports the perturbation extra, which serving does not install.
 from intentvcs.core.evaluation import PRIMARY_METRICS
+from intentvcs.core.team_formats import FORMATS_HELP
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,9 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "Definitions: intentvcs/core/robustness.py.")
     add_model_arguments(p)
     add_segment_argument(p)
-    p.add_argument("--data", required=True, help="JSONL test file with gold label sets ([] = out of scope)")
-    p.add_argument("--train", help="the model's training JSONL: unseen_entities then draws only entity values no "
-                                   "training row has; without it, from the test rows' own values, unchecked")
+    p.add_argument("--data", required=True, help=f"test rows with gold label sets ({FORMATS_HELP}; no label: out "
+                                                 "of scope)")
+    p.add_argument("--train", help="the model's training rows, same formats: unseen_entities then draws only "
+                                   "entity values no training row has; without it, from the test rows' own values, "
+                                   "unchecked")
     p.add_argument("--out", required=True, help="report JSON")
     p.add_argument("--md", help="also write the report as a Markdown table here")
     p.add_argument("--operators", nargs="+", metavar="NAME",
@@ -38,13 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.team_formats import read_examples
     from intentvcs.core.robustness import expand_operators, render_markdown, run_suite
 
     operators = expand_operators(args.operators)  # a typo fails before the model loads
     atomic.check_targets((args.out, args.md), inputs=[args.data])
-    examples = read_jsonl(args.data)
-    train = read_jsonl(args.train) if args.train else None
+    examples = read_examples(args.data)
+    train = read_examples(args.train) if args.train else None
     model = load_predictor(args)
     check_scored_data(args.data, examples, model)
     report = run_suite(examples, model, operators, args.draws, args.seed, args.metric, train=train,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from intentvcs.cli.options import add_option, config_from_args, json_object, share
+from intentvcs.core.team_formats import FORMATS_HELP
 # Torch-free (the settings only): parsing arguments must not import torch.
 from intentvcs.training.config import DecisionConfig, TrainConfig
 
@@ -22,11 +23,12 @@ FEW_VALID_ROWS = 100
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a PU multi-label intent model and write a checkpoint",
-                       description="Fine-tune an encoder on JSONL data, calibrate it on validation data and "
-                                   "write a checkpoint directory (atomically).")
-    p.add_argument("--train", required=True, help="training JSONL (one observed label per row)")
-    p.add_argument("--valid", required=True, help="validation JSONL (rows with labels [] are out-of-scope)")
-    p.add_argument("--test", help="optional test JSONL (gold label sets) to evaluate after training")
+                       description="Fine-tune an encoder on labelled rows (JSONL, Rasa YAML or CSV), calibrate "
+                                   "it on validation rows and write a checkpoint directory (atomically).")
+    p.add_argument("--train", required=True, help=f"training rows, one observed label each: {FORMATS_HELP}")
+    p.add_argument("--valid", required=True, help="validation rows, same formats (a row without a label is "
+                                                  "out of scope: labels [] in JSONL, an empty intent in a CSV)")
+    p.add_argument("--test", help="optional test rows (gold label sets), same formats, evaluated after training")
     p.add_argument("--out", required=True, help="checkpoint directory to write (an earlier checkpoint there is "
                    "replaced; any other non-empty folder only with --force)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier checkpoint")
@@ -74,7 +76,7 @@ def add_decision_options(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.dataio import check_span_types, read_jsonl
+    from intentvcs.core.team_formats import check_span_types, read_examples
     from intentvcs.training.pipeline import train_pipeline
 
     atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test])
@@ -85,14 +87,14 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--valid {args.valid} is the --train file; give held-out rows: the decision layer (its "
                          "thresholds and out-of-scope cut) is fitted on them, and on the training rows it would "
                          "be fitted to what the model has memorised")
-    train = read_jsonl(args.train)
+    train = read_examples(args.train)
     # A span type the training rows never show cannot be learnt, only missed
     # (data without any spans trains no entity head, and its spans are not read).
     types = {span.label for ex in train for span in ex.spans}
     for path in (args.valid, args.test) if types else ():
         if path:
             check_span_types(path, types)
-    valid = read_jsonl(args.valid)
+    valid = read_examples(args.valid)
     learnt = {label for ex in train for label in ex.labels}
     if not any(learnt.intersection(ex.labels) for ex in valid):  # refused now, not after the training
         raise ValueError(f"{args.valid}: no row carries a label of the training rows; the validation rows pick "
@@ -101,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     result = train_pipeline(
         train=train,
         valid=valid,
-        test=read_jsonl(args.test) if args.test else None,
+        test=read_examples(args.test) if args.test else None,
         config=config,
         decision=decision,
         out=Path(args.out),
