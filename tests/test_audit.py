@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import typing
 
 import numpy as np
 import pytest
@@ -546,6 +547,25 @@ def test_out_of_scope_verdict_is_set_aside_and_reported(world):
     finding = report.findings[0]
     assert finding.verdict.relation == "duplicate"
     assert finding.out_of_scope.rate == 1.0
+
+
+def test_rows_the_service_refuses_as_new_are_no_duplicate_of_the_intent_forced_on_them(world):
+    """A new intent the distance rule refuses on every row, the classifier putting it in A: novel, its
+    rationale saying why (a gift-card balance was typed a duplicate of loyalty points, a merge proposed,
+    while the service refused all 8 of its rows). A refusal by confidence alone still decides as before
+    (the test above)."""
+
+    @dataclasses.dataclass
+    class FarFromTraining(ThresholdRule):
+        refusal_is_novelty: typing.ClassVar[bool] = True
+
+    engine = FakeEngine(world.table)
+    engine.decision = dataclasses.replace(engine.decision, oos=FarFromTraining(1e-6))
+    report = audit_batch(engine, world.rows("dupA", 40, A_MIX, ("A",)), world.training(),
+                         AuditConfig(progress=False))
+    finding = report.findings[0]
+    assert finding.verdict.relation == "novel", finding.verdict.rationale
+    assert "out of scope" in finding.verdict.rationale and finding.out_of_scope.rate == 1.0
 
 
 # ----------------------------------------------------------------- estimators

@@ -134,6 +134,10 @@ class OOSRule:
     """Common interface: ``score``, ``judge``, ``to_dict`` (``from_dict`` per rule)."""
 
     name: ClassVar[str]
+    # Whether a refusal says the text is unlike what the model knows (far from its training utterances, or
+    # the trained out-of-scope class), not merely that the classifier is unsure: the upgrade audit then reads
+    # acceptance on refused rows as the classifier's forced choice (``intentvcs.service.audit.rules``).
+    refusal_is_novelty: ClassVar[bool] = False
     threshold: float
     part_threshold: float | None = None  # the cut for parts of a text judged out of scope (None: ``threshold``)
 
@@ -306,6 +310,7 @@ class DistanceRule(OOSRule):
     """
 
     name: ClassVar[str] = "distance"
+    refusal_is_novelty: ClassVar[bool] = True
     means: np.ndarray
     precision: np.ndarray
     threshold: float = 0.0
@@ -464,6 +469,7 @@ class TrainRule(OOSRule):
     """OOS when the ``oos`` class (column ``index``) is strictly the top confidence."""
 
     name: ClassVar[str] = "train"
+    refusal_is_novelty: ClassVar[bool] = True
     index: int = 0
     threshold: float = field(default=0.0, init=False)
 

@@ -6,7 +6,11 @@ and reports the served OOS verdict separately (``Finding.out_of_scope``). The
 OOS rule answers "should the service answer at all" and is fitted to reject
 uncertain traffic; the audit asks which existing intents the classifier puts
 an utterance in, and a tight OOS rule would hide exactly the overlaps it looks
-for (a duplicate's rows accepted at 0.9 confidence, rejected as OOS).
+for (a duplicate's rows accepted at 0.9 confidence, rejected as OOS). Except
+where a refusal says the rows are new (``OOSRule.refusal_is_novelty``: the
+distance rule, the trained OOS class): a new intent whose rows are mostly
+refused so is no duplicate, subset or superset of the intent the classifier
+forces on them (``AuditConfig.target_oos_max``, ``superset_oos_max``).
 
 Cost is bounded whatever the batch's size: the batch is read once, row by
 row, keeping a seeded sample of at most ``intent_cap`` rows per new intent
@@ -400,17 +404,20 @@ class _Audit:
                             for rows_of_e in theirs)
         to_existing = tuple(wilson(int(counts[j]), n, config.confidence) for j in keep)
         to_new = tuple(memberships[c].count if c in memberships else None for c in candidates)
+        out_of_scope = wilson(int(self.out_of_scope[rows].sum()), n, config.confidence)
+        # A refusal by confidence alone (the threshold rule) says the classifier is unsure, not that the
+        # rows are new: those rules keep deciding on acceptance, as the module docstring says.
+        novelty = out_of_scope if self.oos_rule.refusal_is_novelty else None
         verdict = decide(Evidence(
             intent=name, candidates=tuple(candidates), to_existing=to_existing, to_new=to_new,
             accepted=accepted[:, keep], independent=independent[:, keep],
             ranked=self.ranked[np.ix_(rows, keep)], pair_baseline=self.pair_baseline(keep),
             implication=self.implication[np.ix_(keep, keep)], multi=multi, pivots=pivots,
-            word_pivots=word_pivots, segmented=segmented), config)
+            word_pivots=word_pivots, segmented=segmented, out_of_scope=novelty), config)
         scored = Scored([self.examples[i] for i in rows], self.confidences[rows], accepted)
         good, counter = examples(verdict, scored, self.labels, config.examples_cap)
         pairs = tuple(PairContainment(c, fwd, back, self.references[c].source if back is not None else None, pivot)
                       for c, fwd, back, pivot in zip(candidates, to_existing, to_new, pivots))
-        out_of_scope = wilson(int(self.out_of_scope[rows].sum()), n, config.confidence)
         return Finding(verdict=verdict, rows=self.rows_per_intent[name], scored_rows=n, containment=pairs,
                        multi_intent=multi, out_of_scope=out_of_scope, examples=good, counter_examples=counter,
                        relabel=relabel_list(memberships, self.references, config.relabel_cap))

@@ -31,7 +31,8 @@ DEFAULT_SEVERITY = {
 
 # The fields that are rates in [0, 1], and those that count (>= 1).
 RATES = ("high", "back_high", "sub_min", "part_min", "cover_min", "superset_back_min", "union_part_min",
-         "union_cover", "composite_min", "segment_min", "corank_min", "part_share", "same_alpha", "entity_gap")
+         "union_cover", "composite_min", "segment_min", "corank_min", "part_share", "same_alpha", "entity_gap",
+         "target_oos_max", "superset_oos_max")
 COUNTS = ("knn_k", "min_rows", "intent_cap", "reference_cap", "max_candidates", "max_new_pairs", "permutations",
           "segment_cap", "infer_chunk")
 
@@ -92,6 +93,17 @@ class AuditConfig:
                      from E is a subset).
       entity_gap:    least difference in an entity type's share of rows
                      that can tell two intents apart.
+      target_oos_max, superset_oos_max: the share of N's rows the served model
+                     answers out of scope at or above which N is no duplicate or
+                     subset (rule 2), no superset (rule 3): its rows are not
+                     utterances the model knows, and accepting E on them is the
+                     classifier's forced choice (a gift-card balance read as a
+                     loyalty-points one, every row refused as out of scope, was
+                     typed a duplicate and a merge proposed). On the scored
+                     scenarios true duplicates have at most 6% of their rows
+                     refused, subsets 21%, supersets that absorb one intent and
+                     add new scope 71%; composites, refused up to 88% (the whole
+                     chained text is judged), are not guarded.
     Estimation:
       confidence:    level of the Wilson intervals (0.95).
       knn_k:         neighbours of the kNN membership test for contain(E->N).
@@ -138,6 +150,8 @@ class AuditConfig:
     segment_min: float = 0.35
     corank_min: float = 0.3
     part_share: float = 0.5
+    target_oos_max: float = 0.5
+    superset_oos_max: float = 0.9
     same_alpha: float = 0.01
     entity_gap: float = 0.1
     confidence: float = 0.95

@@ -44,7 +44,9 @@ fields.
    on N's rows is its forced choice on unfamiliar input (a softmax must put
    its mass somewhere), not containment; unless a word pivot explains the
    low estimate (N is the part of E that says the word, and the embedding
-   does not see words).
+   does not see words). N whose rows the served model mostly answers out of
+   scope (``target_oos_max``) has no target: they are not utterances of E it
+   knows.
 2a. A subset of E whose rows also carry an unrelated existing intent B,
    accepted on >= ``part_min`` of N's rows and with contain(B->N) >=
    ``sub_min`` (B's own rows resemble N's, so B is no forced choice), is a
@@ -58,7 +60,9 @@ fields.
 3. superset: parts = candidates with contain(E->N) >= ``superset_back_min`` (E lies
    inside N), keeping the most general (a part that implies another part is
    dropped). If the rows of N accepting some part cover >= ``cover_min`` of
-   N, N is a superset of the parts (too generic). One part suffices.
+   N, N is a superset of the parts (too generic). One part suffices. Not
+   when the served model answers ``superset_oos_max`` or more of N's rows out
+   of scope.
 3b. union, read from acceptance (``_accepted_union``; with rule 3 ahead of
    rule 2): two or more unrelated candidates, each accepted on >=
    ``union_part_min`` of N's rows and together on >= ``union_cover``, none
@@ -123,7 +127,8 @@ class Evidence:
     split at a connector are accepted as, with its count over the sampled
     rows (``None``: no row splits into two intents); ``word_pivots`` holds,
     per candidate, the word on nearly all of N's rows and on fewer of the
-    candidate's (``intentvcs.service.audit.words``), ``None`` where none is.
+    candidate's (``intentvcs.service.audit.words``), ``None`` where none is;
+    ``out_of_scope`` the share of N's rows the served model refuses.
     """
 
     intent: str
@@ -139,6 +144,7 @@ class Evidence:
     pivots: tuple[EntityPivot | None, ...] = ()
     segmented: tuple[tuple[str, str], Count] | None = None
     word_pivots: tuple[WordPivot | None, ...] = ()
+    out_of_scope: Count | None = None  # N's rows the served model answers out of scope
 
     @property
     def n(self) -> int:
@@ -222,8 +228,15 @@ def _word(ev: Evidence, j: int, config: AuditConfig) -> WordPivot | None:
     return pivot if pivot is not None and pivot.p_value < config.same_alpha else None
 
 
+def _refused(ev: Evidence, most: float) -> bool:
+    """Whether the served model answers ``most`` or more of N's rows out of scope (see ``AuditConfig``)."""
+    return ev.out_of_scope is not None and ev.out_of_scope.rate >= most
+
+
 def _single_target(ev: Evidence, config: AuditConfig) -> Verdict | None:
     """Rule 2, and rule 2a on a subset."""
+    if _refused(ev, config.target_oos_max):
+        return None
     # A candidate whose rows barely resemble N's (contain(E->N) < sub_min) is no target, unless a word
     # explains why: N is the part of E that says it, and the embedding does not see words.
     targets = [j for j, c in enumerate(ev.to_existing)
@@ -326,6 +339,8 @@ def _accepted_union(ev: Evidence, config: AuditConfig) -> Verdict | None:
     estimate needs many of N's rows near E's (measured 5-72% for the parts of
     generated unions whose truth is 100%), so rule 3 alone misses one part.
     """
+    if _refused(ev, config.superset_oos_max):
+        return None
     parts: list[int] = []
     for j in sorted(range(len(ev.candidates)), key=lambda j: -ev.to_existing[j].rate):
         mine = ev.accepted[:, j]
@@ -361,6 +376,8 @@ def _coverage(ev: Evidence, parts: list[int], config: AuditConfig) -> tuple[np.n
 
 
 def _superset(ev: Evidence, config: AuditConfig, min_accepted: float = 0.0) -> Verdict | None:
+    if _refused(ev, config.superset_oos_max):
+        return None
     inside = [j for j, c in enumerate(ev.to_new) if c is not None and c.rate >= config.superset_back_min
               and ev.to_existing[j].rate >= min_accepted]
     parts = _most_general(inside, ev.implication)
@@ -410,6 +427,10 @@ def _novel(ev: Evidence, config: AuditConfig) -> Verdict:
         if ev.to_existing[0].rate >= config.high and back is not None and back.rate < config.sub_min:
             rationale += (f" (only {back.rate:.0%} of {best} resembles {ev.intent}: the model's forced "
                           f"choice, not containment)")
+        elif _refused(ev, config.target_oos_max):
+            rationale += (f" (the service answers {ev.out_of_scope.rate:.0%} of {ev.intent}'s rows out of scope: "
+                          f"they are not utterances of {best} it knows, and accepting {best} is the classifier's "
+                          f"forced choice)")
         support = ~ev.accepted.any(axis=1)
     else:
         rationale = f"no existing intent is accepted on {config.part_min:.0%} or more of {ev.intent}'s rows"
