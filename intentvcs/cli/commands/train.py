@@ -77,7 +77,6 @@ def add_decision_options(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.team_formats import check_span_types, read_examples
-    from intentvcs.training.pipeline import train_pipeline
 
     atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test])
     atomic.check_folder_target(args.out, inputs=[args.train, args.valid, args.test, args.relations],
@@ -100,10 +99,13 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.valid}: no row carries a label of the training rows; the validation rows pick "
                          "the kept epoch and fit the decision layer, so they need some")
     warn_about_data(train, valid, args.train, args.valid)
+    test = read_examples(args.test) if args.test else None
+    from intentvcs.training.pipeline import train_pipeline  # torch: seconds to import, after the data's checks
+
     result = train_pipeline(
         train=train,
         valid=valid,
-        test=read_examples(args.test) if args.test else None,
+        test=test,
         config=config,
         decision=decision,
         out=Path(args.out),
