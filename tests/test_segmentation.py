@@ -88,6 +88,23 @@ def test_a_run_of_connectors_and_marks_is_left_out_of_both_parts(text):
     assert [text[a:b] for a, b in cut(text)] == ["play jazz", "turn off the lights"]
 
 
+@pytest.mark.parametrize("text", ["switch off the kitchen lamps, sorry the lights", "please play, i mean transfer $75",
+                                  "turn off the lights, no wait turn on the lights"])
+def test_a_self_repair_is_not_cut_from_what_it_corrects(text):
+    """"..., sorry the lights" was a request of its own (answered as turning the lights on beside off)."""
+    assert cut(text) == [(0, len(text))]
+
+
+def test_a_short_part_acting_on_a_pronoun_continues_the_request_before_it(monkeypatch):
+    """"find me a comedy podcast and play it" answered podcasts and music (its "play it" part read as music);
+    it is one request. Here "play" reads as the play intent wherever it appears."""
+    monkeypatch.setitem(KEYWORDS, "play", "play")
+    accepted, parts, _, _, _ = answer("check the weather and play it")
+    assert accepted == {"weather"} and len(parts) == 1
+    accepted, _, _, _, _ = answer("check the weather and play some songs")
+    assert accepted == {"weather", "play"}
+
+
 def test_a_connector_must_be_a_word_of_its_own():
     assert cut("play rock-and-roll then dim the lights") == [(0, 18), (24, 38)]
     assert cut("play the band thence the lights") == [(0, 31)]

@@ -21,7 +21,9 @@ are read by the same model in one more graph run, and the parts decide:
    nanny cam and send the feed to my phone"). A part whose every word lies
    inside an entity the model finds in it, or joins two ("and", a comma), is
    a fragment too: it names something ("washington dc and boston", "delta
-   and united airlines", "apples and grapes"), it asks nothing.
+   and united airlines", "apples and grapes"), it asks nothing; so is a short
+   part acting on a pronoun ("... and play it"): it continues the request
+   before it.
 2. Adjacent parts are grouped: a fragment joins its neighbour, and a confident
    part that shares an accepted intent with the group before it continues
    that group ("flights to boston and from boston to denver" is one request).
@@ -54,7 +56,13 @@ _JOINER = r"(?:[,;]|(?<![^\s,;])(?:and then|and also|after that|and|then|also|pl
 CONNECTOR = re.compile(rf"\s*{_JOINER}(?:\s*{_JOINER})*\s*", re.IGNORECASE)
 # The words of a connector: a part made of entities and these only names things ("apples and grapes").
 _JOINER_WORD = re.compile(rf"^{_JOINER}+$", re.IGNORECASE)
+# A self-repair ("turn off the lamps, sorry the lights", "please play, i mean transfer $75 to Alex"): what
+# follows corrects what came before, so the connector before it cuts nothing and the two read as one request.
+REPAIR = re.compile(r"(?:sorry|i mean|no wait|wait|actually|or rather|scratch that)\b", re.IGNORECASE)
 MIN_WORDS = 2  # a part shorter than this is never cut off ("rock and roll" stays whole)
+# "Find me a comedy podcast and play it": a part this short ending in one of these acts on the part before.
+PRONOUNS = frozenset({"it", "that", "this", "them", "those", "these"})
+REFERS_BACK_WORDS = 3
 OOS_PART_MIN_WORDS = 3  # an out-of-scope part this long is a request of its own, shorter is a fragment
 # A part answers on its own only when the model is about as sure of it as of the whole text's best reading:
 # a follow-up such as "..., do you know how" maps to some intent, less surely. Chosen on the validation
@@ -109,7 +117,7 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
     give, does not protect it), nor a start inside one, in a connector or at
     the word right after one: the connector cuts there, under the same rules
     (a start there once cut where the connector was refused, leaving parts
-    such as "dallas and also"). A piece of fewer than ``MIN_WORDS`` words is
+    such as "dallas and also"); nor one before a self-repair (``REPAIR``). A piece of fewer than ``MIN_WORDS`` words is
     not cut off: it stays with the piece before it, the first with the one
     after ("add bread and butter and turn off the lights": "add bread and
     butter" | "turn off the lights"; the remainder's words were counted to the
@@ -124,7 +132,8 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
     pieces: list[list[int]] = []
     begin = 0
     for left, right in points:
-        if left >= begin and not any(a < left and right < b for a, b in protected):
+        if left >= begin and not any(a < left and right < b for a, b in protected) \
+                and not REPAIR.match(text, right):
             pieces.append([begin, left])
             begin = right
     pieces.append([begin, len(text)])
@@ -154,6 +163,13 @@ def _names_only(part: str, entities: Sequence[Entity]) -> bool:
     return bool(spans) and all(any(a <= word.start() and word.end() <= b for a, b in spans)
                                or _JOINER_WORD.match(word.group())
                                for word in re.finditer(r"\S+", part))
+
+
+def _refers_back(part: str) -> bool:
+    """A short part whose object is a pronoun ("... and play it", "... then book that") acts on what the part
+    before it named: it continues that request rather than making one of its own."""
+    words = part.lower().split()
+    return len(words) <= REFERS_BACK_WORDS and words[-1].strip(".,!?;:") in PRONOUNS
 
 
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:
@@ -200,7 +216,8 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
         names = (names_are_fragments and part_outputs.entities is not None
                  and _names_only(texts[row][a:b], part_outputs.entities[index]))
         groups_by_row.setdefault(row, []).append(
-            _Group.of_part(strict, index, a, b, texts[row], whole_top[row] - margin, names))
+            _Group.of_part(strict, index, a, b, texts[row], whole_top[row] - margin,
+                           names or _refers_back(texts[row][a:b])))
     segmented = _join(whole, strict, groups_by_row, [len(t) for t in texts])
     return _with_part_entities(outputs, part_outputs, pieces, segmented, infer, texts), segmented
 
