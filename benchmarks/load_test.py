@@ -63,10 +63,8 @@ UTTERANCES = [
 ]
 
 
-def percentiles(latencies_s: list[float]) -> dict[str, float | None]:
-    """p50/p95/p99 in milliseconds (None without a latency to take them of)."""
-    if not latencies_s:
-        return {"p50_ms": None, "p95_ms": None, "p99_ms": None}
+def percentiles(latencies_s: list[float]) -> dict[str, float]:
+    """p50/p95/p99 in milliseconds."""
     p50, p95, p99 = np.percentile(np.asarray(latencies_s) * 1000.0, [50, 95, 99])
     return {"p50_ms": round(float(p50), 2), "p95_ms": round(float(p95), 2), "p99_ms": round(float(p99), 2)}
 
@@ -92,6 +90,7 @@ async def idle(url: str, requests: int, warmup: int = 20, texts: Sequence[str] =
             await _post(session, url, rng.choice(texts))
         results = [await _post(session, url, rng.choice(texts)) for _ in range(requests)]
     latencies = [latency for latency, ok in results if ok]  # a fast refusal is no answer
+    _some_answered(url, latencies, requests)
     return {"mode": "idle", "concurrency": 1, "requests": requests,
             "errors": sum(not ok for _, ok in results), **percentiles(latencies)}
 
@@ -124,12 +123,20 @@ async def load(url: str, concurrency: int, duration_s: float, texts: Sequence[st
         await asyncio.wait_for(asyncio.gather(*(client(i, session) for i in range(concurrency))),
                                timeout=duration_s + 90)
         elapsed, client_cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    _some_answered(url, latencies, len(latencies) + errors)
     # The client shares the host's cores with the server: what it used is what the server could not.
     return {"mode": "load", "concurrency": concurrency, "duration_s": round(elapsed, 1),
             "requests": len(latencies) + errors, "errors": errors,
             "utt_per_s": round(len(latencies) / elapsed, 1), **percentiles(latencies),
             "client_cores": round(client_cpu / elapsed, 3),
-            "client_cpu_ms_per_request": round(1000 * client_cpu / max(len(latencies), 1), 3)}
+            "client_cpu_ms_per_request": round(1000 * client_cpu / (len(latencies) + errors), 3)}
+
+
+def _some_answered(url: str, latencies: list[float], requests: int) -> None:
+    """A run in which nothing was answered measured no service: it fails, naming why, rather than
+    returning figures of nothing."""
+    if not latencies:
+        raise RuntimeError(f"{url}: none of the {requests} requests was answered (is the server up?)")
 
 
 def engine_throughput(bundle: str, batch_size: int = 32, seconds: float = 10.0, threads: int | None = None) -> dict:

@@ -362,3 +362,16 @@ def test_the_sorted_transformers_baseline_answers_in_the_given_order(tiny):
     ordered = transformers_backend(tiny["checkpoint"], opened_max_length, 1, 2, sort_by_length=True)(texts)
     assert abs(plain - ordered).max() < 1e-4
 
+
+def test_a_load_run_that_nothing_answered_fails_by_name():
+    """Against a closed port every request fails: the run is an error naming the URL, not figures of
+    nothing (its None percentiles crashed perf_bench's p99/p50)."""
+    import asyncio
+
+    from benchmarks import load_test
+    from intentvcs.cli.commands.serve import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(RuntimeError, match="none of the .* requests was answered"):
+        asyncio.run(load_test.load(url, concurrency=1, duration_s=0.2))
+

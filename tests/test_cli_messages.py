@@ -61,6 +61,15 @@ def test_an_option_typo_names_the_subcommand_and_the_closest_option(capsys):
     assert "intentvcs train: error: unrecognized arguments: --epohcs 3 (did you mean --epochs?)" in err, err
 
 
+def test_an_option_typo_before_the_command_is_the_top_level_parsers(capsys):
+    """--verbsoe before "train" was reported by train's parser and matched against train's options."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["--verbsoe", "train", "--train", "t.jsonl", "--valid", "v.jsonl", "--out", "o"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("usage: intentvcs [-h]"), err
+    assert "intentvcs: error: unrecognized arguments: --verbsoe (did you mean --verbose?)" in err, err
+
+
 def test_an_option_typo_with_a_value_and_an_unknown_word():
     from intentvcs.cli.main import _subparser, build_parser, unrecognized
 

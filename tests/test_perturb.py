@@ -325,7 +325,8 @@ def test_asr_numbers_spells_numbers_out():
         "my 1,234th visit": "my one thousand two hundred thirty fourth visit",
         "the 101st floor": "the one hundred first floor",
         # past what num2words names (it raised OverflowError): digit by digit
-        "the " + "1" * 307 + "th": "the " + " ".join(["one"] * 307),
+        "the " + "1" * 307 + "th": "the " + " ".join(["one"] * 306 + ["first"]),
+        "the 1000000000000000th": "the one quadrillionth",
         "pay " + "9" * 320 + ".5": "pay " + " ".join(["nine"] * 320) + " point five",
     }
     for text, expected in cases.items():

@@ -95,6 +95,11 @@ def test_a_self_repair_is_not_cut_from_what_it_corrects(text):
     assert cut(text) == [(0, len(text))]
 
 
+@pytest.mark.parametrize("text", ["turn off the lights and wait for ten minutes", "turn off the lights, actually play jazz"])
+def test_words_that_also_start_requests_are_no_self_repair(text):
+    assert len(cut(text)) == 2
+
+
 def test_a_short_part_acting_on_a_pronoun_continues_the_request_before_it(monkeypatch):
     """"find me a comedy podcast and play it" answered podcasts and music (its "play it" part read as music);
     it is one request. Here "play" reads as the play intent wherever it appears."""
@@ -102,6 +107,9 @@ def test_a_short_part_acting_on_a_pronoun_continues_the_request_before_it(monkey
     accepted, parts, _, _, _ = answer("check the weather and play it")
     assert accepted == {"weather"} and len(parts) == 1
     accepted, _, _, _, _ = answer("check the weather and play some songs")
+    assert accepted == {"weather", "play"}
+    # The first part has no request before it: "play it" stays a request of its own.
+    accepted, _, _, _, _ = answer("play it and check the weather")
     assert accepted == {"weather", "play"}
 
 

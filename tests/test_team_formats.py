@@ -152,3 +152,12 @@ def test_the_audit_command_refuses_a_malformed_csv_with_exit_2(tmp_path, capsys,
     assert code == 2
     assert err == f"intentvcs audit: error: {bad}:3: the row has 1 fields; the header has 2\n"
     assert not (tmp_path / "report.json").exists()
+
+
+def test_a_row_read_to_predict_is_not_refused_for_its_labels():
+    """The whitespace check guards training and scoring; predict reads only the text (it refused the file)."""
+    from intentvcs.core.dataio import parse_row
+
+    assert parse_row({"text": "play jazz", "labels": ["PlayMusic "]}, require_labels=False).text == "play jazz"
+    with pytest.raises(ValueError, match="leading or trailing whitespace"):
+        parse_row({"text": "play jazz", "labels": ["PlayMusic "]})

@@ -42,7 +42,11 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -
     exit 2, argparse's code for a usage error."""
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        target = _subparser(parser, getattr(args, "command", None)) or parser
+        command = getattr(args, "command", None)
+        words = list(sys.argv[1:] if argv is None else argv)
+        # An unknown argument before the command's name is the top-level parser's (--verbsoe: --verbose?).
+        before = command in words and any(words.index(arg) < words.index(command) for arg in unknown if arg in words)
+        target = parser if before else _subparser(parser, command) or parser
         target.error(unrecognized(target, unknown))
     return args
 

@@ -114,8 +114,9 @@ def parse_row(obj: Any, require_labels: bool = True) -> Example:
         raise ValueError(f"'labels' has duplicates: {labels}")
     for label in labels:
         check_unicode("a label", label)
-        if label != label.strip():
-            # "X " would train as an intent of its own beside "X", answered and counted apart.
+        if require_labels and label != label.strip():
+            # "X " would train as an intent of its own beside "X", answered and counted apart; a row read
+            # to predict is not trained or scored on its labels.
             raise ValueError(f"the label {label!r} has leading or trailing whitespace")
     ident = obj.get("id")
     if ident is not None and not isinstance(ident, str):

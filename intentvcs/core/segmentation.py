@@ -58,7 +58,8 @@ CONNECTOR = re.compile(rf"\s*{_JOINER}(?:\s*{_JOINER})*\s*", re.IGNORECASE)
 _JOINER_WORD = re.compile(rf"^{_JOINER}+$", re.IGNORECASE)
 # A self-repair ("turn off the lamps, sorry the lights", "please play, i mean transfer $75 to Alex"): what
 # follows corrects what came before, so the connector before it cuts nothing and the two read as one request.
-REPAIR = re.compile(r"(?:sorry|i mean|no wait|wait|actually|or rather|scratch that)\b", re.IGNORECASE)
+# Only phrases that correct: "wait" and "actually" also start requests ("... and wait ten minutes").
+REPAIR = re.compile(r"(?:(?:uh|um|er)\s+)?(?:sorry|i mean|no wait|or rather|scratch that)\b", re.IGNORECASE)
 MIN_WORDS = 2  # a part shorter than this is never cut off ("rock and roll" stays whole)
 # "Find me a comedy podcast and play it": a part this short ending in one of these acts on the part before.
 PRONOUNS = frozenset({"it", "that", "this", "them", "those", "these"})
@@ -215,9 +216,10 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
     for index, (row, (a, b)) in enumerate(pieces):
         names = (names_are_fragments and part_outputs.entities is not None
                  and _names_only(texts[row][a:b], part_outputs.entities[index]))
+        # A text's first part has nothing before it to refer back to ("play it and turn off the lights").
+        refers_back = row in groups_by_row and _refers_back(texts[row][a:b])
         groups_by_row.setdefault(row, []).append(
-            _Group.of_part(strict, index, a, b, texts[row], whole_top[row] - margin,
-                           names or _refers_back(texts[row][a:b])))
+            _Group.of_part(strict, index, a, b, texts[row], whole_top[row] - margin, names or refers_back))
     segmented = _join(whole, strict, groups_by_row, [len(t) for t in texts])
     return _with_part_entities(outputs, part_outputs, pieces, segmented, infer, texts), segmented
 

@@ -28,9 +28,9 @@ _PATTERN = re.compile(
     re.IGNORECASE,
 )
 _DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-# num2words names numbers up to the quadrillions and overflows past about 10**306; nobody says a longer
-# number as one, so it is read digit by digit.
-SAID_WHOLE_BELOW = 10**15
+# num2words names numbers past the quintillions and overflows past about 10**306; nobody says one that
+# long as one number, so it is read digit by digit.
+SAID_WHOLE_BELOW = 10**18
 
 
 def cardinal(n: int) -> str:
@@ -41,9 +41,9 @@ def cardinal(n: int) -> str:
 
 
 def ordinal(n: int) -> str:
-    """``101`` -> ``one hundred first``."""
+    """``101`` -> ``one hundred first``; past ``SAID_WHOLE_BELOW``, digit by digit, the last one ordinal."""
     if n >= SAID_WHOLE_BELOW:
-        return _digits(str(n))
+        return " ".join([_digits(str(n)[:-1]), num2words(n % 10, to="ordinal")])
     return _us_style(num2words(n, to="ordinal"))
 
 
