@@ -62,17 +62,17 @@ def model_source(args: argparse.Namespace, model: Predictor) -> dict:
     return {"checkpoint": args.checkpoint, "bundle": args.bundle, "graph": graph, "spelling": args.spelling}
 
 
-def check_scored_data(path: str, examples: Sequence[Example], model: Predictor) -> None:
-    """What ``evaluate`` and ``robustness`` check of labelled rows before scoring them: a gold label the model
-    has no output for is named (a misspelt label would otherwise only lower the figures), and a span type it
-    cannot tag is refused (``DataError``, file and line), as train and refit do."""
+def check_scored_data(path: str, rows: Sequence[tuple[int, Example]], model: Predictor) -> None:
+    """What ``evaluate`` and ``robustness`` check of labelled rows (``read_numbered``'s) before scoring them: a
+    gold label the model has no output for is named (a misspelt label would otherwise only lower the
+    figures), and a span type it cannot tag is refused (``DataError``, file and line), as train and refit do."""
     from intentvcs.core.dataio import counts_text, unknown_labels
     from intentvcs.core.team_formats import check_span_types
 
-    unknown = unknown_labels(examples, model.labels)
+    unknown = unknown_labels([example for _, example in rows], model.labels)
     if unknown:
         logging.getLogger(__name__).warning(
             "%s: %d label(s) the model was not trained on, counted as missed: %s", path, sum(unknown.values()),
             counts_text(unknown))
     if model.entity_types:
-        check_span_types(path, model.entity_types)
+        check_span_types(path, model.entity_types, rows)

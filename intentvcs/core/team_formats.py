@@ -51,6 +51,11 @@ def read_examples(path: str | os.PathLike) -> list[Example]:
     return list(iter_examples(path))
 
 
+def read_numbered(path: str | os.PathLike) -> list[tuple[int, Example]]:
+    """``read_examples``'s rows with the line each begins on, for a caller that checks them by line too."""
+    return list(iter_numbered(path))
+
+
 def iter_examples(path: str | os.PathLike) -> Iterator[Example]:
     """``read_examples`` one row at a time, for files larger than memory should hold (JSONL and CSV
     stream; a Rasa file is parsed whole). A missing file is refused at once; a malformed row when it is
@@ -71,14 +76,17 @@ def iter_numbered(path: str | os.PathLike) -> Iterator[tuple[int, Example]]:
     return _not_empty(path, rows)
 
 
-def check_span_types(path: str | os.PathLike, known: Iterable[str]) -> None:
+def check_span_types(path: str | os.PathLike, known: Iterable[str],
+                     rows: Iterable[tuple[int, Example]] | None = None) -> None:
     """Refuse a row of ``path`` whose span type is not in ``known`` (the training data's types).
 
     A model cannot learn a type it never saw, and scoring it would only count
     misses, so the data is refused with the file, line and reason instead.
+    ``rows``: the file's rows as ``read_numbered`` gave them, when the caller
+    has read it already (else it is read here).
     """
     known = set(known)
-    for line, example in iter_numbered(path):
+    for line, example in iter_numbered(path) if rows is None else rows:
         unknown = sorted({span.label for span in example.spans} - known)
         if unknown:
             raise DataError(path, line, f"span type(s) {unknown} do not occur in the training data "

@@ -33,13 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.evaluation import evaluate, headline
-    from intentvcs.core.team_formats import read_examples
     from intentvcs.core.segmentation import decide_segmented
+    from intentvcs.core.team_formats import read_numbered
 
     atomic.check_targets((args.out, args.heatmap), inputs=[args.data])
-    examples = read_examples(args.data)
+    rows = read_numbered(args.data)
+    examples = [example for _, example in rows]
     model = load_predictor(args)
-    check_scored_data(args.data, examples, model)
+    check_scored_data(args.data, rows, model)
     graph, segmented = decide_segmented(model.decision, model.infer, [ex.text for ex in examples], args.segment)
     figures = evaluate(model.decision, graph, examples, result=segmented.result)
     figures["segment"] = args.segment

@@ -41,15 +41,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.team_formats import read_examples
     from intentvcs.core.robustness import expand_operators, render_markdown, run_suite
+    from intentvcs.core.team_formats import read_examples, read_numbered
 
     operators = expand_operators(args.operators)  # a typo fails before the model loads
     atomic.check_targets((args.out, args.md), inputs=[args.data])
-    examples = read_examples(args.data)
+    rows = read_numbered(args.data)
+    examples = [example for _, example in rows]
     train = read_examples(args.train) if args.train else None
     model = load_predictor(args)
-    check_scored_data(args.data, examples, model)
+    check_scored_data(args.data, rows, model)
     report = run_suite(examples, model, operators, args.draws, args.seed, args.metric, train=train,
                        segment=args.segment)
     report["source"] = {**model_source(args, model), "data": args.data, **({"train": args.train} if args.train else {})}

@@ -76,7 +76,7 @@ def add_decision_options(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.team_formats import check_span_types, read_examples
+    from intentvcs.core.team_formats import check_span_types, read_examples, read_numbered
 
     atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test])
     atomic.check_folder_target(args.out, inputs=[args.train, args.valid, args.test, args.relations],
@@ -87,19 +87,19 @@ def run(args: argparse.Namespace) -> int:
                          "thresholds and out-of-scope cut) is fitted on them, and on the training rows it would "
                          "be fitted to what the model has memorised")
     train = read_examples(args.train)
+    held_out = {path: read_numbered(path) for path in (args.valid, args.test) if path}
     # A span type the training rows never show cannot be learnt, only missed
     # (data without any spans trains no entity head, and its spans are not read).
     types = {span.label for ex in train for span in ex.spans}
-    for path in (args.valid, args.test) if types else ():
-        if path:
-            check_span_types(path, types)
-    valid = read_examples(args.valid)
+    for path, rows in held_out.items() if types else ():
+        check_span_types(path, types, rows)
+    valid = [example for _, example in held_out[args.valid]]
     learnt = {label for ex in train for label in ex.labels}
     if not any(learnt.intersection(ex.labels) for ex in valid):  # refused now, not after the training
         raise ValueError(f"{args.valid}: no row carries a label of the training rows; the validation rows pick "
                          "the kept epoch and fit the decision layer, so they need some")
     warn_about_data(train, valid, args.train, args.valid)
-    test = read_examples(args.test) if args.test else None
+    test = [example for _, example in held_out[args.test]] if args.test else None
     from intentvcs.training.pipeline import train_pipeline  # torch: seconds to import, after the data's checks
 
     result = train_pipeline(
