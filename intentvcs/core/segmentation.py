@@ -291,10 +291,10 @@ class _Group:
 
     @classmethod
     def of_part(cls, strict: DecisionResult, index: int, start: int, end: int, text: str,
-                least: float, names_only: bool = False) -> "_Group":
+                least: float, asks_nothing: bool = False) -> "_Group":
         """One part; it accepts its intents only when its top confidence reaches ``least``, and none
-        when it only names entities (``names_only``)."""
-        if names_only:
+        when it asks nothing of its own (``asks_nothing``: it only names entities, or acts on a pronoun)."""
+        if asks_nothing:
             return cls(start, end, [], False, [index], [])
         order = np.argsort(-strict.confidences[index], kind="stable")
         accepted = [int(j) for j in order if strict.accepted[index, j]]
