@@ -112,6 +112,8 @@ class Engine:
             # Labels support decoding reads as the names of one intent (None: each label its own).
             "support_intents": (None if self.decision.support_intents is None
                                 else [list(group) for group in self.decision.support_intents]),
+            # The confidence under which a decoded entity is not answered (None: no entity head).
+            "entity_floor": self.decision.entity_floor if self.entity_types else None,
             "segment": self.segment,
             "request_boundaries": self.session.boundaries,
             "spelling_words": len(self.spelling) if self.spelling is not None else None,

@@ -248,3 +248,28 @@ def test_spans_the_word_tags_cannot_mark_are_reported(backbone, tmp_path, caplog
     lost = meta["entities"]["spans"] - meta["entities"]["spans_aligned"]
     assert lost >= 1 and f"{lost} of the {meta['entities']['spans']} training spans start or end inside a word" \
         in caplog.text
+
+
+def test_the_entity_floor_is_fitted_refitted_exported_and_served(joint, tmp_path):
+    """Training fits the floor on the validation spans; a refit can set it; the bundle serves no entity under it
+    and says which floor it applies."""
+    import shutil
+
+    from intentvcs.service.engine import Engine
+
+    report = json.loads((joint / "checkpoint.json").read_text())["decision_report"]["entity_floor"]
+    assert report["fitted"] and f"{report['floor']:.1f}" in report["valid"]
+    texts = [ex.text for ex in read_jsonl(TEST)][:60]
+    served = {}
+    for floor in ("0", "0.6"):
+        checkpoint = tmp_path / f"ckpt-{floor}"
+        shutil.copytree(joint, checkpoint)
+        assert main(["refit", "--checkpoint", str(checkpoint), "--train", TRAIN, "--valid", VALID,
+                     "--entity-floor", floor]) == 0
+        assert main(["export", "--checkpoint", str(checkpoint), "--out", str(tmp_path / f"bundle-{floor}")]) == 0
+        engine = Engine(tmp_path / f"bundle-{floor}")
+        assert engine.info["entity_floor"] == float(floor)
+        served[floor] = [e for answer in engine.predict(texts) for e in answer["entities"]]
+    assert all(e["confidence"] >= 0.6 for e in served["0.6"])
+    assert any(e["confidence"] < 0.6 for e in served["0"]), "the tiny model decodes some unsure entities"
+    assert len(served["0.6"]) == sum(e["confidence"] >= 0.6 for e in served["0"])

@@ -17,6 +17,7 @@ import numpy as np
 from intentvcs.core import calibration, oos
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
+from intentvcs.core.entity_floor import fit_floor
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.relations import LabelRelations
 from intentvcs.core.relation_discovery import decide_with_discovered, deciding_by_support
@@ -93,6 +94,9 @@ def fit_decision(
     if decision.support_intents is not None:
         report["support_intents"] = [list(group) for group in decision.support_intents]
 
+    if valid_outputs.entities is not None:
+        decision, report["entity_floor"] = _entity_floor(decision, valid_examples, valid_outputs, config)
+
     rule, is_oos = config.oos_rule, ~in_scope
     decision = replace(decision, oos=_fit_oos_rule(rule, decision, valid_outputs, valid_obs, is_oos,
                                                    train_examples, train_outputs, labels, config))
@@ -111,6 +115,21 @@ def _label_scale(labels: list[str], temperature: float, z_in: np.ndarray, observ
         prior = (calibration.probabilities(train_outputs.logits, "softmax", temperature),
                  observed_matrix(train_examples, labels))
     return estimate_label_scale(calibration.probabilities(z_in, "softmax", temperature), observed_in, *prior)
+
+
+def _entity_floor(decision: Decision, examples: Sequence[Example], outputs: GraphOutputs,
+                  config: DecisionConfig) -> tuple[Decision, dict]:
+    """``decision`` with the entity floor ``config`` asks for (fitted on the validation rows, or as given), and
+    what was done."""
+    if config.entity_floor != "fit":
+        return replace(decision, entity_floor=float(config.entity_floor)), {"floor": float(config.entity_floor),
+                                                                          "fitted": False}
+    fitted = fit_floor(examples, outputs.entities)
+    if fitted is None:
+        return decision, {"floor": decision.entity_floor, "fitted": False,
+                          "why": "no validation row has a gold entity span"}
+    floor, scores = fitted
+    return replace(decision, entity_floor=floor), {"floor": floor, "fitted": True, "valid": scores}
 
 
 def _fit_oos_rule(rule: str, decision: Decision, valid: GraphOutputs, valid_obs, is_oos,

@@ -184,7 +184,8 @@ def fit_and_evaluate(model: TrainedModel, splits: Splits, decision: DecisionConf
 
 def refit_checkpoint(checkpoint: str | os.PathLike, train: Sequence[Example], valid: Sequence[Example],
                      test: Sequence[Example] | None, decision: DecisionConfig, train_source: str = "train") -> dict:
-    """Refit a trained checkpoint's decision layer (calibration, PU scales, thresholds, OOS rule); weights untouched.
+    """Refit a trained checkpoint's decision layer (calibration, PU scales, thresholds, entity floor, OOS rule);
+    weights untouched.
 
     For a new OOS rule or operating point, or fresh validation data, without
     retraining. ``decision`` is every setting of the refit (``refit_settings``:

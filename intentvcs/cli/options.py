@@ -68,6 +68,19 @@ def share(text: str) -> float:
     return value
 
 
+def floor_or_fit(text: str) -> float | str:
+    """An argparse ``type``: ``fit``, or a float in [0, 1)."""
+    if text == "fit":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected fit or a number in [0, 1), got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be fit or lie in [0, 1), got {text}")
+    return value
+
+
 def json_object(text: str) -> dict:
     """An argparse ``type``: a JSON object."""
     try:

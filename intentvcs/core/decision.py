@@ -32,6 +32,7 @@ import numpy as np
 from intentvcs.core.calibration import check_activation, probabilities
 from intentvcs.core.formats import FileFormat, anything, json_list, message_error
 from intentvcs.core.oos import OOS_LABEL, NoRule, OOSRule, TrainRule, rule_from_dict
+from intentvcs.core.outputs import tuple_array
 from intentvcs.core.relations import Closure, Completion, LabelRelations
 from intentvcs.core import support
 from intentvcs.core.thresholds import global_thresholds
@@ -45,10 +46,10 @@ DECISION_FORMAT = FileFormat(
     "intentvcs-decision", 1, "decision", "refit the checkpoint (intentvcs refit), then re-export it (intentvcs export)",
     fields={"labels": json_list, **dict.fromkeys(
         ("activation", "temperature", "label_scale", "thresholds", "oos", "relations", "support_noise",
-         "support_intents"), anything)},
-    # Absent from decisions written before they existed: thresholds decide, or support decoding reads
-    # every label as an intent of its own.
-    optional=frozenset({"support_noise", "support_intents"}),
+         "support_intents", "entity_floor"), anything)},
+    # Absent from decisions written before they existed: thresholds decide, support decoding reads
+    # every label as an intent of its own, every decoded entity is answered.
+    optional=frozenset({"support_noise", "support_intents", "entity_floor"}),
     error=message_error(DecisionError),
 )
 
@@ -99,7 +100,8 @@ class Decision:
     ``support_intents`` optional (with ``support_noise`` only): disjoint groups
     of two or more labels that support decoding reads as the names of one
     intent (``training.decision_fit`` takes them from the duplicates among
-    ``relations``).
+    ``relations``); ``entity_floor`` in [0, 1): an entity decoded with a
+    confidence under it is not answered (``kept_entities``; 0 keeps every one).
     Construction validates and raises ``DecisionError``.
     """
 
@@ -112,6 +114,7 @@ class Decision:
     relations: LabelRelations | None = None
     support_noise: float | None = None
     support_intents: tuple[tuple[str, ...], ...] | None = None
+    entity_floor: float = 0.0
     _inv_scale: np.ndarray = field(init=False, repr=False, compare=False)
     _intent_columns: np.ndarray = field(init=False, repr=False, compare=False)
     _intent_ids: np.ndarray | None = field(init=False, repr=False, compare=False)
@@ -141,6 +144,9 @@ class Decision:
             except (TypeError, ValueError) as exc:
                 raise DecisionError(f"support_noise: {exc}") from None
         intents, intent_ids = self._check_support_intents(labels)
+        floor = float(_vector([self.entity_floor], 1, "entity_floor", 0.0, 1.0)[0])
+        if floor >= 1.0:  # every confidence is at most 1: such a floor would answer no entity at all
+            raise DecisionError("entity_floor: must lie in [0, 1)")
         closure = completion = None
         if self.relations is not None:
             unknown = [x for x in labels if x != OOS_LABEL and x not in self.relations.labels]
@@ -151,6 +157,7 @@ class Decision:
             completion = self.relations.completion(labels)
         for name, value in (("labels", labels), ("temperature", temperature), ("label_scale", scale),
                             ("thresholds", thresholds), ("support_noise", noise), ("support_intents", intents),
+                            ("entity_floor", floor),
                             ("_intent_ids", intent_ids), ("_inv_scale", 1.0 / scale),
                             ("_intent_columns", np.array([x != OOS_LABEL for x in labels])),
                             ("_closure", closure), ("_completion", completion)):
@@ -234,6 +241,13 @@ class Decision:
         accepted[out_of_scope] = False
         return DecisionResult(confidences, accepted, out_of_scope, score, self.oos.name)
 
+    def kept_entities(self, entities: np.ndarray | None) -> np.ndarray | None:
+        """``entities`` (``GraphOutputs.entities``: per text a tuple of ``Entity``) without those whose
+        confidence lies under ``entity_floor``: the entities answered. Applying it twice changes nothing."""
+        if entities is None or not self.entity_floor:
+            return entities
+        return tuple_array([tuple(e for e in found if e.confidence >= self.entity_floor) for found in entities])
+
     # ------------------------------------------------------------ serialise
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe, versioned object (inverse of ``from_dict``)."""
@@ -248,6 +262,7 @@ class Decision:
             "relations": None if self.relations is None else self.relations.to_dict(),
             "support_noise": self.support_noise,
             "support_intents": None if self.support_intents is None else [list(g) for g in self.support_intents],
+            "entity_floor": self.entity_floor,
         }
 
     @classmethod
@@ -263,4 +278,4 @@ class Decision:
         except ValueError as exc:
             raise DecisionError(f"relations: {exc}") from None
         return cls(tuple(d["labels"]), d["activation"], d["temperature"], d["label_scale"], d["thresholds"],
-                   oos, relations, d.get("support_noise"), d.get("support_intents"))
+                   oos, relations, d.get("support_noise"), d.get("support_intents"), d.get("entity_floor", 0.0))

@@ -49,7 +49,8 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
     intent is one of the gold ones: the same on single-intent rows), and, when the
     data has out-of-scope rows, ``in_scope_accuracy``, ``oos_recall``,
     ``oos_precision``, ``oos_f1``, ``auroc``, ``fpr95``. For a model with an
-    entity head, over in-scope rows: ``slot_precision``, ``slot_recall``,
+    entity head, over in-scope rows and the entities the decision answers
+    (``Decision.kept_entities``): ``slot_precision``, ``slot_recall``,
     ``slot_f1`` (CoNLL span level: type and both boundaries exact; a row without
     spans has no entities), ``entities_exact`` and ``overall_accuracy`` (the
     sentence level of JointBERT: the row's intents right as ``accuracy`` counts
@@ -81,7 +82,8 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
         figures["accuracy"] = float(intents_right[in_scope].mean())
         figures["top_accuracy"] = float(top_right[in_scope].mean())
         if outputs.entities is not None:
-            figures.update(_entity_figures(examples, outputs.entities, in_scope, intents_right, set_right))
+            figures.update(_entity_figures(examples, decision.kept_entities(outputs.entities), in_scope,
+                                           intents_right, set_right))
     if is_oos.any():
         exact = (pred == gold).all(axis=1)
         figures.update(scoring.oos_metrics(result.out_of_scope, is_oos, exact))

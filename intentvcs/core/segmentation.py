@@ -198,8 +198,8 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
     part that is all entity is a fragment (``NAMES_ARE_FRAGMENTS``).
     """
     texts = list(texts)
-    if outputs is None:
-        outputs = infer(texts)
+    infer = _answered_entities(decision, infer)
+    outputs = infer(texts) if outputs is None else outputs._replace(entities=decision.kept_entities(outputs.entities))
     whole = decision.apply(*outputs.scores)
     pieces = []
     if segment:
@@ -222,6 +222,16 @@ def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutpu
             _Group.of_part(strict, index, a, b, texts[row], whole_top[row] - margin, names or refers_back))
     segmented = _join(whole, strict, groups_by_row, [len(t) for t in texts])
     return _with_part_entities(outputs, part_outputs, pieces, segmented, infer, texts), segmented
+
+
+def _answered_entities(decision: Decision, infer: Callable[[list[str]], GraphOutputs]
+                       ) -> Callable[[list[str]], GraphOutputs]:
+    """``infer`` keeping only the entities the decision answers (``Decision.kept_entities``): a part's cut and
+    whether it only names things read the entities the answer will show."""
+    def answered(texts: list[str]) -> GraphOutputs:
+        outputs = infer(texts)
+        return outputs._replace(entities=decision.kept_entities(outputs.entities))
+    return answered if decision.entity_floor else infer
 
 
 def _strict_parts(decision: Decision, part_outputs: GraphOutputs, whole_out_of_scope: np.ndarray) -> DecisionResult:

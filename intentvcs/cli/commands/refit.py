@@ -16,7 +16,7 @@ from intentvcs.training.config import DecisionConfig
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("refit", help="refit a checkpoint's calibration and OOS rule without retraining",
                        description="Refit the decision layer of a trained checkpoint (temperature, PU label "
-                                   "scales, thresholds, OOS rule and its threshold) and rebuild its spelling "
+                                   "scales, thresholds, OOS rule and its threshold, entity floor) and rebuild its spelling "
                                    "normaliser on its training rows and a validation set, and rewrite "
                                    "checkpoint.json atomically; the weights are not touched. Use it to change the "
                                    "OOS rule or its operating point, or to calibrate on fresher validation data. "

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from intentvcs.cli.options import add_option, config_from_args, json_object, share
+from intentvcs.cli.options import add_option, config_from_args, floor_or_fit, json_object, share
 from intentvcs.core.team_formats import FORMATS_HELP
 # Torch-free (the settings only): parsing arguments must not import torch.
 from intentvcs.training.config import DecisionConfig, TrainConfig
@@ -72,6 +72,7 @@ def add_decision_options(p: argparse.ArgumentParser) -> None:
     add_option(p, DecisionConfig, "threshold_rule")
     add_option(p, DecisionConfig, "support_noise", type=float, metavar="NOISE")
     add_option(p, DecisionConfig, "discover_relations", type=float, metavar="RATE")
+    add_option(p, DecisionConfig, "entity_floor", type=floor_or_fit, metavar="FLOOR")
 
 
 def run(args: argparse.Namespace) -> int:
