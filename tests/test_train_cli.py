@@ -206,11 +206,13 @@ def test_data_a_team_would_not_expect_to_train_as_it_does_is_warned_about(caplog
     from intentvcs.core.dataio import Example, Span
 
     train = [Example("order a latte", ("order",), spans=(Span(8, 13, "drink"),)),
-             Example("tell me a joke", ("out_of_scope",)), Example("where is the shop", ("find_store",))]
+             Example("tell me a joke", ("out_of_scope",)), Example("where is the shop", ("find_store",)),
+             Example("sing me a song", ())]
     valid = [Example("a latte please", ("order",))]
     with caplog.at_level(logging.WARNING, logger="intentvcs.cli.commands.train"):
-        warn_about_data(train, valid, "train.yml", "valid.csv")
+        warn_about_data(train, valid, "train.yml", "valid.csv", "distance")
     text = caplog.text
+    assert "train.yml: 1 row(s) carry no label: the OOS rule distance does not learn from them" in text
     assert "'out_of_scope' is trained as an intent of its own" in text
     assert "valid.csv: no row carries an entity span" in text
     assert "2 intent(s) have no validation row (find_store, out_of_scope)" in text
@@ -219,7 +221,9 @@ def test_data_a_team_would_not_expect_to_train_as_it_does_is_warned_about(caplog
     clean_train = [Example(f"order a latte {i}", ("order",)) for i in range(3)]
     clean_valid = [Example(f"a latte please {i}", ("order",)) for i in range(FEW_VALID_ROWS)]
     with caplog.at_level(logging.WARNING, logger="intentvcs.cli.commands.train"):
-        warn_about_data(clean_train, clean_valid, "train.jsonl", "valid.jsonl")
+        warn_about_data(clean_train, clean_valid, "train.jsonl", "valid.jsonl", "distance")
+        warn_about_data(clean_train + [Example("sing me a song", ())], clean_valid, "train.jsonl", "valid.jsonl",
+                        "train")  # the rule that learns from them
     assert caplog.text == ""
 
 

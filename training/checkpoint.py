@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from intentvcs.core import atomic
 from intentvcs.core.dataio import Example
@@ -37,15 +37,18 @@ CHECKPOINT_HOLDS = (META_FILE, "encoder", "*.safetensors", SPELLING_FILE, REFERE
 
 def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, Any],
                      spelling: Spelling | None = None, force: bool = False,
-                     references: Sequence[Example] = ()) -> Path:
+                     references: Sequence[Example] = (), also: Mapping[str | os.PathLike, str] | None = None) -> Path:
     """Save model, tokenizer, ``meta`` (labels, decision, config, metrics...), the spelling normaliser
     and the audit's reference rows (``intentvcs.core.references``; none written when empty).
 
     An existing ``path`` is replaced when it is an earlier checkpoint or empty,
     any other folder only with ``force`` (``atomic.check_replaceable``).
+    ``also``: more files of the same command (path -> text, e.g. ``train --result``), written with the
+    checkpoint, all or none (``atomic.staged``).
     """
     body = _stamped(meta)  # checked before anything is written
-    with atomic.directory(path, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name) as tmp:
+    with atomic.staged(also or {}), \
+            atomic.directory(path, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name) as tmp:
         model.save(tmp, tokenizer)
         write_checkpoint_spelling(tmp, spelling)
         if references:
@@ -63,6 +66,14 @@ def write_checkpoint_spelling(path: str | os.PathLike, spelling: Spelling | None
         target.unlink(missing_ok=True)
 
 
+def write_refitted(path: str | os.PathLike, meta: dict[str, Any], spelling: Spelling | None) -> None:
+    """Rewrite ``checkpoint.json`` and ``spelling.json`` of checkpoint ``path`` (``intentvcs refit``), all or
+    none: ``spelling.json`` removed when ``spelling`` is None (the decision was fitted without one)."""
+    atomic.write_files({
+        Path(path) / SPELLING_FILE: None if spelling is None else spelling.to_text(),
+        Path(path) / META_FILE: _meta_text(meta)})
+
+
 def read_checkpoint_spelling(path: str | os.PathLike) -> Spelling | None:
     """The checkpoint's spelling normaliser; None when it has none (trained without, or before it existed)."""
     target = Path(path) / SPELLING_FILE
@@ -71,7 +82,11 @@ def read_checkpoint_spelling(path: str | os.PathLike) -> Spelling | None:
 
 def write_checkpoint_meta(path: str | os.PathLike, meta: dict[str, Any]) -> None:
     """(Re)write ``checkpoint.json`` alone, atomically (``intentvcs refit`` changes no weights)."""
-    atomic.write_text(Path(path) / META_FILE, json.dumps(_stamped(meta), indent=2, ensure_ascii=False) + "\n")
+    atomic.write_text(Path(path) / META_FILE, _meta_text(meta))
+
+
+def _meta_text(meta: dict[str, Any]) -> str:
+    return json.dumps(_stamped(meta), indent=2, ensure_ascii=False) + "\n"
 
 
 def _stamped(meta: dict[str, Any]) -> dict[str, Any]:

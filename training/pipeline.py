@@ -35,8 +35,7 @@ from intentvcs.training.checkpoint import (
     checkpoint_tags,
     read_checkpoint_meta,
     write_checkpoint,
-    write_checkpoint_meta,
-    write_checkpoint_spelling,
+    write_refitted,
 )
 from intentvcs.training.config import DecisionConfig, TrainConfig
 from intentvcs.training.decision_fit import fit_decision
@@ -97,8 +96,10 @@ class TrainedModel:
 
 def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Sequence[Example] | None,
                    config: TrainConfig, decision: DecisionConfig, out: str | os.PathLike,
-                   relations_path: str | os.PathLike | None = None, force: bool = False) -> dict:
-    """Run the whole training job; return a JSON-safe result (also stored in the checkpoint).
+                   relations_path: str | os.PathLike | None = None, force: bool = False,
+                   result_path: str | os.PathLike | None = None) -> dict:
+    """Run the whole training job; return a JSON-safe result (also stored in the checkpoint, and written to
+    ``result_path`` when given, with the checkpoint, both or neither).
 
     ``relations_path``: a relations.json of known label relations, applied at
     inference. With ``decision.spelling`` the decision layer is fitted, and the
@@ -107,7 +108,12 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
     folder only with ``force``; that is checked before training starts.
     """
     atomic.check_replaceable(out, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name)
-    splits = Splits(train, valid, test).for_rule(decision.oos_rule)
+    if decision.oos_rule == "train" and not any(ex.is_out_of_scope for ex in train):  # refused before training
+        raise ValueError("the OOS rule train learns out-of-scope requests as a class of their own from training "
+                         "rows without a label, and the training rows have none: give some, or choose another "
+                         "rule (--oos-rule distance needs none)")
+    given = Splits(train, valid, test)
+    splits = given.for_rule(decision.oos_rule)
     relations = LabelRelations.load(relations_path) if relations_path else None
     if relations is not None:  # refused now, not after the training (the fitted Decision would refuse it)
         labels = config.labels or sorted({label for ex in splits.train for label in ex.labels})
@@ -128,7 +134,7 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
                     trained.entities["spans"] - trained.entities["spans_aligned"], trained.entities["spans"])
     model = TrainedModel(trained.model, trained.tokenizer, trained.labels, METHODS[config.method].activation,
                          config.max_length, _spelling(splits.train, decision.spelling), trained.tags)
-    fitted, decision_report, metrics = fit_and_evaluate(model, splits, decision, relations)
+    fitted, decision_report, metrics = fit_and_evaluate(model, splits, decision, relations, given)
 
     meta = {
         "labels": model.labels,
@@ -149,10 +155,7 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
         "spelling": _spelling_summary(model.spelling),
         "entities": _entities_summary(trained, config),
     }
-    write_checkpoint(out, model.model, model.tokenizer, meta, model.spelling, force=force,
-                     references=reference_sample(splits.train))
-    log.info("checkpoint written to %s", out)
-    return {
+    result = {
         "checkpoint": str(out),
         "method": config.method,
         "best_epoch": trained.best_epoch,
@@ -161,11 +164,18 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
         "metrics": metrics,
         "decision_report": decision_report,
     }
+    write_checkpoint(out, model.model, model.tokenizer, meta, model.spelling, force=force,
+                     references=reference_sample(splits.train),
+                     also={result_path: atomic.json_text(result)} if result_path else None)
+    log.info("checkpoint written to %s", out)
+    return result
 
 
 def fit_and_evaluate(model: TrainedModel, splits: Splits, decision: DecisionConfig,
-                     relations: LabelRelations | None) -> tuple[Decision, dict, dict]:
-    """Fit the decision layer on the model's outputs; return it, its report and the headline figures."""
+                     relations: LabelRelations | None, given: Splits) -> tuple[Decision, dict, dict]:
+    """Fit the decision layer on the model's outputs for ``splits`` (the rows as the OOS rule reads them);
+    return it, its report and the headline figures of ``given`` (the same rows as given: out-of-scope rows
+    without a label, scored as out of scope also where the rule "train" made them a class to fit on)."""
     _warn_unknown_labels(splits, model.labels)
     t0 = time.time()
     valid_outputs = model.infer(splits.valid)
@@ -176,9 +186,9 @@ def fit_and_evaluate(model: TrainedModel, splits: Splits, decision: DecisionConf
                                   train_outputs, decision, relations)
     log.info("decision fitted in %.1f s: T=%.3f, OOS rule %s", time.time() - t0, fitted.temperature,
              decision.oos_rule)
-    metrics = {"valid": model.evaluate(fitted, splits.valid, valid_outputs)}
-    if splits.test is not None:
-        metrics["test"] = model.evaluate(fitted, splits.test)
+    metrics = {"valid": model.evaluate(fitted, given.valid, valid_outputs)}
+    if given.test is not None:
+        metrics["test"] = model.evaluate(fitted, given.test)
     return fitted, report, metrics
 
 
@@ -196,26 +206,24 @@ def refit_checkpoint(checkpoint: str | os.PathLike, train: Sequence[Example], va
     refused (``train_source`` names them in the error). The OOS rule "train"
     is part of the model (out-of-scope rows are an output class), so a refit
     neither switches to it nor away from it. Rewrites ``spelling.json``
-    (removed without ``decision.spelling``) and ``checkpoint.json``, each
-    atomically, and returns the new figures.
+    (removed without ``decision.spelling``) and ``checkpoint.json``, both or
+    neither (``write_refitted``), and returns the new figures.
     """
     meta = read_checkpoint_meta(checkpoint)
     _check_oos_rule_kept(checkpoint, meta, decision.oos_rule)
-    splits = Splits(train, valid, test).for_rule(decision.oos_rule)
+    given = Splits(train, valid, test)
+    splits = given.for_rule(decision.oos_rule)
     _check_trained_labels(splits.train, meta["labels"], train_source)
     model = TrainedModel(IntentModel.from_checkpoint(checkpoint), load_tokenizer(Path(checkpoint) / ENCODER_DIR),
                          meta["labels"], METHODS[meta["method"]].activation, meta["max_length"],
                          _spelling(splits.train, decision.spelling), checkpoint_tags(meta))
     relations = LabelRelations.from_dict(meta["relations"]) if meta.get("relations") else None
-    fitted, decision_report, metrics = fit_and_evaluate(model, splits, decision, relations)
-    # spelling.json first: a crash between the two writes leaves the old
-    # decision with the new vocabulary, which a refit again repairs.
-    write_checkpoint_spelling(checkpoint, model.spelling)
+    fitted, decision_report, metrics = fit_and_evaluate(model, splits, decision, relations, given)
     meta.update(decision=fitted.to_dict(), decision_report=decision_report, metrics=metrics,
                 spelling=_spelling_summary(model.spelling),
                 refit={"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **decision.to_dict(),
                        "valid_fingerprint": fingerprint(splits.valid)})
-    write_checkpoint_meta(checkpoint, meta)
+    write_refitted(checkpoint, meta, model.spelling)
     log.info("decision of %s refitted", checkpoint)
     return {"checkpoint": str(checkpoint), "metrics": metrics, "decision_report": decision_report}
 

@@ -38,18 +38,31 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
     return write_text(path, json_text(obj))
 
 
-def write_files(contents: Mapping[str | os.PathLike, str | bytes]) -> list[Path]:
-    """Write several files, all or none: the outputs of one command.
+def write_files(contents: Mapping[str | os.PathLike, str | bytes | None]) -> list[Path]:
+    """Write several files, all or none: the outputs of one command (``staged`` around nothing)."""
+    with staged(contents) as targets:
+        pass
+    return targets
 
-    Each content (text is written as UTF-8) goes to a uniquely named temporary
-    sibling of its target first; only when every one is written are they
-    renamed into place. A target that is a directory, or any failure while
-    writing, leaves no target changed and no temporary file behind.
+
+@contextlib.contextmanager
+def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator[list[Path]]:
+    """Write several files, all or none, committed when the block ends without an error.
+
+    On entry each content (text is written as UTF-8) goes to a uniquely named
+    temporary sibling of its target; when the block ends, they are renamed
+    into place and each target whose content is None is removed (a file the
+    new outputs no longer have). A target that is a directory, a failure while
+    writing, or an error in the block leaves no target changed and no
+    temporary file behind. ``directory`` nested inside commits its folder
+    first, then these files (a command's folder and the files that describe it).
     """
     targets = check_targets(contents)
     written: list[tuple[str, Path]] = []
     try:
         for target, content in zip(targets, contents.values()):
+            if content is None:
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             written.append((tmp, target))
@@ -58,6 +71,7 @@ def write_files(contents: Mapping[str | os.PathLike, str | bytes]) -> list[Path]
                 handle.write(content.encode("utf-8") if isinstance(content, str) else content)
                 handle.flush()
                 os.fsync(handle.fileno())
+        yield targets
     except BaseException:
         for tmp, _ in written:
             with contextlib.suppress(FileNotFoundError):
@@ -65,7 +79,9 @@ def write_files(contents: Mapping[str | os.PathLike, str | bytes]) -> list[Path]
         raise
     for tmp, target in written:
         os.replace(tmp, target)
-    return targets
+    for target, content in zip(targets, contents.values()):
+        if content is None:
+            target.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

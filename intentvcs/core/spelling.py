@@ -206,8 +206,12 @@ class Spelling:
         SPELLING_FORMAT.check(body)
         return cls(body["vocabulary"], body.get("entity_words"))
 
+    def to_text(self) -> str:
+        """What ``save`` writes (``spelling.json``)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False) + "\n"
+
     def save(self, path: str | os.PathLike) -> Path:
-        return atomic.write_text(path, json.dumps(self.to_dict(), ensure_ascii=False) + "\n")
+        return atomic.write_text(path, self.to_text())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Spelling":

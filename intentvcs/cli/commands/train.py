@@ -83,10 +83,7 @@ def run(args: argparse.Namespace) -> int:
     atomic.check_folder_target(args.out, inputs=[args.train, args.valid, args.test, args.relations],
                                outputs=[args.result])
     config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)  # options first
-    if Path(args.valid).resolve() == Path(args.train).resolve():
-        raise ValueError(f"--valid {args.valid} is the --train file; give held-out rows: the decision layer (its "
-                         "thresholds and out-of-scope cut) is fitted on them, and on the training rows it would "
-                         "be fitted to what the model has memorised")
+    check_held_out(args.train, args.valid)
     train = read_examples(args.train)
     held_out = {path: read_numbered(path) for path in (args.valid, args.test) if path}
     # A span type the training rows never show cannot be learnt, only missed
@@ -99,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if not any(learnt.intersection(ex.labels) for ex in valid):  # refused now, not after the training
         raise ValueError(f"{args.valid}: no row carries a label of the training rows; the validation rows pick "
                          "the kept epoch and fit the decision layer, so they need some")
-    warn_about_data(train, valid, args.train, args.valid)
+    warn_about_data(train, valid, args.train, args.valid, decision.oos_rule)
     test = [example for _, example in held_out[args.test]] if args.test else None
     from intentvcs.training.pipeline import train_pipeline  # torch: seconds to import, after the data's checks
 
@@ -112,9 +109,8 @@ def run(args: argparse.Namespace) -> int:
         out=Path(args.out),
         relations_path=args.relations,
         force=args.force,
+        result_path=args.result,
     )
-    if args.result:
-        atomic.write_json(args.result, result)
     valid_figures = result["metrics"].get("valid") or {}
     if valid_figures.get("slot_f1") == 0.0 and any(ex.spans for ex in valid):
         log.warning("the entity head found no entity of %s: with few training rows it takes more steps than the "
@@ -128,9 +124,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def warn_about_data(train: Sequence, valid: Sequence, train_path: str, valid_path: str) -> None:
+def check_held_out(train_path: str, valid_path: str) -> None:
+    """Refuse validation rows that are the training file (``train`` and ``refit``)."""
+    if Path(valid_path).resolve() == Path(train_path).resolve():
+        raise ValueError(f"--valid {valid_path} is the --train file; give held-out rows: the decision layer (its "
+                         "temperature, thresholds and out-of-scope cut) is fitted on them, and on the training rows "
+                         "it would be fitted to what the model has memorised")
+
+
+def warn_about_data(train: Sequence, valid: Sequence, train_path: str, valid_path: str, oos_rule: str) -> None:
     """Warn, before training, about data that trains but not as a team would expect (one line each)."""
     labels = {label for ex in train for label in ex.labels}
+    unlabelled = sum(1 for ex in train if ex.is_out_of_scope)
+    if unlabelled and oos_rule != "train":
+        log.warning("%s: %d row(s) carry no label: the OOS rule %s does not learn from them (only the spelling "
+                    "vocabulary reads their words); --oos-rule train learns them as out-of-scope requests",
+                    train_path, unlabelled, oos_rule)
     named = sorted(labels.intersection(OOS_NAMES))
     if named:
         log.warning("%s: %s is trained as an intent of its own; the service answers what it does not know with "
