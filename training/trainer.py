@@ -20,7 +20,7 @@ import logging
 import math
 import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -101,13 +101,19 @@ class _Run:
     clean: Encoded  # ``train`` encoded
     rows: Encoded  # what the current epoch trains on: ``clean``, plus perturbed copies when augmenting
     valid: Encoded  # the validation rows (plus copies with ``validate_perturbed``); empty: no validation
-    valid_examples: list[Example]  # the validation rows themselves (their spans score the entity head)
+    # The rows ``valid`` encodes, in its order: the validation rows, then with ``validate_perturbed`` one
+    # perturbed copy of each (their spans, which the copies carry re-mapped, score the entity head).
+    valid_examples: list[Example]
     params: list[torch.nn.Parameter]  # the trained ones
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
     rng: random.Random  # batch order
     generator: torch.Generator  # negative sampling
     average: WeightAverage | None  # the moving average of ``params`` that is judged and kept; None: the raw weights
+    clean_valid: int = 0  # how many of ``valid_examples`` are validation rows (the rest: their copies)
+    # With a consistency term, every epoch's rows and batches, drawn up front to size the schedule (``_plan``);
+    # [] otherwise (each epoch draws its own).
+    planned: list[tuple[Encoded, list[list[int]]] | None] = field(default_factory=list)
 
 
 @dataclass
@@ -164,12 +170,15 @@ class Trainer:
         self.tag_index = {tag: i for i, tag in enumerate(tags)} if tags else None
         clean = self._encode(tokenizer, train, labels)
         rows = self._training_rows(train, clean, labels, tokenizer, epoch=1)
-        valid_enc = self._validation_rows(valid, labels, tokenizer)
+        valid_enc, valid_examples = self._validation_rows(valid, labels, tokenizer)
+        planned = self._plan(train, clean, rows, labels, tokenizer, rng) if cfg.consistency_weight > 0 else []
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer, scheduler = self._optimiser(model, params, len(rows))
+        # Grouped batches (a consistency term) are counted from the plan.
+        steps = sum(len(batches) for _, batches in planned) if planned else None
+        optimizer, scheduler = self._optimiser(model, params, len(rows), steps)
         average = WeightAverage(params, cfg.ema_decay) if cfg.ema_decay else None
-        return _Run(model, tokenizer, labels, tags, train, clean, rows, valid_enc, valid, params, optimizer,
-                    scheduler, rng, generator, average)
+        return _Run(model, tokenizer, labels, tags, train, clean, rows, valid_enc, valid_examples, params,
+                    optimizer, scheduler, rng, generator, average, len(valid), planned)
 
     def _seed(self) -> tuple[random.Random, torch.Generator]:
         """Seed torch (head initialisation, dropout); return the batch-order and negative-sampling generators."""
@@ -246,18 +255,48 @@ class Trainer:
                 targets[:] = [IGNORE] * len(targets)
         return encoded
 
-    def _validation_rows(self, valid: list[Example], labels: list[str], tokenizer) -> Encoded:
-        """``valid`` encoded, plus one perturbed copy of each row with ``validate_perturbed`` (drawn once)."""
+    def _validation_rows(self, valid: list[Example], labels: list[str],
+                         tokenizer) -> tuple[Encoded, list[Example]]:
+        """``valid`` encoded, plus one perturbed copy of each row with ``validate_perturbed`` (drawn once);
+        and the rows encoded, in the same order (the copies, with their re-mapped spans, after ``valid``)."""
         cfg = self.config
         encoded = self._encode(tokenizer, valid, labels)
         if cfg.validate_perturbed and valid:
-            encoded = self._with_copies(valid, encoded, labels, tokenizer, 1.0, f"{cfg.seed}:valid", "validation")
-        return encoded
+            encoded, copies = self._with_copies(valid, encoded, labels, tokenizer, 1.0, f"{cfg.seed}:valid",
+                                                "validation")
+            return encoded, list(valid) + copies
+        return encoded, list(valid)
 
-    def _optimiser(self, model: IntentModel, params: list[torch.nn.Parameter],
-                   rows: int) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-        """AdamW with a linear warm-up and decay over all the epochs' steps (``rows`` per epoch); the entity
-        head's parameters peak at ``tagger_learning_rate`` where it is set, the others at ``learning_rate``."""
+    def _plan(self, train: list[Example], clean: Encoded, first: Encoded, labels: list[str], tokenizer,
+              rng: random.Random) -> list[tuple[Encoded, list[list[int]]]]:
+        """Every epoch's rows (``first`` for epoch 1) and grouped batches, drawn now, for a consistency term.
+
+        ``grouped_training_batches`` packs whole groups (a row and its copies), so an epoch has more batches
+        than ceil(rows / batch_size), and how many depends on the group sizes (a row a perturbation cannot
+        touch gets no copy, another an extra one; resampling redraws them) and on the shuffle. No cheap
+        exact bound exists, so the batches themselves are drawn here: with ``rng`` in epoch order, the
+        only draws it serves, they are the very batches the epochs would have drawn, and the copies are
+        seeded per epoch, so only the schedule's length changes. The cost: every epoch's encoded rows
+        are held from the start (one set shared by all epochs without resampling).
+        """
+        cfg = self.config
+        planned = []
+        for epoch in range(1, cfg.epochs + 1):
+            if epoch == 1 or not cfg.augment_resample:
+                rows = first
+            else:
+                rows = self._training_rows(train, clean, labels, tokenizer, epoch)
+            # A copy and its source share a batch, where the consistency term compares them.
+            planned.append((rows, grouped_training_batches(rows.sources, [len(x) for x in rows.input_ids],
+                                                           cfg.batch_size, rng)))
+        return planned
+
+    def _optimiser(self, model: IntentModel, params: list[torch.nn.Parameter], rows: int,
+                   steps: int | None = None) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+        """AdamW with a linear warm-up and decay over all the epochs' steps: ``steps`` where the batches
+        were counted (``_plan``), else ceil(``rows`` / batch_size) per epoch, exactly what
+        ``training_batches`` cuts (pools of a whole number of batches). The entity head's parameters
+        peak at ``tagger_learning_rate`` where it is set, the others at ``learning_rate``."""
         cfg = self.config
         tagger = ({id(p) for p in model.tagger.parameters()}
                   if model.tagger is not None and cfg.tagger_learning_rate is not None else set())
@@ -265,7 +304,7 @@ class Trainer:
         if tagger:
             groups.append({"params": [p for p in params if id(p) in tagger], "lr": cfg.tagger_learning_rate})
         optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-        total_steps = math.ceil(rows / cfg.batch_size) * cfg.epochs
+        total_steps = steps if steps is not None else math.ceil(rows / cfg.batch_size) * cfg.epochs
         scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total_steps), total_steps)
         return optimizer, scheduler
 
@@ -280,9 +319,15 @@ class Trainer:
         """Train one epoch (on fresh perturbed copies when resampling); return the mean training loss."""
         cfg = self.config
         run.model.train()
+        if run.planned:
+            # Dropped once used: the epochs still to come are all that stays held.
+            run.rows, batches = run.planned[epoch - 1]
+            run.planned[epoch - 1] = None
+            return self._train_steps(run, epoch, batches)
         if epoch > 1 and cfg.augment_ratio > 0 and cfg.augment_resample:
             run.rows = self._training_rows(run.train, run.clean, run.labels, run.tokenizer, epoch)
-        return self._train_steps(run, epoch)
+        lengths = [len(x) for x in run.rows.input_ids]
+        return self._train_steps(run, epoch, training_batches(len(run.rows), lengths, cfg.batch_size, run.rng))
 
     def _validate(self, run: _Run, epoch: int, train_loss: float, started: float) -> dict:
         """Measure the validation loss (and the entity figures); return the epoch's record (also logged)."""
@@ -299,7 +344,11 @@ class Trainer:
     def _valid_entity_figures(self, run: _Run) -> dict:
         """The validation rows read whole by a model with an entity head: span F1 and the overall accuracy
         (top intent a gold one and the entity set exactly gold; a row without spans has no entities), the
-        figure ``select_by="joint"`` keeps the best epoch by."""
+        figure ``select_by="joint"`` keeps the best epoch by.
+
+        With ``validate_perturbed`` both are measured, as the loss is, on the rows plus their perturbed
+        copies (each copy scored on its own spans), so the kept epoch rewards robustness under every
+        selection rule; the clean rows' own figures are recorded beside them (``..._clean``)."""
         from intentvcs.training.predict import infer
 
         examples = run.valid_examples
@@ -308,18 +357,17 @@ class Trainer:
         gold = [span_set(ex.spans) for ex in examples]
         found = [span_set(row) for row in outputs.entities]
         top_right = [run.labels[k] in ex.labels for ex, k in zip(examples, outputs.logits.argmax(axis=1))]
-        return {"valid_slot_f1": span_metrics(gold, found)["slot_f1"],
-                "valid_overall": overall_accuracy(gold, found, top_right)}
+        figures = {"valid_slot_f1": span_metrics(gold, found)["slot_f1"],
+                   "valid_overall": overall_accuracy(gold, found, top_right)}
+        n = run.clean_valid
+        if len(examples) > n:
+            figures.update({"valid_slot_f1_clean": span_metrics(gold[:n], found[:n])["slot_f1"],
+                            "valid_overall_clean": overall_accuracy(gold[:n], found[:n], top_right[:n])})
+        return figures
 
-    def _train_steps(self, run: _Run, epoch: int) -> float:
-        """One pass over ``run.rows`` in length-bucketed batches; return the mean training loss."""
+    def _train_steps(self, run: _Run, epoch: int, batches: list[list[int]]) -> float:
+        """One pass over ``run.rows`` in ``batches`` (length-bucketed); return the mean training loss."""
         cfg = self.config
-        lengths = [len(x) for x in run.rows.input_ids]
-        if cfg.consistency_weight > 0:
-            # A copy and its source share a batch, where the consistency term compares them.
-            batches = grouped_training_batches(run.rows.sources, lengths, cfg.batch_size, run.rng)
-        else:
-            batches = training_batches(len(run.rows), lengths, cfg.batch_size, run.rng)
         running = 0.0
         # disable=None: a bar on a terminal, quiet in logs and CI.
         bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", unit="batch", leave=False, disable=None)
@@ -408,19 +456,21 @@ class Trainer:
             return replace(clean, sources=[-1] * len(clean))
         seed = cfg.seed if epoch == 1 else f"{cfg.seed}:epoch{epoch}"
         return self._with_copies(train, clean, labels, tokenizer, cfg.augment_ratio, seed,
-                                 f"training data for epoch {epoch}")
+                                 f"training data for epoch {epoch}")[0]
 
     def _with_copies(self, rows: list[Example], clean: Encoded, labels: list[str], tokenizer, ratio: float,
-                     seed: int | str, what: str) -> Encoded:
+                     seed: int | str, what: str) -> tuple[Encoded, list[Example]]:
         """``rows`` (already encoded as ``clean``) followed by ``ratio`` perturbed copies per row, drawn
-        with the training mix; ``sources`` point each copy at its row (-1 for the rows themselves)."""
+        with the training mix; ``sources`` point each copy at its row (-1 for the rows themselves). And the
+        copies, in that order: every operator edits through ``perturb.text``, which re-maps the spans."""
         from intentvcs.core.perturb import mix_values, perturbed_copies
 
         cfg = self.config
         copies = perturbed_copies(rows, ratio, cfg.augment_mix, seed=seed, values=mix_values(rows, cfg.augment_mix))
         log.info("augmented %s: %d -> %d rows", what, len(rows), len(rows) + len(copies))
         extra = self._encode(tokenizer, [copy for _, copy in copies], labels)
-        return concatenate(clean, extra, [-1] * len(clean) + [source for source, _ in copies])
+        return (concatenate(clean, extra, [-1] * len(clean) + [source for source, _ in copies]),
+                [copy for _, copy in copies])
 
     @torch.inference_mode()
     def _evaluate_loss(self, model: IntentModel, encoded: Encoded, pad_id: int, generator) -> float:
