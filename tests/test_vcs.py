@@ -271,7 +271,9 @@ def test_build_writes_every_file_and_cli_summary(tmp_path, capsys):
     info = json.loads((out / "info.json").read_text())
     assert info["counts"] == {n: 3 for n in names}
     assert info["sources"][0]["path"].endswith("train/seq.in") and info["sources"][0]["sha256"].startswith("sha256:")
-    assert info["labels_missing_from_train"] == []
+    observed = {label for row in read_jsonl(out / "train.jsonl") for label in row.labels}
+    assert info["labels_missing_from_train"] == sorted(set(rel.labels) - observed)  # what training never sees
+    assert info["labels_missing_from_train_gold"] == []
     train, gold = read_jsonl(out / "train.jsonl"), read_jsonl(out / "train_gold.jsonl")
     assert all(t.labels[0] in g.labels and t.id == g.id for t, g in zip(train, gold))
 

@@ -74,6 +74,31 @@ def single_intent_rows(rows: Sequence[Example]) -> dict[str, list[Example]]:
     return by_intent
 
 
+def skipped_source_rows(rows: Sequence[Example]) -> dict[str, int]:
+    """The source rows ``single_intent_rows`` leaves out, counted by reason (only reasons that occur)."""
+    counts = {"multi_intent": sum(len(row.labels) > 1 for row in rows),
+              "no_intent": sum(not row.labels for row in rows)}
+    return {reason: n for reason, n in counts.items() if n}
+
+
+def labels_missing_from_train(files: dict[str, list[Example]]) -> dict[str, dict[str, int]]:
+    """For valid and test: the intents their rows carry that no train row does, with the rows carrying each.
+
+    The draw is uniform over the intents each split has (``draw_segments``, as AGIF's construction), so an
+    intent that only valid or test has single-intent rows of fills its share of their rows while the train
+    split never shows it: rows a model trained on the train split cannot answer (a ceiling, not noise).
+    """
+    seen = {label for row in files["train"] for label in row.labels}
+    out: dict[str, dict[str, int]] = {}
+    for split in ("valid", "test"):
+        counts: dict[str, int] = {}
+        for row in files[split]:
+            for label in set(row.labels) - seen:
+                counts[label] = counts.get(label, 0) + 1
+        out[split] = dict(sorted(counts.items()))
+    return out
+
+
 def mix_row(segments: Sequence[Example], connectors: Sequence[str], row_id: str,
             typed_comma: bool = False) -> Example:
     """One utterance of ``segments`` (in the given order) joined by ``connectors`` (one per gap)."""
@@ -188,15 +213,30 @@ def typed(row: Example, rng: random.Random) -> Example:
     (neither moves an offset: the capital replaces one character, the mark comes after every span)."""
     text = row.text
     if text and rng.random() < HARD_CAPITAL:
-        text = text[0].upper() + text[1:]
+        text = capitalised(text)
     mark = rng.choices([*HARD_FINAL, ""], weights=[*HARD_FINAL.values(), 1 - sum(HARD_FINAL.values())])[0]
     return Example(text + mark, row.labels, row.id, row.spans, row.meta)
+
+
+def capitalised(text: str) -> str:
+    """``text`` with a capital first letter where that is one character: ``ß`` (``SS``) or ``ﬁ`` (``FI``)
+    stay as they are, since a longer capital would move every span and segment offset after it."""
+    first = text[:1].upper()
+    return first + text[1:] if len(first) == 1 else text
 
 
 def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0, variant: str = "standard",
           sizes: dict[str, int] | None = None, force: bool = False) -> dict[str, Any]:
     """Build Mix``dataset`` (``atis`` or ``snips``) from ``data_root`` into ``out`` (atomically); return
-    ``info.json``'s content. ``sizes`` overrides the released sizes per split."""
+    ``info.json``'s content. ``sizes`` overrides the released sizes per split.
+
+    The splits are drawn in turn (train, valid, test) from one generator seeded by dataset, variant and
+    ``seed``: another train size draws other valid and test rows too, so valid and test are the recorded
+    ones only at the released train size. (Kept so: a generator per split would change every build.)
+
+    ``info.json`` also records what the build cannot show: ``source_rows_skipped`` (per split, the source
+    rows that are not segments, by reason: ATIS's multi-intent rows) and ``labels_missing_from_train``
+    (the intents of valid and test that the train split never shows, with their row counts)."""
     from intentvcs.training.loaders import slot_folder
 
     if dataset not in SIZES:
@@ -206,10 +246,13 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
     sizes = {**SIZES[dataset], **(sizes or {})}
     root = Path(data_root) / dataset
     rng = random.Random(f"{dataset}-{variant}-{seed}")
-    files = {split: build_split(slot_folder.load_split(root, split), sizes[split], variant, rng, split)
-             for split in ("train", "valid", "test")}
+    sources = {split: slot_folder.load_split(root, split) for split in ("train", "valid", "test")}
+    # One generator, drawn split after split: the order is part of every recorded build.
+    files = {split: build_split(rows, sizes[split], variant, rng, split) for split, rows in sources.items()}
     info = data_card(dataset, variant, seed, files, [root / split / name for split in files
                                                       for name in slot_folder.FILES])
+    info["source_rows_skipped"] = {split: skipped_source_rows(rows) for split, rows in sources.items()}
+    info["labels_missing_from_train"] = labels_missing_from_train(files)
     known_valid = known_spans_only(files["valid"], {span.label for row in files["train"] for span in row.spans})
     info["valid_known_spans_dropped"] = sum(len(row.spans) for row in files["valid"]) - sum(
         len(row.spans) for row in known_valid)

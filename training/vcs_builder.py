@@ -58,8 +58,12 @@ explanations are our reading, not verified:
   example; we follow the stated rule.
 * ATIS: 10 split intents x 5 = 50, plus 8 unsplit intents x 3 = 24. We count
   every intent of all three splits, including ``atis_day_name`` (test only, so
-  its 3 labels never occur in train; ``info.json`` lists such labels) and
-  ``atis_cheapest`` (one train row). The paper's 66 would be 50 + 8 x 2, i.e.
+  its 3 labels never occur in train) and ``atis_cheapest`` (one train row).
+  ``info.json`` lists the labels train.jsonl never observes, what a model
+  trained on it cannot output (``labels_missing_from_train``: at seed 0 these
+  3, ``atis_cheapest`` and ``atis_cheapest_v1``, and 3 version labels whose
+  few train rows drew another label), and apart the labels no train gold set
+  holds (``labels_missing_from_train_gold``). The paper's 66 would be 50 + 8 x 2, i.e.
   unsplit intents without their base label; it may also have dropped rare
   intents. (At seed 0 our train.jsonl happens to use 66 distinct labels.)
 * MultiWOZ: 5 domains x 3 = 15 plus the 13 composites that occur in our
@@ -387,20 +391,27 @@ def split_by_dialogue(
     ]
 
 
-def load_sources(dataset: str, data_root: str | Path) -> tuple[dict[str, list[Example]], list[Path], str]:
+def load_sources(
+    dataset: str, data_root: str | Path, skipped: dict[str, dict[str, int]] | None = None
+) -> tuple[dict[str, list[Example]], list[Path], str]:
     """Source splits of ``dataset`` under ``data_root``, the files read, and how
-    the splits were made (one sentence for ``info.json``)."""
+    the splits were made (one sentence for ``info.json``). ``skipped``, when
+    given, receives per source split the rows its loader left out, by reason
+    (MultiWOZ/CrossWOZ user turns without an intent; none for SNIPS and ATIS)."""
     from intentvcs.training.loaders import convlab_zip, crosswoz, multiwoz, slot_folder
 
     root = Path(data_root) / dataset
+    skipped = {} if skipped is None else skipped
     if dataset in ("snips", "atis"):
         splits = {split: slot_folder.load_split(root, split) for split in SPLITS}
+        skipped.update({split: {} for split in SPLITS})
         files = [root / split / name for split in SPLITS for name in slot_folder.FILES]
         return splits, files, f"train, valid and test from the {dataset} train/, valid/ and test/ folders"
     if dataset in ("multiwoz", "crosswoz"):
         module = multiwoz if dataset == "multiwoz" else crosswoz
-        train, valid = split_by_dialogue(module.load_split(root, "valid"))
-        splits = {"train": train, "valid": valid, "test": module.load_split(root, "test")}
+        skipped.update({"valid": {}, "test": {}})
+        train, valid = split_by_dialogue(module.load_split(root, "valid", skipped["valid"]))
+        splits = {"train": train, "valid": valid, "test": module.load_split(root, "test", skipped["test"])}
         files = [convlab_zip.split_path(root, split) for split in ("valid", "test")]
         how = (
             f"{dataset} val dialogues split by dialogue id 80/20 into train/valid (ids ordered by "
@@ -436,8 +447,10 @@ def build(
     if dataset not in SPECS:
         raise ValueError(f"unknown dataset {dataset!r}; choose from {', '.join(SPECS)}")
     spec = spec or SPECS[dataset]
-    splits, sources, how = load_sources(dataset, data_root)
+    skipped: dict[str, dict[str, int]] = {}
+    splits, sources, how = load_sources(dataset, data_root, skipped)
     bench = build_benchmark(splits, spec, seed=seed, difficulty=difficulty, groups=groups)
+    labels = set(bench.relations.labels)
     info = {
         "dataset": dataset,
         "benchmark": spec.name,
@@ -448,11 +461,18 @@ def build(
         "labels": len(bench.relations.labels),
         "paper_labels": spec.paper_labels,
         "counts": {name: len(rows) for name, rows in bench.files.items()},
-        # Gold labels a model never sees in training (test-only intents or composites).
-        "labels_missing_from_train": sorted(
-            set(bench.relations.labels) - {lab for ex in bench.files["train_gold"] for lab in ex.labels}
+        # Labels a model never sees in training: it trains on train.jsonl's one observed label per row, so
+        # these are the labels no train row is observed with (test-only intents, and labels whose rows all
+        # drew another label of their family); a model cannot output them.
+        "labels_missing_from_train": sorted(labels - {lab for ex in bench.files["train"] for lab in ex.labels}),
+        # The gold view: labels no train_gold.jsonl set holds (test- or valid-only intents and composites).
+        "labels_missing_from_train_gold": sorted(
+            labels - {lab for ex in bench.files["train_gold"] for lab in ex.labels}
         ),
         "splits": how,
+        # Source rows the loaders left out, per source split and reason (MultiWOZ turns without a DialogVCS
+        # domain, CrossWOZ messages without an act): rows no split of the benchmark has.
+        "source_rows_skipped": {split: dict(sorted(reasons.items())) for split, reasons in skipped.items()},
         "sources": [{"path": str(p.resolve()), "sha256": file_digest(p)} for p in sources],
         "rule": RULE,
     }

@@ -25,11 +25,15 @@ from intentvcs.training.loaders import clinc150, crosswoz, multiwoz, slot_folder
 FORMATS = ("clinc150", "snips", "atis", "multiwoz", "crosswoz")
 
 
-def load(fmt: str, path: str | os.PathLike, split: str, *, include_oos: bool = True) -> list[Example]:
+def load(fmt: str, path: str | os.PathLike, split: str, *, include_oos: bool = True,
+         skipped: dict[str, int] | None = None) -> list[Example]:
     """Load one split of a data set in source format ``fmt`` (see the table above).
 
     ``include_oos`` only applies to CLINC150 (the other sets have no
     out-of-scope rows); with ``False`` its ``oos_*`` rows are left out.
+    ``skipped``, when given, is incremented by the source rows the loader
+    leaves out, by reason (MultiWOZ and CrossWOZ user turns without an intent;
+    the other formats skip none: they refuse a bad row).
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
@@ -38,5 +42,5 @@ def load(fmt: str, path: str | os.PathLike, split: str, *, include_oos: bool = T
     if fmt in ("snips", "atis"):
         return slot_folder.load_split(path, split)
     if fmt == "multiwoz":
-        return multiwoz.load_split(path, split)
-    return crosswoz.load_split(path, split)
+        return multiwoz.load_split(path, split, skipped)
+    return crosswoz.load_split(path, split, skipped)

@@ -3,7 +3,9 @@
 A ``data_*.json`` file is one object with the keys ``train``, ``val``,
 ``test`` (in-scope rows) and ``oos_train``, ``oos_val``, ``oos_test``
 (out-of-scope rows); every row is ``[text, intent]``. Out-of-scope rows become
-``labels == ()`` whatever their intent field says (it is ``"oos"``).
+``labels == ()`` whatever their intent field says (it is ``"oos"``). An in-scope
+intent with whitespace around it, and a text or intent holding a lone surrogate
+(a ``\\ud800`` escape), are refused naming the file, key and index.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from intentvcs.core.dataio import DataError, Example
+from intentvcs.core.dataio import DataError, Example, check_unicode
 
 SPLITS = ("train", "valid", "test")
 # Our split names → the file's key for that split.
@@ -64,6 +66,15 @@ def _rows(path: Path, data: dict[str, Any], key: str, *, in_scope: bool) -> list
             raise DataError(path, None, f"{where}: empty text")
         if in_scope and not intent.strip():
             raise DataError(path, None, f"{where}: empty intent")
+        if in_scope and intent != intent.strip():
+            # "greet " would be an intent of its own beside "greet", and the canonical reader refuses it.
+            raise DataError(path, None, f"{where}: intent {intent!r} has leading or trailing whitespace")
+        try:  # a JSON escape can decode to a lone surrogate, which no later step can write or tokenize
+            check_unicode("the text", text)
+            if in_scope:
+                check_unicode("the intent", intent)
+        except ValueError as exc:
+            raise DataError(path, None, f"{where}: {exc}") from None
         labels = (intent,) if in_scope else ()
         examples.append(Example(text=text, labels=labels, id=f"{key}:{index}"))
     return examples

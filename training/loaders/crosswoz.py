@@ -7,7 +7,8 @@ each dialogue has ``messages``; user messages have ``role == "usr"``,
 Intent of a user message = its set of act types (``General``, ``Inform``,
 ``Request``, ``Select``); several distinct types give one composite label
 (``Inform&Request``, parts sorted). A user message with no dialogue act (about
-0.4 %) is **skipped**: there is no intent to learn from it.
+0.4 %) is **skipped**: there is no intent to learn from it; skipped messages are
+counted (``no_dialogue_act``) into the ``skipped`` dict a caller passes.
 
 Entity spans: each act value found in the text as a substring (Chinese has no
 spaces, so no word boundaries) becomes a span (rules in
@@ -22,7 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intentvcs.core.dataio import DataError, Example
+from intentvcs.core.dataio import DataError, Example, check_unicode
 from intentvcs.training.loaders.alignment import AlignmentStats, align
 from intentvcs.training.loaders.convlab_zip import composite, read_dialogues, split_path
 
@@ -32,22 +33,26 @@ from intentvcs.training.loaders.convlab_zip import composite, read_dialogues, sp
 NO_SURFACE_FORM = frozenset({"", "none", "是", "否"})
 
 
-def load_split(root: str | os.PathLike, split: str) -> list[Example]:
+def load_split(root: str | os.PathLike, split: str, skipped: dict[str, int] | None = None) -> list[Example]:
     """Load ``root/val.json.zip`` (``valid``) or ``root/test.json.zip`` (``test``)."""
-    return load_file(split_path(root, split))
+    return load_file(split_path(root, split), skipped)
 
 
-def load_file(path: str | os.PathLike) -> list[Example]:
+def load_file(path: str | os.PathLike, skipped: dict[str, int] | None = None) -> list[Example]:
     """One example per user message with at least one act, in file order (see
     :func:`load_file_with_stats`)."""
-    return load_file_with_stats(path)[0]
+    return load_file_with_stats(path, skipped)[0]
 
 
-def load_file_with_stats(path: str | os.PathLike) -> tuple[list[Example], AlignmentStats]:
+def load_file_with_stats(
+    path: str | os.PathLike, skipped: dict[str, int] | None = None
+) -> tuple[list[Example], AlignmentStats]:
     """The examples of :func:`load_file`, and how many act values became spans.
 
     Ids are ``"<dialogue id>:<message index>"``; ``meta`` holds ``dialogue``
     and ``turn`` (the message index) so splits can be made by dialogue.
+    ``skipped``, when given, is incremented by the user messages left out
+    (``no_dialogue_act``).
     """
     path = Path(path)
     examples, stats = [], AlignmentStats()
@@ -57,7 +62,11 @@ def load_file_with_stats(path: str | os.PathLike) -> tuple[list[Example], Alignm
             raise DataError(path, None, f"dialogue {dialogue_id}: 'messages' is missing or not a list")
         for index, message in enumerate(messages):
             parsed = _user_message(path, f"dialogue {dialogue_id} message {index}", message)
-            if parsed is None or not parsed[1]:
+            if parsed is None:  # another role's message: not a row to keep or skip
+                continue
+            if not parsed[1]:
+                if skipped is not None:
+                    skipped["no_dialogue_act"] = skipped.get("no_dialogue_act", 0) + 1
                 continue
             text, acts = parsed
             spans = align(text, [(slot, value) for _, _, slot, value in acts],
@@ -84,4 +93,10 @@ def _user_message(path: Path, where: str, message: object) -> tuple[str, list[li
     for act in acts:
         if not (isinstance(act, list) and len(act) == 4 and isinstance(act[0], str) and act[0]):
             raise DataError(path, None, f"{where}: dialogue act {act!r} is not [act, domain, slot, value]")
+        if act[0] != act[0].strip():  # the act type is the intent: "Inform " would be one of its own
+            raise DataError(path, None, f"{where}: act type {act[0]!r} has leading or trailing whitespace")
+    try:  # a JSON escape can decode to a lone surrogate, which no later step can write or tokenize
+        check_unicode("'content'", text)
+    except ValueError as exc:
+        raise DataError(path, None, f"{where}: {exc}") from None
     return text.strip(), acts

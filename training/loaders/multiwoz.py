@@ -17,7 +17,9 @@ taxi, train). Dropped on purpose:
 A turn with several kept domains gets one composite label (``hotel&taxi``,
 parts sorted). A turn with no kept domain (about a quarter of user turns:
 greetings, thanks, police/hospital) is **skipped**, because DialogVCS has no
-out-of-scope class and an empty label would teach "no intent".
+out-of-scope class and an empty label would teach "no intent". Skipped turns
+are counted by reason (``no_dialogue_act``, ``no_kept_domain``) into the
+``skipped`` dict a caller passes, so ``convert`` and ``build-vcs`` can say so.
 
 Entity spans: each ``[slot, value]`` of the turn's acts whose value occurs in
 the text at word boundaries becomes a span (rules in
@@ -34,7 +36,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intentvcs.core.dataio import DataError, Example
+from intentvcs.core.dataio import DataError, Example, check_unicode
 from intentvcs.training.loaders.alignment import AlignmentStats, align
 from intentvcs.training.loaders.convlab_zip import composite, read_dialogues, split_path
 
@@ -46,19 +48,20 @@ DIALOGVCS_DOMAINS = frozenset({"attraction", "hotel", "restaurant", "taxi", "tra
 NO_SURFACE_FORM = frozenset({"", "none", "?", "dontcare", "dont care", "don't care", "do n't care", "yes", "no"})
 
 
-def load_split(root: str | os.PathLike, split: str) -> list[Example]:
+def load_split(root: str | os.PathLike, split: str, skipped: dict[str, int] | None = None) -> list[Example]:
     """Load ``root/val.json.zip`` (``valid``) or ``root/test.json.zip`` (``test``)."""
-    return load_file(split_path(root, split))
+    return load_file(split_path(root, split), skipped=skipped)
 
 
-def load_file(path: str | os.PathLike, domains: frozenset[str] = DIALOGVCS_DOMAINS) -> list[Example]:
+def load_file(path: str | os.PathLike, domains: frozenset[str] = DIALOGVCS_DOMAINS,
+              skipped: dict[str, int] | None = None) -> list[Example]:
     """One example per user turn with a kept domain, in file order (see
     :func:`load_file_with_stats`)."""
-    return load_file_with_stats(path, domains)[0]
+    return load_file_with_stats(path, domains, skipped)[0]
 
 
 def load_file_with_stats(
-    path: str | os.PathLike, domains: frozenset[str] = DIALOGVCS_DOMAINS
+    path: str | os.PathLike, domains: frozenset[str] = DIALOGVCS_DOMAINS, skipped: dict[str, int] | None = None
 ) -> tuple[list[Example], AlignmentStats]:
     """The examples of :func:`load_file`, and how many act values became spans.
 
@@ -66,6 +69,9 @@ def load_file_with_stats(
     ``dialogue`` and ``turn`` so splits can be made by dialogue. Values of every
     act of a kept turn are aligned (a ``general`` or ``police`` act carries no
     value worth a span in practice); the stats count kept turns only.
+    ``skipped``, when given, is incremented by the user turns left out, by
+    reason: ``no_dialogue_act`` (none annotated), ``no_kept_domain`` (only
+    ``general``, ``police``, ``hospital`` or ``booking`` acts).
     """
     path = Path(path)
     examples, stats = [], AlignmentStats()
@@ -83,6 +89,9 @@ def load_file_with_stats(
                     text=text, labels=(composite(kept),), id=f"{dialogue_id}:{turn_index}", spans=spans,
                     meta={"dialogue": dialogue_id, "turn": turn_index},
                 ))
+            elif skipped is not None:
+                reason = "no_kept_domain" if acts else "no_dialogue_act"
+                skipped[reason] = skipped.get(reason, 0) + 1
     return examples, stats
 
 
@@ -101,6 +110,10 @@ def _user_turn(path: Path, where: str, turn: object) -> tuple[str, dict[str, lis
             raise DataError(path, None, f"{where}: dialogue act {key!r} is not 'Domain-Act'")
         if not (isinstance(pairs, list) and all(_is_pair(p) for p in pairs)):
             raise DataError(path, None, f"{where}: dialogue act {key!r} is not a list of [slot, value]")
+    try:  # a JSON escape can decode to a lone surrogate, which no later step can write or tokenize
+        check_unicode("'text'", text)
+    except ValueError as exc:
+        raise DataError(path, None, f"{where}: {exc}") from None
     return text.strip(), acts
 
 

@@ -6,7 +6,8 @@ A data set folder has one sub-folder per split (``train``, ``valid``,
 ``seq.in``   one utterance a line, whitespace-separated tokens;
 ``seq.out``  one BIO slot tag per token (``O``, ``B-<slot>``, ``I-<slot>``);
 ``label``    the intent; multi-intent rows join intents with ``#``
-             (ATIS ``atis_flight#atis_airfare``) and become several labels.
+             (ATIS ``atis_flight#atis_airfare``) and become several labels;
+             an intent with whitespace around it (``a # b``) is refused.
 
 The example text is the tokens joined by single spaces (the files carry
 trailing blanks), and the tags become character ``spans`` on that text. A stray
@@ -56,6 +57,12 @@ def load_folder(folder: str | os.PathLike, id_prefix: str = "") -> list[Example]
         intents = tuple(label_line.strip().split(MULTI_INTENT_SEPARATOR))
         if not all(intents) or len(set(intents)) != len(intents):
             raise DataError(folder / "label", number, f"bad intent field {label_line.strip()!r}")
+        for intent in intents:
+            if intent != intent.strip():
+                # "AddToPlaylist # PlayMusic": "AddToPlaylist " would be an intent of its own beside
+                # "AddToPlaylist", and the canonical reader refuses it.
+                raise DataError(folder / "label", number,
+                                f"intent {intent!r} has leading or trailing whitespace (in {label_line.strip()!r})")
         try:
             spans = bio_to_spans(tokens, bio)
         except ValueError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from intentvcs.training.loaders import FORMATS
 from intentvcs.training.mix_builder import SIZES as MIX_SIZES
 from intentvcs.training.mix_builder import VARIANTS as MIX_VARIANTS
 from intentvcs.training.vcs_builder import DIFFICULTIES, GROUPS, SPECS
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,7 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     for split in ("train", "valid", "test"):
         p.add_argument(f"--{split}-rows", type=int, metavar="N",
-                       help=f"rows of {split}.jsonl (default: the released size)")
+                       help=f"rows of {split}.jsonl (default: the released size); the splits are drawn in "
+                            "turn from one generator: another --train-rows draws other valid and test rows "
+                            "too" + (", another --valid-rows other test rows" if split == "valid" else ""))
     p.set_defaults(func=run_build_mix)
 
 
@@ -81,12 +86,15 @@ def run_convert(args: argparse.Namespace) -> int:
     if args.no_oos and args.format != "clinc150":
         raise ValueError("--no-oos only applies to --format clinc150")
     atomic.check_targets([args.out], inputs=[args.input])
-    examples = loaders.load(args.format, args.input, args.split, include_oos=not args.no_oos)
+    skipped: dict[str, int] = {}
+    examples = loaders.load(args.format, args.input, args.split, include_oos=not args.no_oos, skipped=skipped)
     write_jsonl(args.out, examples)
     summary = {
         "out": args.out, "format": args.format, "split": args.split, "rows": len(examples),
         "labels": len(label_inventory(examples)),
         "out_of_scope": sum(ex.is_out_of_scope for ex in examples),
+        # Source rows left out, by reason (MultiWOZ/CrossWOZ user turns without an intent).
+        "skipped": dict(sorted(skipped.items())),
     }
     json.dump(summary, sys.stdout, indent=2)
     print()
@@ -101,7 +109,8 @@ def run_build_vcs(args: argparse.Namespace) -> int:
     info = vcs.build(args.dataset, args.data_root, args.out, seed=args.seed,
                      difficulty=args.difficulty, groups=args.groups, force=args.force)
     summary = {"out": args.out, "info": f"{args.out}/{vcs.INFO_FILE}"}
-    summary.update({k: info[k] for k in ("benchmark", "labels", "paper_labels", "counts", "selected_families")})
+    summary.update({k: info[k] for k in ("benchmark", "labels", "paper_labels", "counts", "selected_families",
+                                         "source_rows_skipped")})
     json.dump(summary, sys.stdout, indent=2)
     print()
     return 0
@@ -118,9 +127,14 @@ def run_build_mix(args: argparse.Namespace) -> int:
             raise ValueError(f"--{split}-rows must be at least 1, got {rows}")
     info = mix.build(args.dataset, args.data_root, args.out, seed=args.seed, variant=args.variant,
                      sizes={k: v for k, v in sizes.items() if v is not None}, force=args.force)
+    for split, missing in info["labels_missing_from_train"].items():
+        if missing:
+            log.warning("%s: %s.jsonl has %d intent(s) the train split never shows, %s: a model trained on "
+                        "train.jsonl cannot answer those rows (a ceiling on its %s score)", args.out, split,
+                        len(missing), ", ".join(f"{label} ({n} rows)" for label, n in missing.items()), split)
     summary = {"out": args.out, "info": f"{args.out}/{mix.INFO_FILE}"}
     summary.update({k: info[k] for k in ("benchmark", "intents", "counts", "intents_per_row_train",
-                                         "connectors_train")})
+                                         "connectors_train", "labels_missing_from_train", "source_rows_skipped")})
     json.dump(summary, sys.stdout, indent=2)
     print()
     return 0
