@@ -46,7 +46,7 @@ from starlette.responses import JSONResponse
 
 from intentvcs.service import prometheus_metrics, rejections, schemas
 from intentvcs.service.audit import AuditConfig, AuditInputError, AuditStopped, audit_batch
-from intentvcs.service.audit_control import AuditGate, AuditRunner, AuditTimeout, ClientGone
+from intentvcs.service.audit_control import AuditCancelled, AuditGate, AuditRunner, AuditTimeout, ClientGone
 from intentvcs.service.audit_jobs import (CANCEL_ROUTE, JOB_READ_ROUTES, JOB_ROUTE, SUBMIT_ROUTE, JobBodyCheck,
                                          JobGate, JobProgress, JobSlots, job_runner, progress_folder)
 from intentvcs.service.auth import BearerAuth
@@ -235,12 +235,14 @@ class IntentService:
             return JSONResponse({"error": message}, status_code=status)
 
         try:
-            report = await self.jobs.run(job)
+            # A cancel request is polled while the job waits for the job thread too: queued, it never
+            # starts, and its slot comes back at once, not after the jobs ahead of it.
+            report = await self.jobs.run(job, cancelled=progress.cancel_requested)
         except AuditTimeout:
             return ended("stopped: deadline", 504, "audit_timeout",
                          f"the audit job did not finish within {LIMITS.audit_job_timeout_s} s of its start "
                          f"(setting {ENV_PREFIX}AUDIT_JOB_TIMEOUT_S) and was stopped")
-        except AuditStopped:  # nothing but a cancel request sets the job's flag before its deadline
+        except (AuditCancelled, AuditStopped):  # AuditStopped: the job thread saw the cancel request first
             return ended("cancelled", 410, "audit_cancelled",
                          f"the audit job was cancelled (PUT {CANCEL_ROUTE}) before it finished")
         except AuditInputError as exc:

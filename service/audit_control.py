@@ -16,7 +16,12 @@ client had been answered 504. Two bounds, per worker process:
                  ``audit_batch(should_stop=...)`` checks between its steps;
                  past the deadline (``AuditTimeout``), or when the client has
                  gone (``ClientGone``), the flag is set and the request is
-                 answered at once; the thread stops at its next step.
+                 answered at once; the thread stops at its next step. A
+                 background job's cancel request (``cancelled``) is polled
+                 the same way, before the job is queued and while it waits
+                 for the thread or runs (``AuditCancelled``): a queued job
+                 cancelled never starts, and its caller gives its slot back
+                 at once instead of after the jobs ahead of it.
 """
 
 from __future__ import annotations
@@ -39,6 +44,11 @@ class AuditTimeout(Exception):
 
 class ClientGone(Exception):
     """The client disconnected while its audit waited or ran; it has been told to stop."""
+
+
+class AuditCancelled(Exception):
+    """The audit was cancelled while it waited or ran: a queued one never starts, a running one has
+    been told to stop."""
 
 
 class AuditGate:
@@ -74,6 +84,10 @@ async def _client_stays() -> bool:
     return False
 
 
+def _not_cancelled() -> bool:
+    return False
+
+
 class AuditRunner:
     """One audit at a time on a worker thread, each with a deadline and a stop flag.
 
@@ -92,9 +106,14 @@ class AuditRunner:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name, initializer=initializer)
 
     async def run(self, job: Callable[[Callable[[], bool]], T],
-                  client_gone: Callable[[], Awaitable[bool]] = _client_stays) -> T:
+                  client_gone: Callable[[], Awaitable[bool]] = _client_stays,
+                  cancelled: Callable[[], bool] = _not_cancelled) -> T:
         """``job(should_stop)`` on the audit thread; its result, or ``AuditTimeout`` / ``ClientGone``
-        (never without a ``client_gone``: a background job has no client to lose)."""
+        (never without a ``client_gone``: a background job has no client to lose) / ``AuditCancelled``
+        (``cancelled()``, a background job's cancel request, checked before the job is queued and every
+        ``poll_s`` after, queued or running)."""
+        if cancelled():
+            raise AuditCancelled
         loop = asyncio.get_running_loop()
         stop, started = threading.Event(), threading.Event()
 
@@ -118,6 +137,8 @@ class AuditRunner:
                     return future.result()
                 if await client_gone():
                     raise ClientGone
+                if cancelled():
+                    raise AuditCancelled
         finally:
             stop.set()  # a running job stops at its next step
             future.cancel()  # a queued one never starts

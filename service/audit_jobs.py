@@ -14,7 +14,9 @@ queue does not:
                  answers whichever worker ran the job; the folder is the
                  server's own (BentoML's task store starts empty with each
                  server start, so progress does too); a cancel request is a
-                 marker file beside it, which the job checks between its steps;
+                 marker file beside it, which the job checks between its steps
+                 and its runner while the job waits for the job thread (a
+                 cancelled queued job never starts and gives its slot back);
 ``JobSlots``     the unfinished jobs a worker has admitted, counted from the
                  admission (BentoML starts a task only after answering its
                  submit: a count taken at the start let a burst of submits
@@ -96,6 +98,9 @@ class JobProgress:
 
     def __init__(self, folder: Path, task_id: str, rows: int, min_interval_s: float = 0.5):
         prune(folder.parent, time.time() - PROGRESS_RETENTION_S, keep=folder)
+        # The job thread writes progress while the event loop may end the job (deadline, cancel): the
+        # check of ``ended`` and the write are one step, so no progress write lands after the last stage.
+        self._lock = threading.Lock()
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"{task_id}{PROGRESS_SUFFIX}"
         self.cancel_path = folder / f"{task_id}{CANCEL_SUFFIX}"
@@ -104,18 +109,21 @@ class JobProgress:
         self.started = time.time()
 
     def __call__(self, stage: str, done: int, total: int, force: bool = False) -> None:
-        now = time.monotonic()
-        if self.ended or (not force and stage == self.stage and now - self.last < self.min_interval_s):
-            return
-        self.stage, self.last = stage, now
-        self._write(stage, done, total)
+        with self._lock:
+            now = time.monotonic()
+            if self.ended or (not force and stage == self.stage and now - self.last < self.min_interval_s):
+                return
+            self.stage, self.last = stage, now
+            self._write(stage, done, total)
 
     def end(self, stage: str, done: int, total: int) -> None:
         """Write the job's last stage ("done", "cancelled", "stopped: deadline", "failed: ..."); later
-        calls, from a job thread that has not yet seen its stop flag, write nothing."""
-        if not self.ended:
-            self._write(stage, done, total, ended=True)
-            self.ended, self.stage = True, stage
+        calls, from a job thread that has not yet seen its stop flag, write nothing. A progress write
+        under way on the job thread is waited for (a small file), not overwritten after this one."""
+        with self._lock:
+            if not self.ended:
+                self._write(stage, done, total, ended=True)
+                self.ended, self.stage = True, stage
         self.cancel_path.unlink(missing_ok=True)
 
     def cancel_requested(self) -> bool:
@@ -131,11 +139,19 @@ class JobProgress:
 def prune(root: Path, cutoff: float, keep: Path) -> None:
     """Remove the progress and cancel files under ``root`` (one folder per server) last written before
     ``cutoff``, then the folders of earlier servers left empty (``keep``, this server's, stays: its
-    other workers write into it). Nothing else is touched."""
+    other workers write into it). Nothing else is touched. The workers of a server prune the same
+    folders, each as it starts a job: a file or folder another removed meanwhile is skipped."""
     for folder in (path for path in root.glob("server-*") if path.is_dir()):
-        for old in [*folder.glob(f"*{PROGRESS_SUFFIX}"), *folder.glob(f"*{CANCEL_SUFFIX}")]:
-            if old.stat().st_mtime < cutoff:
-                old.unlink(missing_ok=True)
+        try:
+            files = [*folder.glob(f"*{PROGRESS_SUFFIX}"), *folder.glob(f"*{CANCEL_SUFFIX}")]
+        except FileNotFoundError:  # removed since it was listed
+            continue
+        for old in files:
+            try:
+                if old.stat().st_mtime < cutoff:
+                    old.unlink()
+            except FileNotFoundError:  # another worker pruned it first
+                pass
         if folder != keep:
             try:
                 folder.rmdir()  # only when empty

@@ -25,9 +25,10 @@ BATCH = [{"text": f"play some jazz {tail}", "labels": ["PlayJazz"]}
         [{"text": f"rate the film {tail}", "labels": ["RateFilm"]} for tail in ("five stars", "badly", "now", "fairly")]
 
 
-# One meaning under 100 new names, every pair tested: an audit of about 20 s unstopped on 2 cores.
-SLOW = [{"text": f"turn on the lights in room {i} now", "labels": [f"new_intent_{i}"]} for i in range(100)
-        for _ in range(3)]
+# One meaning under 100 new names, every pair tested: an audit of about 20 s unstopped on 2 cores. Three
+# distinct rows each: a repeated row counts once (an intent of one row has no pair tested).
+SLOW = [{"text": f"turn on the lights in room {i} {tail}", "labels": [f"new_intent_{i}"]} for i in range(100)
+        for tail in ("now", "please", "again")]
 MAX_JOBS, JOB_TIMEOUT_S = 2, 4
 
 
@@ -119,6 +120,40 @@ def test_a_burst_of_submits_gets_no_more_jobs_than_the_limit_and_cancel_stops_th
     # Both slots are free again.
     submitted = httpx.post(f"{url}/audit/job/submit", json={"rows": BATCH}, timeout=30)
     assert submitted.status_code == 200 and _wait(url, submitted.json()["task_id"])["status"] == "completed"
+
+
+def _progress_of(url: str, task_id: str, timeout_s: float = 10) -> dict:
+    """The job's progress once it has published one (its task starts just after its submit is answered)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        answer = _job(url, "progress", task_id)
+        if answer.status_code == 200:
+            return answer.json()
+        time.sleep(0.05)
+    raise AssertionError(f"audit job {task_id} published no progress in {timeout_s} s")
+
+
+def test_a_queued_job_cancelled_never_starts_and_gives_its_slot_back_at_once(served):
+    """Cancelled while queued behind a running job, a job ends "cancelled" within a poll, not when the job
+    ahead of it ends (then starting, reading all its rows and stopping), and its slot is free again."""
+    _, url = served
+    ahead = httpx.post(f"{url}/audit/job/submit", json={"rows": SLOW}, timeout=30).json()["task_id"]
+    _progress_of(url, ahead)  # queued on the job thread first
+    queued = httpx.post(f"{url}/audit/job/submit", json={"rows": SLOW}, timeout=30).json()["task_id"]
+    assert _progress_of(url, queued)["stage"] == "queued"
+    assert httpx.put(f"{url}/audit/job/cancel", params={"task_id": queued}, timeout=10).status_code == 202
+    assert _wait(url, queued, timeout_s=2)["status"] == "failed"
+    assert _job(url, "progress", ahead).json()["ended"] is False  # the job ahead still runs
+    result = _job(url, "get", queued)
+    assert result.status_code == 410 and "cancelled" in result.json()["error"]
+    progress = _job(url, "progress", queued).json()
+    assert (progress["stage"], progress["done"], progress["ended"]) == ("cancelled", 0, True)
+    # Its slot is free: a third job is admitted beside the running one (MAX_JOBS = 2).
+    third = httpx.post(f"{url}/audit/job/submit", json={"rows": BATCH}, timeout=30)
+    assert third.status_code == 200, third.text
+    httpx.put(f"{url}/audit/job/cancel", params={"task_id": ahead}, timeout=10)  # 409 if its deadline came first
+    assert _wait(url, third.json()["task_id"])["status"] == "completed"
+    assert _wait(url, ahead)["status"] == "failed"
 
 
 def test_a_jobs_deadline_runs_from_its_start_and_its_answer_says_why_it_has_no_report(served):

@@ -34,6 +34,7 @@ Report JSON (``report.schema.json``, JSON Schema 2020-12, is normative)::
       "engine":  {... engine.info ...},
       "config":  {... AuditConfig ...},
       "summary": {"severity": "blocking"|"warning"|"info", "batch_rows", "audited_rows",
+                  "scored_rows", "duplicate_rows",   # repeated rows (text, labels) set aside
                   "missing_references": [E...],   # candidates without rows for contain(E->N)
                   "existing_intents", "new_intents": [N...],
                   "relations": {"duplicate": 1, "subset": 0, ...}, "blocking": [N...],

@@ -227,6 +227,7 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         batch_rows=sample.batch_rows,
         audited_rows=sample.audited_rows,
         scored_rows=len(sample.rows),
+        duplicate_rows=sample.duplicate_rows,
         missing_references=missing,
         engine=dict(model.info),
         timing_s=timing,

@@ -155,6 +155,12 @@ def _rows(finding: Mapping[str, Any]) -> str:
     return f"{rows} rows" if scored == rows else f"{rows} rows, figures from a seeded sample of {scored}"
 
 
+def _repeats(summary: Mapping[str, Any]) -> str:
+    """The rows set aside as repeats, when there are any (reports written before they were counted have none)."""
+    repeats = summary.get("duplicate_rows", 0)
+    return f" ({repeats} repeated rows set aside: one row counts once)" if repeats else ""
+
+
 def render_html(report: Mapping[str, Any]) -> str:
     """The report as one self-contained HTML document."""
     summary = report["summary"]
@@ -172,7 +178,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>intentvcs upgrade audit</title><style>{_STYLE}</style></head><body>"
         f"<h1>Upgrade audit {_badge(summary['severity'])}</h1>"
-        f"<p>{summary['batch_rows']} batch rows, {summary['audited_rows']} with new intents; "
+        f"<p>{summary['batch_rows']} batch rows, {summary['audited_rows']} with new intents{_repeats(summary)}; "
         f"{len(summary['new_intents'])} new intents against {summary['existing_intents']} existing "
         f"({_e(counts)}).</p>{missing}"
         "<h2>Co-occurrence: share of each new intent's rows on which the classifier accepts an existing intent</h2>"

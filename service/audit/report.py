@@ -90,7 +90,7 @@ class Finding:
     """
 
     verdict: Verdict
-    rows: int         # the new intent's rows in the batch
+    rows: int         # the new intent's distinct rows in the batch (repeats set aside)
     scored_rows: int  # how many of them the model scored (at most AuditConfig.intent_cap)
     containment: tuple[PairContainment, ...]
     multi_intent: Count
@@ -190,6 +190,7 @@ class AuditReport:
     batch_rows: int
     audited_rows: int
     scored_rows: int
+    duplicate_rows: int = 0  # batch rows set aside as repeats of an earlier row (same text, same labels)
     missing_references: list[str] = field(default_factory=list)
     new_pairs: list[NewPair] = field(default_factory=list)
     engine: dict[str, Any] = field(default_factory=dict)
@@ -234,6 +235,7 @@ class AuditReport:
                 "batch_rows": self.batch_rows,
                 "audited_rows": self.audited_rows,
                 "scored_rows": self.scored_rows,
+                "duplicate_rows": self.duplicate_rows,
                 "missing_references": self.missing_references,
                 "existing_intents": len(self.labels),
                 "new_intents": [f.verdict.intent for f in self.findings],

@@ -80,6 +80,12 @@ fields.
    Checked after superset, because the sub-intents of a generic intent are
    co-ranked too; what separates them is that those lie inside N (rule 3)
    and a composite's parts do not. Composites of three or more parts need rule 1.
+   A pair with a part inside N (contain(E->N) >= ``superset_back_min``)
+   reaches this rule only where rule 3 did not hold for another reason (its
+   parts cover under ``cover_min`` of N's rows, or the service refuses
+   ``superset_oos_max`` of them); it is still typed composite, and the
+   rationale gives both parts' contain(E->N) and that reason ("neither lies
+   inside N" only when both are known and under the threshold).
 5. novel: anything else, including overlap without containment (an
    embedding close to E, a minority of rows accepted as E, or the model's
    forced choice of rule 2).
@@ -413,10 +419,45 @@ def _co_ranked(ev: Evidence, config: AuditConfig) -> Verdict | None:
     rationale = (f"{names[0]} and {names[1]} are the model's two most confident intents on {share.rate:.0%} of "
                  f"{ev.intent}'s rows but on only {baseline:.0%} of their own (excess {excess:.0%}, threshold "
                  f"{config.corank_min:.0%}); accepted one at a time ({ev.to_existing[a].rate:.0%} and "
-                 f"{ev.to_existing[b].rate:.0%}), and neither lies inside {ev.intent}")
+                 f"{ev.to_existing[b].rate:.0%}){_inside_tail(ev, [a, b], config)}")
     alternatives = ["novel"] if share.straddles(config.corank_min + baseline) else []
     return _verdict(ev, config, "composite", names, alternatives, rationale,
                     ev.ranked[:, a] & ev.ranked[:, b], share)
+
+
+def _inside_tail(ev: Evidence, pair: list[int], config: AuditConfig) -> str:
+    """What rule 4's rationale says of contain(E->N) for its two parts: the figures, and "neither lies
+    inside N" only when both are known and under ``superset_back_min``. A part at or above it lies inside
+    N, yet rule 3 did not hold; the tail says why (N's rows refused, or too few of them accepting its
+    parts)."""
+    known = [j for j in pair if ev.to_new[j] is not None]
+    unknown = [ev.candidates[j] for j in pair if ev.to_new[j] is None]
+    figures = " and ".join(f"{ev.to_new[j].rate:.0%} of {ev.candidates[j]}" for j in known)
+    verb = "lies" if len(known) == 1 else "lie"
+    inside = [j for j in known if ev.to_new[j].rate >= config.superset_back_min]
+    if not inside:
+        if not unknown:
+            return (f", and neither lies inside {ev.intent} ({figures} {verb} in it, under "
+                    f"{config.superset_back_min:.0%})")
+        missing = (f"how much of {' or '.join(unknown)} lies in {ev.intent} could not be estimated")
+        if not known:
+            return f"; {missing}"
+        return f"; {figures} {verb} in {ev.intent} (under {config.superset_back_min:.0%}), and {missing}"
+    names = " and ".join(ev.candidates[j] for j in inside)
+    if _refused(ev, config.superset_oos_max):
+        why = (f"the service answers {ev.out_of_scope.rate:.0%} of {ev.intent}'s rows out of scope "
+               f"(a superset needs under {config.superset_oos_max:.0%})")
+    else:
+        parts = _most_general([j for j, c in enumerate(ev.to_new)
+                               if c is not None and c.rate >= config.superset_back_min], ev.implication)
+        _, coverage = _coverage(ev, parts, config)
+        why = (f"the rows accepting {', '.join(ev.candidates[j] for j in parts)} cover only {coverage.rate:.0%} "
+               f"of {ev.intent}'s (a superset needs {config.cover_min:.0%})")
+    tail = f"; {figures} {verb} in {ev.intent}"
+    if unknown:
+        tail += f" (how much of {' or '.join(unknown)} does could not be estimated)"
+    return (f"{tail}: {names} {'lies' if len(inside) == 1 else 'lie'} inside {ev.intent} "
+            f"(from {config.superset_back_min:.0%}), yet {ev.intent} is no superset: {why}")
 
 
 def _novel(ev: Evidence, config: AuditConfig) -> Verdict:
