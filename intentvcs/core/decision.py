@@ -16,7 +16,9 @@ The same object runs after PyTorch (evaluation) and after ONNX Runtime
    scope, no intent" would contradict itself); then closed under ``relations``
    (``intentvcs.core.relations``; a cover's parent accepted without any of
    its children also takes the most confident child); rows judged OOS accept
-   nothing.
+   nothing;
+5. entities decoded with a confidence under ``entity_floor`` are not answered
+   (``kept_entities``; ``intentvcs.core.entity_floor``).
 
 Serialised (``to_dict``) as a versioned object, ``DECISION_FORMAT``
 (``intentvcs.core.formats``), inside ``checkpoint.json`` and the bundle manifest.
@@ -144,9 +146,11 @@ class Decision:
             except (TypeError, ValueError) as exc:
                 raise DecisionError(f"support_noise: {exc}") from None
         intents, intent_ids = self._check_support_intents(labels)
-        floor = float(_vector([self.entity_floor], 1, "entity_floor", 0.0, 1.0)[0])
-        if floor >= 1.0:  # every confidence is at most 1: such a floor would answer no entity at all
-            raise DecisionError("entity_floor: must lie in [0, 1)")
+        floor = self.entity_floor
+        # Not 1: every confidence is at most 1, so that floor would answer no entity at all.
+        if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0.0 <= floor < 1.0:
+            raise DecisionError(f"entity_floor: expected a number in [0, 1), got {str(floor)[:80]}")
+        floor = float(floor)
         closure = completion = None
         if self.relations is not None:
             unknown = [x for x in labels if x != OOS_LABEL and x not in self.relations.labels]
