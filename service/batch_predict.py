@@ -478,7 +478,11 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
         raise ValueError(f"provider must be one of {list(PROVIDERS)}, got {provider!r}")
     began = time.perf_counter()
     open_bundle(bundle, quantized=quantized)  # a bad bundle fails here, in a second, not in every actor
+    # Tasks and actors open these paths where they run: on a cluster started with `ray start`, in the
+    # working directory of that command, not ours. So both go as absolute paths (a bad row is still
+    # reported under the path as it was given: ``_write_answers``).
     bundle = str(Path(bundle).resolve())
+    read_source = replace(source, path=str(Path(source.path).resolve()))
     spans, total = plan_spans(source, chunk_rows * SPAN_CHUNKS)
     if not total:
         raise DataError(source.path, None, "no rows")
@@ -488,6 +492,13 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
                   (workers or max(1, (os.cpu_count() or 1) // cpus_per_worker)) * cpus_per_worker)
     context = ray.data.DataContext.get_current()
     saved = (context.execution_options.preserve_order, context.enable_progress_bars)
+    ray_data_log = logging.getLogger("ray.data")
+    saved_level = ray_data_log.level
+    if logging.getLogger().level > logging.DEBUG:
+        # Without --verbose, Ray Data says nothing: not its per-run INFO lines, nor the ERROR
+        # traceback (a hundred lines) it logs when a task fails, e.g. on a bad row, which this
+        # command then reports in one line (``_write_answers``).
+        ray_data_log.setLevel(logging.CRITICAL)
     try:
         resources = ray.cluster_resources()
         gpu = provider == "cuda"
@@ -500,21 +511,24 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
         engine = {"bundle": bundle, "provider": "cuda" if gpu else "cpu", "threads": cpus_per_worker,
                   "quantized": quantized, "max_batch": max_batch, "spelling": spelling,
                   "segment": segment, "top_k": top_k}
-        answers = _answers_dataset(ray, source, spans, chunk_rows, engine, workers, cpus_per_worker, gpu)
-        rows = _write_answers(answers, out, total, progress)
+        answers = _answers_dataset(ray, read_source, spans, chunk_rows, engine, workers, cpus_per_worker, gpu)
+        rows = _write_answers(answers, out, total, progress, given_paths={read_source.path: source.path})
         return _summary("ray", source, out, rows, began, workers=workers, cpus_per_worker=cpus_per_worker,
                         provider="cuda" if gpu else "cpu", ray_address=address)
     finally:
         context.execution_options.preserve_order, context.enable_progress_bars = saved
+        ray_data_log.setLevel(saved_level)
         if started:
             ray.shutdown()
 
 
-def _write_answers(answers, out: str | os.PathLike, total: int, progress: bool | None) -> int:
+def _write_answers(answers, out: str | os.PathLike, total: int, progress: bool | None,
+                   given_paths: dict[str, str] | None = None) -> int:
     """Stream the pipeline's answer lines, in order, to ``out`` (all or nothing); return how many.
 
     An error a task raised on our behalf (a bad row) comes back as what it
-    was here, not as Ray's wrapper, so the command reports it as it would locally.
+    was here, not as Ray's wrapper, so the command reports it as it would locally,
+    under the path the user gave (``given_paths``: the tasks' absolute path -> that one).
     """
     rows = 0
     with atomic.streamed(out) as handle, _progress(total, progress) as bar:
@@ -528,6 +542,8 @@ def _write_answers(answers, out: str | os.PathLike, total: int, progress: bool |
             error = _our_error(exc)
             if error is None:
                 raise
+            if isinstance(error, DataError) and error.path in (given_paths or {}):
+                error = DataError(given_paths[error.path], error.line, error.reason)
             raise error from None
     return rows
 
@@ -552,13 +568,55 @@ def _ray_init(ray, address: str | None, num_cpus: int | None) -> None:
     # A local cluster of our own: no usage report, no dashboard, Ray's own logs quiet.
     if address is None:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    else:
+        _check_reachable(address)
     try:
         ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         what = f"connect to the Ray cluster at {address}" if address else "start a local Ray cluster"
         raise ConnectionError(f"cannot {what}: {exc}") from None
-    if logging.getLogger().level > logging.DEBUG:  # Ray Data's per-run INFO lines only with --verbose
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+# How long a cluster's GCS port may take to accept a TCP connection. ray.init itself waits for
+# minutes, printing only Ray's own GCS warnings, when nothing listens at the address.
+GCS_CONNECT_TIMEOUT_S = 5.0
+
+
+def _gcs_address(address: str) -> tuple[str, int] | None:
+    """The host and port ray.init will connect to for ``address``; None where it starts a cluster
+    (``"local"``), or where Ray cannot resolve or parse the address (ray.init then fails at once)."""
+    if address == "local":
+        return None
+    if address.startswith("ray://"):  # Ray Client: its server's host:port
+        target = address.removeprefix("ray://")
+    else:
+        try:  # "auto": $RAY_ADDRESS or the last cluster started here; localhost: this node's IP, as Ray does
+            from ray._private.services import canonicalize_bootstrap_address
+
+            target = canonicalize_bootstrap_address(address)
+        except Exception:
+            target = None if address == "auto" else address
+    host, _, port = (target or "").rpartition(":")
+    return (host.strip("[]"), int(port)) if host and port.isdigit() else None
+
+
+def _check_reachable(address: str, timeout_s: float = GCS_CONNECT_TIMEOUT_S) -> None:
+    """``ConnectionError`` ("cannot connect to the Ray cluster at ...") unless the cluster's GCS port
+    accepts a TCP connection within ``timeout_s``."""
+    import socket
+
+    target = _gcs_address(address)
+    if target is None:
+        return
+    host, port = target
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        reason = f"no answer within {timeout_s:g} s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise ConnectionError(
+            f"cannot connect to the Ray cluster at {address}: {host}:{port} does not accept connections ({reason}); "
+            "is its head node up (`ray start --head`), and is this its GCS address (`ray status` there prints "
+            "it)?") from None
 
 
 def _our_error(exc: BaseException) -> Exception | None:

@@ -28,6 +28,13 @@ Execution settings and why:
   (``OnnxSession._runs``); the CUDA and cuDNN libraries of the nvidia-* pip
   packages loaded by the session itself (``_load_cuda_libraries``), since the
   service imports no torch.
+- which GPU: BentoML gives every worker of a service with ``resources: {gpu: N}``
+  (``INTENTVCS_GPUS=N``) the same ``CUDA_VISIBLE_DEVICES``, the N GPUs it set aside
+  for the service, and ONNX Runtime's CUDA provider takes the first visible one
+  by default; so with several visible GPUs, BentoML worker i (counted from 1)
+  takes visible GPU ``(i - 1) % N`` (``cuda_device_id``): N workers on N GPUs, one
+  each. One visible GPU, a process that is no BentoML worker (the CLI, a Ray
+  actor, which Ray gives a GPU of its own) and the CPU are left as they were.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import concurrent.futures
 import functools
 import logging
 import os
+import sys
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -107,13 +115,60 @@ def check_provider(provider: str) -> None:
                           "(install onnxruntime-gpu with a matching CUDA/cuDNN)")
 
 
-def _providers(provider: str) -> list[str | tuple[str, dict[str, str]]]:
-    """ONNX Runtime provider list for a name of ``PROVIDERS`` (CUDA with its options), CPU always last."""
+def _providers(provider: str, device_id: int | None = None) -> list[str | tuple[str, dict[str, str]]]:
+    """ONNX Runtime provider list for a name of ``PROVIDERS`` (CUDA with its options, on ``device_id``
+    when given), CPU always last."""
     check_provider(provider)
     if not uses_cuda(provider):
         return [CPU]
     _load_cuda_libraries()
-    return [(CUDA, CUDA_OPTIONS), CPU]
+    options = CUDA_OPTIONS if device_id is None else {**CUDA_OPTIONS, "device_id": str(device_id)}
+    return [(CUDA, options), CPU]
+
+
+def visible_gpu_count() -> int:
+    """The GPUs CUDA lets this process see: those ``CUDA_VISIBLE_DEVICES`` lists (up to its first
+    invalid entry, as CUDA reads it), else every GPU of the machine (NVML; 0 where it cannot tell)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = 0
+        for entry in visible.split(","):
+            entry = entry.strip()
+            if not entry or entry.startswith("-"):
+                break
+            count += 1
+        return count
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML library, no driver: nothing to share out
+        return 0
+
+
+def bentoml_worker_index() -> int | None:
+    """This process's BentoML worker index (1, 2, ...), or None outside a BentoML worker."""
+    if "bentoml" not in sys.modules:  # never import BentoML into the CLI or a Ray actor for this
+        return None
+    try:
+        from bentoml import server_context
+    except ImportError:
+        return None
+    return server_context.worker_index
+
+
+def cuda_device_id() -> int | None:
+    """The visible GPU this BentoML worker runs on: ``(worker_index - 1) % visible_gpu_count()`` when
+    several are visible; None (ONNX Runtime's default, the first) otherwise. See the module docstring."""
+    index = bentoml_worker_index()
+    if index is None:
+        return None
+    count = visible_gpu_count()
+    return (index - 1) % count if count > 1 else None
 
 
 @functools.cache
@@ -176,7 +231,10 @@ class OnnxSession:
         threads = default_threads() if threads is None else threads
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        providers = _providers(provider)
+        # Which GPU, asked only where CUDA will be (so never of NVML on a CPU build).
+        device_id = cuda_device_id() if uses_cuda(provider) else None
+        self.device_id = device_id or 0  # the GPU its IO binding allocates outputs on
+        providers = _providers(provider, device_id)
         try:
             self._session = ort.InferenceSession(str(model_path), _session_options(threads, spin),
                                                  providers=providers,
@@ -215,8 +273,9 @@ class OnnxSession:
         # One thread feeds the GPU (``_runs``); the engine lives as long as its process.
         self._gpu_worker = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="intentvcs-gpu")
                             if self.provider == CUDA else None)
-        log.info("onnxruntime: %s on %s, %d intra-op thread(s), max batch %d",
-                 os.path.basename(model_path), self.provider, threads, max_batch)
+        log.info("onnxruntime: %s on %s%s, %d intra-op thread(s), max batch %d",
+                 os.path.basename(model_path), self.provider,
+                 f" (device {self.device_id})" if self.provider == CUDA else "", threads, max_batch)
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs:
         """Raw outputs (float32), rows in input order, with each text's entities when the graph tags them
@@ -269,7 +328,7 @@ class OnnxSession:
         for name, array in feed.items():
             binding.bind_cpu_input(name, array)
         for name in self._outputs:
-            binding.bind_output(name, "cuda")
+            binding.bind_output(name, "cuda", self.device_id)  # on the session's GPU
         self._session.run_with_iobinding(binding)
         return binding.copy_outputs_to_cpu()
 

@@ -82,6 +82,16 @@ class ServiceMetrics:
             "intentvcs_model_reloads_total", "Replaced bundles this worker swapped in (ok) or could not load.",
             ["result"],
         )
+        # 1 from a failed reload until a bundle loads again (intentvcs.service.reload), 0 otherwise: what
+        # the alert IntentvcsModelReloadFailed holds on for as long as the broken bundle stays (the
+        # counter's increase would say nothing once no new failure comes). livemax: the highest of the
+        # running workers, so that one worker's failure shows and a stopped worker's value does not linger.
+        self.reload_failing = prom.Gauge(
+            "intentvcs_model_reload_failing",
+            "1 while the bundle at the served path cannot be loaded (the previous one serving), else 0.",
+            multiprocess_mode="livemax",
+        )
+        self.reload_failing.set(0)
         self._intents: frozenset[str] = frozenset()
         self._model: dict[str, str] | None = None
 
@@ -139,6 +149,10 @@ class ServiceMetrics:
     def record_error(self, reason: str) -> None:
         """Count a refused or failed request."""
         self.errors.labels(reason=reason).inc()
+
+    def record_reload_failing(self, failing: bool) -> None:
+        """Whether the bundle at the served path fails to load (intentvcs.service.reload)."""
+        self.reload_failing.set(1 if failing else 0)
 
 
 @functools.cache

@@ -10,7 +10,10 @@ engine they started with; the next ones get the new engine. A bundle that
 fails to load (corrupt, incompatible, or copied in file by file and not yet
 whole) is logged and counted, and the old one goes on serving: a bad export
 never takes the service down. It is tried again as soon as any of its files
-changes again, so a copy that completes later is picked up.
+changes again, so a copy that completes later is picked up. Meanwhile the
+gauge ``intentvcs_model_reload_failing`` is 1 (``report_failing``), back to 0
+once a bundle loads: the alert ``IntentvcsModelReloadFailed`` fires for as long
+as the broken bundle stays, not only for the minutes after the failure.
 """
 
 from __future__ import annotations
@@ -27,17 +30,26 @@ log = logging.getLogger(__name__)
 Model = TypeVar("Model")
 
 
+def report_failing(failing: bool) -> None:
+    """Publish whether the served path holds a bundle that cannot be loaded (this worker's metric)."""
+    from intentvcs.service import prometheus_metrics
+
+    prometheus_metrics.get().record_reload_failing(failing)
+
+
 class BundleWatcher(Generic[Model]):
     """Call ``load()`` when any file of ``directory`` changes, then ``swap(model)``; ``failed(exc)`` if it fails.
 
     ``start()`` runs the watch on a daemon thread; ``check()`` is one round of
-    it (what the thread does every ``interval_s`` seconds).
+    it (what the thread does every ``interval_s`` seconds). ``failing(True)``
+    follows a failed load and ``failing(False)`` a swap (default: ``report_failing``).
     """
 
     def __init__(self, directory: str | os.PathLike, load: Callable[[], Model], swap: Callable[[Model], None],
-                 failed: Callable[[Exception], None], interval_s: float):
+                 failed: Callable[[Exception], None], interval_s: float,
+                 failing: Callable[[bool], None] = report_failing):
         self.manifest = Path(directory) / MANIFEST_FILE
-        self.load, self.swap, self.failed = load, swap, failed
+        self.load, self.swap, self.failed, self.failing = load, swap, failed, failing
         self.interval_s = interval_s
         self._seen = self._stamp()
         self._stop = threading.Event()
@@ -65,8 +77,10 @@ class BundleWatcher(Generic[Model]):
             log.error("the bundle at %s changed but cannot be served; still serving the previous one: %s",
                       self.manifest.parent, exc)
             self.failed(exc)
+            self.failing(True)
             return False
         self.swap(model)
+        self.failing(False)
         return True
 
     def start(self) -> None:

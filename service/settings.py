@@ -166,8 +166,12 @@ class Settings:
     # AuditConfig overrides for /audit (INTENTVCS_AUDIT_CONFIG, a JSON object of
     # thresholds and caps, as `intentvcs audit --config` takes them).
     audit_config: Mapping[str, Any] = field(default_factory=dict)
-    # GPUs each worker asks the platform for (BentoML's resources); the GPU
-    # bento sets 1. Zero: no request, whatever the provider.
+    # GPUs the service asks the platform for (BentoML's resources: {gpu: N}),
+    # shared by its workers: BentoML gives every worker the same N GPUs, and
+    # worker i runs on the ((i - 1) % N)-th of them (onnx_session.cuda_device_id),
+    # so INTENTVCS_GPUS=N with INTENTVCS_WORKERS=N puts one worker on each GPU.
+    # The GPU bento sets 1 (one worker by default on a GPU). Zero: no request,
+    # whatever the provider.
     gpus: int = 0
     # Seconds between checks for a replaced bundle folder, which is then served
     # without a restart (intentvcs.service.reload); 0 turns the watch off.

@@ -2,10 +2,11 @@
 
 - Prometheus: ``promtool check rules`` on deploy/prometheus/alerts.yml, ``promtool
   check config`` on both Prometheus configs (which must load that one rule
-  file), and ``promtool test rules``: each alert fires on a synthetic anomaly
-  (a day of history where it compares with the past) and stays quiet on
-  steady traffic. tests/test_prometheus_dashboard.py evaluates the same rules
-  in a real Prometheus scraping a real service.
+  file), and ``promtool test rules deploy/prometheus/alerts.test.yml`` (committed
+  next to the rules): each alert fires on a synthetic anomaly (a day of history
+  where it compares with the past) and stays quiet on steady traffic.
+  tests/test_prometheus_dashboard.py evaluates the same rules in a real
+  Prometheus scraping a real service.
 - Compose: ``docker compose config`` (Docker Compose v2) and ``podman-compose
   config`` when installed, and the compose-spec JSON schema when a package
   ships it (check-jsonschema vendors it); always a structural check of what
@@ -40,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
 ALERTS = DEPLOY / "prometheus" / "alerts.yml"
+RULE_TESTS = DEPLOY / "prometheus" / "alerts.test.yml"  # promtool's unit tests of ALERTS
 PROMETHEUS_CONFIGS = (DEPLOY / "prometheus" / "prometheus.yml", ROOT / "monitoring" / "prometheus.yml")
 DOCKERFILE = DEPLOY / "Dockerfile"
 GRAFANA_PROVISIONING = DEPLOY / "grafana" / "provisioning"
@@ -115,187 +117,33 @@ def test_error_reasons_in_the_rules_are_the_services():
                          "regex in deploy/prometheus/alerts.yml, or to UNALERTED_SERVER_REASONS here")
 
 
-# promtool's unit tests of the rules: one-minute samples (`a+bxn` is n+1 values from a in steps of b), rules
-# evaluated every 5 minutes (every minute over 26 hours of history took half a minute of CPU). Traffic where
-# nothing is wrong first, then the anomaly each alert is for.
-RULE_TESTS = """
-evaluation_interval: 5m
-tests:
-  - name: target down
-    interval: 1m
-    input_series:
-      - series: 'up{job="intentvcs", instance="intentvcs:3000"}'
-        values: '1x5 0x20'
-    alert_rule_test:
-      - {eval_time: 5m, alertname: IntentvcsTargetDown, exp_alerts: []}
-      - eval_time: 15m
-        alertname: IntentvcsTargetDown
-        exp_alerts: [{exp_labels: {severity: critical, job: intentvcs, instance: "intentvcs:3000"}}]
-
-  - name: server errors, from minute 31 on 1 request in 11
-    interval: 1m
-    input_series:
-      - series: 'bentoml_service_request_total{service_name="intentvcs", endpoint="/predict", http_response_code="200"}'
-        values: '0+60x60'
-      - series: 'bentoml_service_request_total{service_name="intentvcs", endpoint="/predict", http_response_code="500"}'
-        values: '0x30 6+6x29'
-      - series: 'intentvcs_request_errors_total{reason="internal_error"}'
-        values: '0x30 6+6x29'
-      - series: 'intentvcs_request_errors_total{reason="empty_text"}'  # a client's mistake: no server failure
-        values: '0+30x60'
-    alert_rule_test:
-      - {eval_time: 25m, alertname: IntentvcsHigh5xxRate, exp_alerts: []}
-      - {eval_time: 25m, alertname: IntentvcsServerFailures, exp_alerts: []}
-      - eval_time: 50m
-        alertname: IntentvcsHigh5xxRate
-        exp_alerts: [{exp_labels: {severity: critical}}]
-      - eval_time: 50m
-        alertname: IntentvcsServerFailures
-        exp_alerts: [{exp_labels: {severity: critical, reason: internal_error}}]
-
-  - name: from minute 31, a third of the requests refused, some overloaded, 1 in 11 slower than 1 s
-    interval: 1m
-    input_series:
-      - series: 'bentoml_service_request_total{service_name="intentvcs", endpoint="/predict", http_response_code="200"}'
-        values: '0+60x90'
-      - series: 'bentoml_service_request_total{service_name="intentvcs", endpoint="/predict", http_response_code="400"}'
-        values: '0x30 30+30x59'
-      - series: 'intentvcs_request_errors_total{reason="overloaded"}'
-        values: '0x30 3+3x59'
-      - series: 'bentoml_service_request_duration_seconds_bucket{service_name="intentvcs", endpoint="/predict", le="0.1"}'
-        values: '0+60x90'
-      - series: 'bentoml_service_request_duration_seconds_bucket{service_name="intentvcs", endpoint="/predict", le="1"}'
-        values: '0+60x90'
-      - series: 'bentoml_service_request_duration_seconds_bucket{service_name="intentvcs", endpoint="/predict", le="+Inf"}'
-        values: '0+60x30 1866+66x59'
-    alert_rule_test:
-      - {eval_time: 30m, alertname: IntentvcsRefusedRequests, exp_alerts: []}
-      - {eval_time: 30m, alertname: IntentvcsOverloaded, exp_alerts: []}
-      - {eval_time: 30m, alertname: IntentvcsHighLatencyP99, exp_alerts: []}
-      - eval_time: 85m
-        alertname: IntentvcsRefusedRequests
-        exp_alerts: [{exp_labels: {severity: warning}}]
-      - eval_time: 85m
-        alertname: IntentvcsOverloaded
-        exp_alerts: [{exp_labels: {severity: warning, reason: overloaded}}]
-      - eval_time: 85m
-        alertname: IntentvcsHighLatencyP99
-        exp_alerts: [{exp_labels: {severity: warning}}]
-      - {eval_time: 85m, alertname: IntentvcsServerFailures, exp_alerts: []}
-
-  - name: audit jobs only, from minute 31 each stopped at its deadline (its get answers 504)
-    interval: 1m
-    input_series:
-      - series: 'bentoml_service_request_total{service_name="intentvcs", endpoint="/audit/job/submit", http_response_code="200"}'
-        values: '0+6x60'
-      - series: 'bentoml_service_request_total{service_name="intentvcs", endpoint="/audit/job/get", http_response_code="200"}'
-        values: '0+6x30 180x29'
-      - series: 'bentoml_service_request_total{service_name="intentvcs", endpoint="/audit/job/get", http_response_code="504"}'
-        values: '0x30 6+6x29'
-      - series: 'intentvcs_request_errors_total{reason="audit_timeout"}'
-        values: '0x30 6+6x29'
-    alert_rule_test:
-      - {eval_time: 25m, alertname: IntentvcsServerFailures, exp_alerts: []}
-      - eval_time: 50m
-        alertname: IntentvcsServerFailures
-        exp_alerts: [{exp_labels: {severity: critical, reason: audit_timeout}}]
-      - eval_time: 50m
-        alertname: IntentvcsHigh5xxRate
-        exp_alerts: [{exp_labels: {severity: critical}}]
-
-  - name: a bundle swapped in at minute 10, a broken one refused at minute 40
-    interval: 1m
-    input_series:
-      - series: 'intentvcs_model_reloads_total{result="ok"}'
-        values: '0x10 1x60'
-      - series: 'intentvcs_model_reloads_total{result="failed"}'
-        values: '0x40 1x30'
-    alert_rule_test:
-      - {eval_time: 30m, alertname: IntentvcsModelReloadFailed, exp_alerts: []}
-      - eval_time: 50m
-        alertname: IntentvcsModelReloadFailed
-        exp_alerts: [{exp_labels: {severity: warning}}]
-      - {eval_time: 60m, alertname: IntentvcsModelReloadFailed, exp_alerts: []}  # no new failure for 10 minutes
-
-  - name: out-of-scope share from 5% to 20% after 25 hours
-    interval: 1m
-    input_series:
-      - series: 'intentvcs_input_length_characters_count'
-        values: '0+60x1560'
-      - series: 'intentvcs_out_of_scope_total'
-        values: '0+3x1500 4512+12x59'
-    alert_rule_test:
-      - {eval_time: 60m, alertname: IntentvcsOutOfScopeSpike, exp_alerts: []}
-      - {eval_time: 1490m, alertname: IntentvcsOutOfScopeSpike, exp_alerts: []}
-      - eval_time: 1550m
-        alertname: IntentvcsOutOfScopeSpike
-        exp_alerts: [{exp_labels: {severity: warning}}]
-
-  - name: mean top confidence from 0.8 to 0.5 after 25 hours, share at most 0.5 from 10% to 60%
-    interval: 1m
-    input_series:
-      - series: 'intentvcs_confidence_count'
-        values: '0+60x1600'
-      - series: 'intentvcs_confidence_sum'
-        values: '0+48x1500 72030+30x99'
-      - series: 'intentvcs_confidence_bucket{le="0.5"}'
-        values: '0+6x1500 9036+36x99'
-    alert_rule_test:
-      - {eval_time: 1490m, alertname: IntentvcsConfidenceShift, exp_alerts: []}
-      - {eval_time: 1490m, alertname: IntentvcsLowConfidenceRise, exp_alerts: []}
-      - eval_time: 1595m
-        alertname: IntentvcsConfidenceShift
-        exp_alerts: [{exp_labels: {severity: warning}}]
-      - eval_time: 1595m
-        alertname: IntentvcsLowConfidenceRise
-        exp_alerts: [{exp_labels: {severity: warning}}]
-
-  - name: intent mix from 50/50 to 90/10 after 25 hours, for 3 hours
-    interval: 1m
-    input_series:
-      - series: 'intentvcs_predictions_total{intent="PlayMusic"}'
-        values: '0+30x1500 45054+54x199'
-      - series: 'intentvcs_predictions_total{intent="BookRestaurant"}'
-        values: '0+30x1500 45006+6x199'
-      - series: 'intentvcs_predictions_total{intent="out_of_scope"}'
-        values: '0x1700'
-    alert_rule_test:
-      - {eval_time: 1490m, alertname: IntentvcsIntentMixDrift, exp_alerts: []}
-      - {eval_time: 1490m, alertname: IntentvcsIntentMixShift, exp_alerts: []}
-      # Within the hour the fast variant fires; against yesterday the shift is still pending.
-      - eval_time: 1535m
-        alertname: IntentvcsIntentMixShift
-        exp_alerts:
-          - {exp_labels: {severity: warning, intent: PlayMusic}}
-          - {exp_labels: {severity: warning, intent: BookRestaurant}}
-      - {eval_time: 1535m, alertname: IntentvcsIntentMixDrift, exp_alerts: []}
-      # Three hours on, the new mix is the recent normal, but not yesterday's.
-      - {eval_time: 1680m, alertname: IntentvcsIntentMixShift, exp_alerts: []}
-      - eval_time: 1680m
-        alertname: IntentvcsIntentMixDrift
-        exp_alerts:
-          - {exp_labels: {severity: warning, intent: PlayMusic}}
-          - {exp_labels: {severity: warning, intent: BookRestaurant}}
-"""
-
-
-def test_each_alert_fires_on_its_anomaly_and_not_before(tmp_path):
-    """``promtool test rules`` on the rules without their annotations (their wording is not under test here;
-    promtool compares annotations verbatim, and ``check rules`` has parsed their templates)."""
-    rules = load(ALERTS)
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            rule.pop("annotations")
-    (tmp_path / "alerts.yml").write_text(yaml.safe_dump(rules))
-    spec = yaml.safe_load(RULE_TESTS)
-    spec["rule_files"] = ["alerts.yml"]
+def test_each_alert_fires_on_its_anomaly_and_not_before():
+    """``promtool test rules deploy/prometheus/alerts.test.yml``, as alerts.yml documents it: the committed
+    unit tests of the committed rules (annotations included), with a case where each alert fires."""
+    spec = load(RULE_TESTS)
+    assert [(RULE_TESTS.parent / path).resolve() for path in spec["rule_files"]] == [ALERTS]
     tested = {case["alertname"] for test in spec["tests"] for case in test["alert_rule_test"]
               if case["exp_alerts"]}
     assert tested == {rule["alert"] for rule in alert_rules()}, "every alert has a case where it fires"
-    (tmp_path / "alerts.test.yml").write_text(yaml.safe_dump(spec))
-    result = run([promtool(), "test", "rules", "alerts.test.yml"], cwd=tmp_path)
+    documented = f"promtool test rules {RULE_TESTS.relative_to(ROOT)}"
+    assert documented in ALERTS.read_text() and documented in RULE_TESTS.read_text()
+    result = run([promtool(), "test", "rules", str(RULE_TESTS.relative_to(ROOT))], cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def test_the_reload_alert_lasts_as_long_as_the_broken_bundle():
+    """A failed reload is not retried until a file changes: the alert must hold on the gauge, not on the
+    counter's recent increase, which would clear while the broken bundle is still in place."""
+    [rule] = [rule for rule in alert_rules() if rule["alert"] == "IntentvcsModelReloadFailed"]
+    assert "intentvcs_model_reload_failing" in rule["expr"] and "increase(" not in rule["expr"]
+    [case] = [test for test in load(RULE_TESTS)["tests"]
+              if any(c["alertname"] == "IntentvcsModelReloadFailed" for c in test["alert_rule_test"])]
+    failing = next(s["values"] for s in case["input_series"] if s["series"] == "intentvcs_model_reload_failing")
+    assert failing == "0x39 1x39 0x20"  # broken from minute 40 to 79
+    firing = {int(c["eval_time"].rstrip("m")) for c in case["alert_rule_test"] if c["exp_alerts"]}
+    quiet = {int(c["eval_time"].rstrip("m")) for c in case["alert_rule_test"] if not c["exp_alerts"]}
+    assert max(firing) >= 40 + 30 and max(quiet) >= 80  # fires 30 minutes after the failure, stops after
 
 
 # --------------------------------------------------------------------- Grafana

@@ -7,14 +7,18 @@
 - the Ray spans of a file, read one after another, are its rows;
 - ``--engine ray`` on a real local Ray cluster (2 CPUs, started and shut down
   by the command) writes the same bytes as a local run, and reports a bad row
-  as the local engine does. Ray Data must be installed (the ``batch`` extra):
-  without it these tests fail, they do not skip.
+  as the local engine does, in one line (Ray Data's traceback silenced);
+- its tasks get the data file's absolute path (on a real cluster they run in
+  the directory of `ray start`), and an address where no cluster listens fails
+  in seconds with the command's own error. Ray Data must be installed (the
+  ``batch`` extra): without it these tests fail, they do not skip.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -309,16 +313,66 @@ def test_ray_writes_the_same_bytes_as_local_and_shuts_its_cluster_down(bundle, t
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_ray_reports_a_bad_row_as_local_does_and_leaves_nothing(bundle, tmp_path, capsys):
+def test_ray_reports_a_bad_row_as_local_does_and_leaves_nothing(bundle, tmp_path, capfd, monkeypatch):
+    """In one line, under the path as given (here relative), without Ray Data's traceback of the failed task."""
     import ray
 
     rows = [[f"r{i}", f"utterance {i}", "a note\non two lines"] for i in range(40)]
     rows[33][1] = ""  # a row of a later span, on line 2 + 33 * 2 = 68
-    data = tmp_path / "in.csv"
-    data.write_bytes(csv_bytes(["id", "text", "note"], *rows))
-    code = predict(bundle, data, tmp_path / "out.jsonl", "--chunk-rows", "4", "--engine", "ray", "--workers", "2")
-    err = capsys.readouterr().err
+    (tmp_path / "in.csv").write_bytes(csv_bytes(["id", "text", "note"], *rows))
+    monkeypatch.chdir(tmp_path)
+    code = predict(bundle, Path("in.csv"), tmp_path / "out.jsonl", "--chunk-rows", "4", "--engine", "ray",
+                   "--workers", "2")
+    err = capfd.readouterr().err  # what reaches the terminal: Ray's own log lines included
     assert not ray.is_initialized()
     assert code == exit_codes.BAD_INPUT, err[-3000:]
-    assert f"intentvcs predict: error: {data}:68: 'text' is empty\n" in err
+    assert err.endswith("intentvcs predict: error: in.csv:68: 'text' is empty\n"), err[-3000:]
+    assert "Traceback" not in err and len(err.splitlines()) <= 3, err[-3000:]
     assert leftovers(tmp_path) == []
+
+
+def test_ray_tasks_read_the_data_file_by_its_absolute_path(bundle, tmp_path, monkeypatch):
+    """On a cluster a task runs where `ray start` ran, not here: a relative --data must reach it absolute."""
+    import ray
+
+    from intentvcs.service import batch_predict
+
+    class Planned(Exception):
+        pass
+
+    seen = {}
+
+    def answers_dataset(ray, source, spans, chunk_rows, engine, *args):
+        seen.update(source=source, bundle=engine["bundle"])
+        raise Planned
+
+    write_input(tmp_path, "csv", ROWS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(batch_predict, "_ray_init", lambda *args: None)  # no cluster: the plan is what is checked
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    monkeypatch.setattr(batch_predict, "_answers_dataset", answers_dataset)
+    source = batch_predict.Source.open("in.csv")
+    with pytest.raises(Planned):
+        batch_predict.predict_ray(source, "out.jsonl", bundle, workers=1)
+    assert source.path == "in.csv" and seen["source"] == replace(source, path=str((tmp_path / "in.csv").resolve()))
+    assert Path(seen["bundle"]).is_absolute()
+
+
+def test_a_ray_address_where_nothing_listens_fails_in_seconds(bundle, tmp_path, capsys):
+    """Not minutes of Ray's GCS warnings: the address is tried first, and named in a one-line error."""
+    import socket
+    import time
+
+    import ray
+
+    data = write_input(tmp_path, "jsonl", ROWS[:3])
+    with socket.socket() as closed:  # bound, never listening: connections to it are refused
+        closed.bind(("0.0.0.0", 0))
+        address = f"127.0.0.1:{closed.getsockname()[1]}"
+        began = time.monotonic()
+        code = predict(bundle, data, tmp_path / "out.jsonl", "--engine", "ray", "--ray-address", address)
+        took = time.monotonic() - began
+    err = capsys.readouterr().err
+    assert code == exit_codes.BAD_INPUT and took < 15, (took, err[-3000:])
+    assert err.startswith(f"intentvcs predict: error: cannot connect to the Ray cluster at {address}: "), err
+    assert len(err.splitlines()) == 1 and not ray.is_initialized() and leftovers(tmp_path) == []

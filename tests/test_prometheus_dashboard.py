@@ -86,6 +86,27 @@ def test_dashboard_loads_by_import_and_by_provisioning():
         assert any(needed in q for q in queries), needed
 
 
+# The endpoints a request panel or a request alert selects (BentoML's counter, by regex).
+ENDPOINTS = re.compile(r'bentoml_service_request_total\{[^}]*endpoint=~"([^"]+)"')
+
+
+def test_request_panels_and_alerts_count_the_same_endpoints():
+    """The request and error panels show the requests the alerts count, audit jobs included (a job past its
+    deadline answers its get with 504: an alert that fires on it must show on the dashboard)."""
+    from intentvcs.service.audit_jobs import JOB_ROUTE, SUBMIT_ROUTE
+
+    queries = [expr for _, expr in panel_queries(json.loads(DASHBOARD.read_text()))]
+    panels = {regex for expr in queries for regex in ENDPOINTS.findall(expr)}
+    alerts = {regex for rule in alert_rules() for regex in ENDPOINTS.findall(rule["expr"])}
+    assert panels and panels == alerts, (panels, alerts)
+    [regex] = alerts
+    # PromQL regexes are anchored at both ends, as fullmatch is.
+    for endpoint in ("/predict", "/model/parse", "/audit", SUBMIT_ROUTE, f"{JOB_ROUTE}/get"):
+        assert re.fullmatch(regex, endpoint), endpoint
+    for endpoint in ("/status", "/metrics", "/readyz", "/audits"):
+        assert not re.fullmatch(regex, endpoint), endpoint
+
+
 def alert_rules() -> list[dict]:
     """Every rule of deploy/prometheus/alerts.yml (each a dict with ``alert``, ``expr``, ...)."""
     return [rule for group in yaml.safe_load(ALERTS.read_text())["groups"] for rule in group["rules"]]

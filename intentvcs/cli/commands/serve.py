@@ -161,9 +161,10 @@ def serve_bundle(bundle: str | os.PathLike, port: int = DEFAULT_PORT, host: str 
         extra[f"{ENV_PREFIX}QUANTIZED"] = quantized
     env = service_env(bundle, port, workers, provider, threads, extra=extra)
     check_port(host, port)  # else BentoML prints "serving" and then a page of circus traceback
+    # The count the service will run: --workers, else INTENTVCS_WORKERS, else its default.
+    count = Settings.from_env(env).workers
     print(f"serving {env[f'{ENV_PREFIX}BUNDLE']} on http://{host}:{port} "
-          f"({f'{workers} worker(s)' if workers else 'one worker per core on CPU, one on a GPU'}); "
-          "docs at /, OpenAPI at /docs.json", file=sys.stderr)
+          f"({count} worker{'s' if count != 1 else ''}); docs at /, OpenAPI at /docs.json", file=sys.stderr)
     # exec: signals (Ctrl-C, SIGTERM from an orchestrator) reach BentoML directly.
     command = server_command(port, host)
     os.execve(command[0], command, env)
