@@ -83,3 +83,14 @@ def write_results(name: str, records: list[dict], markdown: str, extra: dict | N
 
 def pct(value: float | None, digits: int = 2) -> str:
     return "–" if value is None else f"{100 * value:.{digits}f}"
+
+
+def named_paths(values: list[str], flag: str) -> dict[str, Path]:
+    """``NAME=PATH`` command-line values as ``{name: path}``; ``ValueError`` naming ``flag`` for another form."""
+    out = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"{flag} wants NAME=PATH, got {value!r}")
+        out[name] = Path(path)
+    return out

@@ -29,19 +29,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.common import ROOT, keep_previous, write_results
+from benchmarks.common import ROOT, keep_previous, named_paths, write_results
 
 FIGURES = ("slot_precision", "slot_recall", "slot_f1", "entities_exact", "overall_accuracy", "accuracy")
-
-
-def pairs(values: list[str], flag: str) -> dict[str, Path]:
-    out = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep or not name or not path:
-            raise ValueError(f"{flag} wants NAME=PATH, got {value!r}")
-        out[name] = Path(path)
-    return out
 
 
 def measure(name: str, bundle: Path, valid: Path, test: Path) -> dict:
@@ -102,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        bundles, valid, test = (pairs(getattr(args, flag), f"--{flag}") for flag in ("bundle", "valid", "test"))
+        bundles, valid, test = (named_paths(getattr(args, flag), f"--{flag}")
+                                for flag in ("bundle", "valid", "test"))
     except ValueError as exc:
         parser.error(str(exc))
     unpaired = sorted(set(bundles) ^ set(valid) | set(bundles) ^ set(test))

@@ -37,19 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, keep_previous, write_results
+from benchmarks.common import ROOT, keep_previous, named_paths, write_results
 
 TIMED_TEXTS, CALIBRATION_TEXTS, PERCENTILE = 256, 512, 99.99
-
-
-def pairs(values: list[str], flag: str) -> dict[str, str]:
-    out = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep or not name or not path:
-            raise ValueError(f"{flag} wants NAME=PATH, got {value!r}")
-        out[name] = path
-    return out
 
 
 def static_int8(fp32_path: Path, out: Path, tokenizer, max_length: int, texts: list[str]) -> None:
@@ -185,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     try:
-        bundles, valid, texts, calibration = (pairs(values, flag) for values, flag in (
+        bundles, valid, texts, calibration = (named_paths(values, flag) for values, flag in (
             (args.bundle, "--bundle"), (args.valid, "--valid"), (args.texts, "--texts"),
             (args.calibration, "--calibration")))
     except ValueError as exc:

@@ -11,12 +11,11 @@ from safetensors.torch import load_file
 from intentvcs.cli.main import main
 from intentvcs.core.dataio import read_jsonl, write_jsonl
 from intentvcs.core.entities import tag_vocabulary
-from intentvcs.training import DEFAULT_DATA
 from intentvcs.training.config import TrainConfig
 from intentvcs.training.trainer import Trainer, _Best
-from tests.helpers.tiny import make_tiny_backbone
+from tests.helpers.tiny import default_splits, make_tiny_backbone, train_cli
 
-TRAIN, VALID, TEST = (str(DEFAULT_DATA / f"{split}.jsonl") for split in ("train", "valid", "test"))
+TRAIN, VALID, TEST = default_splits()
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +24,7 @@ def backbone(tmp_path_factory):
 
 
 def _train(backbone, out, *extra, train=TRAIN, valid=VALID):
-    return main(["train", "--train", train, "--valid", valid, "--out", str(out), "--backbone", str(backbone),
-                 "--epochs", "2", "--batch-size", "64", "--oos-rule", "none", *extra])
+    return train_cli(backbone, out, "--oos-rule", "none", *extra, train=train, valid=valid)
 
 
 @pytest.fixture(scope="module")

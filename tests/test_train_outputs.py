@@ -14,10 +14,9 @@ import pytest
 from intentvcs.cli.main import main
 from intentvcs.core import atomic
 from intentvcs.core.dataio import read_jsonl, write_jsonl
-from intentvcs.training import DEFAULT_DATA
-from tests.helpers.tiny import make_tiny_backbone
+from tests.helpers.tiny import default_splits, make_tiny_backbone, train_cli
 
-TRAIN, VALID, TEST = (str(DEFAULT_DATA / f"{split}.jsonl") for split in ("train", "valid", "test"))
+TRAIN, VALID, TEST = default_splits()
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +25,7 @@ def backbone(tmp_path_factory):
 
 
 def _train(backbone, out, *extra, train=TRAIN, valid=VALID):
-    return main(["train", "--train", train, "--valid", valid, "--out", str(out), "--backbone", str(backbone),
-                 "--epochs", "1", "--batch-size", "64", *extra])
+    return train_cli(backbone, out, *extra, train=train, valid=valid, epochs=1)
 
 
 @pytest.fixture(scope="module")

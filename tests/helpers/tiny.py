@@ -39,3 +39,21 @@ def make_tiny_backbone(directory: str | Path, hidden: int = 32, layers: int = 2,
     )
     BertModel(config, add_pooling_layer=False).save_pretrained(directory, safe_serialization=True)
     return directory
+
+
+def default_splits() -> tuple[str, str, str]:
+    """The embedded default data's train, valid and test files (JSONL, with spans)."""
+    from intentvcs.training import DEFAULT_DATA
+
+    return tuple(str(DEFAULT_DATA / f"{split}.jsonl") for split in ("train", "valid", "test"))
+
+
+def train_cli(backbone: str | Path, out: str | Path, *extra: str, train: str | None = None,
+              valid: str | None = None, epochs: int = 2) -> int:
+    """``intentvcs train`` on the tiny ``backbone`` (default data unless ``train``/``valid`` are given), batch
+    64; its exit code."""
+    from intentvcs.cli.main import main
+
+    default_train, default_valid, _ = default_splits()
+    return main(["train", "--train", train or default_train, "--valid", valid or default_valid, "--out", str(out),
+                 "--backbone", str(backbone), "--epochs", str(epochs), "--batch-size", "64", *extra])
