@@ -227,7 +227,7 @@ class IntentService:
                                progress=progress).to_dict()
 
         def ended(stage: str, status: int, reason: str, message: str) -> JSONResponse:
-            progress.end(stage, 0, total)
+            progress.end(stage)  # with the counts it got to
             prometheus_metrics.get().record_error(reason)
             log.log(logging.WARNING if status >= 500 else logging.INFO, "audit job %s ended without a report: "
                     "%d %s", progress.task_id, status, reason)
@@ -248,7 +248,7 @@ class IntentService:
         except AuditInputError as exc:
             return ended("failed: invalid rows", 400, "invalid_rows", str(exc))
         except Exception as exc:
-            progress.end(f"failed: {exc}"[:300], 0, total)
+            progress.end(f"failed: {exc}"[:300])
             prometheus_metrics.get().record_error("internal_error")
             raise
         progress.end("done", total, total)

@@ -106,6 +106,7 @@ class JobProgress:
         self.cancel_path = folder / f"{task_id}{CANCEL_SUFFIX}"
         self.task_id, self.rows, self.min_interval_s = task_id, rows, min_interval_s
         self.stage, self.last, self.ended = "", 0.0, False
+        self.done, self.total = 0, rows  # the counts last written: where a job that ends early got to
         self.started = time.time()
 
     def __call__(self, stage: str, done: int, total: int, force: bool = False) -> None:
@@ -116,13 +117,15 @@ class JobProgress:
             self.stage, self.last = stage, now
             self._write(stage, done, total)
 
-    def end(self, stage: str, done: int, total: int) -> None:
-        """Write the job's last stage ("done", "cancelled", "stopped: deadline", "failed: ..."); later
+    def end(self, stage: str, done: int | None = None, total: int | None = None) -> None:
+        """Write the job's last stage ("done", "cancelled", "stopped: deadline", "failed: ..."), with
+        ``done`` of ``total`` (default: the counts last written, where a job that ends early got to); later
         calls, from a job thread that has not yet seen its stop flag, write nothing. A progress write
         under way on the job thread is waited for (a small file), not overwritten after this one."""
         with self._lock:
             if not self.ended:
-                self._write(stage, done, total, ended=True)
+                self._write(stage, self.done if done is None else done, self.total if total is None else total,
+                            ended=True)
                 self.ended, self.stage = True, stage
         self.cancel_path.unlink(missing_ok=True)
 
@@ -131,6 +134,7 @@ class JobProgress:
         return self.cancel_path.exists()
 
     def _write(self, stage: str, done: int, total: int, ended: bool = False) -> None:
+        self.done, self.total = done, total
         atomic.write_text(self.path, json.dumps({
             "task_id": self.task_id, "rows": self.rows, "stage": stage, "done": done, "total": total,
             "ended": ended, "started_at": self.started, "updated_at": time.time()}))

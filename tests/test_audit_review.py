@@ -222,3 +222,17 @@ def test_a_progress_write_under_way_does_not_overwrite_the_jobs_end(tmp_path, mo
     progress("audit: references", 1, 4, force=True)  # and none after it
     last = json.loads(progress.path.read_text())
     assert (last["stage"], last["ended"]) == ("stopped: deadline", True)
+
+
+def test_a_job_that_ends_early_keeps_the_counts_it_got_to(tmp_path):
+    """A cancelled or stopped job's last record says how far it got (it said 0 done)."""
+    import intentvcs.service.audit_jobs as jobs
+
+    progress = jobs.JobProgress(tmp_path / "server-1", "abc", 100)
+    progress("audit: new intents", 40, 80, force=True)
+    progress.end("cancelled")
+    record = json.loads(progress.path.read_text())
+    assert (record["stage"], record["done"], record["total"], record["ended"]) == ("cancelled", 40, 80, True)
+    finished = jobs.JobProgress(tmp_path / "server-1", "def", 100)
+    finished.end("done", 100, 100)
+    assert json.loads(finished.path.read_text())["done"] == 100
