@@ -320,9 +320,11 @@ def refused(expected_status: int, *needles: str, configuration: str = "default",
 
 
 def new_intent_rows(intents: int, rows_each: int = 3) -> list[dict]:
-    """``intents`` new names for one meaning: every pair of them is a duplicate candidate."""
-    return [{"text": f"turn on the lights in room {i} now", "labels": [f"new_intent_{i}"]}
-            for i in range(intents) for _ in range(rows_each)]
+    """``intents`` new names for one meaning: every pair of them is a duplicate candidate, the audit's worst
+    case. The rows of an intent differ only in the blanks before the last word: distinct rows (the audit
+    counts a repeated row once) that the model reads alike (the tokenizer splits on blanks)."""
+    return [{"text": f"turn on the lights in room {i}{' ' * (1 + k)}now", "labels": [f"new_intent_{i}"]}
+            for i in range(intents) for k in range(rows_each)]
 
 
 def audit_flood(space: Workspace) -> tuple[str, bool]:

@@ -41,7 +41,9 @@ NOT_IMPORTED = {
 }
 # Imported but not declared: guaranteed by a declared package that pins it.
 # (The `optimum` namespace is shared: optimum-onnx provides optimum.exporters.onnx and pins optimum.)
-PINNED_BY_A_DECLARED_PACKAGE = {"pydantic-core": "pydantic", "optimum": "optimum-onnx"}
+# nvidia-ml-py: NVML, which a BentoML worker on CUDA reads to count GPUs (service/onnx_session.py), comes with
+# BentoML, which requires it.
+PINNED_BY_A_DECLARED_PACKAGE = {"pydantic-core": "pydantic", "optimum": "optimum-onnx", "nvidia-ml-py": "bentoml"}
 
 
 def requirement_name(requirement: str) -> str:

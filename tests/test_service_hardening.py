@@ -132,17 +132,16 @@ def server(bundle, tmp_path_factory):
 
 
 def new_intent_batch(intents: int, rows_each: int = 3) -> list[dict]:
-    """``intents`` new names for one meaning: the audit's worst case.
+    """``intents`` new names for one meaning: the audit's worst case (``benchmarks.faults.new_intent_rows``).
 
     The module's random model accepts one existing intent on all these rows
     alike, so every new intent gets the same verdict (subset of it) and the
     duplicate search, uncapped in this module's server, tests every pair: at
     the default limit of 100 new intents, 4,950 pairs, about 20 s on 2 cores.
-    The rows of an intent differ only in the blanks before the last word: distinct rows (the audit counts a
-    repeated row once) that the model reads alike (the tokenizer splits on blanks).
     """
-    return [{"text": f"turn on the lights in room {i}{' ' * (1 + k)}now", "labels": [f"new_intent_{i}"]}
-            for i in range(intents) for k in range(rows_each)]
+    from benchmarks.faults import new_intent_rows
+
+    return new_intent_rows(intents, rows_each)
 
 
 # ------------------------------------------------------------------ readiness

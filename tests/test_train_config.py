@@ -53,7 +53,7 @@ def test_decision_config_round_trips():
                                                     discover_relations=0.8, support_noise=0.003)):
         assert DecisionConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     assert set(DecisionConfig().to_dict()) == {"oos_rule", "oos_retention", "oos_part_retention", "threshold_rule",
-                                               "spelling", "discover_relations", "support_noise"}
+                                               "spelling", "discover_relations", "support_noise", "entity_floor"}
     with pytest.raises(ValueError, match="oos_part_retention"):
         DecisionConfig(oos_part_retention=1.0)
     with pytest.raises(ValueError, match="discover_relations"):
