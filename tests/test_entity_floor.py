@@ -143,3 +143,33 @@ def test_answers_and_figures_show_only_the_entities_above_the_floor():
     assert len(segmented.parts[1]) == 2  # answered part by part: the parts' entities are floored too
     figures = evaluate(decision, infer([TEXT]), [Example(TEXT, ("play",), spans=(KITCHEN,))], include_tables=False)
     assert figures["slot_precision"] == 1.0 and figures["slot_f1"] == 1.0
+
+
+def test_a_floor_that_costs_exactly_one_exact_row_may_be_chosen():
+    """Counted in rows, not rounded shares: on three rows, a floor that breaks one row's set (row 1's right
+    but unsure entity) and wins F1 (row 2's unsure wrong ones) is within the rule; a rounded share once
+    refused it. Two rows lost are refused."""
+    wrong = [(k, k + 1, "room", 0.35) for k in range(10, 14)]
+    examples = [Example(TEXT, ("play",), spans=(JAZZ,)) for _ in range(3)]
+    per_text = [found((5, 9, "genre", 0.3)), found((5, 9, "genre", 0.9), (0, 4, "room", 0.9), *wrong),
+                found((5, 9, "genre", 0.9))]
+    floor, scores = fit_floor(examples, tuple_array(per_text))
+    assert scores["0.0"]["entities_exact"] == pytest.approx(2 / 3, abs=1e-5)
+    assert scores["0.4"]["entities_exact"] == pytest.approx(1 / 3, abs=1e-5)
+    assert scores["0.4"]["slot_f1"] > scores["0.0"]["slot_f1"] and floor == 0.4
+    # Row 3 unsure too, and more unsure wrong entities on row 2: floor 0.4 still wins F1, but breaks two rows.
+    per_text[1] = found((5, 9, "genre", 0.9), (0, 4, "room", 0.9), *[(k, k + 1, "room", 0.35) for k in range(10, 22)])
+    per_text[2] = found((5, 9, "genre", 0.3))
+    floor, scores = fit_floor(examples, tuple_array(per_text))
+    assert scores["0.4"]["slot_f1"] > scores["0.0"]["slot_f1"]
+    assert scores["0.4"]["entities_exact"] == 0.0 and floor == 0.0
+
+
+def test_rows_labelled_oos_are_out_of_scope_for_the_floor():
+    """The OOS rule "train" hands the decision its out-of-scope rows labelled "oos"; their (absent) spans
+    must not pick the floor, as evaluate scores in-scope rows only."""
+    in_scope = [Example(TEXT, ("play",), spans=(JAZZ,)) for _ in range(4)]
+    out_of_scope = [Example("what is the meaning of life", ("oos",)) for _ in range(8)]
+    per_text = [found((5, 9, "genre", 0.3))] * 4 + [found((23, 27, "genre", 0.35))] * 8
+    floor, scores = fit_floor(in_scope + out_of_scope, tuple_array(per_text))
+    assert floor == 0.0 and scores["0.0"]["slot_f1"] == 1.0

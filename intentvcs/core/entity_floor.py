@@ -25,6 +25,7 @@ import numpy as np
 from intentvcs.core import scoring
 from intentvcs.core.dataio import Example
 from intentvcs.core.entities import span_set
+from intentvcs.core.oos import OOS_LABEL
 
 # Tenths: validation sets are small (the embedded default's has 152 rows in scope), and a finer grid would
 # choose among differences of a row or two.
@@ -32,20 +33,21 @@ FLOORS = tuple(round(0.1 * k, 1) for k in range(10))
 
 
 def fit_floor(examples: Sequence[Example], entities: np.ndarray) -> tuple[float, dict[str, dict[str, float]]] | None:
-    """The floor of ``FLOORS`` chosen on ``examples`` (their in-scope rows, gold ``spans``) given each row's
-    decoded ``entities`` (``GraphOutputs.entities``), as the module docstring says, and every floor's slot F1
-    and share of rows with the entity set exact; None when no in-scope row has a gold span (nothing to read a
+    """The floor of ``FLOORS`` chosen on ``examples`` (their in-scope rows, gold ``spans``; a row labelled
+    ``"oos"``, as the OOS rule "train" labels out-of-scope rows, is out of scope) given each row's decoded
+    ``entities`` (``GraphOutputs.entities``), as the module docstring says, and every floor's slot F1 and
+    share of rows with the entity set exact; None when no in-scope row has a gold span (nothing to read a
     floor off: every entity is kept)."""
-    rows = [i for i, example in enumerate(examples) if example.labels]
+    rows = [i for i, example in enumerate(examples) if example.labels and OOS_LABEL not in example.labels]
     gold = [span_set(examples[i].spans) for i in rows]
     if not any(gold):
         return None
-    scores = {}
+    f1, exact = {}, {}
     for floor in FLOORS:
         predicted = [span_set(e for e in entities[i] if e.confidence >= floor) for i in rows]
-        metrics = scoring.span_metrics(gold, predicted)
-        scores[floor] = {"slot_f1": round(metrics["slot_f1"], 5), "entities_exact": round(metrics["entities_exact"], 5)}
-    keeps_rows = [floor for floor in FLOORS
-                  if scores[floor]["entities_exact"] >= scores[0.0]["entities_exact"] - 1 / len(rows) - 1e-9]
-    best = max(keeps_rows, key=lambda floor: (scores[floor]["slot_f1"], -floor))
-    return best, {f"{floor:.1f}": figures for floor, figures in scores.items()}
+        f1[floor] = scoring.span_metrics(gold, predicted)["slot_f1"]
+        exact[floor] = sum(g == p for g, p in zip(gold, predicted))  # rows, counted: "one row" is exact
+    keeps_rows = [floor for floor in FLOORS if exact[floor] >= exact[0.0] - 1]
+    best = max(keeps_rows, key=lambda floor: (f1[floor], -floor))
+    return best, {f"{floor:.1f}": {"slot_f1": round(f1[floor], 5), "entities_exact": round(exact[floor] / len(rows), 5)}
+                  for floor in FLOORS}
