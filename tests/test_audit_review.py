@@ -91,6 +91,29 @@ def test_a_batch_repeated_three_times_gives_the_same_findings_as_once():
     assert once["summary"]["duplicate_rows"] == 0 and once["summary"]["audited_rows"] == len(batch)
 
 
+def test_repeated_training_rows_count_once_too():
+    """The old rows behind contain(E->N) repeated three times gave other findings (a superset's part read 90% ->
+    35% inside); the existing intents' rows count once, as the batch's do."""
+    world = World()
+    batch, training = _batch(world), world.training()
+    config = AuditConfig(progress=False)
+    once = audit_batch(FakeEngine(world.table), batch, training, config).to_dict()
+    thrice = audit_batch(FakeEngine(world.table), batch, training * 3, config).to_dict()
+    assert thrice["findings"] == once["findings"] and thrice["new_pairs"] == once["new_pairs"]
+
+
+def test_the_html_report_sets_the_repeats_beside_the_batch_rows():
+    """Repeats are counted over the whole batch, old-intent rows included: the clause belongs to the batch."""
+    from intentvcs.service.audit.render import render_html
+
+    world = World()
+    batch = _batch(world)
+    report = audit_batch(FakeEngine(world.table), batch * 2, world.training(), AuditConfig(progress=False)).to_dict()
+    html = render_html(report)
+    rows = report["summary"]["batch_rows"]
+    assert f"<p>{rows} batch rows ({len(batch)} repeated rows set aside: one row counts once), " in html
+
+
 # ------------------------------------------------------- a cancelled job
 def test_a_cancelled_job_leaves_the_runners_queue_at_once_and_never_starts():
     """A job queued behind a long one was not told its cancel until the long one ended; it then started."""

@@ -58,7 +58,7 @@ from intentvcs.service.audit.containment import (
 from intentvcs.service.audit.evidence import Reference, Scored, examples, relabel_list
 from intentvcs.service.audit.report import AuditReport, Cooccurrence, Finding, NewPair, PairContainment
 from intentvcs.service.audit.rules import Evidence, decide
-from intentvcs.service.audit.sampling import BatchSample, sample_batch
+from intentvcs.service.audit.sampling import BatchSample, row_key, sample_batch
 from intentvcs.service.audit.segments import best_pairs
 from intentvcs.service.audit.segments import splits as segment_splits
 from intentvcs.service.audit.slots import entity_pivot
@@ -156,8 +156,12 @@ def _references(names: Iterable[str], own: dict[str, list[Example]], old_rows: t
     it that carry no new intent (those are the new intents' own evidence, not
     the existing intent's; ``BatchSample.existing``).
     """
-    old_source, old = old_rows[0], {}
+    old_source, old, seen = old_rows[0], {}, set()
     for ex in old_rows[1]:
+        key = row_key(ex)
+        if key in seen:  # a repeated old row is no new evidence either (as in the batch: sample_batch)
+            continue
+        seen.add(key)
         for label in ex.labels:
             old.setdefault(label, []).append(ex)
     out = {}

@@ -178,7 +178,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>intentvcs upgrade audit</title><style>{_STYLE}</style></head><body>"
         f"<h1>Upgrade audit {_badge(summary['severity'])}</h1>"
-        f"<p>{summary['batch_rows']} batch rows, {summary['audited_rows']} with new intents{_repeats(summary)}; "
+        f"<p>{summary['batch_rows']} batch rows{_repeats(summary)}, {summary['audited_rows']} with new intents; "
         f"{len(summary['new_intents'])} new intents against {summary['existing_intents']} existing "
         f"({_e(counts)}).</p>{missing}"
         "<h2>Co-occurrence: share of each new intent's rows on which the classifier accepts an existing intent</h2>"
