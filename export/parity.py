@@ -154,7 +154,8 @@ def compare(reference: GraphOutputs, candidate: GraphOutputs, decision: Decision
 
     return {
         "utterances": len(texts),
-        **_entity_agreement(reference, candidate, texts),
+        **_entity_agreement(reference._replace(entities=decision.kept_entities(reference.entities)),
+                            candidate._replace(entities=decision.kept_entities(candidate.entities)), texts),
         **_start_agreement(reference, candidate, texts),
         "max_abs_logit_diff": gap(reference.logits, candidate.logits),
         "max_abs_pooled_diff": gap(reference.pooled, candidate.pooled),
@@ -185,7 +186,8 @@ def _choice_ties(confidences: np.ndarray, differing: np.ndarray) -> np.ndarray:
 
 def _entity_agreement(reference: GraphOutputs, candidate: GraphOutputs, texts: Sequence[str]) -> dict[str, Any]:
     """For graphs with an entity head: rows with the same entity set (types and offsets), a few that differ,
-    and the largest confidence gap between entities both found; nothing for intent-only graphs."""
+    and the largest confidence gap between entities both found; nothing for intent-only graphs. ``compare``
+    passes the entities the decision answers (``Decision.kept_entities``: its entity floor applied)."""
     if reference.entities is None:
         return {}
     same, differing, confidence_gap = 0, [], 0.0

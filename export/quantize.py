@@ -49,6 +49,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
+from intentvcs.core.entities import span_set
 from intentvcs.core.evaluation import evaluate, headline
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.export.onnx_export import ENCODER_SCOPE, MODEL_SCOPE
@@ -168,12 +169,14 @@ def quantization_report(settings: dict[str, Any], fp32_outputs: GraphOutputs, in
 
 
 def answers_differ(first: GraphOutputs, second: GraphOutputs, decision: Decision) -> int:
-    """Rows whose answer differs between two readings: accepted set, OOS verdict or entity set."""
+    """Rows whose answer differs between two readings: accepted set, OOS verdict or answered entity set (the
+    decision's entity floor applied)."""
     a, b = decision.apply(*first.scores), decision.apply(*second.scores)
     differ = np.any(a.accepted != b.accepted, axis=1) | (a.out_of_scope != b.out_of_scope)
     if first.entities is not None:
-        differ |= np.array([{(e.label, e.start, e.end) for e in x} != {(e.label, e.start, e.end) for e in y}
-                            for x, y in zip(first.entities, second.entities)], dtype=bool)
+        differ |= np.array([span_set(x) != span_set(y) for x, y in zip(decision.kept_entities(first.entities),
+                                                                       decision.kept_entities(second.entities))],
+                           dtype=bool)
     return int(differ.sum())
 
 

@@ -173,6 +173,28 @@ def test_write_files_is_all_or_nothing_when_a_write_fails(tmp_path):
     assert (first.read_text(), second.read_text()) == ("the new a", "b")
 
 
+def test_a_failing_rename_leaves_no_temporary_file_and_a_none_content_removes_its_file(tmp_path, monkeypatch):
+    from intentvcs.core import atomic
+
+    first, second, gone = tmp_path / "a.json", tmp_path / "b.txt", tmp_path / "old.json"
+    gone.write_text("stale")
+    real, calls = atomic.os.replace, []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError("rename failed")
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    with pytest.raises(OSError, match="rename failed"):
+        atomic.write_files({first: "a", second: "b", gone: None})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "old.json"]  # no temporary file left
+    monkeypatch.undo()
+    atomic.write_files({first: "a", second: "b", gone: None})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.txt"]
+
+
 @pytest.mark.parametrize("command", ["evaluate", "robustness"])
 def test_scoring_names_the_gold_labels_the_model_cannot_answer(command, tiny, tmp_path, caplog):
     """As train and refit do: a misspelt label would otherwise only lower the figures."""

@@ -173,3 +173,17 @@ def test_rows_labelled_oos_are_out_of_scope_for_the_floor():
     per_text = [found((5, 9, "genre", 0.3))] * 4 + [found((23, 27, "genre", 0.35))] * 8
     floor, scores = fit_floor(in_scope + out_of_scope, tuple_array(per_text))
     assert floor == 0.0 and scores["0.0"]["slot_f1"] == 1.0
+
+
+def test_the_exports_agreement_figures_count_the_entities_answered():
+    """Two readings that differ only in an entity under the floor answer alike: the int8 report's 'answers
+    differ' and the parity report's entity-set agreement say so (they counted it as a difference)."""
+    from intentvcs.export.parity import compare
+    from intentvcs.export.quantize import answers_differ
+
+    decision = Decision(LABELS, activation="sigmoid", entity_floor=0.5)
+    first = outputs([found((5, 9, "genre", 0.9))] * 2)
+    second = outputs([found((5, 9, "genre", 0.9), (17, 24, "room", 0.2))] * 2)
+    assert answers_differ(first, second, decision) == 0
+    assert compare(first, second, decision, [TEXT, TEXT])["entity_set_agreement"] == 1.0
+    assert answers_differ(first, second, Decision(LABELS, activation="sigmoid")) == 2

@@ -67,8 +67,10 @@ def write_checkpoint_spelling(path: str | os.PathLike, spelling: Spelling | None
 
 
 def write_refitted(path: str | os.PathLike, meta: dict[str, Any], spelling: Spelling | None) -> None:
-    """Rewrite ``checkpoint.json`` and ``spelling.json`` of checkpoint ``path`` (``intentvcs refit``), all or
-    none: ``spelling.json`` removed when ``spelling`` is None (the decision was fitted without one)."""
+    """Rewrite ``checkpoint.json`` and ``spelling.json`` of checkpoint ``path`` (``intentvcs refit``), both or
+    neither (``atomic.staged``: a failed write changes neither; only a process killed between the two
+    renames could leave one): ``spelling.json`` removed when ``spelling`` is None (the decision was
+    fitted without one)."""
     atomic.write_files({
         Path(path) / SPELLING_FILE: None if spelling is None else spelling.to_text(),
         Path(path) / META_FILE: _meta_text(meta)})

@@ -56,6 +56,9 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
     writing, or an error in the block leaves no target changed and no
     temporary file behind. ``directory`` nested inside commits its folder
     first, then these files (a command's folder and the files that describe it).
+    The commit itself is renames only, each atomic, one after another: a
+    process killed between two of them (no data is written then) leaves the
+    earlier ones done; a rename that fails leaves no temporary file behind.
     """
     targets = check_targets(contents)
     written: list[tuple[str, Path]] = []
@@ -77,8 +80,14 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         raise
-    for tmp, target in written:
-        os.replace(tmp, target)
+    try:
+        for tmp, target in written:
+            os.replace(tmp, target)
+    except BaseException:
+        for tmp, _ in written:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)  # those not yet renamed
+        raise
     for target, content in zip(targets, contents.values()):
         if content is None:
             target.unlink(missing_ok=True)
