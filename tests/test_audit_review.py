@@ -259,3 +259,25 @@ def test_a_job_that_ends_early_keeps_the_counts_it_got_to(tmp_path):
     finished = jobs.JobProgress(tmp_path / "server-1", "def", 100)
     finished.end("done", 100, 100)
     assert json.loads(finished.path.read_text())["done"] == 100
+
+
+def test_the_entity_and_word_tests_read_every_old_row_held_not_the_knn_sample(monkeypatch):
+    """The kNN estimate infers a sample of at most reference_cap rows per existing intent; the entity and word
+    tests need no inference and read every distinct old row (up to intent_cap): a sample's share of an entity
+    type can stray far from the intent's (a SNIPS sample of 200 RateBook rows read object_type on 34% of them,
+    the 946 rows on 47%, and two duplicates were typed subsets)."""
+    import intentvcs.service.audit.batch as batch
+
+    world = World()
+    training = world.training(per_label=60)
+    seen: list[int] = []
+    real = batch.entity_pivot
+
+    def spy(own, theirs, **kwargs):
+        seen.append(len(theirs))
+        return real(own, theirs, **kwargs)
+
+    monkeypatch.setattr(batch, "entity_pivot", spy)
+    config = AuditConfig(progress=False, reference_cap=20)
+    audit_batch(FakeEngine(world.table), _batch(world), training, config)
+    assert seen and set(seen) == {60}  # every training row of the intent, not the 20 of the kNN sample

@@ -76,10 +76,20 @@ def examples(verdict: Verdict, scored: Scored, labels: Sequence[str],
 
 @dataclass(frozen=True)
 class Reference:
-    """An existing intent's reference rows and where they came from (``training``, ``model`` or ``batch``)."""
+    """An existing intent's reference rows and where they came from (``training``, ``model`` or ``batch``).
+
+    ``examples``: the capped sample the kNN estimate of contain(E->N) reads (each row is inferred);
+    ``profile``: the rows the entity and word tests read (their annotations and words only, no inference),
+    every distinct row the audit holds of the intent up to ``AuditConfig.intent_cap`` (default: ``examples``).
+    """
 
     examples: Sequence[Example]
     source: str
+    profile: Sequence[Example] | None = None
+
+    @property
+    def profile_rows(self) -> Sequence[Example]:
+        return self.examples if self.profile is None else self.profile
 
 
 def relabel_list(memberships: dict[str, Membership], references: dict[str, Reference],
