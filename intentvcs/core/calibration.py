@@ -153,11 +153,16 @@ def fit_temperature(
 
     Golden-section search on ``log T`` until the bracket is narrower than
     ``tol`` (relative in T). A minimum outside ``bounds`` returns the nearer bound.
+    Non-finite logits raise ``ValueError``: their NLL is NaN at every T, and the
+    search would return the upper bound.
     """
     z = np.asarray(logits, dtype=np.float64)
     targets = _check_targets(z, targets, activation)
     if not len(z):
         raise ValueError("fit_temperature needs at least one validation row")
+    if not np.isfinite(z).all():
+        rows = int(np.count_nonzero(~np.isfinite(z).all(axis=1)))
+        raise ValueError(f"fit_temperature: {rows} of {len(z)} logit row(s) hold non-finite values (NaN or inf)")
     log_t = _golden_section(lambda u: nll(z, targets, activation, math.exp(u)),
                             math.log(bounds[0]), math.log(bounds[1]), tol)
     return float(math.exp(log_t))

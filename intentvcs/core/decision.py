@@ -15,7 +15,8 @@ The same object runs after PyTorch (evaluation) and after ONNX Runtime
    row with nothing accepted accepts its most confident intent (an answer "in
    scope, no intent" would contradict itself); then closed under ``relations``
    (``intentvcs.core.relations``; a cover's parent accepted without any of
-   its children also takes the most confident child); rows judged OOS accept
+   its children also takes the most confident child, repeated until nothing
+   changes, so nested covers complete in any order); rows judged OOS accept
    nothing;
 5. entities decoded with a confidence under ``entity_floor`` are not answered
    (``kept_entities``; ``intentvcs.core.entity_floor``).
@@ -33,7 +34,7 @@ import numpy as np
 
 from intentvcs.core.calibration import check_activation, probabilities
 from intentvcs.core.formats import FileFormat, anything, json_list, message_error
-from intentvcs.core.oos import OOS_LABEL, NoRule, OOSRule, TrainRule, rule_from_dict
+from intentvcs.core.oos import OOS_LABEL, NonFiniteInput, NoRule, OOSRule, TrainRule, rule_from_dict
 from intentvcs.core.outputs import tuple_array
 from intentvcs.core.relations import Closure, Completion, LabelRelations
 from intentvcs.core import support
@@ -212,6 +213,11 @@ class Decision:
         logits = np.asarray(logits)
         if logits.ndim != 2 or logits.shape[1] != len(self.labels):
             raise DecisionError(f"logits must be [N, {len(self.labels)}], got shape {list(logits.shape)}")
+        # A NaN or infinite logit makes its row's confidences NaN: never out of scope, and the top
+        # fallback would answer the first label. One pass over the batch; rows are counted on refusal only.
+        if not np.isfinite(logits).all():
+            rows = int(np.count_nonzero(~np.isfinite(logits).all(axis=1)))
+            raise DecisionError(f"logits: {rows} of {len(logits)} row(s) hold non-finite values (NaN or inf)")
         return probabilities(logits, self.activation, self.temperature)
 
     def apply(self, logits: np.ndarray, pooled: np.ndarray | None = None,
@@ -225,11 +231,15 @@ class Decision:
         intent says nothing about what the model recognises. A support is
         never empty (its most likely label is always in it), so under support
         decoding a row is left empty only where its support is the ``"oos"``
-        class alone.
+        class alone. Non-finite logits, or non-finite embeddings the OOS rule
+        reads, raise ``DecisionError`` naming them and how many rows hold them.
         """
         probs = self._probabilities(logits)
         confidences = self._rescaled(probs)
-        out_of_scope, score = self.oos.judge(confidences, pooled, pooled_mid)
+        try:
+            out_of_scope, score = self.oos.judge(confidences, pooled, pooled_mid)
+        except NonFiniteInput as exc:
+            raise DecisionError(str(exc)) from None
         if self.support_noise is None:
             accepted = (confidences >= self.thresholds) & self._intent_columns
         else:
@@ -241,7 +251,7 @@ class Decision:
         if self._closure is not None:
             accepted = self._closure(accepted)
         if self._completion is not None:
-            accepted = self._closure(self._completion(accepted, confidences))
+            accepted = self._completion(accepted, confidences, self._closure)
         accepted[out_of_scope] = False
         return DecisionResult(confidences, accepted, out_of_scope, score, self.oos.name)
 

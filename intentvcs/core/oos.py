@@ -77,6 +77,18 @@ BANK_CHUNK = 1024
 MIN_SHRINKAGE = 1e-4
 
 
+class NonFiniteInput(ValueError):
+    """An embedding a rule reads holds NaN or infinite values (``Decision.apply`` raises it as a ``DecisionError``)."""
+
+
+def _check_finite(matrix: np.ndarray, name: str) -> np.ndarray:
+    """``matrix`` ``[N, H]``, or ``NonFiniteInput`` naming ``name`` and how many rows hold NaN or inf."""
+    if not np.isfinite(matrix).all():
+        rows = int(np.count_nonzero(~np.isfinite(matrix).all(axis=1)))
+        raise NonFiniteInput(f"{name}: {rows} of {len(matrix)} row(s) hold non-finite values (NaN or inf)")
+    return matrix
+
+
 def choose_threshold(
     scores: np.ndarray,
     is_oos: np.ndarray | None = None,
@@ -279,20 +291,33 @@ def _decode_bank(d: Any) -> np.ndarray:
 
 
 def bank_sample(targets: np.ndarray, max_rows: int = MAX_BANK_ROWS, seed: int = 0) -> np.ndarray:
-    """Sorted row indices of a stratified sample of at most ``max_rows`` rows (all rows if fewer).
+    """Sorted row indices of a stratified sample of at most ``max_rows`` rows (all rows if that many or fewer).
 
-    Every class keeps ``max(1, round(share))`` rows of its proportional share,
-    so a rare intent still has neighbours in the bank.
+    With more rows, exactly ``max_rows``: every class keeps one row, so a rare
+    intent still has a neighbour in the bank, and the other ``max_rows - C``
+    places go to the C classes in proportion to their remaining rows, by largest
+    remainder (ties to the earlier class). With more classes than ``max_rows``,
+    the ``max_rows`` largest classes (ties to the earlier class) keep one row each.
     """
     targets = np.asarray(targets)
     if len(targets) <= max_rows:
         return np.arange(len(targets))
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be at least 1, got {max_rows}")
+    classes, inverse, counts = np.unique(targets, return_inverse=True, return_counts=True)
+    take = np.zeros(len(classes), dtype=np.int64)
+    if len(classes) > max_rows:
+        take[np.argsort(-counts, kind="stable")[:max_rows]] = 1
+    else:
+        # Quotas of the places left after one row each; each lies under its class's remaining rows,
+        # since len(targets) > max_rows, so no class is asked for more rows than it has.
+        spare = counts - 1
+        quota = spare * (max_rows - len(classes)) / spare.sum()
+        take = 1 + np.floor(quota).astype(np.int64)
+        short = max_rows - int(take.sum())
+        take[np.argsort(-(quota - np.floor(quota)), kind="stable")[:short]] += 1
     rng = np.random.default_rng(seed)
-    keep = []
-    for label in np.unique(targets):
-        rows = np.flatnonzero(targets == label)
-        take = max(1, round(len(rows) * max_rows / len(targets)))
-        keep.append(rng.choice(rows, min(take, len(rows)), replace=False))
+    keep = [rng.choice(np.flatnonzero(inverse == c), take[c], replace=False) for c in range(len(classes)) if take[c]]
     return np.sort(np.concatenate(keep))
 
 
@@ -361,7 +386,8 @@ class DistanceRule(OOSRule):
 
     def distances(self, pooled: np.ndarray) -> np.ndarray:
         """Distance of each pooled embedding ``[N, H]`` to its nearest class mean, float ``[N]``."""
-        x = _as_matrix(pooled, "pooled", self.means.shape[1])
+        # A NaN row would score NaN, and NaN > threshold is False: in scope.
+        x = _check_finite(_as_matrix(pooled, "pooled", self.means.shape[1]), "pooled")
         if self.normalize:
             x = _l2_normalise(x)
         own = np.einsum("nh,nh->n", x @ self.precision, x)
@@ -373,7 +399,8 @@ class DistanceRule(OOSRule):
         """1 - cosine similarity of each middle-layer embedding ``[N, H]`` to its nearest bank row."""
         if self.bank is None:
             raise ValueError("this distance OOS rule has no neighbour bank")
-        x = _l2_normalise(_as_matrix(pooled_mid, "pooled_mid", self.bank.shape[1])).astype(np.float32)
+        x = _check_finite(_as_matrix(pooled_mid, "pooled_mid", self.bank.shape[1]), "pooled_mid")
+        x = _l2_normalise(x).astype(np.float32)
         nearest = [(x[i:i + BANK_CHUNK] @ self.bank.T).max(axis=1) for i in range(0, len(x), BANK_CHUNK)]
         return 1.0 - np.concatenate(nearest).astype(np.float64) if nearest else np.zeros(0)
 

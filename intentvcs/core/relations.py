@@ -384,18 +384,34 @@ class Closure:
 
 class Completion:
     """Completes answers under covers: a row that accepts a cover's parent and none of its
-    children also accepts its most confident child (``confidences`` [N, L]); closure then
-    brings that child's own implications (its duplicates)."""
+    children also accepts its most confident child (``confidences`` [N, L]); ``closure`` then
+    brings that child's own implications (its duplicates).
+
+    Repeated, completion then closure, until nothing changes, so that nested covers complete
+    whatever their order (``x -> {x_a, x_b}`` and ``x_a -> {x_a_1, x_a_2}``: a row accepting
+    ``x`` alone ends with ``x_a`` and a child of ``x_a`` either way). Each cover completes a row
+    at most once (it then holds a child for good), so this ends within ``len(covers) + 1`` rounds.
+    """
 
     def __init__(self, covers: list[tuple[int, np.ndarray]]):
         self._covers = covers
 
-    def __call__(self, accepted: np.ndarray, confidences: np.ndarray) -> np.ndarray:
+    def __call__(self, accepted: np.ndarray, confidences: np.ndarray,
+                 closure: "Closure | None" = None) -> np.ndarray:
         completed = np.array(accepted, dtype=bool)
-        for parent, children in self._covers:
-            rows = np.flatnonzero(completed[:, parent] & ~completed[:, children].any(axis=1))
-            if rows.size:
-                completed[rows, children[confidences[np.ix_(rows, children)].argmax(axis=1)]] = True
+        for _ in range(len(self._covers) + 1):
+            changed = False
+            for parent, children in self._covers:
+                rows = np.flatnonzero(completed[:, parent] & ~completed[:, children].any(axis=1))
+                if rows.size:
+                    completed[rows, children[confidences[np.ix_(rows, children)].argmax(axis=1)]] = True
+                    changed = True
+            if closure is not None:
+                closed = closure(completed)
+                changed = changed or not np.array_equal(closed, completed)
+                completed = closed
+            if not changed:
+                break
         return completed
 
 

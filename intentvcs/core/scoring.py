@@ -147,9 +147,15 @@ def auroc(scores: np.ndarray, positive: np.ndarray) -> float:
     """Area under the ROC curve: P(score of a positive > score of a negative), ties count 1/2.
 
     Rank-based (Mann–Whitney U). ``scores`` float ``[N]``, ``positive`` bool
-    ``[N]`` (for OOS detection: the OOS rows). Raises when either class is empty.
+    ``[N]`` (for OOS detection: the OOS rows). Raises ``ValueError`` when either
+    class is empty, the two differ in shape, or a score is NaN (it has no rank).
     """
     scores, positive = np.asarray(scores, dtype=np.float64), np.asarray(positive, dtype=bool)
+    if scores.ndim != 1 or scores.shape != positive.shape:
+        raise ValueError(f"auroc needs scores and labels of one length, got shapes {list(scores.shape)} "
+                         f"and {list(positive.shape)}")
+    if np.isnan(scores).any():
+        raise ValueError(f"auroc: {int(np.count_nonzero(np.isnan(scores)))} of {len(scores)} score(s) are NaN")
     n_pos = np.count_nonzero(positive)
     n_neg = len(positive) - n_pos
     if not n_pos or not n_neg:

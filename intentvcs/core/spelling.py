@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -69,7 +70,29 @@ INFORMAL_WORDS = frozenset({
 })
 # Runs of letters (any script): digits, amounts and times are not spelling, and
 # splitting at apostrophes leaves contractions' short halves ("s") under MIN_LENGTH.
-_WORD = re.compile(r"[^\W\d_]+")
+# What the vocabulary is read with (``vocabulary``, ``entity_vocabulary``).
+_LETTERS = re.compile(r"[^\W\d_]+")
+
+
+def _mark_class() -> str:
+    """A regex character class body holding every nonspacing mark (Unicode category Mn).
+
+    Only planes 0, 1 and 14 hold any (the others are ideographs and private use), which keeps this to ~10 ms.
+    """
+    planes = (range(0x20000), range(0xE0000, 0xF0000))
+    marks = [code for plane in planes for code in plane if unicodedata.category(chr(code)) == "Mn"]
+    ranges, start = [], marks[0]
+    for previous, code in zip(marks, marks[1:] + [None]):
+        if code != previous + 1:
+            ranges.append(re.escape(chr(start)) + ("" if previous == start else "-" + re.escape(chr(previous))))
+            start = code
+    return "".join(ranges)
+
+
+# The words ``rewrite`` corrects: runs of letters, each letter with the combining marks after it, which
+# ``re`` counts as \W. Text in decomposed form (NFD: "e" + U+0301 for "é") would otherwise split a word at
+# every accent and "correct" the pieces ("re\u0301sume\u0301" -> "résomé").
+_WORD = re.compile(rf"[^\W\d_](?:[^\W\d_]|[{_mark_class()}])*")
 
 
 class SpellingError(FormatError):
@@ -94,7 +117,7 @@ def english_words() -> frozenset[str]:
 
 def vocabulary(texts: Iterable[str]) -> dict[str, int]:
     """Lowercase word counts of ``texts`` (the words ``Spelling`` may correct to)."""
-    words = (word.lower() for text in texts for word in _WORD.findall(text))
+    words = (word.lower() for text in texts for word in _LETTERS.findall(text))
     # isalpha: a few numerals (Roman, fractions) are "word" characters, and a few
     # capitals lowercase to a letter plus a combining mark.
     return dict(Counter(word for word in words if word.isalpha()))
@@ -106,7 +129,7 @@ def entity_vocabulary(examples: Iterable[Example]) -> dict[str, list[str]]:
     for ex in examples:
         for span in ex.spans:
             words.setdefault(span.label, set()).update(
-                word.lower() for word in _WORD.findall(ex.text[span.start:span.end]) if word.isalpha())
+                word.lower() for word in _LETTERS.findall(ex.text[span.start:span.end]) if word.isalpha())
     return {label: sorted(found) for label, found in sorted(words.items())}
 
 
@@ -184,7 +207,8 @@ class Spelling:
         return Rewrite(text, "".join(pieces) + text[end:], tuple(edits))
 
     def _correct_word(self, word: str) -> str:
-        lower = word.lower()
+        # Looked up composed (NFC), as the vocabulary's words are written; a word kept is kept as sent.
+        lower = unicodedata.normalize("NFC", word).lower()
         if len(lower) < MIN_LENGTH or lower in self._known:
             return word
         distance = 1 if len(lower) <= SHORT_WORD else MAX_EDIT_DISTANCE
