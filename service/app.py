@@ -13,9 +13,9 @@ folder is swapped in without a restart or a dropped request (``reload``).
 
 In front of the API, ASGI middleware, each in its module with its reasons:
 an optional bearer token (``auth``), JSON bodies only (``media_type``), a
-bound on a worker's audits (``audit_control``) and audit jobs (``audit_jobs``), on
-body size (``body_limit``), and a job's body checked before it is queued
-(``audit_jobs``). Every refusal is one log line and one count
+bound on body size and read time (``body_limit``), on a worker's audits
+(``audit_control``) and audit jobs (``audit_jobs``), counted once the body is in,
+and a job's body checked before it is queued (``audit_jobs``). Every refusal is one log line and one count
 (``rejections``). Innermost, ``direct_routes`` answers ``/predict`` and
 ``/model/parse`` with the ``answer_*`` methods, in front of BentoML's IO layer,
 whose per-request Python cost 11% of the service's throughput.
@@ -35,7 +35,6 @@ half its throughput (146 utterances/s).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -176,7 +175,8 @@ class IntentService:
 
     async def answer_predict(self, texts: list[str], top_k: int) -> PredictResponse:
         """``/predict``'s answer: each utterance through the shared batch queue."""
-        answers = await asyncio.gather(*(self._batched_predict((utterance, top_k)) for utterance in texts))
+        # One group: on the first refused (503) or failed utterance the rest still queued never run.
+        answers = await self._batched_predict.many([(utterance, top_k) for utterance in texts])
         return PredictResponse(predictions=answers)
 
     async def answer_parse(self, text: str) -> ParseResponse:
@@ -193,7 +193,8 @@ class IntentService:
         return await self.answer_predict(texts, top_k)
 
     @bentoml.api(route="/model/parse", input_spec=ParseRequest)
-    async def parse(self, text: str, message_id: str | None, token: str | None) -> ParseResponse:
+    async def parse(self, text: str, message_id: str | None, token: str | None, lang: str | None = None,
+                    metadata: dict[str, Any] | None = None) -> ParseResponse:
         """Rasa's NLU-server parse (intent, intent_ranking, entities): a Rasa assistant's NLU endpoint.
 
         Out of scope, the intent is INTENTVCS_FALLBACK_INTENT (default nlu_fallback); ``intentvcs.service.rasa``
@@ -285,19 +286,20 @@ class IntentService:
             raise
 
 
-# Outermost first: who may ask (auth), in what form (media_type), how many
-# audits at once (audit_control), how big (body_limit). All of them answer
-# before the body is read.
+# Outermost first: who may ask (auth) and in what form (media_type), both answered
+# before the body is read; how big, and how slow (body_limit, which reads the body in
+# full); then how many audits at once (audit_control) and audit jobs (audit_jobs): a
+# slot is taken only once the body has arrived, so a slow sender holds none.
 if SETTINGS.api_token:
     IntentService.add_asgi_middleware(
         BearerAuth, token=SETTINGS.api_token, on_reject=rejections.refused_scope,
         routes=[*API_ROUTES, *JOB_READ_ROUTES, *(["/metrics"] if SETTINGS.metrics_token_required else [])])
 IntentService.add_asgi_middleware(JsonOnly, routes=API_ROUTES, on_reject=rejections.refused_scope)
+IntentService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.max_body_bytes, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(AuditGate, route="/audit", max_in_flight=LIMITS.max_audits_in_flight,
                                   retry_after_s=min(5, LIMITS.audit_timeout_s), on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(JobGate, max_jobs=LIMITS.max_audit_jobs, slots=JOB_SLOTS,
                                   retry_after_s=5, on_reject=rejections.refused_scope)
-IntentService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.max_body_bytes, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(JobBodyCheck, check=schemas.job_body_problem, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(ModelHeader, routes=API_ROUTES)
 # Innermost: everything above still applies to the routes it answers.

@@ -52,7 +52,10 @@ class AuditCancelled(Exception):
 
 
 class AuditGate:
-    """Wrap ``app``; at most ``max_in_flight`` requests to ``route`` at once, the rest get 429."""
+    """Wrap ``app``; at most ``max_in_flight`` requests to ``route`` at once, the rest get 429.
+
+    It sits inside ``body_limit.BodyLimit`` (``app.py``), so a request is counted once its body
+    has arrived: a client trickling its body held a slot from its first byte."""
 
     def __init__(self, app: Callable[..., Awaitable[None]], route: str, max_in_flight: int, retry_after_s: int,
                  on_reject: OnReject = lambda scope, status, reason: None):

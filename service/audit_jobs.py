@@ -29,11 +29,15 @@ queue does not:
                  cancelled while it ran on); and refusing the synchronous form
                  BentoML also routes, ``POST /audit/job`` (404), which would
                  run an audit of any size inside one request, past every
-                 bound of ``/audit``;
+                 bound of ``/audit``; and refusing, counted and as JSON like
+                 every other refusal, a job route's wrong method (405), a
+                 malformed ``task_id`` (400) and an unknown job (404);
 ``JobBodyCheck`` validates a submit's body against the request schema before
                  BentoML queues it (BentoML parses a task's input only when
                  the task runs, so a bad row would otherwise be accepted with
-                 a task id and fail later): 400 naming the field, at once;
+                 a task id and fail later): 400 naming the field, at once,
+                 checked on a thread (a 100,000-row body took 2 s of the
+                 event loop, delaying every /predict);
 ``job_runner``  the ``AuditRunner`` (``audit_control``) the jobs run on: one
                  at a time on their own thread, apart from the synchronous
                  audits, each with a deadline from its start, at a lower OS
@@ -44,6 +48,7 @@ queue does not:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -68,9 +73,13 @@ SUBMIT_ROUTE = f"{JOB_ROUTE}/submit"
 PROGRESS_ROUTE = f"{JOB_ROUTE}/progress"
 RETRY_ROUTE = f"{JOB_ROUTE}/retry"
 CANCEL_ROUTE = f"{JOB_ROUTE}/cancel"
+STATUS_ROUTE, GET_ROUTE = f"{JOB_ROUTE}/status", f"{JOB_ROUTE}/get"
+# The method of each job route JobGate passes on (HEAD too with GET, as Starlette routes it); cancel is its own.
+JOB_METHODS = {SUBMIT_ROUTE: "POST", RETRY_ROUTE: "POST", STATUS_ROUTE: "GET", GET_ROUTE: "GET",
+               PROGRESS_ROUTE: "GET"}
+BAD_TASK_ID = "task_id: expected the id that /audit/job/submit answered"
 # Every route of a job but its submit: BentoML's, and ours. Behind the API token like the submit.
-JOB_READ_ROUTES = [JOB_ROUTE, RETRY_ROUTE, PROGRESS_ROUTE, CANCEL_ROUTE] + [f"{JOB_ROUTE}/{name}"
-                                                                          for name in ("status", "get")]
+JOB_READ_ROUTES = [JOB_ROUTE, RETRY_ROUTE, PROGRESS_ROUTE, CANCEL_ROUTE, STATUS_ROUTE, GET_ROUTE]
 JOB_NICENESS = 10  # added to the job thread's niceness: /predict comes first
 TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")  # BentoML's ids are hex; anything else is no path part
 
@@ -173,10 +182,11 @@ def read_progress(task_id: str) -> dict[str, Any] | None:
 
 
 async def progress_endpoint(request: Request) -> JSONResponse:
-    """``GET /audit/job/progress?task_id=``: the job's stage and counts, 404 for an unknown id."""
+    """``GET /audit/job/progress?task_id=``: the job's stage and counts, 404 for an unknown id (``JobGate``
+    has refused a malformed one, and counts the 404)."""
     task_id = request.query_params.get("task_id", "")
     if not TASK_ID.match(task_id):
-        return JSONResponse({"error": "task_id: expected the id that /audit/job/submit answered"}, status_code=400)
+        return JSONResponse({"error": BAD_TASK_ID}, status_code=400)
     progress = read_progress(task_id)
     if progress is None:
         return JSONResponse({"error": f"no audit job {task_id} has reported progress on this server"},
@@ -215,10 +225,27 @@ class JobGate:
                                      "a batch in one request")
         elif path == CANCEL_ROUTE:
             await self._cancel(scope, send)
-        elif path in (SUBMIT_ROUTE, RETRY_ROUTE) and scope["method"] == "POST":
-            await self._admit(scope, receive, send)
-        else:
+        elif path not in JOB_METHODS:
             await self.app(scope, receive, send)
+        elif scope["method"] not in (JOB_METHODS[path], "HEAD" if JOB_METHODS[path] == "GET" else None):
+            self.on_reject(scope, 405, "method_not_allowed")
+            await respond(send, 405, f"{path} takes {JOB_METHODS[path]}, not {scope['method'][:20]}",
+                          headers=[(b"allow", JOB_METHODS[path].encode())])
+        elif path != SUBMIT_ROUTE and not TASK_ID.match(_task_id(scope)):
+            self.on_reject(scope, 400, "invalid_request")
+            await respond(send, 400, BAD_TASK_ID)
+        elif path in (SUBMIT_ROUTE, RETRY_ROUTE):
+            await self._admit(scope, receive, send)
+        else:  # status, get, progress: BentoML's (or our) 404 for an unknown job is counted
+            await self.app(scope, receive, self._counting_unknown(scope, send))
+
+    def _counting_unknown(self, scope: dict[str, Any], send: Callable) -> Callable:
+        async def counted(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 404:
+                self.on_reject(scope, 404, "not_found")
+            await send(message)
+
+        return counted
 
     async def _admit(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         if self.slots.held >= self.max_jobs:
@@ -233,6 +260,8 @@ class JobGate:
         async def watched(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 answered["status"] = message["status"]
+                if message["status"] == 404:  # a retry of a job this server does not know
+                    self.on_reject(scope, 404, "not_found")
             await send(message)
 
         try:
@@ -250,10 +279,10 @@ class JobGate:
             await respond(send, 405, f"cancel an audit job with PUT {CANCEL_ROUTE}?task_id=",
                           headers=[(b"allow", b"PUT")])
             return
-        task_id = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("task_id") or [""])[0]
+        task_id = _task_id(scope)
         if not TASK_ID.match(task_id):
             self.on_reject(scope, 400, "invalid_request")
-            await respond(send, 400, "task_id: expected the id that /audit/job/submit answered")
+            await respond(send, 400, BAD_TASK_ID)
             return
         progress = read_progress(task_id)
         if progress is None:
@@ -266,6 +295,10 @@ class JobGate:
             return
         atomic.write_text(progress_folder() / f"{task_id}{CANCEL_SUFFIX}", "")
         await respond_json(send, 202, {"task_id": task_id, "status": "cancelling"})
+
+
+def _task_id(scope: dict[str, Any]) -> str:
+    return (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("task_id") or [""])[0]
 
 
 class JobBodyCheck:
@@ -288,7 +321,8 @@ class JobBodyCheck:
             body += message.get("body", b"")
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
-        problem = self.check(body)
+        # Pydantic and the row checks of a large body take seconds: on a thread, not on the event loop.
+        problem = await asyncio.to_thread(self.check, body)
         if problem is not None:
             self.on_reject(scope, 400, problem[0])
             await respond_json(send, 400, problem[1])

@@ -16,7 +16,8 @@ concurrency limit) still wrap these routes; the OpenAPI document still
 describes them from the ``@bentoml.api`` methods, which in-process callers use.
 The error contract is BentoML's: ``400`` with ``{"error", "detail"}``, the
 ``detail`` naming the field and the limit, each refusal counted and logged once
-(``rejections``); ``503`` when the batch queue is full; ``500`` with no detail
+(``rejections``); ``503`` with ``Retry-After`` when the batch queue is full (the
+request's utterances still queued are dropped, ``batching``); ``500`` with no detail
 for anything else, its traceback in the log.
 """
 
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 # A route's request model, and what answers a validated request: (service instance, request) -> answer.
 Route = tuple[type[BaseModel], Callable[[Any, Any], Awaitable[BaseModel]]]
 UNEXPECTED = "An unexpected error has occurred, please check the server log."  # BentoML's words for a 500
+RETRY_AFTER_S = 1  # a 503's Retry-After: the queue's backlog is one engine call deep after a refusal
 
 
 class DirectRoutes:
@@ -57,10 +59,11 @@ class DirectRoutes:
         if body is None:
             return  # the client went away before sending its body; nobody reads an answer
         status, payload = await self._answer(scope, route, body)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(payload)).encode()),
-                                (b"server", self.server)]})
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+                   (b"server", self.server)]
+        if status == 503:
+            headers.append((b"retry-after", str(RETRY_AFTER_S).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
 
     async def _answer(self, scope: dict[str, Any], route: Route, body: bytes) -> tuple[int, bytes]:

@@ -10,8 +10,10 @@ the service, which grants no cross-origin access, says no. So the API routes
 take ``application/json`` and nothing else; the answer names the accepted type,
 in the body and in ``Accept-Post``. A ``charset`` other than UTF-8 is refused
 too (JSON is UTF-8, RFC 8259, and the body would be read as UTF-8 whatever it
-declared), and so is any method but POST (and OPTIONS), with the same JSON
-error body as every other refusal instead of the server's plain-text 405.
+declared), and so is any method but POST, OPTIONS included (the service
+grants no cross-origin access, so a preflight's answer is no; it was let
+through to the server's plain-text, uncounted 405), with the same JSON
+error body and count as every other refusal.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from intentvcs.service.rejections import respond
 
 ACCEPTED = "application/json"
 CHARSETS = ("utf-8", "utf8")
-PREFLIGHT = "OPTIONS"  # a CORS preflight, if CORS is ever enabled
 OnReject = Callable[[dict[str, Any], int, str], None]  # (scope, status, reason)
 
 
@@ -41,10 +42,7 @@ def content_type(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, st
 
 
 class JsonOnly:
-    """Wrap ``app``; requests to ``routes`` must be POSTs declaring ``application/json`` in UTF-8.
-
-    OPTIONS (a CORS preflight, if CORS is ever enabled) passes.
-    """
+    """Wrap ``app``; requests to ``routes`` must be POSTs declaring ``application/json`` in UTF-8."""
 
     def __init__(self, app: Callable[..., Awaitable[None]], routes: Iterable[str],
                  on_reject: OnReject = lambda scope, status, reason: None):
@@ -53,7 +51,7 @@ class JsonOnly:
         self.on_reject = on_reject
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http" or scope["path"] not in self.routes or scope["method"] == PREFLIGHT:
+        if scope["type"] != "http" or scope["path"] not in self.routes:
             await self.app(scope, receive, send)
             return
         if scope["method"] != "POST":

@@ -36,6 +36,7 @@ from intentvcs.service.settings import ENV_PREFIX, Limits
 
 LIMITS = Limits.from_env()
 ID_MAX_CHARS = 200  # an audit row's id, a /model/parse message_id
+LANG_MAX_CHARS = 35  # a /model/parse lang: a BCP 47 tag, with room to spare
 # Unicode general categories of what a reader sees: letters, numbers, punctuation, symbols.
 VISIBLE_CATEGORIES = frozenset("LNPS")
 
@@ -111,6 +112,9 @@ class ParseRequest(CountedRequest):
 
     Rasa's ``RasaNLUHttpInterpreter`` posts ``{"text", "message_id", "token"}``,
     the last two often null; refusing them as unknown fields would refuse Rasa.
+    Its server also takes ``lang`` and ``metadata`` (which its parse ignores):
+    accepted too, and not used. Other keys are still refused, naming them, as
+    every request body of this API refuses them (a typo is not silently ignored).
     """
 
     text: Text
@@ -119,6 +123,11 @@ class ParseRequest(CountedRequest):
     token: str | None = Field(
         None, description="Rasa's NLU endpoint token, which its client sends in the body; accepted, not used: "
         f"with {ENV_PREFIX}API_TOKEN set, the token goes in the Authorization header (Bearer).")
+    lang: str | None = Field(
+        None, max_length=LANG_MAX_CHARS, description="The message's language, as Rasa's server takes it; accepted, "
+        "not used (the bundle's model decides).")
+    metadata: dict[str, Any] | None = Field(
+        None, description="Rasa's message metadata; accepted, not used (bounded by the request body limit only).")
 
 
 class AuditSpan(BaseModel):
@@ -191,7 +200,7 @@ class AuditRequest(CountedRequest):
         "Larger batches: `intentvcs audit`, which has none of these limits.",
     )
     training_rows: list[AuditRow] | None = Field(
-        None, max_length=LIMITS.max_audit_rows,
+        None, min_length=1, max_length=LIMITS.max_audit_rows,
         description=TRAINING_ROWS_DESCRIPTION,
     )
 
@@ -210,7 +219,7 @@ class AuditJobRequest(CountedRequest):
         f"{LIMITS.max_audit_jobs} unfinished ({ENV_PREFIX}MAX_AUDIT_JOBS; more: 429 with Retry-After).",
     )
     training_rows: list[AuditRow] | None = Field(
-        None, max_length=LIMITS.max_audit_job_rows,
+        None, min_length=1, max_length=LIMITS.max_audit_job_rows,
         description=TRAINING_ROWS_DESCRIPTION,
     )
 
@@ -241,6 +250,7 @@ _REASON_BY_FIELD = {  # emptiness, length and range limits, which depend on the 
     ("string_too_long", "labels"): "label_too_long",
     ("string_too_long", "id"): "id_too_long",
     ("string_too_long", "message_id"): "id_too_long",
+    ("string_too_long", "lang"): "invalid_request",
     ("string_too_long", None): "text_too_long",
     ("too_long", "texts"): "too_many_texts",
     ("too_long", "rows"): "too_many_rows",
@@ -253,7 +263,8 @@ _REASON_BY_FIELD = {  # emptiness, length and range limits, which depend on the 
 # new-intent cap of /audit (it needs the bundle's labels), and the job routes
 # of audit_jobs (the synchronous form, a cancel by another method, of an
 # unknown job or of one that has ended).
-OTHER_REJECTIONS = ("wrong_type", "invalid_rows", "invalid_request", "body_too_large", "unsupported_media_type",
+OTHER_REJECTIONS = ("wrong_type", "invalid_rows", "invalid_request", "body_too_large", "body_timeout",
+                    "unsupported_media_type",
                     "unauthorized", "too_many_new_intents", "not_found", "method_not_allowed", "job_ended")
 REJECTION_REASONS = sorted({*_REASON_BY_TYPE.values(), *_REASON_BY_FIELD.values(), *OTHER_REJECTIONS})
 

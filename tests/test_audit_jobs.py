@@ -223,11 +223,21 @@ def test_the_gate_takes_a_slot_per_admitted_submit_and_gives_back_those_that_sta
     assert refusals == [(429, "audit_busy")] and calls == ["/audit/job/submit"]
     assert sent[-2]["status"] == 429 and (b"retry-after", b"5") in sent[-2]["headers"]
     assert "INTENTVCS_MAX_AUDIT_JOBS" in json.loads(sent[-1]["body"])["error"]
-    asyncio.run(gate({"type": "http", "path": "/audit/job/status", "method": "GET"}, None, send))
+    asyncio.run(gate({"type": "http", "path": "/audit/job/status", "method": "GET", "query_string": b"task_id=ab"},
+                     None, send))
     slots.release()  # the job ended
     answer_status["code"] = 404  # a retry of an unknown task: no job started, the slot comes back
-    asyncio.run(gate({"type": "http", "path": "/audit/job/retry", "method": "POST"}, None, send))
+    asyncio.run(gate({"type": "http", "path": "/audit/job/retry", "method": "POST", "query_string": b"task_id=ab"},
+                     None, send))
     assert slots.held == 0 and calls == ["/audit/job/submit", "/audit/job/status", "/audit/job/retry"]
+    assert refusals == [(429, "audit_busy"), (404, "not_found")]  # the unknown task's 404 is counted
+    # A malformed task id or a wrong method is refused, counted, before BentoML sees it.
+    asyncio.run(gate({"type": "http", "path": "/audit/job/retry", "method": "POST", "query_string": b"task_id=a/b"},
+                     None, send))
+    asyncio.run(gate({"type": "http", "path": "/audit/job/get", "method": "DELETE", "query_string": b"task_id=ab"},
+                     None, send))
+    assert refusals[2:] == [(400, "invalid_request"), (405, "method_not_allowed")] and len(calls) == 3
+    assert (b"allow", b"GET") in sent[-2]["headers"]
 
 
 def test_a_job_past_its_deadline_is_told_to_stop():

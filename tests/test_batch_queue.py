@@ -129,6 +129,49 @@ def test_a_job_whose_client_went_away_is_not_run():
     assert engine.calls == [["a"], ["kept"]]
 
 
+def test_a_requests_jobs_still_queued_are_dropped_on_its_first_failure():
+    """One request's utterances (``many``): the first fails, so the request does; the rest never run."""
+    calls = []
+
+    def engine(jobs):
+        calls.append(list(jobs))
+        if "boom" in jobs:
+            raise ValueError("engine failed")
+        return [job.upper() for job in jobs]
+
+    async def main():
+        batch_queue = queue(engine, max_batch=1)
+        with pytest.raises(ValueError, match="engine failed"):
+            await batch_queue.many(["boom", "x", "y", "z"])
+        return await batch_queue.many(["later", "on"])
+
+    assert asyncio.run(main()) == ["LATER", "ON"]
+    assert calls == [["boom"], ["later"], ["on"]]  # "x", "y", "z" were dropped, not run
+
+
+def test_a_requests_jobs_arrive_together_and_are_refused_together():
+    """Queued behind a long call, a request's utterances expire at once: none of them runs (its answer is
+    503), however the deadline falls between their arrivals."""
+    engine, refused = Engine(hold=True), []
+    batch_queue = queue(engine, max_batch=2, max_wait_s=0.005, refused=refused)
+
+    async def main():
+        first = asyncio.ensure_future(batch_queue("a"))
+        await asyncio.get_running_loop().run_in_executor(None, engine.started.wait, 10)
+        request = asyncio.ensure_future(batch_queue.many(["b", "c", "d"]))
+        await asyncio.sleep(0.02)
+        engine.release.set()
+        return await asyncio.gather(first, request, return_exceptions=True)
+
+    first, request = asyncio.run(main())
+    assert first == "A" and isinstance(request, Overloaded)
+    assert engine.calls == [["a"]] and len(refused) == 1  # the first refused; the others dropped with it
+
+
+def test_a_request_of_no_jobs_is_answered_with_none():
+    assert asyncio.run(queue(Engine()).many([])) == []
+
+
 @pytest.mark.parametrize("max_batch, max_wait_s", [(0, 1.0), (8, 0.0)])
 def test_bad_settings_are_refused(max_batch, max_wait_s):
     with pytest.raises(ValueError, match="max_batch must be >= 1 and max_wait_s > 0"):

@@ -113,8 +113,9 @@ def test_a_full_queue_is_503_with_its_reason_counted_once(service, monkeypatch):
     refused = []
     monkeypatch.setattr(direct_routes.rejections, "refused", lambda *args: refused.append(args))
     service.fail = ServiceUnavailable("the service is overloaded; retry later")
-    status, _, body = answer_of(call(make([]), "POST", "/predict", [b'{"texts": ["hi", "ho", "hu"]}']))
+    status, headers, body = answer_of(call(make([]), "POST", "/predict", [b'{"texts": ["hi", "ho", "hu"]}']))
     assert status == 503 and body == {"error": "the service is overloaded; retry later"}
+    assert headers[b"retry-after"] == str(direct_routes.RETRY_AFTER_S).encode()
     assert refused == [("POST", "/predict", 503, "overloaded")]
 
 

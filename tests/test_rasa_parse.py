@@ -109,7 +109,7 @@ def test_openapi_documents_entities_and_the_parse_route(url):
     assert set(schemas[entity]["properties"]) == {"entity", "value", "start", "end", "confidence"}
     assert "post" in spec["paths"]["/model/parse"]
     request = schemas["ParseRequest"]["properties"]
-    assert set(request) == {"text", "message_id", "token"}
+    assert set(request) == {"text", "message_id", "token", "lang", "metadata"}  # what Rasa's server takes
     assert request["text"]["maxLength"] == LIMITS.max_text_chars
     rasa_entity = schemas["RasaEntity"]["properties"]
     assert {"entity", "start", "end", "value", "confidence_entity", "extractor"} == set(rasa_entity)
