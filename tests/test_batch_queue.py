@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Callable
 
 import pytest
 
@@ -75,14 +76,19 @@ def test_jobs_queued_during_a_call_are_the_next_call_up_to_max_batch():
     assert engine.calls == [["a"], ["b", "c"], ["d", "e"], ["f"]]  # oldest first, never more than 2
 
 
-def test_a_failed_call_fails_each_of_its_jobs_and_the_queue_goes_on():
-    calls = []
-
+def failing_on_boom(calls: list) -> Callable:
+    """An engine that records its calls and fails any call holding the job "boom"."""
     def engine(jobs):
         calls.append(list(jobs))
         if "boom" in jobs:
             raise ValueError("engine failed")
         return [job.upper() for job in jobs]
+    return engine
+
+
+def test_a_failed_call_fails_each_of_its_jobs_and_the_queue_goes_on():
+    calls = []
+    engine = failing_on_boom(calls)
 
     async def main():
         batch_queue = queue(engine)
@@ -132,12 +138,7 @@ def test_a_job_whose_client_went_away_is_not_run():
 def test_a_requests_jobs_still_queued_are_dropped_on_its_first_failure():
     """One request's utterances (``many``): the first fails, so the request does; the rest never run."""
     calls = []
-
-    def engine(jobs):
-        calls.append(list(jobs))
-        if "boom" in jobs:
-            raise ValueError("engine failed")
-        return [job.upper() for job in jobs]
+    engine = failing_on_boom(calls)
 
     async def main():
         batch_queue = queue(engine, max_batch=1)
