@@ -45,7 +45,10 @@ def measure(name: str, bundle: Path, valid: Path, test: Path) -> dict:
     if not engine.entity_types:
         raise ValueError(f"{bundle}: the bundle has no entity head")
     valid_rows, test_rows = list(read_jsonl(valid)), list(read_jsonl(test))
-    fitted = fit_floor(valid_rows, engine.infer([row.text for row in valid_rows]).entities)
+    # Each split's texts read whole once: the fit and both decisions start from these outputs.
+    read = {split: engine.infer([row.text for row in rows]) for split, rows in (("valid", valid_rows),
+                                                                                ("test", test_rows))}
+    fitted = fit_floor(valid_rows, read["valid"].entities)
     if fitted is None:
         raise ValueError(f"{valid}: no in-scope row has a gold entity span to fit a floor on")
     floor, by_floor = fitted
@@ -53,7 +56,8 @@ def measure(name: str, bundle: Path, valid: Path, test: Path) -> dict:
     scored: dict[str, dict] = {}
     for split, rows in (("valid", valid_rows), ("test", test_rows)):
         for which, decision in decisions.items():
-            outputs, segmented = decide_segmented(decision, engine.infer, [row.text for row in rows])
+            outputs, segmented = decide_segmented(decision, engine.infer, [row.text for row in rows],
+                                                  outputs=read[split])
             figures = headline(evaluate(decision, outputs, rows, include_tables=False, result=segmented.result))
             scored.setdefault(split, {})[which] = {figure: round(100 * figures[figure], 2) for figure in FIGURES}
     bundle = bundle.resolve()

@@ -257,12 +257,12 @@ class JobGate:
         self.slots.take()
         answered: dict[str, int] = {}
 
+        counted = self._counting_unknown(scope, send)  # a retry of a job this server does not know: 404
+
         async def watched(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 answered["status"] = message["status"]
-                if message["status"] == 404:  # a retry of a job this server does not know
-                    self.on_reject(scope, 404, "not_found")
-            await send(message)
+            await counted(message)
 
         try:
             # Returns once the task has run too: BentoML runs it as the submit's background task.

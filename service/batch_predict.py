@@ -512,7 +512,7 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
                   "quantized": quantized, "max_batch": max_batch, "spelling": spelling,
                   "segment": segment, "top_k": top_k}
         answers = _answers_dataset(ray, read_source, spans, chunk_rows, engine, workers, cpus_per_worker, gpu)
-        rows = _write_answers(answers, out, total, progress, given_paths={read_source.path: source.path})
+        rows = _write_answers(answers, out, total, progress, given=(read_source.path, source.path))
         return _summary("ray", source, out, rows, began, workers=workers, cpus_per_worker=cpus_per_worker,
                         provider="cuda" if gpu else "cpu", ray_address=address)
     finally:
@@ -523,12 +523,12 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
 
 
 def _write_answers(answers, out: str | os.PathLike, total: int, progress: bool | None,
-                   given_paths: dict[str, str] | None = None) -> int:
+                   given: tuple[str, str] | None = None) -> int:
     """Stream the pipeline's answer lines, in order, to ``out`` (all or nothing); return how many.
 
     An error a task raised on our behalf (a bad row) comes back as what it
     was here, not as Ray's wrapper, so the command reports it as it would locally,
-    under the path the user gave (``given_paths``: the tasks' absolute path -> that one).
+    under the path the user gave (``given``: the path the tasks read, and that one).
     """
     rows = 0
     with atomic.streamed(out) as handle, _progress(total, progress) as bar:
@@ -542,8 +542,8 @@ def _write_answers(answers, out: str | os.PathLike, total: int, progress: bool |
             error = _our_error(exc)
             if error is None:
                 raise
-            if isinstance(error, DataError) and error.path in (given_paths or {}):
-                error = DataError(given_paths[error.path], error.line, error.reason)
+            if isinstance(error, DataError) and given is not None and error.path == given[0]:
+                error = DataError(given[1], error.line, error.reason)
             raise error from None
     return rows
 

@@ -71,10 +71,7 @@ class BatchQueue(Generic[Job, Answer]):
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._queue.append((time.monotonic(), job, future, None))
-        if not self._draining:
-            self._draining = True
-            # A task, not a call: jobs arriving in this turn of the loop join the first batch.
-            loop.create_task(self._drain())
+        self._start_draining(loop)
         return await future
 
     async def many(self, jobs: Sequence[Job]) -> list[Answer]:
@@ -86,9 +83,7 @@ class BatchQueue(Generic[Job, Answer]):
         self._queue.extend((arrived, job, future, group) for job, future in zip(jobs, futures))
         if not futures:
             return []
-        if not self._draining:
-            self._draining = True
-            loop.create_task(self._drain())
+        self._start_draining(loop)
         try:
             await asyncio.wait(futures, return_when=asyncio.FIRST_EXCEPTION)
         finally:  # a failure, or this request's own cancellation (its client went away)
@@ -99,6 +94,12 @@ class BatchQueue(Generic[Job, Answer]):
         if first is not None:
             raise first
         return [future.result() for future in futures]
+
+    def _start_draining(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._draining:
+            self._draining = True
+            # A task, not a call: jobs arriving in this turn of the loop join the first batch.
+            loop.create_task(self._drain())
 
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()

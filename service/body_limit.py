@@ -54,24 +54,25 @@ class BodyLimit:
             await self._refuse(scope, send, int(declared))
             return
         messages, size = [], 0
-        deadline = asyncio.get_running_loop().time() + self.read_timeout_s
-        while True:
-            try:
-                message = await asyncio.wait_for(receive(), deadline - asyncio.get_running_loop().time())
-            except asyncio.TimeoutError:
-                self.on_reject(scope, 408, "body_timeout")
-                await respond(send, 408, f"the request body did not arrive in full within {self.read_timeout_s:g} s "
-                                         f"({size} bytes read)")
-                return
-            messages.append(message)
-            if message["type"] != "http.request":
-                break  # the client went away; let the application see it
-            size += len(message.get("body", b""))
-            if size > self.max_bytes:
-                await self._refuse(scope, send, size, at_least=True)
-                return
-            if not message.get("more_body", False):
-                break
+        try:
+            # One deadline over the whole read (no task per message, as wait_for would start).
+            async with asyncio.timeout(self.read_timeout_s):
+                while True:
+                    message = await receive()
+                    messages.append(message)
+                    if message["type"] != "http.request":
+                        break  # the client went away; let the application see it
+                    size += len(message.get("body", b""))
+                    if size > self.max_bytes or not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            self.on_reject(scope, 408, "body_timeout")
+            await respond(send, 408, f"the request body did not arrive in full within {self.read_timeout_s:g} s "
+                                     f"({size} bytes read)")
+            return
+        if size > self.max_bytes:
+            await self._refuse(scope, send, size, at_least=True)
+            return
         replay = iter(messages)
 
         async def replayed() -> Message:

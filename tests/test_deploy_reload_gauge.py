@@ -12,32 +12,15 @@ import shutil
 import time
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from intentvcs.cli.commands.serve import running
 from tests.helpers.bundle import make_tiny_bundle
-
-
-def samples(url: str, name: str) -> dict[tuple, float]:
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    return {tuple(sorted(s.labels.items())): s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name == name}
+from tests.helpers.http import metric_samples, reload_counts, wait_for
 
 
 def failing(url: str) -> float:
-    [value] = samples(url, "intentvcs_model_reload_failing").values()  # one series, whatever the workers
+    [value] = metric_samples(url, "intentvcs_model_reload_failing").values()  # one series, whatever the workers
     return value
-
-
-def reloads(url: str) -> dict[str, float]:
-    return {dict(labels)["result"]: value for labels, value in samples(url, "intentvcs_model_reloads_total").items()}
-
-
-def wait_for(condition, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 def test_the_failing_gauge_is_1_while_a_broken_bundle_stays_and_0_once_one_loads(tmp_path):
@@ -45,15 +28,15 @@ def test_the_failing_gauge_is_1_while_a_broken_bundle_stays_and_0_once_one_loads
     shutil.copy(served / "model.onnx", tmp_path / "model.onnx.good")
     with running(served, extra_env={"INTENTVCS_RELOAD_INTERVAL_S": "1"}) as url:
         assert failing(url) == 0.0  # there from the start, for rules and panels to select
-        assert reloads(url) == {"ok": 0.0, "failed": 0.0}
+        assert reload_counts(url) == {"ok": 0.0, "failed": 0.0}
 
         (served / "model.onnx").write_bytes(b"not a graph")  # a copy in progress, or a corrupt export
-        wait_for(lambda: reloads(url)["failed"] == 1.0)
+        wait_for(lambda: reload_counts(url)["failed"] == 1.0)
         assert failing(url) == 1.0
         time.sleep(3.5)  # three more rounds of the watcher: not tried again, still failing
-        assert reloads(url)["failed"] == 1.0 and failing(url) == 1.0
+        assert reload_counts(url)["failed"] == 1.0 and failing(url) == 1.0
         assert httpx.post(f"{url}/predict", json={"text": "play some music"}, timeout=30).status_code == 200
 
         shutil.copy(tmp_path / "model.onnx.good", served / "model.onnx")  # the copy completes
-        wait_for(lambda: reloads(url)["ok"] == 1.0)
-        assert failing(url) == 0.0 and reloads(url)["failed"] == 1.0
+        wait_for(lambda: reload_counts(url)["ok"] == 1.0)
+        assert failing(url) == 0.0 and reload_counts(url)["failed"] == 1.0

@@ -20,10 +20,10 @@ import time
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from intentvcs.cli.commands.serve import running
 from tests.helpers.bundle import make_tiny_bundle
+from tests.helpers.http import metric_samples, reload_counts, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -41,22 +41,8 @@ def digest(bundle) -> str:
 
 
 def model_info(url: str) -> dict[str, float]:
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    return {s.labels["bundle_digest"]: s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name == "intentvcs_model_info"}
-
-
-def reloads(url: str) -> dict[str, float]:
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    return {s.labels["result"]: s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name == "intentvcs_model_reloads_total"}
-
-
-def wait_for(condition, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
+    return {dict(labels)["bundle_digest"]: value
+            for labels, value in metric_samples(url, "intentvcs_model_info").items()}
 
 
 def test_status_names_the_model_and_a_new_export_is_swapped_in_without_a_failed_request(models):
@@ -98,7 +84,7 @@ def test_status_names_the_model_and_a_new_export_is_swapped_in_without_a_failed_
         assert set(headers) == {headers[0], headers[-1]}
         assert headers == sorted(headers, key=lambda h: h.startswith("candidate"))  # one switch, never back
         assert model_info(url) == {first: 0.0, second: 1.0}
-        assert reloads(url) == {"ok": 1.0, "failed": 0.0}
+        assert reload_counts(url) == {"ok": 1.0, "failed": 0.0}
 
         # A broken replacement: logged and counted, and the previous bundle keeps serving.
         broken = models["root"] / "broken"
@@ -106,14 +92,14 @@ def test_status_names_the_model_and_a_new_export_is_swapped_in_without_a_failed_
         (broken / "model.onnx").write_bytes(b"not a graph")
         os.replace(served, models["root"] / "old")
         os.replace(broken, served)
-        wait_for(lambda: reloads(url)["failed"] == 1.0)
+        wait_for(lambda: reload_counts(url)["failed"] == 1.0)
         assert httpx.get(f"{url}/status", timeout=10).json()["bundle_digest"] == second
         assert httpx.post(f"{url}/predict", json={"text": "play some music"}, timeout=30).status_code == 200
         time.sleep(3.5)  # three more rounds of the watcher: the same broken folder is not tried again
-        assert reloads(url)["failed"] == 1.0
+        assert reload_counts(url)["failed"] == 1.0
 
         # The copy completes later (the graph written in place): tried again, and swapped in.
         shutil.copy(models["root"] / "old" / "model.onnx", served / "model.onnx")
-        wait_for(lambda: reloads(url)["ok"] == 2.0)
+        wait_for(lambda: reload_counts(url)["ok"] == 2.0)
         assert httpx.get(f"{url}/status", timeout=10).json()["bundle_digest"] == second
-        assert reloads(url)["failed"] == 1.0
+        assert reload_counts(url)["failed"] == 1.0

@@ -36,6 +36,8 @@ from typing import Callable
 
 import numpy as np
 
+from intentvcs.core.outputs import non_finite_rows
+
 ACTIVATIONS = ("softmax", "sigmoid")
 ECE_BINS = 15
 # Temperatures outside this range mean a broken model or data, not calibration.
@@ -160,8 +162,8 @@ def fit_temperature(
     targets = _check_targets(z, targets, activation)
     if not len(z):
         raise ValueError("fit_temperature needs at least one validation row")
-    if not np.isfinite(z).all():
-        rows = int(np.count_nonzero(~np.isfinite(z).all(axis=1)))
+    rows = non_finite_rows(z)
+    if rows:
         raise ValueError(f"fit_temperature: {rows} of {len(z)} logit row(s) hold non-finite values (NaN or inf)")
     log_t = _golden_section(lambda u: nll(z, targets, activation, math.exp(u)),
                             math.log(bounds[0]), math.log(bounds[1]), tol)

@@ -71,13 +71,13 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
     in_scope = ~is_oos
 
     figures: dict = {"n": len(examples), "n_in_scope": int(in_scope.sum())}
+    set_right = (pred == gold).all(axis=1)  # the accepted set exactly gold (on an OOS row: nothing accepted)
     if in_scope.any():
         scores = scoring.multilabel_metrics(pred[in_scope], gold[in_scope])
         scores.pop("n", None)  # the in-scope count is n_in_scope; n stays all rows
         figures.update(scores)
         top = result.confidences.argmax(axis=1)
         top_right = gold[np.arange(len(gold)), top]
-        set_right = (pred == gold).all(axis=1)
         intents_right = np.where(gold.sum(axis=1) > 1, set_right, top_right)
         figures["accuracy"] = float(intents_right[in_scope].mean())
         figures["top_accuracy"] = float(top_right[in_scope].mean())
@@ -85,8 +85,7 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
             figures.update(_entity_figures(examples, decision.kept_entities(outputs.entities), in_scope,
                                            intents_right, set_right))
     if is_oos.any():
-        exact = (pred == gold).all(axis=1)
-        figures.update(scoring.oos_metrics(result.out_of_scope, is_oos, exact))
+        figures.update(scoring.oos_metrics(result.out_of_scope, is_oos, set_right))
         if in_scope.any():
             figures["auroc"] = scoring.auroc(result.oos_score, is_oos)
             figures["fpr95"] = scoring.fpr_at_retention(result.oos_score, is_oos, 0.95)

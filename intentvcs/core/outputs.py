@@ -59,6 +59,13 @@ class GraphOutputs(NamedTuple):
                      for i in range(len(cls._fields))))
 
 
+def non_finite_rows(matrix: np.ndarray) -> int:
+    """How many rows of ``matrix`` (``[N, ...]``) hold a NaN or infinite value: one pass when none does, the
+    count (for the refusal's message) only when some do."""
+    finite = np.isfinite(matrix)
+    return 0 if finite.all() else int(np.count_nonzero(~finite.reshape(len(matrix), -1).all(axis=1)))
+
+
 def tuple_array(per_text: Sequence[tuple]) -> np.ndarray:
     """``[N]`` object array holding one tuple per text (entities, request starts; numpy would unpack the
     tuples)."""

@@ -28,6 +28,7 @@ no torch, so the serving engine applies it before tokenising.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -89,10 +90,13 @@ def _mark_class() -> str:
     return "".join(ranges)
 
 
-# The words ``rewrite`` corrects: runs of letters, each letter with the combining marks after it, which
-# ``re`` counts as \W. Text in decomposed form (NFD: "e" + U+0301 for "é") would otherwise split a word at
-# every accent and "correct" the pieces ("re\u0301sume\u0301" -> "résomé").
-_WORD = re.compile(rf"[^\W\d_](?:[^\W\d_]|[{_mark_class()}])*")
+@functools.cache
+def _word_pattern() -> re.Pattern:
+    """The words ``rewrite`` corrects: runs of letters, each letter with the combining marks after it, which
+    ``re`` counts as \W. Text in decomposed form (NFD: "e" + U+0301 for "é") would otherwise split a word at
+    every accent and "correct" the pieces ("re\u0301sume\u0301" -> "résomé"). Built on first use, not at
+    import: every command imports this module, few rewrite a text."""
+    return re.compile(rf"[^\W\d_](?:[^\W\d_]|[{_mark_class()}])*")
 
 
 class SpellingError(FormatError):
@@ -187,7 +191,7 @@ class Spelling:
     def rewrite(self, text: str, protected: Sequence[tuple[int, int]] = ()) -> "Rewrite":
         """``text`` normalised, with where each corrected word came from (to map offsets back); a word that
         overlaps a ``protected`` span ``(start, end)`` is kept as written."""
-        words = list(_WORD.finditer(text))
+        words = list(_word_pattern().finditer(text))
         # Capitals mark names only where case is used at all: not in all-lowercase,
         # ALL-CAPS or Title Case text, where every word is corrected alike.
         names_marked = any(m.group(0)[0].islower() for m in words) and any(

@@ -407,7 +407,7 @@ class _Audit:
         # The entity and word tests read every row held (annotations and words: no inference), not the
         # kNN estimate's sample of 200: the sample's share of an entity type can stray far from the
         # intent's (a SNIPS sample of RateBook read object_type on 34% of its rows, the 946 rows on 47%).
-        theirs = [self.references[c].profile_rows if c in self.references else None for c in candidates]
+        theirs = [self.references[c].profile if c in self.references else None for c in candidates]
         pivots = tuple(None if rows_of_e is None else
                        entity_pivot(own, rows_of_e, min_rows=config.min_rows, min_gap=config.entity_gap)
                        for rows_of_e in theirs)

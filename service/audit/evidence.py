@@ -80,16 +80,12 @@ class Reference:
 
     ``examples``: the capped sample the kNN estimate of contain(E->N) reads (each row is inferred);
     ``profile``: the rows the entity and word tests read (their annotations and words only, no inference),
-    every distinct row the audit holds of the intent up to ``AuditConfig.intent_cap`` (default: ``examples``).
+    every distinct row the audit holds of the intent up to ``AuditConfig.intent_cap``.
     """
 
     examples: Sequence[Example]
     source: str
-    profile: Sequence[Example] | None = None
-
-    @property
-    def profile_rows(self) -> Sequence[Example]:
-        return self.examples if self.profile is None else self.profile
+    profile: Sequence[Example]
 
 
 def relabel_list(memberships: dict[str, Membership], references: dict[str, Reference],
