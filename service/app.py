@@ -7,7 +7,8 @@ background, ``audit_jobs``), ``GET /status`` (which model answers: ``identity``,
 ``X-Intentvcs-Model`` header of every API answer), and BentoML's own
 ``/healthz`` (live), ``/readyz`` (ready once the bundle is loaded
 and a warm-up prediction has run), ``/metrics`` (BentoML's and
-``intentvcs.service.prometheus_metrics``) and ``/docs.json`` (OpenAPI). Settings come from
+``intentvcs.service.prometheus_metrics``) and ``/docs.json`` (OpenAPI, as ``openapi_document``
+corrects BentoML's). Settings come from
 ``INTENTVCS_*`` variables (``intentvcs.service.settings``). A replaced bundle
 folder is swapped in without a restart or a dropped request (``reload``).
 
@@ -55,6 +56,7 @@ from intentvcs.service.direct_routes import DirectRoutes
 from intentvcs.service.engine import Engine
 from intentvcs.service.identity import ModelHeader, header_value, status_app
 from intentvcs.service.media_type import JsonOnly
+from intentvcs.service.openapi_document import AmendedDocs
 from intentvcs.service.rasa import parse_answer
 from intentvcs.service.reload import BundleWatcher
 from intentvcs.service.schemas import (
@@ -290,10 +292,12 @@ class IntentService:
 # before the body is read; how big, and how slow (body_limit, which reads the body in
 # full); then how many audits at once (audit_control) and audit jobs (audit_jobs): a
 # slot is taken only once the body has arrived, so a slow sender holds none.
+PROTECTED_ROUTES = [*API_ROUTES, *JOB_READ_ROUTES, *(["/metrics"] if SETTINGS.metrics_token_required else [])] \
+    if SETTINGS.api_token else []
+IntentService.add_asgi_middleware(AmendedDocs, protected=PROTECTED_ROUTES)  # /docs.json as the service answers
 if SETTINGS.api_token:
-    IntentService.add_asgi_middleware(
-        BearerAuth, token=SETTINGS.api_token, on_reject=rejections.refused_scope,
-        routes=[*API_ROUTES, *JOB_READ_ROUTES, *(["/metrics"] if SETTINGS.metrics_token_required else [])])
+    IntentService.add_asgi_middleware(BearerAuth, token=SETTINGS.api_token, on_reject=rejections.refused_scope,
+                                      routes=PROTECTED_ROUTES)
 IntentService.add_asgi_middleware(JsonOnly, routes=API_ROUTES, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.max_body_bytes, on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(AuditGate, route="/audit", max_in_flight=LIMITS.max_audits_in_flight,

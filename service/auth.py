@@ -10,21 +10,18 @@ request carries the token, compared in constant time (``hmac.compare_digest``).
 ``INTENTVCS_METRICS_TOKEN_REQUIRED=1``; the health probes (``/healthz``,
 ``/livez``, ``/readyz``) and the OpenAPI document stay open, the document
 declaring the bearer scheme and which operations require it (BentoML builds
-the document with no hook for security schemes, so its ``/docs.json``
-answer is amended on the way out).
+the document with no hook for security schemes, so ``openapi_document``
+amends its ``/docs.json`` answer on the way out).
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 from typing import Any, Awaitable, Callable, Iterable
 
 from intentvcs.service.rejections import respond
 
 OnReject = Callable[[dict[str, Any], int, str], None]  # (scope, status, reason)
-SCHEME = "bearerAuth"  # the security scheme's name in the OpenAPI document
-DOCS = "/docs.json"
 
 
 def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
@@ -36,21 +33,8 @@ def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
     return None
 
 
-def secure_spec(spec: dict[str, Any], routes: Iterable[str]) -> dict[str, Any]:
-    """Declare the bearer scheme in an OpenAPI document and require it on ``routes``' operations."""
-    schemes = spec.setdefault("components", {}).setdefault("securitySchemes", {})
-    schemes[SCHEME] = {"type": "http", "scheme": "bearer",
-                       "description": "The token set in INTENTVCS_API_TOKEN on the server."}
-    for route in routes:
-        for operation in spec.get("paths", {}).get(route, {}).values():
-            if isinstance(operation, dict):
-                operation["security"] = [{SCHEME: []}]
-                operation.setdefault("responses", {})["401"] = {"description": "Missing or wrong bearer token."}
-    return spec
-
-
 class BearerAuth:
-    """Wrap ``app``; requests to ``routes`` need ``token``; ``/docs.json`` says so."""
+    """Wrap ``app``; requests to ``routes`` need ``token`` (``openapi_document`` says so in ``/docs.json``)."""
 
     def __init__(self, app: Callable[..., Awaitable[None]], token: str, routes: Iterable[str],
                  on_reject: OnReject = lambda scope, status, reason: None):
@@ -75,32 +59,5 @@ class BearerAuth:
             await respond(send, 401, "this route needs an 'Authorization: Bearer <token>' header with the "
                                      "server's token (INTENTVCS_API_TOKEN)",
                           headers=[(b"www-authenticate", challenge)])
-        elif scope["path"] == DOCS and scope["method"] == "GET":
-            await self.app(scope, receive, self._amend_docs(send))
         else:
             await self.app(scope, receive, send)
-
-    def _amend_docs(self, send: Callable) -> Callable:
-        """A ``send`` that buffers the OpenAPI document and passes it on with the security scheme."""
-        start: dict[str, Any] = {}
-        chunks: list[bytes] = []
-
-        async def amended(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                start.update(message)
-                return
-            if message["type"] != "http.response.body" or start.get("status") != 200:
-                if start:
-                    await send(start)
-                    start.clear()
-                await send(message)
-                return
-            chunks.append(message.get("body", b""))
-            if message.get("more_body", False):
-                return
-            body = json.dumps(secure_spec(json.loads(b"".join(chunks)), self.routes)).encode()
-            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
-            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
-
-        return amended

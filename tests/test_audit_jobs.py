@@ -122,6 +122,45 @@ def test_a_burst_of_submits_gets_no_more_jobs_than_the_limit_and_cancel_stops_th
     assert submitted.status_code == 200 and _wait(url, submitted.json()["task_id"])["status"] == "completed"
 
 
+def test_every_answer_of_a_jobs_routes_is_as_the_document_says(served):
+    """A client generated from /docs.json reads each of these answers as documented
+    (``intentvcs.service.openapi_document``): status, media type and body, the report, the task
+    status' values, the cancel's 202 and the refusals' bodies included."""
+    import schemathesis
+
+    _, url = served
+    document = schemathesis.openapi.from_dict(httpx.get(f"{url}/docs.json", timeout=10).json())
+    answers = []
+
+    def checked(method: str, route: str, expected: int, **kwargs) -> httpx.Response:
+        answer = httpx.request(method, f"{url}{route}", timeout=30, **kwargs)
+        assert answer.status_code == expected, (method, route, answer.status_code, answer.text)
+        document[route][method].validate_response(answer)
+        answers.append((method, route, expected))
+        return answer
+
+    done = checked("POST", "/audit/job/submit", 200, json={"rows": BATCH}).json()["task_id"]
+    _wait(url, done)
+    checked("GET", "/audit/job/status", 200, params={"task_id": done})
+    checked("GET", "/audit/job/progress", 200, params={"task_id": done})
+    checked("GET", "/audit/job/get", 200, params={"task_id": done})
+    checked("PUT", "/audit/job/cancel", 409, params={"task_id": done})
+    retried = checked("POST", "/audit/job/retry", 200, params={"task_id": done}).json()["task_id"]
+    _wait(url, retried)
+    slow = checked("POST", "/audit/job/submit", 200, json={"rows": SLOW}).json()["task_id"]
+    checked("GET", "/audit/job/get", 400, params={"task_id": slow})  # not ended yet
+    checked("PUT", "/audit/job/cancel", 202, params={"task_id": slow})
+    _wait(url, slow, timeout_s=JOB_TIMEOUT_S)
+    checked("GET", "/audit/job/get", 410, params={"task_id": slow})
+    for route, method in (("/audit/job/status", "GET"), ("/audit/job/get", "GET"), ("/audit/job/progress", "GET"),
+                          ("/audit/job/cancel", "PUT"), ("/audit/job/retry", "POST")):
+        checked(method, route, 404, params={"task_id": "0" * 32})
+    checked("POST", "/audit/job/submit", 400, json={"rows": []})
+    checked("POST", "/audit/job/submit", 415, content=b"{}", headers={"content-type": "text/plain"})
+    checked("GET", "/status", 200)
+    assert {status for *_, status in answers} == {200, 202, 400, 404, 409, 410, 415}
+
+
 def _progress_of(url: str, task_id: str, timeout_s: float = 10) -> dict:
     """The job's progress once it has published one (its task starts just after its submit is answered)."""
     deadline = time.monotonic() + timeout_s

@@ -1,8 +1,10 @@
 """Property-based fuzzing of the live service from its own OpenAPI spec (schemathesis).
 
 Valid and invalid bodies (positive and negative generation) go to every
-operation BentoML publishes; the service must never answer 5xx, and every
-4xx must be a JSON body that says what was wrong. At least 1,000 cases run.
+operation the document publishes; the service must never answer 5xx, every
+answer must be as the document says (status, media type, body schema:
+``intentvcs.service.openapi_document``), and every 4xx must be a JSON body
+that says what was wrong. At least 1,000 cases run.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import (content_type_conformance, not_a_server_error, response_schema_conformance,
+                                 status_code_conformance)
 
 from intentvcs.cli.commands.serve import running
 from tests.helpers.bundle import make_tiny_bundle
@@ -21,6 +24,8 @@ pytestmark = pytest.mark.slow
 
 MIN_CASES = 1000
 EXAMPLES = 260  # per operation and generation mode; parameterless GET probes yield one case each
+# No 5xx, and every answer as /docs.json documents it: its status listed, its media type, its body's schema.
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +53,7 @@ def fuzz(operation, mode: GenerationMode) -> int:
               suppress_health_check=list(HealthCheck))
     def send(case):
         nonlocal sent
-        case.call_and_validate(checks=[not_a_server_error], additional_checks=[an_explained_4xx], timeout=60)
+        case.call_and_validate(checks=CHECKS, additional_checks=[an_explained_4xx], timeout=60)
         sent += 1
 
     send()

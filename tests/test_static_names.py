@@ -1,4 +1,5 @@
-"""Every name the code uses is defined: pyflakes over the source tree.
+"""Every name the code uses is defined (pyflakes over the source tree), and every file compiles
+without a warning.
 
 A benchmark once ran all of its servers and then lost every figure at its
 last line, on an ``os`` whose import a refactor had removed; code that only
@@ -9,6 +10,8 @@ not checked here (a few are kept for their side effects).
 from __future__ import annotations
 
 from pathlib import Path
+
+import warnings
 
 import pytest
 from pyflakes import api, messages, reporter
@@ -51,3 +54,24 @@ def test_the_check_finds_an_undefined_name(tmp_path):
     collected = _Collected()
     api.checkPath(str(path), collected)
     assert len(collected.found) == 1 and "undefined name 'os'" in collected.found[0]
+
+
+def compile_warnings(path: Path) -> list[str]:
+    """What compiling ``path`` warns of (an invalid escape such as "\\W" in a docstring: an error in a
+    future Python, and a warning in every fresh checkout's test log now)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compile(path.read_text(encoding="utf-8"), str(path), "exec")
+    return [f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {w.message}" for w in caught]
+
+
+@pytest.mark.parametrize("folder", SOURCES)
+def test_sources_compile_without_warnings(folder):
+    found = [line for path in sorted((ROOT / folder).rglob("*.py")) for line in compile_warnings(path)]
+    assert found == []
+
+
+def test_the_compile_check_finds_an_invalid_escape(tmp_path):
+    path = tmp_path / "escape.py"
+    path.write_text('def f():\n    """Counts as \\W."""\n', encoding="utf-8")
+    assert len(compile_warnings(path)) == 1

@@ -92,7 +92,7 @@ def _mark_class() -> str:
 
 @functools.cache
 def _word_pattern() -> re.Pattern:
-    """The words ``rewrite`` corrects: runs of letters, each letter with the combining marks after it, which
+    r"""The words ``rewrite`` corrects: runs of letters, each letter with the combining marks after it, which
     ``re`` counts as \W. Text in decomposed form (NFD: "e" + U+0301 for "é") would otherwise split a word at
     every accent and "correct" the pieces ("re\u0301sume\u0301" -> "résomé"). Built on first use, not at
     import: every command imports this module, few rewrite a text."""
