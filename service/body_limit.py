@@ -14,7 +14,9 @@ It sits outside the gates that count requests (``audit_control.AuditGate``,
 has arrived in full: a client trickling its body a byte a second held a slot,
 and two of them locked every other ``/audit`` out until BentoML's request
 timeout. A body not in full ``BODY_READ_TIMEOUT_S`` after its first read is
-refused with ``408`` (reason ``body_timeout``), well before that timeout.
+refused with ``408`` (reason ``body_timeout``), well before that timeout; a
+body its client abandons (a disconnect before its end) is counted as
+``client_gone`` and answered with nothing, since nobody would read it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ SETTING = "INTENTVCS_MAX_BODY_BYTES"
 # The whole body within this (32 MiB, the default limit, at 1.1 MB/s), under BentoML's own request timeout
 # (60 s at least, app.py); a module constant, not yet an INTENTVCS_* setting.
 BODY_READ_TIMEOUT_S = 30.0
+CLIENT_CLOSED = 499  # nginx's "client closed request": the status logged for a body its client abandoned
 
 
 class BodyLimit:
@@ -61,7 +64,11 @@ class BodyLimit:
                     message = await receive()
                     messages.append(message)
                     if message["type"] != "http.request":
-                        break  # the client went away; let the application see it
+                        # The client went away mid-body: nobody reads an answer, and handing BentoML the
+                        # half a body logged a ClientDisconnect traceback for every such client (/audit)
+                        # or counted it as malformed JSON (/audit/job/submit).
+                        self.on_reject(scope, CLIENT_CLOSED, "client_gone")
+                        return
                     size += len(message.get("body", b""))
                     if size > self.max_bytes or not message.get("more_body", False):
                         break

@@ -259,12 +259,12 @@ _REASON_BY_FIELD = {  # emptiness, length and range limits, which depend on the 
     ("too_long", "spans"): "too_many_spans",
     ("too_short", None): "empty_list",
 }
-# Refusals decided outside the schemas: body_limit, media_type, auth, the
+# Refusals decided outside the schemas: body_limit (client_gone: a body abandoned mid-way), media_type, auth, the
 # new-intent cap of /audit (it needs the bundle's labels), and the job routes
 # of audit_jobs (the synchronous form, a cancel by another method, of an
 # unknown job or of one that has ended).
 OTHER_REJECTIONS = ("wrong_type", "invalid_rows", "invalid_request", "body_too_large", "body_timeout",
-                    "unsupported_media_type",
+                    "client_gone", "unsupported_media_type",
                     "unauthorized", "too_many_new_intents", "not_found", "method_not_allowed", "job_ended")
 REJECTION_REASONS = sorted({*_REASON_BY_TYPE.values(), *_REASON_BY_FIELD.values(), *OTHER_REJECTIONS})
 

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from intentvcs.cli.commands.serve import running
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
+from tests.helpers.http import wait_for
 
 REFERENCES = [{"text": f"{phrase} {tail}", "labels": [label]}
               for label, phrase in zip(DEFAULT_LABELS, ("play a song", "book a table", "will it rain",
@@ -40,10 +41,17 @@ def port_in_range(low: int = 3100, high: int = 3199) -> int:
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory):
-    bundle = make_tiny_bundle(tmp_path_factory.mktemp("review"), references=REFERENCES)
-    with running(bundle, port=port_in_range(), extra_env=ENV) as base:
-        yield base
+def served(tmp_path_factory):
+    """The server's URL and the path of its log."""
+    folder = tmp_path_factory.mktemp("review")
+    bundle = make_tiny_bundle(folder, references=REFERENCES)
+    with running(bundle, port=port_in_range(), extra_env=ENV, log_path=folder / "server.log") as base:
+        yield base, folder / "server.log"
+
+
+@pytest.fixture(scope="module")
+def url(served):
+    return served[0]
 
 
 def errors(url: str) -> dict[str, float]:
@@ -182,6 +190,39 @@ def test_a_body_not_in_full_within_the_read_timeout_is_a_counted_408():
     assert time.monotonic() - started < 2
     assert sent[0]["status"] == 408 and refused == [(408, "body_timeout")] and reached == []
     assert "within 0.2 s (1 bytes read)" in json.loads(sent[1]["body"])["error"]
+
+
+def test_a_body_abandoned_by_its_client_reaches_no_route_and_is_counted_as_client_gone():
+    from intentvcs.service.body_limit import BodyLimit
+
+    reached, refused = [], []
+
+    async def app(scope, receive, send):
+        reached.append(scope["path"])
+
+    limit = BodyLimit(app, max_bytes=1000, on_reject=lambda scope, status, reason: refused.append((status, reason)))
+    sent = asgi(limit, {"type": "http", "method": "POST", "path": "/audit", "headers": []},
+                [{"type": "http.request", "body": b"{", "more_body": True}])  # then a disconnect
+    assert sent == [] and reached == [] and refused == [(499, "client_gone")]
+
+
+@pytest.mark.parametrize("path", ["/audit", "/audit/job/submit", "/predict"])
+def test_a_client_that_leaves_mid_body_leaves_one_line_and_one_count(served, path):
+    """BentoML handed half a body logged a ClientDisconnect traceback (/audit) or counted it as
+    malformed JSON (/audit/job/submit)."""
+    url, log_path = served
+    before = errors(url)
+    logged = log_path.read_text(encoding="utf-8", errors="replace")
+    trickle(url, path).close()
+    wait_for(lambda: errors(url).get("client_gone", 0) == before.get("client_gone", 0) + 1, timeout_s=10)
+    time.sleep(0.5)  # anything else it would log
+    new_lines = log_path.read_text(encoding="utf-8", errors="replace")[len(logged):]
+    assert "Traceback" not in new_lines and "ClientDisconnect" not in new_lines, new_lines
+    assert f"refused POST {path}: 499 client_gone" in new_lines
+    after = errors(url)
+    assert {reason: count - before.get(reason, 0) for reason, count in after.items()
+            if count != before.get(reason, 0)} == {"client_gone": 1}
+    assert httpx.post(f"{url}/predict", json={"text": "play a song"}, timeout=10).status_code == 200
 
 
 def test_the_default_body_read_timeout_is_under_bentomls_request_timeout():
