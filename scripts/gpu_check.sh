@@ -11,7 +11,7 @@
 # Needs intentvcs with the gpu and test extras, and torch with CUDA for the PyTorch baseline.
 set -euo pipefail
 if [ $# -lt 3 ]; then
-    sed -n '2,12p' "$0" >&2
+    sed -n '2,11p' "$0" >&2
     exit 2
 fi
 bundle=$1 checkpoint=$2 snips=$3 results=${4:-benchmarks/results}
