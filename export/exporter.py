@@ -47,7 +47,8 @@ from intentvcs.export.quantize import METHODS, accuracy_gate, quantization_repor
 from intentvcs.service.engine import Engine
 from intentvcs.service.onnx_session import OnnxSession
 from intentvcs.service.tokenization import BundleTokenizer
-from intentvcs.training.checkpoint import META_FILE, checkpoint_tags, read_checkpoint_meta, read_checkpoint_spelling
+from intentvcs.training.checkpoint import (META_FILE, checkpoint_tags, max_length_problem, read_checkpoint_meta,
+                                           read_checkpoint_spelling)
 from intentvcs.training.model import ENCODER_DIR, IntentModel, load_tokenizer
 from intentvcs.training.predict import infer as torch_infer
 
@@ -60,7 +61,7 @@ SMOKE_TEXTS = 8
 def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, quantize: bool = True,
                   parity_data: str | os.PathLike | None = None, opset: int | None = None,
                   force: bool = False, name: str | None = None, entities: bool = True,
-                  references: bool = True) -> dict[str, Any]:
+                  references: bool = True, result_file: str | os.PathLike | None = None) -> dict[str, Any]:
     """Export ``checkpoint_dir`` to the bundle ``out_dir``; return the result summary.
 
     ``parity_data`` is a canonical JSONL file of held-out utterances (default: the built-in
@@ -68,7 +69,8 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     int8 graph; ``opset`` overrides Optimum's default; ``name`` is the model's name in the manifest
     (default ``default_name(checkpoint_dir)``); ``entities=False`` leaves the entity head out (an
     intent-only graph); ``references=False`` leaves the sample of training rows out (a bundle that
-    must not carry the team's utterances; the audit then needs training rows). An existing
+    must not carry the team's utterances; the audit then needs training rows). ``result_file``: also
+    write the returned summary there as JSON, committed with the bundle (both or neither). An existing
     ``out_dir`` is replaced when it is an earlier bundle or empty, any other folder only with
     ``force`` (``FileExistsError``, raised before the export starts). Raises
     ``intentvcs.export.parity.ParityError`` when the graph does not reproduce PyTorch,
@@ -79,17 +81,21 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
     meta = read_checkpoint_meta(checkpoint_dir)
     decision = _checkpoint_decision(meta, checkpoint_dir / META_FILE)
-    held_out = held_out_rows(parity_data)  # before any heavy work: a bad file fails fast
-    atomic.check_folder_target(out_dir, inputs=(checkpoint_dir, parity_data))
+    # Before any heavy work: a bad file fails fast, and rows the model cannot score are named.
+    held_out = held_out_rows(parity_data, decision.labels, entity_types(checkpoint_tags(meta)) if entities else ())
+    atomic.check_targets([result_file], inputs=(checkpoint_dir, parity_data))
+    atomic.check_folder_target(out_dir, inputs=(checkpoint_dir, parity_data), outputs=[result_file])
+    atomic.check_outside(checkpoint_dir, [out_dir, result_file])  # the checkpoint is read whole
     atomic.check_replaceable(out_dir, MANIFEST_FILE, force, BUNDLE_FILES, BUNDLE_FORMAT.name)
     max_length = meta["max_length"]
-    model, tokenizer = _load_model(checkpoint_dir, decision)
+    model, tokenizer = _load_model(checkpoint_dir, meta, decision)
     if not entities:
         model.tagger = None
     tags = checkpoint_tags(meta) if model.tagger is not None else []
     spelling = read_checkpoint_spelling(checkpoint_dir)
 
-    with atomic.directory(out_dir, MANIFEST_FILE, force, BUNDLE_FILES, BUNDLE_FORMAT.name) as tmp:
+    also: dict[str | os.PathLike, str] = {}  # filled in below, once the result is known
+    with atomic.directory(out_dir, MANIFEST_FILE, force, BUNDLE_FILES, BUNDLE_FORMAT.name, also=also) as tmp:
         log.info("exporting the ONNX graph with Optimum")
         model_info = export_onnx(model, tmp / MODEL_FILE, opset)
         model_info["fusions"] = fuse_encoder(tmp / MODEL_FILE, model.encoder.config)
@@ -103,21 +109,24 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
                                   (spelling, reference_entry), name or default_name(checkpoint_dir), tags)
         for quantized in ("off", "on") if quantize else ("off",):
             Engine(tmp, provider="cpu", quantized=quantized).predict(held_out.texts[:SMOKE_TEXTS])
+        result = {
+            "ok": True,
+            "bundle": str(out_dir),
+            "checkpoint": str(checkpoint_dir),
+            "labels": len(decision.labels),
+            "entity_types": entity_types(tags),
+            "model": model_info,
+            "files": written["files"],
+            "parity": parity,
+            "quantization": quantization,
+            "references": written["references"],
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        if result_file is not None:
+            also[result_file] = atomic.json_text(result)
 
     log.info("bundle written to %s", out_dir)
-    return {
-        "ok": True,
-        "bundle": str(out_dir),
-        "checkpoint": str(checkpoint_dir),
-        "labels": len(decision.labels),
-        "entity_types": entity_types(tags),
-        "model": model_info,
-        "files": written["files"],
-        "parity": parity,
-        "quantization": quantization,
-        "references": written["references"],
-        "seconds": round(time.perf_counter() - started, 2),
-    }
+    return result
 
 
 def _copy_references(checkpoint_dir: Path, bundle_dir: Path) -> dict[str, int] | None:
@@ -171,13 +180,24 @@ def _write_manifest(directory: Path, checkpoint_dir: Path, meta: dict[str, Any],
     return body
 
 
-def _load_model(checkpoint_dir: Path, decision: Decision) -> tuple[IntentModel, Any]:
-    """The checkpoint's PyTorch model, whose head must have one output per label of ``decision``, and tokenizer."""
+def _load_model(checkpoint_dir: Path, meta: dict[str, Any], decision: Decision) -> tuple[IntentModel, Any]:
+    """The checkpoint's PyTorch model and tokenizer, checked against its ``meta`` before any export work: the
+    head must have one output per label of ``decision``, the entity head one per tag (none without tags),
+    and ``max_length`` must fit the encoder (a mismatch would otherwise surface late, as the graph's)."""
     log.info("loading checkpoint %s (%d labels)", checkpoint_dir, len(decision.labels))
     model = IntentModel.from_checkpoint(checkpoint_dir)
+    meta_path = checkpoint_dir / META_FILE
     if model.head.out_features != len(decision.labels):
         raise ValueError(f"{checkpoint_dir}: the head has {model.head.out_features} outputs "
                          f"but {META_FILE} lists {len(decision.labels)} labels")
+    tags = checkpoint_tags(meta)
+    outputs = 0 if model.tagger is None else model.tagger.out_features
+    if outputs != len(tags):
+        raise ValueError(f"{checkpoint_dir}: the entity head has {outputs} outputs but {meta_path} lists "
+                         f"{len(tags)} entity tags (entities.tags); the checkpoint was altered: retrain it")
+    problem = max_length_problem(meta, model.encoder.config)
+    if problem is not None:
+        raise ValueError(f"{meta_path}: max_length: {problem}")
     return model, load_tokenizer(checkpoint_dir / ENCODER_DIR)
 
 

@@ -69,8 +69,10 @@ def fuse_encoder(path: str | os.PathLike, encoder_config) -> dict[str, int]:
     from onnxruntime.transformers.optimizer import optimize_model
 
     path = Path(path)
-    # The optimizer logs every pattern it tries at INFO; keep its warnings.
-    with quiet_logger("onnxruntime.transformers", logging.WARNING):
+    # The optimizer logs every pattern it fused at INFO, and where it saved our temporary file; keep its
+    # warnings. Its modules log under bare names (fusion_base, onnx_model, onnx_model_bert...: it imports
+    # them from its own folder), so only the root logger's level reaches them all, as in export/quantize.py.
+    with quiet_logger(None, logging.WARNING):
         model = optimize_model(str(path), model_type="bert", num_heads=encoder_config.num_attention_heads,
                                hidden_size=encoder_config.hidden_size, opt_level=0,
                                optimization_options=_fusion_options())

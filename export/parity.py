@@ -25,12 +25,12 @@ Pure numpy here; the caller runs the models.
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
 from intentvcs.core.dataio import Example
-from intentvcs.core.team_formats import read_examples
+from intentvcs.core.team_formats import check_scored_rows, read_numbered
 from intentvcs.core.decision import Decision
 from intentvcs.core.outputs import GraphOutputs
 
@@ -97,7 +97,9 @@ class ParityError(RuntimeError):
             f"max |logit diff| {report['max_abs_logit_diff']:.3g} (limit {report['atol']:g}), "
             f"label sets differ on {report['label_set_mismatches']}, "
             f"OOS verdicts differ on {report['oos_mismatches']}, "
-            f"entity sets differ on {report.get('entity_mismatches', 0)}")
+            f"entity sets differ on {report.get('entity_mismatches', 0)}"
+            # Only a graph with a boundary head has request starts to compare.
+            + (f", request starts differ on {report['start_mismatches']}" if "start_mismatches" in report else ""))
 
 
 class HeldOut(NamedTuple):
@@ -109,13 +111,21 @@ class HeldOut(NamedTuple):
     examples: list[Example] | None
 
 
-def held_out_rows(path: str | os.PathLike | None) -> HeldOut:
-    """The rows of a data file (JSONL, Rasa YAML or CSV), or the built-in sample."""
+def held_out_rows(path: str | os.PathLike | None, labels: Sequence[str] | None = None,
+                  entity_types: Iterable[str] = ()) -> HeldOut:
+    """The rows of a data file (JSONL, Rasa YAML or CSV), or the built-in sample.
+
+    Given the model's ``labels`` and the ``entity_types`` its graph tags, the rows are checked against them
+    (``check_scored_rows``: the int8 gate scores them) before any heavy work.
+    """
     if path is None:
         return HeldOut(list(SAMPLE_UTTERANCES), "built-in sample", None)
-    examples = read_examples(path)
-    if not examples:
+    rows = read_numbered(path)
+    if not rows:
         raise ValueError(f"{path}: no utterances for the parity check")
+    if labels is not None:
+        check_scored_rows(path, rows, labels, entity_types)
+    examples = [example for _, example in rows]
     return HeldOut([example.text for example in examples], str(path), examples)
 
 

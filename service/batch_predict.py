@@ -494,7 +494,7 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
     saved = (context.execution_options.preserve_order, context.enable_progress_bars)
     ray_data_log = logging.getLogger("ray.data")
     saved_level = ray_data_log.level
-    if logging.getLogger().level > logging.DEBUG:
+    if not logging.getLogger("intentvcs").isEnabledFor(logging.DEBUG):  # --verbose sets the package's level
         # Without --verbose, Ray Data says nothing: not its per-run INFO lines, nor the ERROR
         # traceback (a hundred lines) it logs when a task fails, e.g. on a bad row, which this
         # command then reports in one line (``_write_answers``).

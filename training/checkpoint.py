@@ -19,15 +19,25 @@ from typing import Any, Mapping, Sequence
 
 from intentvcs.core import atomic
 from intentvcs.core.dataio import Example
-from intentvcs.core.formats import HEADER, FileFormat, anything
+from intentvcs.core.formats import HEADER, FileFormat, anything, is_int
 from intentvcs.core.references import REFERENCES_FILE, write_references
 from intentvcs.core.spelling import SPELLING_FILE, Spelling
+from intentvcs.training.config import MIN_LENGTH
+
+
+def _max_length(value: Any) -> str | None:
+    """As training allows it (``TrainConfig``); the backbone's position limit is checked where it loads
+    (``max_length_problem``)."""
+    return None if is_int(value) and value >= MIN_LENGTH else (
+        f"expected an integer >= {MIN_LENGTH} (the two special tokens and one word), got {value!r}")
+
 
 # A checkpoint's metadata cannot be refitted when its own header is stale
 # (``intentvcs refit`` reads it first), so the remedy is a new training run.
 CHECKPOINT_FORMAT = FileFormat(
     "intentvcs-checkpoint", 1, "checkpoint", "retrain it (intentvcs train)",
-    fields=dict.fromkeys(("labels", "backbone", "max_length", "method", "decision"), anything),
+    fields={**dict.fromkeys(("labels", "backbone"), anything), "max_length": _max_length,
+            **dict.fromkeys(("method", "decision"), anything)},
 )
 META_FILE = "checkpoint.json"
 # What a checkpoint folder holds (training.model writes the encoder folder and the heads' safetensors):
@@ -44,11 +54,10 @@ def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, 
     An existing ``path`` is replaced when it is an earlier checkpoint or empty,
     any other folder only with ``force`` (``atomic.check_replaceable``).
     ``also``: more files of the same command (path -> text, e.g. ``train --result``), written with the
-    checkpoint, all or none (``atomic.staged``).
+    checkpoint, all or none (``atomic.directory``'s ``also``).
     """
     body = _stamped(meta)  # checked before anything is written
-    with atomic.staged(also or {}), \
-            atomic.directory(path, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name) as tmp:
+    with atomic.directory(path, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name, also=also) as tmp:
         model.save(tmp, tokenizer)
         write_checkpoint_spelling(tmp, spelling)
         if references:
@@ -114,6 +123,15 @@ def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
 def training_seconds(meta: dict[str, Any]) -> float:
     """How long the checkpoint's training took; older checkpoints lack the total, so their epochs' sum."""
     return meta.get("train_seconds", round(sum(h["seconds"] for h in meta["history"]), 1))
+
+
+def max_length_problem(meta: dict[str, Any], encoder_config) -> str | None:
+    """Why the checkpoint's ``max_length`` does not fit its encoder, or None: longer inputs would overflow its
+    position table (the bound training checks; ``read_checkpoint_meta`` checked the rest)."""
+    limit = getattr(encoder_config, "max_position_embeddings", None)
+    if limit is not None and meta["max_length"] > limit:
+        return f"expected at most {limit}, the encoder's position limit, got {meta['max_length']}"
+    return None
 
 
 def checkpoint_tags(meta: dict[str, Any]) -> list[str]:

@@ -217,6 +217,8 @@ class TrainConfig:
             raise ValueError("consistency_weight must be >= 0")
         if self.consistency_weight > 0 and self.augment_ratio <= 0:
             raise ValueError("consistency_weight needs augment_ratio > 0: it compares rows with their perturbed copies")
+        if self.augment_mix is not None and self.augment_ratio <= 0:
+            raise ValueError("augment_mix needs augment_ratio > 0: it weighs the operators of the perturbed copies")
         if self.validate_perturbed and self.augment_ratio <= 0:
             raise ValueError("validate_perturbed needs augment_ratio > 0: it validates on the training mix's copies")
 

@@ -30,8 +30,8 @@ import os
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
@@ -126,14 +126,12 @@ class IntentModel(nn.Module):
     @classmethod
     def from_checkpoint(cls, checkpoint_dir: str | os.PathLike) -> "IntentModel":
         checkpoint_dir = Path(checkpoint_dir)
-        head_path = str(checkpoint_dir / HEAD_FILE)
-        state = load_file(head_path)
-        with safe_open(head_path, framework="pt") as head_file:
-            recorded = (head_file.metadata() or {}).get(MID_LAYER_KEY)
+        state, head_metadata = _load_weights(checkpoint_dir / HEAD_FILE)
+        recorded = head_metadata.get(MID_LAYER_KEY)
         tagger_path = checkpoint_dir / TAGGER_FILE
-        tagger = load_file(str(tagger_path)) if tagger_path.is_file() else None
+        tagger = _load_weights(tagger_path)[0] if tagger_path.is_file() else None
         boundary_path = checkpoint_dir / BOUNDARY_FILE
-        boundary = load_file(str(boundary_path)) if boundary_path.is_file() else None
+        boundary = _load_weights(boundary_path)[0] if boundary_path.is_file() else None
         # Checkpoints written before the middle layer was recorded take the default.
         model = cls.from_backbone(checkpoint_dir / ENCODER_DIR, num_labels=state["weight"].shape[0],
                                   mid_layer=None if recorded is None else int(recorded),
@@ -182,6 +180,18 @@ class IntentModel(nn.Module):
             save_file(_tensors(self.tagger), str(checkpoint_dir / TAGGER_FILE))
         if self.boundary is not None:
             save_file(_tensors(self.boundary), str(checkpoint_dir / BOUNDARY_FILE))
+
+
+def _load_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The tensors and metadata of one of the checkpoint's safetensors files. A missing, truncated or
+    otherwise unreadable one is the user's to fix (a copy cut short, a full disk), so it is named
+    (``ValueError``), not left to surface as the library's error about a header."""
+    try:
+        with safe_open(str(path), framework="pt") as weights:
+            return {name: weights.get_tensor(name) for name in weights.keys()}, weights.metadata() or {}
+    except (SafetensorError, OSError) as exc:
+        raise ValueError(f"{path}: cannot read the weights ({exc}); copy the checkpoint again or retrain "
+                         "it (intentvcs train)") from None
 
 
 def _tensors(layer: nn.Module) -> dict[str, torch.Tensor]:

@@ -13,3 +13,4 @@ BAD_INPUT = 2
 INTERNAL_ERROR = 3
 INTERRUPTED = 130  # the shell's convention for Ctrl-C
 TERMINATED = 143  # and for SIGTERM (128 + 15), e.g. a job scheduler stopping the command
+BROKEN_PIPE = 141  # and for SIGPIPE (128 + 13): the reader of the output went first (`| head -1`)

@@ -12,7 +12,9 @@ import argparse
 import difflib
 import importlib
 import logging
+import os
 import pkgutil
+import select
 import signal
 import sys
 import threading
@@ -21,6 +23,9 @@ import traceback
 from intentvcs import __version__
 from intentvcs.cli import commands, exit_codes
 
+# Every module of the package logs under it (the training, export and service folders install as
+# intentvcs.training and so on).
+PACKAGE_LOGGER = "intentvcs"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -85,22 +90,33 @@ def _terminated(signum, frame) -> None:
     raise Terminated
 
 
+def configure_logging(verbose: bool) -> int:
+    """This package's lines at INFO (``-v``: DEBUG), every other library's at WARNING (``-v`` on the root
+    logger would be a page of matplotlib's and onnxruntime's debug lines); the package logger's level before."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    package = logging.getLogger(PACKAGE_LOGGER)
+    before = package.level
+    package.setLevel(logging.DEBUG if verbose else logging.INFO)
+    return before
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     if not getattr(args, "func", None):
         parser.print_help()
         return exit_codes.BAD_INPUT
+    logging_before = configure_logging(args.verbose)
     # Only the main thread may set a handler (main() may be called from another, e.g. by a test).
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None
     try:
-        return int(args.func(args) or exit_codes.OK)
+        code = int(args.func(args) or exit_codes.OK)
+        sys.stdout.flush()  # here, so that a reader that has gone is seen below, not at the interpreter's exit
+        return code
     except (ValueError, OSError, ImportError) as exc:
+        if isinstance(exc, BrokenPipeError) and _reader_gone():
+            return _reader_went()
         # Data, usage and environment errors (typed errors name the file, line
         # or setting; an ImportError names the package to install): one clear
         # line, no traceback.
@@ -120,8 +136,29 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return exit_codes.INTERNAL_ERROR
     finally:
+        # main() may run inside a longer-lived process (tests).
+        logging.getLogger(PACKAGE_LOGGER).setLevel(logging_before)
         if on_main_thread:
-            signal.signal(signal.SIGTERM, previous)  # main() may run inside a longer-lived process (tests)
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _reader_went() -> int:
+    """The end of a command whose output's reader has gone (`intentvcs evaluate ... | head -1`): its files
+    are written and nobody reads the rest, so it ends as a program killed by SIGPIPE would, without a message."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # else the interpreter's last flush fails again, with a message
+    os.close(devnull)
+    return exit_codes.BROKEN_PIPE
+
+
+def _reader_gone() -> bool:
+    """Whether standard output is a pipe whose reading end is closed (poll reports an error on its end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll on this system, or stdout is no file (a test's)
+        return False
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ export) or a bundle (the ONNX engine the service runs) through one interface,
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Sequence
 
@@ -18,23 +17,31 @@ from intentvcs.core.segmentation import DEFAULT_SEGMENT
 from intentvcs.service.settings import DEFAULT_QUANTIZED, PROVIDERS, QUANTIZED_MODES, Settings
 
 
+# The options of the ONNX engine: a checkpoint runs in PyTorch, so with --checkpoint they are refused, not ignored.
+BUNDLE_OPTIONS = ("quantized", "provider")
+
+
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    """``--checkpoint`` | ``--bundle`` [``--quantized``] [``--provider``] [``--no-spelling``]."""
+    """``--checkpoint`` | ``--bundle`` [``--quantized``] [``--provider``] [``--no-spelling``].
+
+    The bundle's options default to None ("not given", so that ``check_run`` can tell one given with
+    ``--checkpoint``); ``load_predictor`` gives the engine its defaults then, the ones their help names."""
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", help="checkpoint directory (PyTorch path, no export needed)")
     source.add_argument("--bundle", help="bundle directory (ONNX engine path, what the service runs)")
-    add_quantized_argument(p)
-    p.add_argument("--provider", choices=PROVIDERS, default=Settings.provider,
+    add_quantized_argument(p, default=None)
+    p.add_argument("--provider", choices=PROVIDERS,
                    help=f"bundle: ONNX Runtime execution provider (default {Settings.provider})")
     p.add_argument("--no-spelling", dest="spelling", action="store_false",
                    help="feed the model the raw texts, without the model's spelling normaliser (to measure it)")
 
 
-def add_quantized_argument(p: argparse.ArgumentParser) -> None:
-    """``--quantized auto|on|off``: which graph of a bundle runs, chosen as the service's ``INTENTVCS_QUANTIZED``."""
-    p.add_argument("--quantized", choices=QUANTIZED_MODES, default=DEFAULT_QUANTIZED,
+def add_quantized_argument(p: argparse.ArgumentParser, default: str | None = DEFAULT_QUANTIZED) -> None:
+    """``--quantized auto|on|off``: which graph of a bundle runs, chosen as the service's ``INTENTVCS_QUANTIZED``;
+    ``default`` None: not given (``add_model_arguments``)."""
+    p.add_argument("--quantized", choices=QUANTIZED_MODES, default=default,
                    help="bundle: the graph that runs: auto (the int8 graph when its export passed the accuracy "
-                        "gate, as the service serves it), on (int8) or off (fp32) (default %(default)s)")
+                        f"gate, as the service serves it), on (int8) or off (fp32) (default {DEFAULT_QUANTIZED})")
 
 
 def add_segment_argument(p: argparse.ArgumentParser, note: str = "") -> None:
@@ -53,7 +60,22 @@ def load_predictor(args: argparse.Namespace) -> Predictor:
         return TorchPredictor(args.checkpoint, spelling=args.spelling, progress=sys.stderr.isatty())
     from intentvcs.service.engine import Engine
 
-    return Engine(args.bundle, provider=args.provider, quantized=args.quantized, spelling=args.spelling)
+    return Engine(args.bundle, provider=args.provider or Settings.provider,
+                  quantized=args.quantized or DEFAULT_QUANTIZED, spelling=args.spelling)
+
+
+def check_run(args: argparse.Namespace, outputs: Sequence[str | None], inputs: Sequence[str | None]) -> None:
+    """What ``evaluate``, ``robustness`` and ``audit`` check before reading anything: no bundle option with
+    ``--checkpoint`` (it would be ignored), and ``outputs`` that replace none of the ``inputs`` and lie
+    outside the model's folder (a report written into a bundle would break its manifest)."""
+    from intentvcs.core import atomic
+
+    given = [f"--{name}" for name in BUNDLE_OPTIONS if getattr(args, name) is not None]
+    if args.checkpoint and given:
+        raise ValueError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for --bundle only: a "
+                         "--checkpoint runs in PyTorch, not in ONNX Runtime")
+    atomic.check_targets(outputs, inputs=inputs)
+    atomic.check_outside(args.checkpoint or args.bundle, outputs)
 
 
 def model_source(args: argparse.Namespace, model: Predictor) -> dict:
@@ -63,16 +85,7 @@ def model_source(args: argparse.Namespace, model: Predictor) -> dict:
 
 
 def check_scored_data(path: str, rows: Sequence[tuple[int, Example]], model: Predictor) -> None:
-    """What ``evaluate`` and ``robustness`` check of labelled rows (``read_numbered``'s) before scoring them: a
-    gold label the model has no output for is named (a misspelt label would otherwise only lower the
-    figures), and a span type it cannot tag is refused (``DataError``, file and line), as train and refit do."""
-    from intentvcs.core.dataio import counts_text, unknown_labels
-    from intentvcs.core.team_formats import check_span_types
+    """What ``evaluate`` and ``robustness`` check of labelled rows before scoring them (``check_scored_rows``)."""
+    from intentvcs.core.team_formats import check_scored_rows
 
-    unknown = unknown_labels([example for _, example in rows], model.labels)
-    if unknown:
-        logging.getLogger(__name__).warning(
-            "%s: %d label(s) the model was not trained on, counted as missed: %s", path, sum(unknown.values()),
-            counts_text(unknown))
-    if model.entity_types:
-        check_span_types(path, model.entity_types, rows)
+    check_scored_rows(path, rows, model.labels, model.entity_types)

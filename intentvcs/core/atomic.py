@@ -55,7 +55,8 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
     new outputs no longer have). A target that is a directory, a failure while
     writing, or an error in the block leaves no target changed and no
     temporary file behind. ``directory`` nested inside commits its folder
-    first, then these files (a command's folder and the files that describe it).
+    first, then these files (a command's folder and the files that describe it;
+    ``directory``'s ``also`` does the same for files known only at its end).
     The commit itself is renames only, each atomic, one after another: a
     process killed between two of them (no data is written then) leaves the
     earlier ones done; a rename that fails leaves no temporary file behind.
@@ -122,7 +123,8 @@ def check_targets(paths: Iterable[str | os.PathLike | None],
                   inputs: Iterable[str | os.PathLike | None] = ()) -> list[Path]:
     """The output file paths (None skipped), refusing one that is a directory, two that name the
     same file (one output would silently replace the other) and one that is one of the command's
-    ``inputs`` (the output would replace the data it was computed from).
+    ``inputs`` (the output would replace the data it was computed from), and one in a folder that takes
+    no new file.
 
     Commands call it before their long work, so a bad output path fails in
     a second instead of after the model has run.
@@ -143,6 +145,7 @@ def check_targets(paths: Iterable[str | os.PathLike | None],
         folder = next(parent for parent in target.parents if parent.exists())  # "/" always exists
         if not folder.is_dir():
             raise NotADirectoryError(f"cannot write {target}: {folder} is a file, not a folder")
+        _check_writable(target, folder)
     return targets
 
 
@@ -151,27 +154,57 @@ def check_folder_target(folder: str | os.PathLike, inputs: Iterable[str | os.Pat
     """The output folder's path, refusing one that is or holds one of the command's ``inputs`` (replacing
     it would delete them, ``--force`` or not), one that is or holds another of its ``outputs`` (the
     replacement would delete that file, or that file would make the next run refuse the folder as not
-    ours), and one below a file. Commands call it before their long work, beside ``check_targets``.
+    ours), one below a file, and one whose parent takes no new folder. Commands call it before their long
+    work, beside ``check_targets``.
     """
     folder = _named(folder)
     resolved = folder.resolve()
 
-    def within(path: Path) -> bool:
-        return path.resolve() == resolved or resolved in path.resolve().parents
-
     for source in (Path(path) for path in inputs if path is not None):
-        if within(source):
+        if _within(source, folder):
             raise ValueError(f"the output folder {folder} {'is' if source.resolve() == resolved else 'holds'} the "
                              f"input {source}: replacing the folder would delete it; write elsewhere")
     for target in (Path(path) for path in outputs if path is not None):
-        if within(target):
+        if _within(target, folder):
             raise ValueError(f"the output {target} {'is' if target.resolve() == resolved else 'lies in'} the output "
                              f"folder {folder}; write it elsewhere")
     whole = folder.absolute()
     existing = next(path for path in (whole, *whole.parents) if path.exists())  # "/" always exists
     if existing != whole and not existing.is_dir():
         raise NotADirectoryError(f"cannot write {folder}: {existing} is a file, not a folder")
+    # The new folder is made beside the old one, so it is the parent that must take it.
+    _check_writable(folder, existing if existing != whole else whole.parent)
     return folder
+
+
+def _check_writable(target: Path, folder: Path) -> None:
+    """Refuse ``target`` when ``folder``, the nearest folder of it that exists, takes no new file, so that this
+    fails before the long work and names the user's path rather than a temporary file's. Found by creating a
+    file (unnamed where the system allows, and closed at once): root passes any mode check, a read-only mount
+    or an ACL does not, and only the attempt tells."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise PermissionError(f"cannot write {target}: {folder} is not writable ({exc.strerror or exc})") from None
+
+
+def check_outside(folder: str | os.PathLike, outputs: Iterable[str | os.PathLike | None]) -> None:
+    """Refuse an output (file or folder; None skipped) that is or lies in ``folder``, an input folder the
+    command reads whole (a checkpoint): writing it would change or destroy that input. Commands call it
+    before their long work, beside ``check_targets`` and ``check_folder_target``."""
+    for target in (Path(path) for path in outputs if path is not None):
+        if _within(target, folder):
+            where = "is" if target.resolve() == Path(folder).resolve() else "lies in"
+            raise ValueError(f"the output {target} {where} the input folder {folder}: writing it would change "
+                             "that input; write it elsewhere")
+
+
+def _within(path: str | os.PathLike, folder: str | os.PathLike) -> bool:
+    """Whether ``path`` is ``folder`` or lies inside it, links and ``..`` followed (False when ``folder`` is a
+    file other than ``path``)."""
+    path, folder = Path(path).resolve(), Path(folder).resolve()
+    return path == folder or folder in path.parents
 
 
 def json_text(obj: Any) -> str:
@@ -198,7 +231,11 @@ def check_replaceable(final: str | os.PathLike, marker: str, force: bool = False
     final = _named(final)
     if not final.exists() and not final.is_symlink():
         return
-    if not final.is_dir() or final.is_symlink():
+    if final.is_symlink():
+        # Renaming onto the link would swap the link itself for a folder, leaving its target as it was.
+        raise FileExistsError(f"{final} is a symbolic link (to {os.readlink(final)}); refusing to replace it (give "
+                              "the folder it points to, or choose another --out)")
+    if not final.is_dir():
         raise FileExistsError(f"{final} exists and is not a directory; refusing to replace it (choose another --out)")
     entries = sorted(entry.name for entry in final.iterdir())
     if force or not entries:
@@ -237,14 +274,21 @@ def _format_of(path: Path) -> str | None:
 
 @contextlib.contextmanager
 def directory(final: str | os.PathLike, marker: str, force: bool = False, holds: Sequence[str] = (),
-              marker_format: str | None = None) -> Iterator[Path]:
+              marker_format: str | None = None,
+              also: Mapping[str | os.PathLike, str | bytes | None] | None = None) -> Iterator[Path]:
     """Yield a fresh temporary directory that replaces ``final`` on success.
 
-    On an exception the temporary directory is removed and ``final`` is left as
-    it was, so a failed export or training run never leaves a loadable but
-    broken artifact behind. ``final`` is replaced only when
-    ``check_replaceable(final, marker, force, holds, marker_format)`` allows it
-    (``FileExistsError``, ``ValueError``).
+    On an exception, in the block or in the commit, the temporary directory is
+    removed and ``final`` is left as it was, so a failed export or training run
+    never leaves a loadable but broken artifact behind. ``final`` is replaced
+    only when ``check_replaceable(final, marker, force, holds, marker_format)``
+    allows it (``FileExistsError``, ``ValueError``).
+
+    ``also``: more files of the same command (``staged``'s contents), committed
+    with the folder, all or none. It is read when the block ends, so the block
+    may fill it in (a result that describes the folder): the files are written
+    before the folder is renamed (a file that cannot be written publishes
+    nothing) and renamed after it.
     """
     final = Path(final)
     check_replaceable(final, marker, force, holds, marker_format)
@@ -253,13 +297,30 @@ def directory(final: str | os.PathLike, marker: str, force: bool = False, holds:
     os.chmod(tmp, _DIR_MODE)
     try:
         yield tmp
+        with staged(also or {}):
+            _replace_folder(tmp, final)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already when only the files' renames failed
         raise
-    old = None
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+
+
+def _replace_folder(tmp: Path, final: Path) -> None:
+    """Rename ``tmp`` to ``final``; an existing ``final`` is moved aside first and deleted after, and put
+    back when the rename fails."""
+    if not final.exists():
+        os.replace(tmp, final)
+        return
+    # A name of its own (an empty placeholder, which the rename replaces): a fixed one, such as the pid's,
+    # may be taken by a crashed run's leftover or by one whose deletion failed.
+    old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", suffix=".tmp", dir=final.parent))
+    try:
         os.replace(final, old)
-    os.replace(tmp, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        old.rmdir()
+        raise
+    try:
+        os.replace(tmp, final)
+    except BaseException:
+        os.replace(old, final)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -248,6 +248,19 @@ def _parse_line(path: Path, number: int, raw: bytes) -> Iterator[Example]:
         raise DataError(path, number, str(exc)) from None
 
 
+def read_utf8(path: str | os.PathLike) -> str:
+    """The whole text of ``path`` (a source data set's file, a relations file), decoded as UTF-8, without
+    newline translation; a byte that is not UTF-8 is a ``DataError`` naming its line and column, in
+    ``decode_line``'s words."""
+    raw = Path(path).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_start = raw.rfind(b"\n", 0, exc.start) + 1
+        raise DataError(path, raw.count(b"\n", 0, exc.start) + 1,
+                        f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start - line_start + 1}") from None
+
+
 def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
     """The JSON value on line ``number`` of ``path`` (``raw`` bytes), or None for a blank line.
 

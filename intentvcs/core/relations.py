@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping, Union
 import numpy as np
 
 from intentvcs.core import atomic
+from intentvcs.core.dataio import read_utf8
 from intentvcs.core.formats import FileFormat, json_list, json_object, message_error, non_empty_string
 
 RELATION_TYPES = ("duplicate", "subset", "composite", "cover")
@@ -243,14 +244,15 @@ class LabelRelations:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "LabelRelations":
-        """Read and validate a relations file; errors name the path."""
-        with open(path, encoding="utf-8") as handle:
-            try:
-                return cls.from_dict(json.load(handle))
-            except json.JSONDecodeError as exc:
-                raise RelationsError(f"{path}: not JSON: {exc}") from None
-            except RelationsError as exc:
-                raise RelationsError(f"{path}: {exc}") from None
+        """Read and validate a relations file; errors name the path (and the line of a byte that is not UTF-8,
+        in the words of the data readers: a ``DataError``)."""
+        text = read_utf8(path)
+        try:
+            return cls.from_dict(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise RelationsError(f"{path}: not JSON: {exc}") from None
+        except RelationsError as exc:
+            raise RelationsError(f"{path}: {exc}") from None
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the relations file atomically."""

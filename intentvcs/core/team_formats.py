@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from intentvcs.core.csv_records import records
-from intentvcs.core.dataio import DataError, Example, iter_jsonl_numbered, parse_row
+from intentvcs.core.dataio import DataError, Example, counts_text, iter_jsonl_numbered, parse_row, unknown_labels
 
 # How a command's help names the files it reads rows from (by suffix).
 FORMATS_HELP = "JSONL, a Rasa nlu.yml (.yml, .yaml) or a CSV of text,intent (.csv)"
@@ -44,6 +45,7 @@ CSV_REQUIRED = ("text", "intent")
 RASA_MAX_NESTING = 64
 # [text](type) or [text](type:value), or [text]{"entity": ...}
 ANNOTATION = re.compile(r"\[(?P<text>[^\]]+)\](?:\((?P<short>[^)]+)\)|(?P<json>\{[^}]*\}))")
+log = logging.getLogger(__name__)
 
 
 def read_examples(path: str | os.PathLike) -> list[Example]:
@@ -91,6 +93,21 @@ def check_span_types(path: str | os.PathLike, known: Iterable[str],
         if unknown:
             raise DataError(path, line, f"span type(s) {unknown} do not occur in the training data "
                                         f"(types there: {sorted(known)[:20]})")
+
+
+def check_scored_rows(path: str | os.PathLike, rows: Sequence[tuple[int, Example]], labels: Sequence[str],
+                      entity_types: Iterable[str]) -> None:
+    """What every command that scores labelled rows (``read_numbered``'s) checks before it does: a gold label
+    the model has no output for is named (a misspelt label would otherwise only lower the figures), and a
+    span type it cannot tag is refused (``DataError``, file and line), as train and refit do. ``labels`` and
+    ``entity_types``: the model's; no entity types, no span check."""
+    unknown = unknown_labels([example for _, example in rows], labels)
+    if unknown:
+        log.warning("%s: %d label(s) the model was not trained on, counted as missed: %s", path,
+                    sum(unknown.values()), counts_text(unknown))
+    entity_types = list(entity_types)
+    if entity_types:
+        check_span_types(path, entity_types, rows)
 
 
 def _not_empty(path: Path, rows: Iterator[tuple[int, Example]]) -> Iterator[tuple[int, Example]]:

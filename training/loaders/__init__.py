@@ -18,11 +18,26 @@ format         ``path`` given to :func:`load`          splits
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from intentvcs.core.dataio import Example
+from intentvcs.core.dataio import DataError, Example
 from intentvcs.training.loaders import clinc150, crosswoz, multiwoz, slot_folder
 
-FORMATS = ("clinc150", "snips", "atis", "multiwoz", "crosswoz")
+# What ``path`` names for each format (the table above): a folder or not, and which.
+_SETS = "the data set folder (train/, valid/, test/)"
+_CONVLAB = "the data set folder (holding val.json.zip and test.json.zip)"
+INPUTS = {"clinc150": (False, "a data_*.json file"), "snips": (True, _SETS), "atis": (True, _SETS),
+          "multiwoz": (True, _CONVLAB), "crosswoz": (True, _CONVLAB)}
+FORMATS = tuple(INPUTS)
+# Where the public data sets are unless a command is told (build-vcs, build-mix --data-root): $INTENTVCS_DATA,
+# else ../shared/data from the working folder, the repository's root in the layout the tests and benchmarks use.
+DATA_ENV = "INTENTVCS_DATA"
+DEFAULT_DATA_ROOT = "../shared/data"
+
+
+def data_root() -> str:
+    """The folder of the public data sets: ``$INTENTVCS_DATA``, else ``DEFAULT_DATA_ROOT``."""
+    return os.environ.get(DATA_ENV) or DEFAULT_DATA_ROOT
 
 
 def load(fmt: str, path: str | os.PathLike, split: str, *, include_oos: bool = True,
@@ -37,6 +52,7 @@ def load(fmt: str, path: str | os.PathLike, split: str, *, include_oos: bool = T
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    check_path(fmt, path)
     if fmt == "clinc150":
         return clinc150.load_split(path, split, include_oos=include_oos)
     if fmt in ("snips", "atis"):
@@ -44,3 +60,12 @@ def load(fmt: str, path: str | os.PathLike, split: str, *, include_oos: bool = T
     if fmt == "multiwoz":
         return multiwoz.load_split(path, split, skipped)
     return crosswoz.load_split(path, split, skipped)
+
+
+def check_path(fmt: str, path: str | os.PathLike) -> None:
+    """Refuse a folder where ``fmt`` reads a file and a file where it reads a folder, naming what it reads: the
+    loader would look for its file inside the path (``val.json.zip/val.json.zip``) and call it not found."""
+    path = Path(path)
+    folder, what = INPUTS[fmt]
+    if path.is_file() if folder else path.is_dir():
+        raise DataError(path, None, f"is a {'file' if folder else 'folder'}; {fmt} reads {what}")

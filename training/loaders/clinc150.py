@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from intentvcs.core.dataio import DataError, Example, check_unicode
+from intentvcs.core.dataio import DataError, Example, check_unicode, read_utf8
 
 SPLITS = ("train", "valid", "test")
 # Our split names → the file's key for that split.
@@ -43,7 +43,7 @@ def _read_object(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise DataError(path, None, "file not found")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_utf8(path))
     except json.JSONDecodeError as exc:
         raise DataError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
     if not isinstance(data, dict):

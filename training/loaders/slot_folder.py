@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intentvcs.core.dataio import DataError, Example, Span
+from intentvcs.core.dataio import DataError, Example, Span, read_utf8
 
 SPLITS = ("train", "valid", "test")
 FILES = ("seq.in", "seq.out", "label")
@@ -105,10 +105,9 @@ def bio_to_spans(tokens: list[str], tags: list[str]) -> tuple[Span, ...]:
 def _read_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise DataError(path, None, "file not found")
-    with path.open(encoding="utf-8", newline="") as handle:
-        # Split on newlines only: str.splitlines would also break on U+2028
-        # and friends inside an utterance and misalign the three files.
-        lines = [line.rstrip("\r") for line in handle.read().split("\n")]
+    # Split on newlines only: str.splitlines would also break on U+2028
+    # and friends inside an utterance and misalign the three files.
+    lines = [line.rstrip("\r") for line in read_utf8(path).split("\n")]
     # A final empty line is a trailing newline artefact, not a row.
     while lines and not lines[-1].strip():
         lines.pop()

@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from intentvcs.cli import exit_codes
-from intentvcs.cli.model_options import add_model_arguments, load_predictor
+from intentvcs.cli.model_options import add_model_arguments, check_run, load_predictor
 from intentvcs.cli.options import json_object_file
 from intentvcs.service.audit.config import SEVERITIES, AuditConfig
 
@@ -40,19 +40,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--relations-out", help="write the proposed relations.json (known + proposed relations)")
     p.add_argument("--fail-on", choices=FAIL_LEVELS, default=FAIL_LEVELS[0],
                    help=f"exit 1 when the overall severity reaches this level (default: {FAIL_LEVELS[0]})")
-    p.add_argument("--config", type=config_file, metavar="FILE.json",
+    p.add_argument("--config", action=ConfigFile, metavar="FILE.json",
                    help="a JSON object of AuditConfig overrides (thresholds, caps)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, config_path=None)
 
 
 def config_file(path: str) -> AuditConfig:
-    """An argparse ``type``: the AuditConfig of a JSON file of overrides. Checked as the command line is
-    read, so that a bad setting is an error naming the file and the setting before any data is."""
+    """The AuditConfig of a JSON file of overrides (``ArgumentTypeError`` naming the file). ``ConfigFile`` reads
+    it as the command line is read, so that a bad setting is an error naming the file and the setting before
+    any data is."""
     overrides = json_object_file(path)
     try:
         return AuditConfig.from_dict(overrides)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
+
+
+class ConfigFile(argparse.Action):
+    """``--config``: its ``config_file`` as ``config``, and its path as ``config_path``: an input, so that no
+    output of the command replaces it."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        try:
+            setattr(namespace, self.dest, config_file(values))
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentError(self, str(exc)) from None
+        namespace.config_path = values
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.service.audit import audit_batch, pairs_csv, render_html
 
     config = args.config or AuditConfig()
-    atomic.check_targets((args.out, args.html, args.pairs_csv, args.relations_out), inputs=[args.batch, args.train])
+    check_run(args, (args.out, args.html, args.pairs_csv, args.relations_out),
+              inputs=[args.batch, args.train, args.config_path])
     batch = iter_examples(args.batch)  # streamed: the audit keeps a capped sample per new intent
     training = read_examples(args.train) if args.train else None
     report = audit_batch(load_predictor(args), batch, training, config)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 # The loaders and the builder import numpy, not torch: cheap enough to offer their names as choices.
-from intentvcs.training.loaders import FORMATS
+from intentvcs.training.loaders import DATA_ENV, DEFAULT_DATA_ROOT, FORMATS, data_root
 from intentvcs.training.mix_builder import SIZES as MIX_SIZES
 from intentvcs.training.mix_builder import VARIANTS as MIX_VARIANTS
 from intentvcs.training.vcs_builder import DIFFICULTIES, GROUPS, SPECS
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "and info.json (written atomically).",
     )
     p.add_argument("--dataset", required=True, choices=tuple(SPECS))
-    p.add_argument("--data-root", default="../shared/data", help="folder holding snips/, atis/, ...")
+    add_data_root(p, "snips/, atis/, ...")
     p.add_argument("--out", required=True, help="benchmark directory to write (an earlier benchmark there, one "
                    "with info.json, is replaced; any other non-empty folder only with --force)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier benchmark")
@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--dataset", required=True, choices=tuple(MIX_SIZES))
     p.add_argument("--variant", default=MIX_VARIANTS[0], choices=MIX_VARIANTS)
-    p.add_argument("--data-root", default="../shared/data", help="folder holding snips/ and atis/")
+    add_data_root(p, "snips/ and atis/")
     p.add_argument("--out", required=True, help="directory to write (an earlier build there, one with "
                    "info.json, is replaced; any other non-empty folder only with --force)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier build")
@@ -76,6 +76,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "turn from one generator: another --train-rows draws other valid and test rows "
                             "too" + (", another --valid-rows other test rows" if split == "valid" else ""))
     p.set_defaults(func=run_build_mix)
+
+
+def add_data_root(p: argparse.ArgumentParser, holding: str) -> None:
+    """``--data-root``, the folder of the public data sets (``loaders.data_root``)."""
+    p.add_argument("--data-root", default=data_root(),
+                   help=f"folder holding {holding} (default: ${DATA_ENV} if set, else {DEFAULT_DATA_ROOT} from the "
+                        "working folder)")
 
 
 def run_convert(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ import json
 import logging
 from pathlib import Path
 
-from intentvcs.cli.commands.serve import DEFAULT_HOST, DEFAULT_PORT
+from intentvcs.cli.commands.serve import DEFAULT_HOST, add_port_argument, check_port
 from intentvcs.cli.options import add_option, config_from_args
 from intentvcs.core import oos
 from intentvcs.service.settings import DEMO_DIR
@@ -36,6 +36,8 @@ EPOCHS = 8
 TAGGER_LEARNING_RATE = 1e-2
 # Where the demo's training departs from TrainConfig's defaults.
 DEFAULTS = {"epochs": EPOCHS, "tagger_learning_rate": TAGGER_LEARNING_RATE}
+# What the demo writes in its --out.
+CHECKPOINT, BUNDLE, EVALUATION = "checkpoint", "bundle", "evaluation.json"
 # Not "train": the default data has no out-of-scope training rows to make a class of.
 OOS_RULES = tuple(rule for rule in oos.RULES if rule != oos.TrainRule.name)
 
@@ -43,7 +45,10 @@ OOS_RULES = tuple(rule for rule in oos.RULES if rule != oos.TrainRule.name)
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="train, export, evaluate and serve the default model",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=DEMO_DIR, help="working directory (checkpoint/, bundle/, *.json)")
+    p.add_argument("--out", default=DEMO_DIR, help="working directory (checkpoint/, bundle/, *.json; default: "
+                                                   "%(default)s)")
+    p.add_argument("--force", action="store_true",
+                   help="replace --out's checkpoint/ and bundle/ even if they are not earlier outputs of the demo")
     add_option(p, TrainConfig, "epochs", default=DEFAULTS["epochs"])
     add_option(p, TrainConfig, "tagger_learning_rate", "--tagger-lr", default=DEFAULTS["tagger_learning_rate"],
                metavar="LR")
@@ -53,11 +58,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "training rows)")
     add_option(p, TrainConfig, "backbone")
     p.add_argument("--no-serve", action="store_true", help="stop after export and evaluation")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    add_port_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    # What the steps would refuse at their start, refused before the minutes of the first ones.
+    check_outputs(out, args.force)
+    if not args.no_serve:
+        check_port(DEFAULT_HOST, args.port)
+
     from intentvcs.export.exporter import export_bundle
     from intentvcs.core import atomic
     from intentvcs.core.dataio import read_jsonl
@@ -67,22 +78,22 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.training import DEFAULT_DATA
     from intentvcs.training.pipeline import train_pipeline
 
-    out = Path(args.out)
     data = {split: read_jsonl(DEFAULT_DATA / f"{split}.jsonl") for split in ("train", "valid", "test")}
     log.info("1/4 training on %s (%d rows)", DEFAULT_DATA, len(data["train"]))
     train_pipeline(data["train"], data["valid"], data["test"], config_from_args(TrainConfig, args),
-                   config_from_args(DecisionConfig, args), out / "checkpoint")
+                   config_from_args(DecisionConfig, args), out / CHECKPOINT, force=args.force)
 
-    log.info("2/4 exporting to %s", out / "bundle")
-    export_bundle(out / "checkpoint", out / "bundle", quantize=True, parity_data=DEFAULT_DATA / "valid.jsonl")
+    log.info("2/4 exporting to %s", out / BUNDLE)
+    export_bundle(out / CHECKPOINT, out / BUNDLE, quantize=True, parity_data=DEFAULT_DATA / "valid.jsonl",
+                  force=args.force)
 
     log.info("3/4 evaluating the bundle through the serving engine")
-    engine = Engine(out / "bundle", provider="cpu")
+    engine = Engine(out / BUNDLE, provider="cpu")
     # Answered as served: a chained request part by part.
     outputs, segmented = decide_segmented(engine.decision, engine.infer, [ex.text for ex in data["test"]])
     figures = headline(evaluate(engine.decision, outputs, data["test"], include_tables=False,
                                 result=segmented.result))
-    atomic.write_json(out / "evaluation.json", figures)
+    atomic.write_json(out / EVALUATION, figures)
     print(json.dumps(figures, indent=2))
     if args.no_serve:
         return 0
@@ -90,4 +101,18 @@ def run(args: argparse.Namespace) -> int:
     log.info("4/4 serving on http://%s:%d (Ctrl-C to stop)", DEFAULT_HOST, args.port)
     from intentvcs.cli.commands import serve
 
-    return serve.serve_bundle(out / "bundle", args.port)
+    return serve.serve_bundle(out / BUNDLE, args.port)
+
+
+def check_outputs(out: Path, force: bool) -> None:
+    """Refuse the outputs that training, export and the evaluation would refuse (each checks again when
+    it writes): an unwritable or foreign folder, one not an earlier checkpoint or bundle without ``force``."""
+    from intentvcs.core import atomic
+    from intentvcs.core.manifest import BUNDLE_FILES, BUNDLE_FORMAT, MANIFEST_FILE
+    from intentvcs.training.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_HOLDS, META_FILE
+
+    atomic.check_targets([out / EVALUATION])
+    for folder in (CHECKPOINT, BUNDLE):
+        atomic.check_folder_target(out / folder)
+    atomic.check_replaceable(out / CHECKPOINT, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name)
+    atomic.check_replaceable(out / BUNDLE, MANIFEST_FILE, force, BUNDLE_FILES, BUNDLE_FORMAT.name)

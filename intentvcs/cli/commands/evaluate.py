@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_scored_data, load_predictor,
-                                         model_source)
+from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_run, check_scored_data,
+                                         load_predictor, model_source)
 from intentvcs.core.team_formats import FORMATS_HELP
 
 
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core.segmentation import decide_segmented
     from intentvcs.core.team_formats import read_numbered
 
-    atomic.check_targets((args.out, args.heatmap), inputs=[args.data])
+    check_run(args, (args.out, args.heatmap), inputs=[args.data])
     rows = read_numbered(args.data)
     examples = [example for _, example in rows]
     model = load_predictor(args)

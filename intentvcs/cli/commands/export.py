@@ -1,7 +1,8 @@
 """``intentvcs export``: checkpoint -> serving bundle (ONNX graph, tokenizer, manifest).
 
 Progress and a human summary go to stderr, the result object as JSON to
-stdout (and to ``--result`` when given). Exit status: 0 on success, 1 when
+stdout (and to ``--result`` when given, committed with the bundle: both or
+neither). Exit status: 0 on success, 1 when
 the parity check fails (no bundle is written; the result carries the parity
 report), 2 on a data or usage error.
 """
@@ -48,29 +49,29 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--no-references for a bundle that must not carry the team's utterances (default: on)")
     p.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default: Optimum's for the backbone; one "
                                                             "the exporter cannot write is refused before any work)")
-    p.add_argument("--result", metavar="FILE.json", help="also write the result JSON here")
+    p.add_argument("--result", metavar="FILE.json",
+                   help="also write the result JSON here, with the bundle (both or neither); not inside --checkpoint")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from intentvcs.core import atomic
     from intentvcs.export.exporter import export_bundle
     from intentvcs.export.parity import ParityError
 
-    # Before the bundle is published, and before the model loads.
-    atomic.check_targets([args.result], inputs=[args.parity_data])
-    atomic.check_folder_target(args.out, inputs=[args.checkpoint, args.parity_data], outputs=[args.result])
     try:
+        # --result is committed with the bundle: a result that cannot be written publishes no bundle. The
+        # export checks both outputs (against each other, the checkpoint and the parity data) before the
+        # model loads, once it knows the checkpoint is one.
         result = export_bundle(args.checkpoint, args.out, quantize=args.quantize,
                                parity_data=args.parity_data, opset=args.opset, force=args.force,
-                               name=args.name, references=args.references)
+                               name=args.name, references=args.references, result_file=args.result)
     except ParityError as exc:
         _emit({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
                "parity": exc.report}, args.result)
         print(f"intentvcs export: {exc}; no bundle written", file=sys.stderr)
         return exit_codes.GATE_FAILED
     _summarise(result)
-    _emit(result, args.result)
+    _print(result)
     return 0
 
 
@@ -122,9 +123,14 @@ def _gate_line(gate: dict[str, Any] | None) -> str:
 
 
 def _emit(result: dict[str, Any], path: str | None) -> None:
+    """A result that comes with no bundle: to ``path`` when given, then to stdout."""
     from intentvcs.core import atomic
 
     if path:
         atomic.write_json(path, result)
+    _print(result)
+
+
+def _print(result: dict[str, Any]) -> None:
     json.dump(result, sys.stdout, indent=2)
     print()

@@ -7,6 +7,7 @@ answer lines, the output written all or nothing); this module is its options.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 
@@ -32,7 +33,7 @@ the same path; the data file is read on this node only. Needs the batch extra (r
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from intentvcs.service.batch_predict import DEFAULT_CHUNK_ROWS, FORMATS
+    from intentvcs.service.batch_predict import DEFAULT_CHUNK_ROWS, FORMATS, predict_ray
 
     p = sub.add_parser("predict", help="predict every row of a JSONL/CSV/Parquet file to a JSONL of answers",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -65,8 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int,
                    help="ray: actors, each with its own engine (default: the cluster's CPUs / --cpus-per-worker, "
                         "or its GPUs with --provider cuda; a local cluster gets this machine's cores)")
-    p.add_argument("--cpus-per-worker", type=int, default=1,
-                   help="ray: CPUs reserved per actor, its ONNX Runtime threads (default: %(default)s)")
+    # None: not given, so that --engine local refuses it rather than ignore it; predict_ray has the default.
+    ray_cpus = inspect.signature(predict_ray).parameters["cpus_per_worker"].default
+    p.add_argument("--cpus-per-worker", type=int,
+                   help=f"ray: CPUs reserved per actor, its ONNX Runtime threads (default: {ray_cpus})")
     p.set_defaults(func=run)
 
 
@@ -79,19 +82,22 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if args.engine != "ray":
-        given = [f"--{n.replace('_', '-')}" for n in ("ray_address", "workers") if getattr(args, n) is not None]
+        given = [f"--{n.replace('_', '-')}" for n in ("ray_address", "workers", "cpus_per_worker")
+                 if getattr(args, n) is not None]
         if given:
             raise ValueError(f"{' and '.join(given)} apply to --engine ray only")
     elif args.threads is not None:
         raise ValueError("--threads is for --engine local; Ray actors run --cpus-per-worker threads each")
     (out,) = atomic.check_targets([args.out], inputs=[args.data])
+    atomic.check_outside(args.bundle, [args.out])
     # The input is opened (file, format, header or schema) before any model loads.
     source = batch_predict.Source.open(args.data, args.format, args.text_column, args.id_column)
     if args.engine == "ray":
         summary = batch_predict.predict_ray(
             source, out, args.bundle, provider=args.provider, quantized=args.quantized, spelling=args.spelling,
             segment=args.segment, top_k=args.top_k, max_batch=args.batch_size, chunk_rows=args.chunk_rows,
-            workers=args.workers, cpus_per_worker=args.cpus_per_worker, address=args.ray_address)
+            workers=args.workers, address=args.ray_address,
+            **({"cpus_per_worker": args.cpus_per_worker} if args.cpus_per_worker is not None else {}))
     else:
         from intentvcs.service.engine import Engine
 

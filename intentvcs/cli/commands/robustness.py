@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_scored_data, load_predictor,
-                                         model_source)
+from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_run, check_scored_data,
+                                         load_predictor, model_source)
 # Not from intentvcs.core.robustness: that imports the perturbation extra, which serving does not install.
 from intentvcs.core.evaluation import PRIMARY_METRICS
 from intentvcs.core.team_formats import FORMATS_HELP
@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--draws", type=int, default=5, help="Random-set draws, seeds SEED..SEED+DRAWS-1 (default 5)")
     p.add_argument("--seed", type=int, default=0, help="perturbation seed (default 0)")
     p.add_argument("--metric", default=PRIMARY_METRICS[0], choices=PRIMARY_METRICS,
-                   help="primary score; auto: f1 if any gold row has several labels, else accuracy")
+                   help="primary score; auto: f1 if any gold row has several labels, else accuracy "
+                        "(default: %(default)s)")
     p.set_defaults(func=run)
 
 
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core.team_formats import read_examples, read_numbered
 
     operators = expand_operators(args.operators)  # a typo fails before the model loads
-    atomic.check_targets((args.out, args.md), inputs=[args.data])
+    check_run(args, (args.out, args.md), inputs=[args.data, args.train])
     rows = read_numbered(args.data)
     examples = [example for _, example in rows]
     train = read_examples(args.train) if args.train else None

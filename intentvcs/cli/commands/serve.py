@@ -51,7 +51,7 @@ def register(subparsers) -> None:
                         help=f"bundle directory (default: ${ENV_PREFIX}BUNDLE or {Settings.bundle})")
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default loopback; 0.0.0.0 for all, "
                         "as `bentoml serve` and the container do by default: set INTENTVCS_API_TOKEN then)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    add_port_argument(parser)
     parser.add_argument("--workers", type=int, help="worker processes, each with its own engine "
                         "(default: one per core on CPU, one on a GPU)")
     parser.add_argument("--provider", choices=PROVIDERS, help=f"execution provider (sets {ENV_PREFIX}PROVIDER; "
@@ -66,6 +66,11 @@ def register(subparsers) -> None:
                         "(sets INTENTVCS_SPELLING=0)")
     add_segment_argument(parser, " (sets INTENTVCS_SEGMENT=0)")
     parser.set_defaults(func=run)
+
+
+def add_port_argument(parser) -> None:
+    """``--port`` (``serve``, and ``demo``'s last step)."""
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port to listen on (default: %(default)s)")
 
 
 def server_home(port: int) -> Path:
@@ -100,8 +105,10 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
     bundle = Path(bundle).resolve()
     if not (bundle / MANIFEST_FILE).is_file():
         raise FileNotFoundError(f"{bundle} is not a bundle (no {MANIFEST_FILE}); run `intentvcs export` first")
-    if workers is not None and workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {workers}")
+    # The options' own names: the variables they set would name a setting the user never gave.
+    for option, value in (("--workers", workers), ("--threads", threads)):
+        if value is not None and value < 1:
+            raise ValueError(f"{option} must be >= 1, got {value}")
     env = dict(os.environ)
     env.setdefault("BENTOML_DO_NOT_TRACK", "True")  # no usage reports from a model server
     # BentoML may import numpy before our package sets the thread policy: see intentvcs.BLAS_THREADS.

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.team_formats import check_span_types, read_examples, read_numbered
 
-    atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test])
+    atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test, args.relations])
     atomic.check_folder_target(args.out, inputs=[args.train, args.valid, args.test, args.relations],
                                outputs=[args.result])
     config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)  # options first
