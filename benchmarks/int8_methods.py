@@ -80,9 +80,10 @@ def measure(name: str, bundle: Path, valid: Path, texts_path: Path, calibration:
             threads: int) -> list[dict]:
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.decision import Decision
-    from intentvcs.core.spelling import SPELLING_FILE, Spelling, infer_normalised
+    from intentvcs.core.spelling import SPELLING_FILE, Spelling
     from intentvcs.export.parity import held_out_rows
     from intentvcs.export.quantize import METHODS, accuracy_gate, quantize_int8
+    from intentvcs.service.engine import read_as_served
     from intentvcs.service.onnx_session import OnnxSession
     from intentvcs.service.tokenization import BundleTokenizer
 
@@ -96,10 +97,9 @@ def measure(name: str, bundle: Path, valid: Path, texts_path: Path, calibration:
     calibration_texts = [example.text for example in read_jsonl(calibration)]
     random.Random(0).shuffle(calibration_texts)
 
-    def served(session):  # the gate's outputs: through the normaliser, as the service reads texts
-        if spelling is None:
-            return session.infer(held.texts)
-        return infer_normalised(spelling, held.texts, session.infer, tags=bool(tags))[0]
+    def served(session):  # the gate's reading: the service's (normaliser, chained requests part by part)
+        outputs, _, decided = read_as_served(session, spelling, decision, held.texts)
+        return outputs, decided.result
 
     with tempfile.TemporaryDirectory() as scratch:
         graphs = {"fp32": bundle / "model.onnx"}
@@ -112,8 +112,12 @@ def measure(name: str, bundle: Path, valid: Path, texts_path: Path, calibration:
         sessions = {method: OnnxSession(path, tokenizer, provider="cpu", threads=threads, tags=tags)
                     for method, path in graphs.items()}
         reference = served(sessions["fp32"])
-        gates = {method: accuracy_gate(reference, served(session), decision, held.examples, str(valid))
-                 for method, session in sessions.items() if method != "fp32"}
+        gates = {}
+        for method, session in sessions.items():
+            if method != "fp32":
+                candidate = served(session)
+                gates[method] = accuracy_gate(reference[0], candidate[0], decision, held.examples, str(valid),
+                                              results=(reference[1], candidate[1]))
         rates: dict[str, dict[int, list[float]]] = {method: {1: [], 32: []} for method in sessions}
         for session in sessions.values():
             session.infer(timed[:32])  # warm-up

@@ -39,12 +39,12 @@ from intentvcs.core.manifest import (BUNDLE_FILES, BUNDLE_FORMAT, INT8_MODEL_FIL
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.references import REFERENCES_FILE, read_references, write_references
 from intentvcs.core.references import summary as references_summary
-from intentvcs.core.spelling import SPELLING_FILE, Spelling, infer_normalised
+from intentvcs.core.spelling import SPELLING_FILE, Spelling
 from intentvcs.export.fusion import fuse_encoder
 from intentvcs.export.onnx_export import check_opset, export_onnx
 from intentvcs.export.parity import HeldOut, check_parity, held_out_rows
 from intentvcs.export.quantize import METHODS, accuracy_gate, quantization_report, quantize_int8
-from intentvcs.service.engine import Engine
+from intentvcs.service.engine import Engine, read_as_served
 from intentvcs.service.onnx_session import OnnxSession
 from intentvcs.service.tokenization import BundleTokenizer
 from intentvcs.training.checkpoint import (META_FILE, checkpoint_tags, max_length_problem, read_checkpoint_meta,
@@ -232,8 +232,9 @@ def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decis
     none does, or when there are no labels to gate on); the report lists the
     others tried (``not_kept``: each one's method, timing and gate).
     Agreement and speed are read on the held-out texts as the graphs see them;
-    the accuracy gate, on labelled held-out rows only, through the spelling
-    normaliser as the service runs.
+    the accuracy gate, on labelled held-out rows only, on the answers the
+    service would give (``read_as_served``: the spelling normaliser, chained
+    requests part by part).
     """
     candidates: list[tuple[Path, dict]] = []
     unavailable = []
@@ -280,11 +281,11 @@ def _int8_report(path: Path, settings: dict, fp32_run: tuple[OnnxSession, GraphO
     report["gate"] = None
     if held_out.examples is None:
         return report
-    # Without a normaliser the graphs read the texts as sent: the outputs above are the served ones.
-    outputs = ([fp32_outputs, int8_outputs] if spelling is None else
-               [infer_normalised(spelling, texts, session.infer, tags=bool(session.tags))[0]
-                for session in (fp32, int8)])
-    report["gate"] = accuracy_gate(*outputs, decision, held_out.examples, held_out.source)
+    # Scored as the service answers: through the normaliser, chained requests part by part.
+    (fp32_served, _, fp32_decided), (int8_served, _, int8_decided) = (
+        read_as_served(session, spelling, decision, texts) for session in (fp32, int8))
+    report["gate"] = accuracy_gate(fp32_served, int8_served, decision, held_out.examples, held_out.source,
+                                   results=(fp32_decided.result, int8_decided.result))
     log.info("int8 (%s) accuracy gate %s: %s", settings["method"], "passed" if report["gate"]["passed"] else "FAILED",
              ", ".join(f"{name} {f['fp32']:.4f} -> {f['int8']:.4f}" for name, f in report["gate"]["figures"].items()))
     return report

@@ -48,7 +48,7 @@ import onnx
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from intentvcs.core.dataio import Example
-from intentvcs.core.decision import Decision
+from intentvcs.core.decision import Decision, DecisionResult
 from intentvcs.core.entities import span_set
 from intentvcs.core.evaluation import evaluate, headline
 from intentvcs.core.outputs import GraphOutputs
@@ -181,15 +181,19 @@ def answers_differ(first: GraphOutputs, second: GraphOutputs, decision: Decision
 
 
 def accuracy_gate(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, decision: Decision,
-                  examples: Sequence[Example], source: str) -> dict[str, Any]:
+                  examples: Sequence[Example], source: str,
+                  results: tuple[DecisionResult, DecisionResult] | None = None) -> dict[str, Any]:
     """Every ``GATED_FIGURES`` figure that ``examples`` support, for both graphs, and whether int8 passes.
 
     A figure passes when int8 loses at most ``MAX_LOSS`` of it, or at most one
     row's share of the rows it is computed over when that is more (a gain is
-    never a loss). ``passed`` is true when every figure passes.
+    never a loss). ``passed`` is true when every figure passes. ``results``: the
+    two graphs' decisions as served (``intentvcs.service.engine.read_as_served``:
+    chained requests part by part); without them each text is decided whole.
     """
-    fp32 = headline(evaluate(decision, fp32_outputs, examples, include_tables=False))
-    int8 = headline(evaluate(decision, int8_outputs, examples, include_tables=False))
+    fp32_result, int8_result = results or (None, None)
+    fp32 = headline(evaluate(decision, fp32_outputs, examples, include_tables=False, result=fp32_result))
+    int8 = headline(evaluate(decision, int8_outputs, examples, include_tables=False, result=int8_result))
     figures = {}
     for name, rows_key in GATED_FIGURES.items():
         if name not in fp32:

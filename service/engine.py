@@ -20,13 +20,13 @@ from intentvcs.core.decision import Decision
 from intentvcs.core.entities import entity_types
 from intentvcs.core.manifest import INT8_MODEL_FILE, BundleError
 from intentvcs.core.outputs import GraphOutputs
-from intentvcs.core.segmentation import decide_segmented
-from intentvcs.core.spelling import infer_normalised
+from intentvcs.core.segmentation import SegmentedResult, decide_segmented
+from intentvcs.core.spelling import Spelling, infer_normalised
 from intentvcs.service.bundle import check_graph, open_bundle
 from intentvcs.service.onnx_session import EngineError, OnnxSession, default_threads, uses_cuda
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT
 
-__all__ = ["BundleError", "Engine", "EngineError", "default_threads"]
+__all__ = ["BundleError", "Engine", "EngineError", "default_threads", "read_as_served"]
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +146,7 @@ class Engine:
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         texts = _check_texts(texts)
-        outputs, read = self._infer(texts)
-        outputs, segmented = decide_segmented(self.decision, self.infer, texts, self.segment, outputs=outputs)
+        outputs, read, segmented = read_as_served(self.session, self.spelling, self.decision, texts, self.segment)
         result = segmented.result
         # Stable sort on negated confidences: ties keep label order.
         ranking = np.argsort(-result.confidences, axis=1, kind="stable")
@@ -175,6 +174,20 @@ class Engine:
         """The graph's outputs for ``texts`` read through the spelling normaliser, and the texts it read
         (answers keep the originals, entity offsets included)."""
         return infer_normalised(self.spelling, texts, self.session.infer, tags=bool(self.session.tags))
+
+
+def read_as_served(session: OnnxSession, spelling: Spelling | None, decision: Decision, texts: list[str],
+                   segment: bool = DEFAULT_SEGMENT) -> tuple[GraphOutputs, list[str], SegmentedResult]:
+    """How the service reads and decides ``texts`` with ``session``'s graph: through the spelling normaliser
+    (``spelling``; None reads them as sent), a chained request part by part (``segment``). Returns the
+    texts' outputs, the texts the graph read and the decision. ``Engine.predict``'s reading, and the one
+    the export's int8 gate scores both graphs by, so that the gate judges the answers served."""
+    def infer(batch: list[str]) -> tuple[GraphOutputs, list[str]]:
+        return infer_normalised(spelling, batch, session.infer, tags=bool(session.tags))
+
+    outputs, read = infer(texts)
+    outputs, segmented = decide_segmented(decision, lambda batch: infer(batch)[0], texts, segment, outputs=outputs)
+    return outputs, read, segmented
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

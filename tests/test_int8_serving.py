@@ -17,7 +17,7 @@ from intentvcs.core.oos import ThresholdRule
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.export.quantize import MAX_LOSS, accuracy_gate
 from intentvcs.service.bundle import serving_graph
-from intentvcs.service.engine import Engine
+from intentvcs.service.engine import Engine, read_as_served
 from intentvcs.service.settings import Settings
 from tests.helpers.bundle import make_tiny_checkpoint
 
@@ -28,6 +28,9 @@ LABELLED_ROWS = [
     ("rate this book four stars", ["RateBook"]), ("give the novel a 2", ["RateBook"]),
     ("find the movie called dune", ["SearchCreativeWork"]), ("search for the song hello", ["SearchCreativeWork"]),
     ("what is the capital of australia", []), ("tell me a joke about penguins", []),
+    # Chained requests, which the service answers part by part: so must the gate.
+    ("put on some jazz and then book a table for two", ["PlayMusic", "BookRestaurant"]),
+    ("will it rain tomorrow and also rate this book four stars", ["GetWeather", "RateBook"]),
 ]
 
 
@@ -72,8 +75,14 @@ def test_the_gate_is_the_evaluation_of_both_graphs_and_auto_follows_it(gated):
     assert gate["rows"] == len(LABELLED_ROWS) and gate["data"] == str(rows)
     examples = [Example(text, labels) for text, labels in LABELLED_ROWS]
     fp32, int8 = (Engine(bundle, provider="cpu", quantized=mode) for mode in ("off", "on"))
-    figures = {name: evaluate(engine.decision, engine.infer([e.text for e in examples]), examples,
-                              include_tables=False) for name, engine in (("fp32", fp32), ("int8", int8))}
+    texts = [e.text for e in examples]
+    figures = {}
+    for name, engine in (("fp32", fp32), ("int8", int8)):
+        # The figures of the answers served: the chained rows part by part.
+        outputs, _, decided = read_as_served(engine.session, engine.spelling, engine.decision, texts)
+        figures[name] = evaluate(engine.decision, outputs, examples, include_tables=False, result=decided.result)
+        whole = engine.decision.apply(*outputs.scores)
+        assert (decided.result.accepted != whole.accepted).any()  # which the whole texts' decision would miss
     assert {"accuracy", "in_scope_accuracy", "oos_recall", "auroc", "slot_f1"} <= set(gate["figures"])
     for name, figure in gate["figures"].items():
         assert figure["fp32"] == pytest.approx(figures["fp32"][name], abs=1e-4)
