@@ -216,7 +216,7 @@ def test_data_a_team_would_not_expect_to_train_as_it_does_is_warned_about(caplog
     assert "'out_of_scope' is trained as an intent of its own" in text
     assert "valid.csv: no row carries an entity span" in text
     assert "2 intent(s) have no validation row (find_store, out_of_scope)" in text
-    assert f"1 in-scope row(s) fit the out-of-scope cut" in text and str(FEW_VALID_ROWS) in text
+    assert "1 in-scope row(s) fit the out-of-scope cut" in text and str(FEW_VALID_ROWS) in text
     caplog.clear()
     clean_train = [Example(f"order a latte {i}", ("order",)) for i in range(3)]
     clean_valid = [Example(f"a latte please {i}", ("order",)) for i in range(FEW_VALID_ROWS)]
