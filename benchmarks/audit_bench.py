@@ -125,6 +125,12 @@ def expand(batch: list[Example], size: int) -> list[Example]:
     return out
 
 
+def distinct(timing: dict[str, Any]) -> str:
+    """How many of a timed batch's rows the audit read: a repeated row counts once."""
+    rows = timing.get("audited_rows")
+    return "distinct rows not recorded" if rows is None else f"{rows:,} distinct, a repeated row read once"
+
+
 def _markdown(records: list[dict[str, Any]]) -> str:
     """A summary table over scenarios, then each scenario's verdicts (all of them for the small
     hand-written one, the wrong ones for the generated ones)."""
@@ -160,9 +166,9 @@ def _markdown(records: list[dict[str, Any]]) -> str:
         lines.append("")
     for r in records:
         if r["measure"] == "timing":
-            lines.append(f"Audit of {r['batch_rows']:,} utterances: {r['seconds']:.1f} s end to end "
-                         f"({r['inference_s']:.1f} s engine inference, {r['threads']} threads, "
-                         f"{r['utt_per_s']:.0f} utterances/s).")
+            lines.append(f"Audit of {r['batch_rows']:,} utterances ({distinct(r)}): {r['seconds']:.1f} s end to "
+                         f"end ({r['inference_s']:.1f} s engine inference, {r['threads']} threads, "
+                         f"{r['utt_per_s']:.0f} utterances/s of the batch).")
     return "\n".join(lines) + "\n"
 
 

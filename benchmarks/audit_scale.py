@@ -124,8 +124,10 @@ def render(records: list[dict]) -> str:
     lines = []
     for r in records:
         if r["measure"] in ("cli", "cli_whole"):
-            how = "every row scored" if r["measure"] == "cli_whole" else f"{r['scored_rows']:,} rows scored"
-            same = (f"; the same verdict as with every row scored for {r['same_verdicts']} of {r['new_intents']}"
+            how = (f"every distinct row scored: {r['scored_rows']:,}, a repeated row counted once"
+                   if r["measure"] == "cli_whole" else f"{r['scored_rows']:,} rows scored")
+            same = (f"; the same verdict as with every distinct row scored for {r['same_verdicts']} of "
+                    f"{r['new_intents']}"
                     if "same_verdicts" in r else "")
             lines.append(f"- `intentvcs audit` of {r['rows']:,} rows ({r['new_intents']} new intents, {how}): "
                          f"**{r['seconds']:.1f} s** (target ≤ {r['target_seconds']:.0f} s, "

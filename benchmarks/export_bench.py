@@ -1,14 +1,18 @@
-"""Export benchmark: ONNX export, parity with PyTorch and the torch-free inference engine.
+"""Export benchmark: ONNX export, parity with PyTorch, and evaluating what is served (SNIPS-VCS).
 
-Exports a trained SNIPS-VCS checkpoint (fp32 + dynamic int8), then measures on
-the SNIPS-VCS test set, all in one run:
+Exports a trained SNIPS-VCS checkpoint (fp32 + int8), then measures on the
+SNIPS-VCS test set, in one run:
 - parity of the ONNX graph with PyTorch (max |logit| gap, label-set agreement);
 - the evaluation figures through the PyTorch path, the ONNX engine (fp32) and
-  the int8 engine — "evaluate what you serve": fp32 must equal PyTorch;
-- engine throughput at batch 1 and 32 on CPU against the PyTorch path.
+  the int8 engine — "evaluate what you serve": fp32 must equal PyTorch.
+The engine's speed against what users would run instead is the performance
+benchmark's (``benchmarks.perf_bench``, section "Performance"): one harness.
 
-    python -m benchmarks.export_bench --checkpoint runs/bench/vcs/ckpt/snips/pu-s0 \\
+    python -m benchmarks.export_bench --checkpoint runs/bench/vcs-emb/ckpt/snips/pu-s0 \\
         --data runs/bench/vcs/data/snips-vcs-seed0/test.jsonl
+
+(the data set built by ``intentvcs build-vcs --dataset snips --seed 0 --out runs/bench/vcs/data/snips-vcs-seed0``,
+the checkpoint by ``benchmarks.vcs_bench``'s trained-embeddings recipe).
 """
 
 from __future__ import annotations
@@ -61,36 +65,25 @@ def render(records: list[dict]) -> str:
         if r["component"] == "accuracy":
             change = "–" if r["backend"] == "torch" else f"{r['F1_change_vs_torch']:+.2f} / {r['EM_change_vs_torch']:+.2f}"
             lines.append(f"| {r['backend']} | {r['F1']:.2f} | {r['EM']:.2f} | {change} |")
-    lines += ["", "| backend | batch | utt/s | p50 ms per call | speed-up vs PyTorch |", "|---|---|---|---|---|"]
-    for r in records:
-        if r["component"] == "engine":
-            speedup = r.get("speedup_vs_torch")
-            lines.append(f"| {r['backend']} | {r['batch_size']} | {r['utt_per_s']:.1f} | {r['p50_ms']:.2f} | "
-                         f"{'–' if speedup is None else f'{speedup:.2f}x'} |")
+    lines += ["", "The engine's speed against PyTorch and the other paths users would run: section \"Performance\"."]
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", default=str(ROOT / "runs/bench/vcs/ckpt/snips/pu-s0"))
+    parser.add_argument("--checkpoint", default=str(ROOT / "runs/bench/vcs-emb/ckpt/snips/pu-s0"))
     parser.add_argument("--data", default=str(ROOT / "runs/bench/vcs/data/snips-vcs-seed0/test.jsonl"))
     parser.add_argument("--bundle", default=str(ROOT / "runs/bench/export/snips-vcs-pu"))
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from intentvcs.export.exporter import export_bundle
-    from intentvcs.cli.commands.bench import engine_records
-    from intentvcs.core.dataio import read_jsonl
 
     result = export_bundle(args.checkpoint, args.bundle, quantize=True, parity_data=args.data)
     parity = {k: v for k, v in result["parity"].items() if not isinstance(v, (list, dict))}
     quant = {f"int8_{k}": v for k, v in (result["quantization"] or {}).items() if not isinstance(v, (list, dict))}
     records = [{"component": "parity", "export_seconds": result["seconds"], **parity, **quant}]
     records += accuracy_records(args.checkpoint, Path(args.bundle), args.data)
-    texts = [ex.text for ex in read_jsonl(args.data)]
-    records += engine_records(args.bundle, args.checkpoint, texts, [1, 32], args.repeats, args.threads, 32)
     write_results("export", records, render(records))
     return 0
 

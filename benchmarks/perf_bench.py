@@ -508,6 +508,9 @@ def accelerator_records(bundle: str, checkpoint: str | None, texts: Sequence[str
               + report.get("entity_mismatches", 0), **report}
     speed = speed_records("gpu", interleaved_runs(backends, texts, GPU_BATCH_SIZES, repeats), device=provider,
                           max_batch=GPU_MAX_BATCH)
+    for record in speed:  # each backend's own limit: PyTorch runs a call as one forward
+        if not record["backend"].startswith("onnx"):
+            record["max_batch"] = max_batch
     return [setup, parity, *speed]
 
 
@@ -733,7 +736,7 @@ def markdown(settings: dict, records: Sequence[dict]) -> str:
     verdict = {True: "yes", False: "**no**", None: "–"}
     parts = [(f"{settings['utterances']} utterances from `{settings['data']}`; CPU: {settings['threads']} "
               f"thread(s), at most {settings['max_batch']} texts per graph run; medians of {settings['repeats']} "
-              f"run(s)."),
+              f"run(s) (the GPU part: its own, below)."),
              _table(["target", "goal", "measured", "met"],
                     [[t["target"], t["goal"], _cell(t["measured"]), verdict[t["met"]]] for t in by["target"]]),
              _speed_table(by["engine"])]
@@ -761,6 +764,7 @@ def _gpu_parts(records: Sequence[dict]) -> list[str]:
         return [f"GPU: skipped ({records[0]['skipped']})"]
     setup = next(r for r in records if r.get("check") == "setup")
     parity = next(r for r in records if r.get("check") == "parity")
+    speed = [r for r in records if "backend" in r]
     host = setup["machine"]
     torch = f", torch {setup['torch']}" if "torch" in setup else ""
     return [(f"GPU: {host['gpu']} ({host['cores']} CPU cores, {host['cpu']}), onnxruntime {setup['onnxruntime']}"
@@ -768,8 +772,18 @@ def _gpu_parts(records: Sequence[dict]) -> list[str]:
              f"{'already' if setup['torch_imported_at_engine_start'] else 'not'} imported. Against the CPU engine "
              f"(fp32) on all {parity['utterances']} utterances: max logit gap {parity['max_abs_logit_diff']:.2e}, "
              f"max confidence gap {parity['max_confidence_diff']:.2e}, answers differing "
-             f"{parity['decision_mismatches']} (ties at a threshold {parity['ties_at_threshold']})."),
-            _speed_table([r for r in records if "backend" in r])]
+             f"{parity['decision_mismatches']} (ties at a threshold {parity['ties_at_threshold']}). Speed: medians "
+             f"of {_runs(speed)} run(s); the engine runs at most {_max_batch(speed, 'onnx')} texts per graph run, "
+             f"PyTorch one forward per call (up to {_max_batch(speed, 'torch')})."),
+            _speed_table(speed)]
+
+
+def _runs(records: Sequence[dict]) -> str:
+    return "/".join(str(n) for n in sorted({r["runs"] for r in records})) or "–"
+
+
+def _max_batch(records: Sequence[dict], prefix: str) -> str:
+    return "/".join(str(n) for n in sorted({r["max_batch"] for r in records if r["backend"].startswith(prefix)})) or "–"
 
 
 def _speed_table(records: Sequence[dict]) -> str:

@@ -294,7 +294,9 @@ def audit_rows() -> list[Row]:
                      + ", ".join(f"{r['scenario']} ({r.get('path', 'cli')})" for r in accuracy),
                      " / ".join(f"{r['relation_acc']:.1f}" for r in accuracy), "–"))
     if timing:
-        rows.append((f"audit of {timing['batch_rows']:,} utterances, end to end",
+        from benchmarks.audit_bench import distinct
+
+        rows.append((f"audit of {timing['batch_rows']:,} utterances ({distinct(timing)}), end to end",
                      f"{timing['seconds']:.1f} s ({timing['utt_per_s']:.0f} utt/s)", "–"))
     return rows
 

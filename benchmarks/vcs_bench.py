@@ -139,15 +139,14 @@ def score_bundle(bundle: Path, data: Path, valid: Path, threads: int | None, dis
 
     from intentvcs.core.dataio import read_jsonl
     from intentvcs.core.evaluation import evaluate, headline
-    from intentvcs.core.relation_discovery import decide_with_discovered, deciding_by_support
+    from intentvcs.core.relation_discovery import decide_with_discovered, decoding_at
     from intentvcs.core.relations import LabelRelations
     from intentvcs.service.engine import Engine
     from intentvcs.training.decision_fit import observed_matrix
 
     engine = Engine(bundle, provider="cpu", threads=threads, quantized="off")
-    decision, test = engine.decision, read_jsonl(data / "test.jsonl")
-    if support_noise:
-        decision = deciding_by_support(decision, support_noise)
+    test = read_jsonl(data / "test.jsonl")
+    decision = decoding_at(engine.decision, support_noise)  # the run's own, whatever a reused bundle stores
     outputs = engine.infer([ex.text for ex in test])
     closed = replace(decision, relations=LabelRelations.load(data / "relations.json"))
     figures = {"test": headline(evaluate(decision, outputs, test, include_tables=False)),

@@ -64,16 +64,14 @@ def diagnose(bundle: Path, data: Path, discover: float = 0.0, support_noise: flo
     ``benchmarks.vcs_bench --discover-relations`` scores it); with ``support_noise``, decided by support
     decoding (as ``benchmarks.vcs_bench --support-noise`` scores a reused checkpoint)."""
     from intentvcs.core.dataio import read_jsonl
-    from intentvcs.core.relation_discovery import decide_with_discovered, deciding_by_support
+    from intentvcs.core.relation_discovery import decide_with_discovered, decoding_at
     from intentvcs.core.relations import LabelRelations
     from intentvcs.service.engine import Engine
     from intentvcs.training.decision_fit import observed_matrix
 
     test = read_jsonl(data / "test.jsonl")
     engine = Engine(bundle, provider="cpu", quantized="off")
-    decision, labels = engine.decision, engine.decision.labels
-    if support_noise:
-        decision = deciding_by_support(decision, support_noise)
+    decision, labels = decoding_at(engine.decision, support_noise), engine.decision.labels
     if discover:
         valid = read_jsonl(data / "valid.jsonl")
         decision = decide_with_discovered(decision, engine.infer([ex.text for ex in valid]).logits,

@@ -161,3 +161,14 @@ def test_support_intents_are_validated(intents, message):
 def test_support_noise_is_validated(kwargs, message):
     with pytest.raises(DecisionError, match=message):
         Decision(("a", "b"), **kwargs)
+
+
+def test_a_benchmark_scores_a_reused_checkpoint_by_its_own_runs_decoding():
+    """A bundle refitted with support decoding by another run (refit --support-noise) is scored "as trained"
+    by its thresholds, and at the run's own noise when it has one."""
+    from intentvcs.core.relation_discovery import decoding_at
+
+    refitted = Decision(("a", "b"), support_noise=0.003, support_intents=(("a", "b"),))
+    assert decoding_at(refitted, 0.0).support_noise is None and decoding_at(refitted, 0.0).support_intents is None
+    assert decoding_at(refitted, None).to_dict() == decoding_at(refitted, 0.0).to_dict()
+    assert decoding_at(Decision(("a", "b")), 0.01).support_noise == 0.01

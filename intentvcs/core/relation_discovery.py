@@ -145,6 +145,14 @@ def deciding_by_support(decision: Decision, noise: float) -> Decision:
     return replace(decision, support_noise=noise, support_intents=groups or None)
 
 
+def decoding_at(decision: Decision, noise: float | None) -> Decision:
+    """``decision`` deciding by support decoding at ``noise`` (``deciding_by_support``), or by its thresholds
+    when ``noise`` is 0 or None, whatever it stored: a benchmark scores a reused checkpoint by its own run's
+    decoding, which another run's ``refit --support-noise`` may have changed."""
+    return deciding_by_support(decision, noise) if noise else replace(decision, support_noise=None,
+                                                                       support_intents=None)
+
+
 def with_discovered(known: LabelRelations | None, found: Sequence[Relation],
                     labels: Sequence[str]) -> LabelRelations | None:
     """``known`` plus the ``found`` relations it lacks, over its labels and the model's; None when both are empty."""
