@@ -93,7 +93,7 @@ def measure(name: str, task: Task, out: Path) -> dict:
     from intentvcs.core.evaluation import evaluate, headline
     from intentvcs.export.exporter import export_bundle
     from intentvcs.service.bundle import serving_graph
-    from intentvcs.service.engine import Engine
+    from intentvcs.service.engine import Engine, read_as_served
 
     with tempfile.TemporaryDirectory() as scratch:
         valid, test = rows(task.valid, "valid", Path(scratch)), rows(task.test, "test", Path(scratch))
@@ -103,7 +103,10 @@ def measure(name: str, task: Task, out: Path) -> dict:
     scored, manifest = {}, None
     for mode in ("off", "on"):
         engine = Engine(out / name, provider="cpu", quantized=mode)
-        scored[mode] = headline(evaluate(engine.decision, engine.infer(texts), examples, include_tables=False))
+        # As served (as the export's gate reads the validation rows): chained requests part by part.
+        outputs, _, decided = read_as_served(engine.session, engine.spelling, engine.decision, texts)
+        scored[mode] = headline(evaluate(engine.decision, outputs, examples, include_tables=False,
+                                         result=decided.result))
         manifest = engine.bundle.manifest
     figures, kept = {}, True
     for figure in task.figures:
