@@ -25,8 +25,10 @@ test rows themselves and, for unseen entities, those no training row has
 when training rows are given (``intentvcs robustness --train``). Without
 training rows the unseen values are the test rows' own, unchecked, and the
 report says so (``entity_values``). Data without spans leaves both operators
-out of the default set and out of the Random set, so its report is what it
-was before they existed.
+out of the default set and out of the Random set, so its scores are what they
+were before these operators existed, and the report lists them under
+``skipped`` with the reason; operators the user chose (by name or family) that
+the data cannot feed are refused instead (``choose_operators``).
 
 Scores come from ``intentvcs.core.evaluation.evaluate`` on the answers the service
 gives: chained requests answered part by part (``intentvcs.core.segmentation``;
@@ -87,6 +89,28 @@ def expand_operators(names: Sequence[str] | None) -> list[str]:
             raise ValueError(f"unknown operator or family {name!r}; families: {sorted(FAMILIES)}, "
                              f"operators: {sorted(OPERATORS)}")
     return [name for name in OPERATORS if name in chosen]
+
+
+# Why an operator cannot run on the rows given (``perturb.usable``: the value operators without entity values).
+_NO_VALUES = "needs entity values, and no row of the data has a span"
+
+
+def choose_operators(names: Sequence[str] | None, values: EntityValues | None) -> tuple[list[str], dict[str, str]]:
+    """The operators to run for ``names`` (``expand_operators``) on rows with entity ``values``,
+    and those left out, each with why (``{name: reason}``).
+
+    The default set (``names`` None or empty, or naming every operator, as the CLI
+    passes it) leaves out what cannot apply, and the report says so. Operators the user chose are
+    refused (ValueError) instead: left out silently, a chosen set would report a
+    drop on rows nothing perturbed (a Random set of no operator is the clean set).
+    """
+    chosen = expand_operators(names)
+    runnable = usable(chosen, values)
+    skipped = {name: _NO_VALUES for name in chosen if name not in runnable}
+    if skipped and names and set(chosen) != set(OPERATORS):
+        raise ValueError("; ".join(f"operator {name} {why}: leave it out (the default set skips it)"
+                                   for name, why in skipped.items()))
+    return runnable, skipped
 
 
 def tracked_metrics(examples: Sequence[Example], metric: str = "auto", entities: bool = False) -> list[str]:
@@ -315,7 +339,8 @@ def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence
     ``model`` is any ``Predictor`` (the bundle's ``Engine``, a checkpoint's
     ``TorchPredictor``), decided by its own ``decision``;
     ``operators`` operator or family names (None: all; the value operators
-    only where the data has entity values); ``draws`` Random-set draws (>= 1);
+    only where the data has entity values, and chosen ones the data cannot feed
+    are refused: ``choose_operators``); ``draws`` Random-set draws (>= 1);
     ``metric`` ``"auto"``, ``"accuracy"`` or ``"f1"``; ``train`` the training
     rows, whose entity values unseen entities avoid (module docstring);
     ``segment`` chained requests answered part by part, as served.
@@ -325,15 +350,16 @@ def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence
     ``{"family", "n", <metric>: {"clean", "perturbed", "drop"}}``), ``random``
     (``{"n", <metric>: {"clean", "perturbed_mean", "perturbed_std",
     "drop_mean", "drop_std"}, "draws": [...]}``), ``hard`` (like an operator,
-    plus ``worst_operator`` counts), and for data with spans ``entity_values``
-    (``EntityValues.summary``).
+    plus ``worst_operator`` counts), for data with spans ``entity_values``
+    (``EntityValues.summary``), and when the default set left operators out
+    ``skipped`` (name -> why).
     """
     if not examples:
         raise ValueError("no examples to perturb")
     if draws < 1:
         raise ValueError(f"draws must be >= 1, got {draws}")
     values = EntityValues.build(examples, train)
-    operators = usable(expand_operators(operators), values)
+    operators, skipped = choose_operators(operators, values)
     tracked_metrics(examples, metric)  # a bad metric fails before the model runs
     sets = build_sets(examples, operators, draws, seed, progress, values)
     outputs = infer_distinct(model.infer, [ex.text for ex in examples] + sets.texts(), model.decision, segment,
@@ -357,6 +383,8 @@ def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence
     }
     if values:
         report["entity_values"] = values.summary()
+    if skipped:
+        report["skipped"] = skipped
     return report
 
 
@@ -382,6 +410,15 @@ def _values_note(summary: dict) -> str:
             f"unseen_entities draws from {summary['unseen_values']}, {unseen}.")
 
 
+def _skipped_note(skipped: dict[str, str]) -> str:
+    """The operators the default set left out, grouped by why."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in skipped.items():
+        by_reason.setdefault(why, []).append(name)
+    return " ".join(f"Skipped: {', '.join(names)} ({'each ' if len(names) > 1 else ''}{why})."
+                    for why, names in by_reason.items())
+
+
 def render_markdown(report: dict) -> str:
     """The report as a Markdown table: one row per operator, then Random and Hard."""
     metrics = report["metrics"]
@@ -395,6 +432,7 @@ def render_markdown(report: dict) -> str:
         f"{report['metric']}. Random: mean ± std over {report['draws']} draw(s) from seed {report['seed']}. "
         f"Hard: each utterance's worst operator for this model.",
         *([_values_note(report["entity_values"])] if "entity_values" in report else []),
+        *([_skipped_note(report["skipped"])] if report.get("skipped") else []),
         "",
         "| set | family | n | " + " | ".join(f"{m} clean | {m} perturbed | {m} drop" for m in metrics) + " |",
         "|---|---|---|" + "---|" * (3 * len(metrics)),

@@ -6,6 +6,15 @@ Signature as everywhere: ``op(example, rng) -> Example | None``; the slot-value
 replacement also takes the registry's ``values`` (``perturb.values``) and does
 not apply without them. EDA operators change ``max(1, round(alpha * words))``
 words, with EDA's default alpha 0.1.
+
+Word edits never move, delete or repeat part of a run of words and symbols with
+no space between them (``7:30``, ``2.5``, ``a.m.``, ``$100``:
+``Utterance.stands_alone``), and a
+swap leaves the words right beside a span where they are (``from`` in ``a flight
+from <fromloc>``: moved, it gives the span another role than its label says).
+Such words are still drawn and then passed over, rather than left out of the
+draw, so that every edit that was already safe stays exactly what it was and
+recorded robustness reports and augmented sets reproduce.
 """
 
 from __future__ import annotations
@@ -57,15 +66,18 @@ def eda_insert(example: Example, rng: random.Random, alpha: float = EDA_ALPHA) -
 
 
 def eda_swap(example: Example, rng: random.Random, alpha: float = EDA_ALPHA) -> Example | None:
-    """Random swap: two unprotected words trade places, ``alpha`` times."""
+    """Random swap: two unprotected words trade places, ``alpha`` times (not
+    those beside a span or joined to another word: module docstring)."""
     utt = Utterance(example)
     free = utt.free_words(alpha=False)
+    movable = {i for i in utt.free_words(alpha=False, whole=True) if not utt.next_to_span(i)}
     words = {i: utt.tokens[i].text for i in free}
-    if len({w.lower() for w in words.values()}) < 2:
+    if len({words[i].lower() for i in movable}) < 2:
         return None
     for _ in range(_count(utt, alpha)):
         a, b = rng.sample(free, 2)
-        while words[a].lower() == words[b].lower():  # a no-op swap; at least two words differ
+        # redrawn when a word may not move, or for a no-op swap (at least two movable words differ)
+        while a not in movable or b not in movable or words[a].lower() == words[b].lower():
             a, b = rng.sample(free, 2)
         words[a], words[b] = words[b], words[a]
     return apply_edits(example, [utt.replace(i, w) for i, w in words.items() if w != utt.tokens[i].text])
@@ -73,15 +85,24 @@ def eda_swap(example: Example, rng: random.Random, alpha: float = EDA_ALPHA) -> 
 
 def eda_delete(example: Example, rng: random.Random, p: float = EDA_ALPHA) -> Example | None:
     """Random deletion: each unprotected word goes with probability ``p``
-    (at least one goes; at least one word always stays)."""
+    (at least one goes; at least one word always stays; a word joined to
+    another stays: module docstring)."""
     utt = Utterance(example)
     free = utt.free_words(alpha=False)
-    if not free or (len(free) == len(utt.word_indices()) and len(free) < 2):
+    whole = utt.free_words(alpha=False, whole=True)
+    if not whole or (len(whole) == len(utt.word_indices()) and len(whole) < 2):
         return None
-    doomed = [i for i in free if rng.random() < p] or [rng.choice(free)]
+    doomed = [i for i in free if rng.random() < p and i in whole] or [_choose(rng, free, whole)]
     if len(doomed) == len(utt.word_indices()):
         doomed.remove(rng.choice(doomed))
     return apply_edits(example, [utt.delete(i) for i in doomed])
+
+
+def _choose(rng: random.Random, pool: list[int], allowed: list[int]) -> int:
+    """``rng.choice(pool)``, drawn again until it is ``allowed`` (why not from ``allowed``: module docstring)."""
+    while (pick := rng.choice(pool)) not in allowed:
+        pass
+    return pick
 
 
 # -- disfluency --------------------------------------------------------------
@@ -97,9 +118,10 @@ def disfluency_pause(example: Example, rng: random.Random) -> Example | None:
 
 def disfluency_repeat(example: Example, rng: random.Random) -> Example | None:
     """Repetition of one or two words: ``i i want to book``, ``i want i want to book``
-    (words only: repeating the ``7`` of ``7:30`` is not a spoken repeat)."""
+    (whole words only: repeating the ``7`` of ``7:30`` or the ``a`` of ``a.m.`` is
+    not a spoken repeat)."""
     utt = Utterance(example)
-    free = set(utt.free_words())
+    free = set(utt.free_words(whole=True))
     starts = []
     for i in sorted(free):
         starts.append((i, 1))

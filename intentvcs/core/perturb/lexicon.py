@@ -94,16 +94,23 @@ VERBOSE_STATEMENT = (
 )
 
 # RADDLE simplification: phrases a terse user leaves out, longest first so that
-# "could you please" goes before "could you".
+# "could you please" goes before "could you". Not "thanks" / "thank you": thanking
+# is an intent of its own (CLINC150's thank_you; "thanks for helping" must not
+# become "for helping"), and an operator cannot tell a thank-you that is the
+# request from one tacked onto another, so it keeps both; the labels stay true.
 DROPPABLE_PHRASES = tuple(sorted((tuple(p.split()) for p in (
     "could you please", "can you please", "would you please", "could you",
     "can you", "would you", "will you", "i would like to", "i'd like to",
     "i want to", "i need to", "i wanna", "please", "for me", "i would like",
-    "i'd like", "a", "an", "the", "just", "kindly", "thank you", "thanks",
+    "i'd like", "a", "an", "the", "just", "kindly",
 )), key=len, reverse=True))
 
 # A thesaurus for stop words (WordNet has none): near-synonyms a speaker could
-# swap in without changing the request.
+# swap in without changing the request. A preposition keeps its own word where
+# it is a verb's particle ("turn on" is no "turn upon": tagging.is_particle);
+# "a"/"an" have no entry, since "one" is a numeral, not an article ("one few
+# songs", "twice one day"); entries in PLURAL_ONLY go only before a plural
+# noun ("some songs" -> "a few songs", not "some music" -> "a few music").
 STOPWORD_SYNONYMS: dict[str, tuple[str, ...]] = {
     "can": ("could",), "could": ("can",), "will": ("would",), "would": ("will",),
     "should": ("ought to",), "must": ("have to",), "what": ("which",), "which": ("what",),
@@ -116,9 +123,34 @@ STOPWORD_SYNONYMS: dict[str, tuple[str, ...]] = {
     "this": ("that",), "these": ("those",), "those": ("these",), "into": ("in",),
     "onto": ("on",), "via": ("through",), "through": ("via",), "during": ("throughout",),
     "if": ("whether",), "whether": ("if",), "but": ("however",),
-    "a": ("one",), "an": ("one",), "i'm": ("i am",),
+    "i'm": ("i am",),
     "don't": ("do not",), "can't": ("cannot",), "won't": ("will not",), "it's": ("it is",),
     "what's": ("what is",), "please": ("kindly",), "at": ("around",),
+}
+PLURAL_ONLY = frozenset({"a few"})
+
+# The WordNet sense (1-based) a word has in requests to an assistant where its
+# most frequent one (SemCor's, from the Brown corpus) is another, or None where
+# no sense gives a safe synonym; thesaurus.synonyms draws on that sense only.
+# Found by listing syn_any's replacements on training/default_data/assistant and
+# keeping the words seen three times or more. "book" a table and "call" mom are
+# senses 2 (reserve) and 3 (phone), not hiring a performer and naming. An
+# "alarm" is a device, not dismay; a "table" is furniture or a booking, not a
+# tabular array; "text", "light", "play", "account" and "outside" are a message,
+# a lamp, a playback, a bank account and out of doors, not textual matter,
+# radiation, drama, a chronicle and an exterior. A user does not "state" or
+# "acquire" a joke, "place" an alarm, "do" a call, "necessitate" a cab, "travel"
+# a meeting, "incapacitate" notifications or "reassign" money, and "allow me
+# know" is no English. "light", "table" and "weather" as verbs are nouns that
+# tagging.guess_pos reads as verbs at a clause start ("lights off").
+_NO_SENSE = ("alarm", "table", "text", "light", "play", "account", "outside")
+_NO_VERB_SENSE = ("tell", "say", "get", "set", "put", "make", "need", "move", "disable", "transfer", "let",
+                  "light", "table", "weather")
+ASSISTANT_SENSES: dict[str, dict[str, int | None]] = {
+    "n": dict.fromkeys(_NO_SENSE),
+    "v": {"book": 2, "call": 3, **dict.fromkeys(_NO_VERB_SENSE)},
+    "a": {},
+    "r": {},
 }
 
 # Generated words must never be slurs or obscenities. WordNet says so in the

@@ -46,6 +46,12 @@ def pos_set(word: str) -> frozenset[str]:
     return frozenset(r[0] for r in readings(word))
 
 
+def is_plural_noun(word: str) -> bool:
+    """True when every noun reading of lower-case ``word`` is a plural (``songs``;
+    not ``music``, nor ``people``, which LemmInflect also reads as a singular)."""
+    return {tag for pos, _, tag in readings(word) if pos == "n"} == {"NNS"}
+
+
 def _tag_of(word: str, lemma: str, upos: str) -> str | None:
     # The lemma itself is the base form even where LemmInflect also lists it as
     # a plural (uncountable nouns: NNS of "flight" includes "flight").

@@ -29,22 +29,32 @@ _PATTERN = re.compile(
 )
 _DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 # num2words names numbers past the quintillions and overflows past about 10**306; nobody says one that
-# long as one number, so it is read digit by digit.
-SAID_WHOLE_BELOW = 10**18
+# long as one number, so it is read digit by digit. Checked on the digit string, before int(): Python
+# refuses to convert one of more than 4,300 digits (sys.get_int_max_str_digits).
+SAID_WHOLE_DIGITS = 18
 
 
-def cardinal(n: int) -> str:
-    """``123`` -> ``one hundred twenty three`` (what ASR prints, US style)."""
-    if n >= SAID_WHOLE_BELOW:
-        return _digits(str(n))
-    return _us_style(num2words(n))
+def cardinal(number: str) -> str:
+    """``"123"`` (thousands separators allowed) -> ``one hundred twenty three`` (what ASR
+    prints, US style); past ``SAID_WHOLE_DIGITS`` digits, digit by digit."""
+    plain = _plain(number)
+    if len(plain) > SAID_WHOLE_DIGITS:
+        return _digits(plain)
+    return _us_style(num2words(int(plain)))
 
 
-def ordinal(n: int) -> str:
-    """``101`` -> ``one hundred first``; past ``SAID_WHOLE_BELOW``, digit by digit, the last one ordinal."""
-    if n >= SAID_WHOLE_BELOW:
-        return " ".join([_digits(str(n)[:-1]), num2words(n % 10, to="ordinal")])
-    return _us_style(num2words(n, to="ordinal"))
+def ordinal(number: str) -> str:
+    """``"101"`` -> ``one hundred first``; past ``SAID_WHOLE_DIGITS`` digits, digit by digit,
+    the last one ordinal."""
+    plain = _plain(number)
+    if len(plain) > SAID_WHOLE_DIGITS:
+        return " ".join([_digits(plain[:-1]), num2words(int(plain[-1]), to="ordinal")])
+    return _us_style(num2words(int(plain), to="ordinal"))
+
+
+def _plain(number: str) -> str:
+    """The digits of a written integer, separators and leading zeros dropped (``"007"`` -> ``"7"``)."""
+    return number.replace(",", "").lstrip("0") or "0"
 
 
 def _us_style(words: str) -> str:
@@ -56,20 +66,18 @@ def _digits(s: str) -> str:
 
 
 def _integer(s: str) -> str:
-    plain = s.replace(",", "")
-    n = int(plain)
-    if "," not in s and (len(plain) > 4 or (len(plain) > 1 and plain[0] == "0")):
-        return _digits(plain)  # account numbers and PINs are read digit by digit
-    if "," not in s and len(plain) == 4 and 1100 <= n <= 2099 and not 2000 <= n <= 2009:
-        return num2words(n, to="year").replace("-", " ")  # "twenty nineteen"
-    return cardinal(n)
+    if "," not in s and (len(s) > 4 or (len(s) > 1 and s[0] == "0")):
+        return _digits(s)  # account numbers and PINs are read digit by digit
+    if "," not in s and len(s) == 4 and 1100 <= int(s) <= 2099 and not 2000 <= int(s) <= 2009:
+        return num2words(int(s), to="year").replace("-", " ")  # "twenty nineteen"
+    return cardinal(s)
 
 
 def _clock(hour: str, minute: str | None, ampm: str | None) -> str:
-    words = [cardinal(int(hour))]
+    words = [cardinal(hour)]
     if minute is not None and minute != "00":
         m = int(minute)
-        words.append("oh " + _DIGITS[m] if m < 10 else cardinal(m))
+        words.append("oh " + _DIGITS[m] if m < 10 else cardinal(minute))
     elif minute == "00" and not ampm:
         words.append("o'clock")
     if ampm:
@@ -83,21 +91,21 @@ def _say(m: re.Match) -> str:
     if m.group("hour"):
         return _clock(m.group("hh"), None, m.group("hap"))
     if m.group("money"):
-        dollars = int(m.group("dollars").replace(",", ""))
-        words = f"{cardinal(dollars)} dollar{'' if dollars == 1 else 's'}"
+        dollars = m.group("dollars")
+        words = f"{cardinal(dollars)} dollar{'' if _plain(dollars) == '1' else 's'}"
         cents = m.group("cents")
         if cents and int(cents):
-            words += f" {cardinal(int(cents))} cent{'' if int(cents) == 1 else 's'}"
+            words += f" {cardinal(cents)} cent{'' if int(cents) == 1 else 's'}"
         return words
     if m.group("percent"):
         number = m.group("pnum")
         whole, _, frac = number.partition(".")
-        said = _integer(whole) if not frac else f"{cardinal(int(whole.replace(',', '')))} point {_digits(frac)}"
+        said = _integer(whole) if not frac else f"{cardinal(whole)} point {_digits(frac)}"
         return said + " percent"
     if m.group("ordinal"):
-        return ordinal(int(m.group("onum").replace(",", "")))
+        return ordinal(m.group("onum"))
     if m.group("decimal"):
-        return f"{cardinal(int(m.group('dint')))} point {_digits(m.group('dfrac'))}"
+        return f"{cardinal(m.group('dint'))} point {_digits(m.group('dfrac'))}"
     return _integer(m.group("num"))
 
 

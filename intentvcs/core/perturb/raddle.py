@@ -107,10 +107,11 @@ for _phrase in lexicon.DROPPABLE_PHRASES:  # stays longest first within each lis
 def simplify(example: Example, rng: random.Random) -> Example | None:
     """Terse rewrite: drop articles, politeness and request scaffolding
     (``lexicon.DROPPABLE_PHRASES``, outside spans, within one clause):
-    ``can you please book a table for me`` -> ``book table``.
-    Deterministic: ``rng`` is unused."""
+    ``can you please book a table for me`` -> ``book table``. Words joined to
+    another stay (``Utterance.stands_alone``: the ``a`` of ``6 a.m.`` is no
+    article). Deterministic: ``rng`` is unused."""
     utt = Utterance(example)
-    free = set(utt.free_words())
+    free = set(utt.free_words(whole=True))
     doomed: list[int] = []
     i = 0
     while i < len(utt.tokens):

@@ -14,8 +14,9 @@ import random
 from typing import Callable, Iterable
 
 from intentvcs.core.perturb import lexicon
+from intentvcs.core.perturb.morph import is_plural_noun
 from intentvcs.core.perturb.phonetic import phonetic_index
-from intentvcs.core.perturb.tagging import guess_pos
+from intentvcs.core.perturb.tagging import guess_pos, is_particle
 from intentvcs.core.perturb.text import Utterance
 from intentvcs.core.perturb.thesaurus import distractors, stopword_synonyms, synonyms
 
@@ -61,8 +62,18 @@ def synonym_sites(utt: Utterance, rng: random.Random, pos: str | None = None, n:
 
 
 def stopword_sites(utt: Utterance, rng: random.Random, n: int = 1) -> list[Site]:
-    """Function words with a hand-listed near-synonym."""
-    return _pick(rng, [utt.free_words()], lambda i: stopword_synonyms(utt.tokens[i].lower), n)
+    """Function words with a hand-listed near-synonym that fits where they stand
+    (``lexicon.STOPWORD_SYNONYMS``): none for a verb's particle, a plural-only
+    one (``lexicon.PLURAL_ONLY``) only before a plural noun."""
+
+    def lookup(i: int) -> tuple[str, ...]:
+        if is_particle(utt, i):
+            return ()
+        after = utt.next_word(i)
+        plural = after is not None and is_plural_noun(after.lower)
+        return tuple(s for s in stopword_synonyms(utt.tokens[i].lower) if plural or s not in lexicon.PLURAL_ONLY)
+
+    return _pick(rng, [utt.free_words()], lookup, n)
 
 
 def soundalike_sites(utt: Utterance, rng: random.Random, max_distance: int = 2,

@@ -72,6 +72,15 @@ def _previous(utt: Utterance, i: int) -> str | None:
         k -= 1
 
 
+def is_particle(utt: Utterance, i: int) -> bool:
+    """True when token ``i`` is a preposition read as a verb's particle: right
+    after a verb ("turn *on* the lights", "log *in* to", "look *at*") or with no
+    word after it to be its object ("turn the lights *on*", "where are you *from*?")."""
+    if utt.tokens[i].lower not in lexicon.PREPOSITIONS:
+        return False
+    return utt.next_word(i) is None or (utt.prev_word(i) is not None and guess_pos(utt, i - 1) == "v")
+
+
 def find_verb(utt: Utterance) -> int | None:
     """Token index of the main verb (see module doc), or None."""
     auxiliary = None

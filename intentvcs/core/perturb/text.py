@@ -21,6 +21,9 @@ from intentvcs.core.dataio import Example, Span
 # A word keeps inner apostrophes ("don't", "what's"); anything else that is not
 # a word character or space is a one-character punctuation token.
 _TOKEN_RE = re.compile(r"\w+(?:['\u2019]\w+)*|[^\w\s]")
+# Marks that may touch a word standing on its own (``Utterance.stands_alone``);
+# any other symbol belongs to the word it touches (``$100``, ``40%``, ``e-mail``).
+_SENTENCE_MARKS = frozenset(".,;:!?\"'()[]\u2018\u2019\u201c\u201d")
 
 
 @dataclass(frozen=True)
@@ -74,12 +77,37 @@ class Utterance:
         return any(s.start < position < s.end for s in self.spans)
 
     # -- selections -------------------------------------------------------
-    def free_words(self, alpha: bool = True) -> list[int]:
-        """Indices of unprotected word tokens (letters only when ``alpha``)."""
+    def free_words(self, alpha: bool = True, whole: bool = False) -> list[int]:
+        """Indices of unprotected word tokens (letters only when ``alpha``; only
+        words that stand alone, see :meth:`stands_alone`, when ``whole``)."""
         return [
             i for i, t in enumerate(self.tokens)
-            if t.is_word and not t.protected and (t.is_alpha or not alpha)
+            if t.is_word and not t.protected and (t.is_alpha or not alpha) and (not whole or self.stands_alone(i))
         ]
+
+    def stands_alone(self, i: int) -> bool:
+        """True unless word ``i`` is joined, with no space between, to another word
+        or to a symbol that belongs to it (the ``7`` of ``7:30``, the ``a`` of
+        ``a.m.``, the ``100`` of ``$100``): moving, deleting or repeating part of
+        such a run tears it apart (``at:30``, ``6.m.``, ``$checking``). Sentence
+        punctuation does not join: ``please?`` and ``lights,`` stand alone."""
+        return not (self._joined(i, -1) or self._joined(i, 1))
+
+    def _joined(self, i: int, step: int) -> bool:
+        """Whether token ``i`` is joined to a word or a symbol (see :meth:`stands_alone`) in direction ``step``."""
+        k = i
+        while 0 <= k + step < len(self.tokens):
+            left, right = sorted((k, k + step))
+            if self.tokens[left].end != self.tokens[right].start:
+                return False
+            k += step
+            if self.tokens[k].is_word or self.tokens[k].text not in _SENTENCE_MARKS:
+                return True
+        return False
+
+    def next_to_span(self, i: int) -> bool:
+        """True when a token right beside token ``i`` belongs to a protected span."""
+        return any(0 <= k < len(self.tokens) and self.tokens[k].protected for k in (i - 1, i + 1))
 
     def word_indices(self) -> list[int]:
         return [i for i, t in enumerate(self.tokens) if t.is_word]

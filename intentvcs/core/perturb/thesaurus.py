@@ -16,9 +16,8 @@ from intentvcs.core.perturb import lexicon
 from intentvcs.core.perturb.morph import inflect, is_offensive, readings
 from intentvcs.core.perturb.wordnet import wordnet
 
-# How many senses (most frequent first) may lend synonyms, per part of speech.
-_SENSES = {"v": 2, "n": 1, "a": 1, "r": 1}
 _PLAIN = re.compile(r"[a-z]+(?:[ -][a-z]+)?")  # lower-case, at most two words
+_WORD = re.compile(r"[a-z]+")
 
 
 def _usable(candidate: str, lemma: str, pos: str) -> bool:
@@ -52,8 +51,37 @@ def _forms(word: str, pos: str, source: Callable[[str, str], list[str]], limit: 
 
 @lru_cache(maxsize=1 << 16)
 def synonyms(word: str, pos: str) -> tuple[str, ...]:
-    """Inflected WordNet synonyms of lower-case ``word`` read as ``pos``."""
-    return _forms(word, pos, lambda lemma, p: wordnet().synonyms(lemma, p, senses=_SENSES[p]))
+    """Inflected WordNet synonyms of lower-case ``word`` read as ``pos``: single
+    words of the one sense the word most likely has (``_sense_synonyms``)."""
+    return _forms(word, pos, _sense_synonyms)
+
+
+def _sense_synonyms(lemma: str, pos: str) -> list[str]:
+    """Single-word lemmas of the sense ``lemma`` has in a request to an
+    assistant: the one ``lexicon.ASSISTANT_SENSES`` names, else its most frequent.
+
+    A synonym stands in for the word wherever it occurs, so both must be read
+    in the sense they share. WordNet orders senses by SemCor frequency, the only
+    frequency data it ships, and only for words SemCor tagged (``tag_count``);
+    its corpus is not an assistant's, hence the listed exceptions. Later senses
+    drift (``get`` sense 2 lends ``become``, ``remind`` sense 2 ``prompt``).
+    Outside the list, a candidate's own most frequent sense must be the shared
+    one too, or a reader takes it in that one (``car`` -> ``machine``, ``taxi``
+    -> ``hack``, ``send`` -> ``direct``). Single words only: WordNet's
+    multi-word lemmas are glosses more than words (``turn`` -> ``change
+    state``, ``table`` -> ``tabular array``).
+    """
+    net = wordnet()
+    senses = net.synsets(lemma, pos)
+    listed = lexicon.ASSISTANT_SENSES[pos]
+    if lemma in listed:  # a sense chosen by hand, read in context: its lemmas need no further check
+        number = listed[lemma]
+        return [] if number is None else [c for c in senses[number - 1].lemmas if _WORD.fullmatch(c) and c != lemma]
+    if not senses or (len(senses) > 1 and not net.tag_count(lemma, pos)):  # no sense, or none ranked
+        return []
+    first = senses[0]
+    return [c for c in first.lemmas
+            if _WORD.fullmatch(c) and c != lemma and net.synsets(c, pos)[:1] == [first]]
 
 
 @lru_cache(maxsize=1 << 16)

@@ -149,17 +149,6 @@ class WordNet:
         word = data[offset:offset + 256].split(b" ", 5)[4].decode("ascii", "replace")
         return word.split("(", 1)[0].replace("_", " ")
 
-    def synonyms(self, lemma: str, pos: str, senses: int = 2) -> list[str]:
-        """Other lemmas sharing one of the ``senses`` most frequent senses."""
-        seen = {lemma.lower()}
-        out = []
-        for synset in self.synsets(lemma, pos)[:senses]:
-            for other in synset.lemmas:
-                if other.lower() not in seen:
-                    seen.add(other.lower())
-                    out.append(other)
-        return out
-
     def siblings(self, lemma: str, pos: str, senses: int = 1) -> list[str]:
         """Co-hyponyms: other children of the hypernyms of the first ``senses`` senses
         (``jazz`` -> ``rock``, ``blues``...): plausible words a speaker confuses."""
