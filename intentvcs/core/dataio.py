@@ -250,15 +250,26 @@ def _parse_line(path: Path, number: int, raw: bytes) -> Iterator[Example]:
 
 def read_utf8(path: str | os.PathLike) -> str:
     """The whole text of ``path`` (a source data set's file, a relations file), decoded as UTF-8, without
-    newline translation; a byte that is not UTF-8 is a ``DataError`` naming its line and column, in
-    ``decode_line``'s words."""
-    raw = Path(path).read_bytes()
+    newline translation; a byte that is not UTF-8 is a ``DataError`` naming its line and column
+    (``decode_utf8``)."""
+    return decode_utf8(path, 1, Path(path).read_bytes())
+
+
+def decode_utf8(path: str | os.PathLike, first_line: int, raw: bytes) -> str:
+    """``raw`` (bytes of ``path`` from the start of line ``first_line``) decoded as UTF-8; a byte that is not
+    is a ``DataError`` naming its line and (byte) column, the words every reader of the product uses."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line_start = raw.rfind(b"\n", 0, exc.start) + 1
-        raise DataError(path, raw.count(b"\n", 0, exc.start) + 1,
-                        f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start - line_start + 1}") from None
+        line, column = line_and_column(raw, exc.start)
+        raise DataError(path, first_line + line - 1,
+                        f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}") from None
+
+
+def line_and_column(text: str | bytes, offset: int) -> tuple[int, int]:
+    """The line and column (both from 1) of ``offset`` in ``text``: in characters of a str, bytes of bytes."""
+    newline = "\n" if isinstance(text, str) else b"\n"
+    return text.count(newline, 0, offset) + 1, offset - (text.rfind(newline, 0, offset) + 1) + 1
 
 
 def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
@@ -267,10 +278,7 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
     ``DataError`` names the file and line for a line that is not UTF-8, nests
     deeper than ``MAX_NESTING`` or is not JSON; ``parse_row`` checks the value.
     """
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(path, number, f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from None
+    line = decode_utf8(path, number, raw)
     if not line.strip():
         return None
     # Nesting deeper than MAX_NESTING needs more brackets than that: the exact

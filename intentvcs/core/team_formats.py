@@ -7,18 +7,24 @@
 so a team's file is refused exactly like a JSONL one.
 
 Rasa (``nlu:`` entries with ``intent`` and ``examples``, the block of ``- ``
-lines Rasa 2 and 3 write): entity annotations ``[text](type)``,
-``[text](type:value)`` (a synonym: the value is Rasa's to map, the span is the
-text) and ``[text]{"entity": "type", ...}`` become spans on the plain text.
-Entries without ``intent`` (synonym, regex, lookup tables) carry no training rows
-and are skipped.
+lines Rasa 2 and 3 write, or the list of ``text`` (and ``metadata``) items
+RasaYAMLWriter writes for examples with metadata, which is not read): entity
+annotations ``[text](type)``, ``[text](type:value)`` (a synonym: the value is
+Rasa's to map, the span is the text), ``[text]{"entity": "type", ...}`` and
+``[text][{"entity": "type"}]`` become spans on the plain text; a list of several
+entities on one text is refused, as overlapping spans are. A ``#`` line in an
+examples block is a comment Rasa skips: skipped with a warning. Synonym, regex
+and lookup entries carry no training rows and are skipped; any other entry (a
+misspelt ``intnet:``), and a key given twice in a mapping, is refused, as
+silently dropped rows would be.
 
 CSV: a header row naming at least ``text`` and ``intent`` (``id`` is kept when
 present, other columns are ignored); an empty ``intent`` marks an out-of-scope
 row, as ``labels: []`` does in JSONL. A row with more or fewer cells than the
 header, or a quote never closed, is an error (not a row without an intent, or
-one text holding the rest of the file); a UTF-8 byte-order mark (Excel's "CSV
-UTF-8") is ignored.
+one text holding the rest of the file), and so is a header naming ``text``,
+``intent`` or ``id`` twice; a UTF-8 byte-order mark (Excel's "CSV UTF-8") is
+ignored. In every format a byte that is not UTF-8 is named by line and column.
 """
 
 from __future__ import annotations
@@ -32,19 +38,26 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from intentvcs.core.csv_records import records
-from intentvcs.core.dataio import DataError, Example, counts_text, iter_jsonl_numbered, parse_row, unknown_labels
+from intentvcs.core.dataio import (DataError, Example, counts_text, decode_utf8, iter_jsonl_numbered,
+                                   line_and_column, parse_row, read_utf8, unknown_labels)
 
 # How a command's help names the files it reads rows from (by suffix).
 FORMATS_HELP = "JSONL, a Rasa nlu.yml (.yml, .yaml) or a CSV of text,intent (.csv)"
 RASA_SUFFIXES = (".yml", ".yaml")
 CSV_SUFFIXES = (".csv",)
 CSV_REQUIRED = ("text", "intent")
+# The columns a row is read from: named twice, one would be read and the other silently dropped.
+CSV_READ = CSV_REQUIRED + ("id",)
 # Lists and mappings a Rasa file may nest: an NLU file needs 3 (nlu > entry >
 # field), stories and rules a few more; hundreds would exhaust the YAML
 # composer's recursion.
 RASA_MAX_NESTING = 64
-# [text](type) or [text](type:value), or [text]{"entity": ...}
-ANNOTATION = re.compile(r"\[(?P<text>[^\]]+)\](?:\((?P<short>[^)]+)\)|(?P<json>\{[^}]*\}))")
+# [text](type) or [text](type:value), [text]{"entity": ...}, or Rasa's list form [text][{"entity": ...}, ...]
+# (several entities on one text; a list that does not start with "{" is left as text, "[1][2]")
+ANNOTATION = re.compile(r"\[(?P<text>[^\]]+)\](?:\((?P<short>[^)]+)\)|(?P<json>\{[^}]*\})|\[(?P<list>\s*\{[^\]]*)\])")
+# 'nlu' entries Rasa reads that carry no training rows here; any other entry is refused, not skipped: a
+# misspelt "intnet:" would otherwise drop its rows without a word.
+RASA_SKIPPED = ("synonym", "regex", "lookup")
 log = logging.getLogger(__name__)
 
 
@@ -129,25 +142,35 @@ def _row(path: Path, line: int, obj: dict[str, Any]) -> Example:
 # ------------------------------------------------------------------ CSV
 def _csv_rows(path: Path) -> Iterator[tuple[int, Example]]:
     # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark, which would
-    # otherwise be part of the first column's name.
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        try:
-            rows = records(path, _Lines(handle))
-            line, first = next(rows, (1, []))
-            if not any(cell.strip() for cell in first) and not any(
-                    cell.strip() for _, record in rows for cell in record):
-                # Nothing but whitespace (or a byte-order mark): not a header naming the wrong columns.
-                raise DataError(path, None, f"the file is empty (expected a header row naming at least "
-                                            f"{', '.join(CSV_REQUIRED)}, then one row per example)")
-            header = [name.strip().lower() for name in first]
-            missing = [name for name in CSV_REQUIRED if name not in header]
-            if missing:
-                raise DataError(path, line, f"the header names no {' or '.join(missing)} column "
-                                         f"(expected at least {', '.join(CSV_REQUIRED)}){_delimiter_hint(first)}")
-            for line, record in rows:
-                yield line, _csv_row(path, line, header, record)
-        except UnicodeDecodeError as exc:
-            raise DataError(path, None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    # otherwise be part of the first column's name. surrogateescape: a byte that
+    # is not UTF-8 reaches _Lines, which names its line; the text stream's own
+    # error gives an offset into its decoding chunk, not a line.
+    with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
+        rows = records(path, _Lines(path, handle))
+        line, first = next(rows, (1, []))
+        if not any(cell.strip() for cell in first) and not any(
+                cell.strip() for _, record in rows for cell in record):
+            # Nothing but whitespace (or a byte-order mark): not a header naming the wrong columns.
+            raise DataError(path, None, f"the file is empty (expected a header row naming at least "
+                                        f"{', '.join(CSV_REQUIRED)}, then one row per example)")
+        header = _csv_header(path, line, first)
+        for line, record in rows:
+            yield line, _csv_row(path, line, header, record)
+
+
+def _csv_header(path: Path, line: int, first: list[str]) -> list[str]:
+    """The header's column names, lower-cased; refused when it lacks a column rows are read from, or
+    names one twice (a row would keep one of the two cells and drop the other without a word)."""
+    header = [name.strip().lower() for name in first]
+    missing = [name for name in CSV_REQUIRED if name not in header]
+    if missing:
+        raise DataError(path, line, f"the header names no {' or '.join(missing)} column "
+                                    f"(expected at least {', '.join(CSV_REQUIRED)}){_delimiter_hint(first)}")
+    repeated = [name for name in CSV_READ if header.count(name) > 1]
+    if repeated:
+        raise DataError(path, line, f"the header names the {' and '.join(map(repr, repeated))} column "
+                                    f"more than once: which one holds the rows' values is unclear")
+    return header
 
 
 def _delimiter_hint(header: list[str]) -> str:
@@ -166,8 +189,8 @@ class _Lines:
     """The lines of a text file for ``csv.reader``, counted, with those of the record being read kept:
     csv's errors say neither where a record began nor where its broken field did."""
 
-    def __init__(self, handle: Any):
-        self.handle, self.line, self.record = handle, 0, []
+    def __init__(self, path: Path, handle: Any):
+        self.path, self.handle, self.line, self.record = path, handle, 0, []
 
     def __iter__(self) -> "_Lines":
         return self
@@ -177,8 +200,19 @@ class _Lines:
         if not text:
             raise StopIteration
         self.line += 1
+        if not text.isascii():
+            _check_utf8(self.path, self.line, text)
         self.record.append(text)
         return text
+
+
+def _check_utf8(path: Path, line: int, text: str) -> None:
+    """Refuse a line read with ``surrogateescape`` that held a byte that is not UTF-8 (now a lone
+    surrogate, which valid UTF-8 never decodes to), by line and column as every reader names it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        decode_utf8(path, line, text.encode("utf-8", "surrogateescape"))  # raises the DataError
 
 
 def _csv_row(path: Path, line: int, header: list[str], record: list[str]) -> Example:
@@ -197,23 +231,49 @@ def _csv_row(path: Path, line: int, header: list[str], record: list[str]) -> Exa
 def _rasa_rows(path: Path) -> Iterator[tuple[int, Example]]:
     import yaml
 
-    try:
-        root = yaml.compose(path.read_text(encoding="utf-8"), Loader=_nesting_loader())
-    except UnicodeDecodeError as exc:
-        raise DataError(path, None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise DataError(path, None if mark is None else mark.line + 1, f"invalid YAML: {exc}") from None
-    entries = _mapping(root).get("nlu")
+    root = _compose(path)
+    entries = _mapping(path, root).get("nlu")
     if entries is None:
         raise DataError(path, None, "no 'nlu' section: not a Rasa NLU training data file")
     if not isinstance(entries, yaml.SequenceNode):
         raise DataError(path, entries.start_mark.line + 1, "'nlu' must be a list of entries")
     for entry in entries.value:
-        fields = _mapping(entry)
-        if "intent" not in fields:
-            continue  # synonym, regex and lookup entries carry no rows
-        yield from _intent_rows(path, fields)
+        fields = _mapping(path, entry)
+        if "intent" in fields:
+            yield from _intent_rows(path, fields)
+        elif not any(key in fields for key in RASA_SKIPPED):
+            skipped = f"{', '.join(RASA_SKIPPED[:-1])} or {RASA_SKIPPED[-1]}"
+            raise DataError(path, entry.start_mark.line + 1, f"an 'nlu' entry must be an 'intent' (or a {skipped} "
+                                                             f"entry, which carry no rows), got {_entry_shown(entry)}")
+
+
+def _compose(path: Path) -> Any:
+    """The YAML node tree of ``path``; ``DataError`` with the line for bytes that are not UTF-8 or YAML."""
+    import yaml
+
+    text = read_utf8(path)
+    try:
+        return yaml.compose(text, Loader=_nesting_loader())
+    except yaml.reader.ReaderError as exc:
+        # A character YAML does not allow (a control character): PyYAML names only its offset in the text.
+        line, column = line_and_column(text, exc.position)
+        raise DataError(path, line, f"invalid YAML: unacceptable character #x{exc.character:04x} at "
+                                    f"column {column}: {exc.reason}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise DataError(path, None if mark is None else mark.line + 1, f"invalid YAML: {exc}") from None
+
+
+def _entry_shown(node: Any) -> str:
+    """An 'nlu' entry as a refusal names it: its keys, or its text."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        return "an entry with key(s) " + ", ".join(repr(key.value) for key, _ in node.value
+                                                    if isinstance(key, yaml.ScalarNode))
+    if isinstance(node, yaml.ScalarNode):
+        return f"{node.value[:40]!r} (not a mapping)"
+    return "a list (not a mapping)"
 
 
 @functools.cache
@@ -241,13 +301,28 @@ def _nesting_loader() -> type:
     return Loader
 
 
-def _mapping(node: Any) -> dict[str, Any]:
-    """A YAML mapping node's values by (scalar) key; {} for any other node."""
+def _mapping(path: Path, node: Any) -> dict[str, Any]:
+    """A YAML mapping node's values by (scalar) key; {} for any other node.
+
+    A key given twice is refused at the second: YAML keeps the last value and
+    drops the first without a word (a second 'nlu:' section or 'examples:'
+    block loses rows), and Rasa refuses such a file.
+    """
     import yaml
 
     if not isinstance(node, yaml.MappingNode):
         return {}
-    return {key.value: value for key, value in node.value if isinstance(key, yaml.ScalarNode)}
+    fields: dict[str, Any] = {}
+    keys: dict[str, Any] = {}
+    for key, value in node.value:
+        if not isinstance(key, yaml.ScalarNode):
+            continue
+        if key.value in keys:
+            raise DataError(path, key.start_mark.line + 1,
+                            f"duplicate key {key.value!r} (first on line {keys[key.value].start_mark.line + 1}): "
+                            "YAML would keep only the last; Rasa refuses the file")
+        keys[key.value], fields[key.value] = key, value
+    return fields
 
 
 def _intent_rows(path: Path, fields: dict[str, Any]) -> Iterator[tuple[int, Example]]:
@@ -257,19 +332,49 @@ def _intent_rows(path: Path, fields: dict[str, Any]) -> Iterator[tuple[int, Exam
     where = intent.start_mark.line + 1
     if not isinstance(intent, yaml.ScalarNode) or not str(intent.value).strip():
         raise DataError(path, where, "'intent' must be a non-empty name")
-    if not isinstance(examples, yaml.ScalarNode):
-        raise DataError(path, where, f"intent {intent.value!r} has no 'examples' block of '- ' lines")
+    if isinstance(examples, yaml.SequenceNode):
+        marked = _listed_examples(path, examples)
+    elif isinstance(examples, yaml.ScalarNode):
+        marked = _block_examples(path, examples)
+    else:
+        raise DataError(path, where, f"intent {intent.value!r} has no 'examples' block of '- ' lines "
+                                     "(nor a list of 'text' items)")
+    for number, example in marked:
+        text, spans = _annotated(path, number, example)
+        yield number, _row(path, number, {"text": text, "labels": [str(intent.value)], "spans": spans})
+
+
+def _block_examples(path: Path, examples: Any) -> Iterator[tuple[int, str]]:
+    """``(line, annotated text)`` of each ``- `` line of an ``examples: |`` block."""
     # A block scalar (| or >) starts on the line after its indicator.
     first = examples.start_mark.line + (2 if examples.style in ("|", ">") else 1)
-    for offset, raw in enumerate(examples.value.splitlines()):
+    for number, raw in enumerate(examples.value.splitlines(), start=first):
         line = raw.strip()
         if not line:
             continue
+        if line.startswith("#"):
+            # YAML keeps a '#' line of a block scalar as text; Rasa skips it as a comment. Said, not
+            # refused: it is no example, so nothing is lost, but a commented-out example is named.
+            log.warning("%s:%d: a '#' comment line in an 'examples' block, skipped as Rasa skips it: %r",
+                        path, number, line[:40])
+            continue
         if not line.startswith("-"):
-            raise DataError(path, first + offset, f"an example line must start with '- ', got {line[:40]!r}")
-        number = first + offset
-        text, spans = _annotated(path, number, line[1:].strip())
-        yield number, _row(path, number, {"text": text, "labels": [str(intent.value)], "spans": spans})
+            raise DataError(path, number, f"an example line must start with '- ', got {line[:40]!r}")
+        yield number, line[1:].strip()
+
+
+def _listed_examples(path: Path, examples: Any) -> Iterator[tuple[int, str]]:
+    """``(line, annotated text)`` of each item of the list form RasaYAMLWriter writes for examples with
+    metadata (``- text: |`` then ``metadata:``); the metadata is Rasa's, not read here."""
+    import yaml
+
+    for item in examples.value:
+        number, text = item.start_mark.line + 1, _mapping(path, item).get("text")
+        if not isinstance(text, yaml.ScalarNode):
+            raise DataError(path, number, "an item of an 'examples' list must be a mapping with a 'text' "
+                                          "(and an optional 'metadata')")
+        # As Rasa does: the line end a "text: |" block adds, and spaces, are not the utterance's.
+        yield number, text.value.strip("\n\r ")
 
 
 def _annotated(path: Path, line: int, marked: str) -> tuple[str, list[dict[str, Any]]]:
@@ -292,10 +397,29 @@ def _entity_type(path: Path, line: int, match: re.Match) -> str:
     if match["short"] is not None:
         entity = match["short"].split(":", 1)[0].strip()
     else:
-        try:
-            entity = json.loads(match["json"]).get("entity")
-        except (json.JSONDecodeError, AttributeError):
-            raise DataError(path, line, f"entity annotation {match['json']!r} is not a JSON object") from None
+        entity = _entity_object(path, line, match).get("entity")
     if not isinstance(entity, str) or not entity.strip():
         raise DataError(path, line, f"entity annotation {match.group(0)!r} names no entity type")
     return entity.strip()
+
+
+def _entity_object(path: Path, line: int, match: re.Match) -> dict[str, Any]:
+    """The JSON object of a ``{...}`` annotation, or the only one of Rasa's list form ``[{...}, ...]``."""
+    listed = match["list"] is not None
+    source = f"[{match['list']}]" if listed else match["json"]
+    try:
+        value = json.loads(source)
+    except json.JSONDecodeError:
+        value = None
+    if listed and isinstance(value, list):
+        if len(value) > 1:
+            # Rasa makes one entity of each object, all on the same text: spans that overlap, which the
+            # product refuses (its tagger gives a word one tag). Keeping the first would drop the others
+            # without a word, and which one the user means is theirs to say.
+            raise DataError(path, line, f"entity annotation {match.group(0)!r} gives one text {len(value)} "
+                                        "entities: spans may not overlap (a word is tagged with one entity); "
+                                        "keep one")
+        value = value[0] if value else None
+    if not isinstance(value, dict):
+        raise DataError(path, line, f"entity annotation {source!r} is not a JSON object")
+    return value
