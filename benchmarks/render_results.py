@@ -210,27 +210,39 @@ def oos_rows() -> list[Row]:
     ]
 
 
+# The robustness results, each with what its label says of the operators it was measured with.
+ROBUSTNESS_RESULTS = (("robustness", "operators of 2026-11-22, mean of the seeds"),
+                      ("robustness_operator_fixes", "the corrected operators (2026-11-27)"))
+
+
 def robustness_rows() -> list[Row]:
-    meta = load("robustness")
-    if meta is None:
-        return []
     from benchmarks.robustness_bench import seed_means
 
-    means = {(r["dataset"], r["model"], r["set"]): r for r in seed_means(meta["records"])}
-    limits = {t["dataset"]: t["limit"] for t in meta.get("targets", []) if t["target"] == "random mean drop"}
-    parts = []
-    for dataset in dict.fromkeys(r["dataset"] for r in meta["records"]):
-        augmented, baseline = means.get((dataset, "augmented", "random")), means.get((dataset, "baseline", "random"))
-        if augmented is None or augmented.get("drop") is None:
+    rows = []
+    for name, operators in ROBUSTNESS_RESULTS:
+        meta = load(name)
+        if meta is None:
             continue
-        before = "" if baseline is None or baseline.get("drop") is None else f" ({fmt(baseline['drop'])})"
-        parts.append(f"{dataset.upper()} {fmt(augmented['drop'])}{before}")
-    if not parts:
-        return []
-    limit = set(limits.values())
-    reference = f"target ≤ {limit.pop()} for the augmented model" if len(limit) == 1 else "–"
-    return [("Random-set accuracy drop in points, augmented model (untreated baseline)", ", ".join(parts),
-             reference)]
+        means = {(r["dataset"], r["model"], r["set"]): r for r in seed_means(meta["records"])}
+        seeds = {r["dataset"]: len({x["seed"] for x in meta["records"] if x["dataset"] == r["dataset"]})
+                 for r in meta["records"]}
+        limits = {t["dataset"]: t["limit"] for t in meta.get("targets", []) if t["target"] == "random mean drop"}
+        parts = []
+        for dataset in dict.fromkeys(r["dataset"] for r in meta["records"]):
+            augmented = means.get((dataset, "augmented", "random"))
+            baseline = means.get((dataset, "baseline", "random"))
+            if augmented is None or augmented.get("drop") is None:
+                continue
+            before = "" if baseline is None or baseline.get("drop") is None else f" ({fmt(baseline['drop'])})"
+            parts.append(f"{dataset.upper()} {fmt(augmented['drop'])}{before}"
+                         + (f" [{seeds[dataset]} seed]" if seeds[dataset] == 1 else ""))
+        if not parts:
+            continue
+        limit = set(limits.values())
+        reference = f"target ≤ {limit.pop()} for the augmented model" if len(limit) == 1 else "–"
+        rows.append((f"Random-set accuracy drop in points, augmented model (untreated baseline); {operators}",
+                     ", ".join(parts), reference))
+    return rows
 
 
 def export_rows() -> list[Row]:
