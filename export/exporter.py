@@ -195,7 +195,7 @@ def _load_model(checkpoint_dir: Path, meta: dict[str, Any], decision: Decision) 
     if outputs != len(tags):
         raise ValueError(f"{checkpoint_dir}: the entity head has {outputs} outputs but {meta_path} lists "
                          f"{len(tags)} entity tags (entities.tags); the checkpoint was altered: retrain it")
-    problem = max_length_problem(meta, model.encoder.config)
+    problem = max_length_problem(meta["max_length"], model.encoder.config)
     if problem is not None:
         raise ValueError(f"{meta_path}: max_length: {problem}")
     return model, load_tokenizer(checkpoint_dir / ENCODER_DIR)

@@ -170,6 +170,15 @@ def test_consistency_without_augmentation_is_a_clear_error(tmp_path, backbone, c
     assert "consistency_weight needs augment_ratio > 0" in capsys.readouterr().err
 
 
+def test_a_max_length_past_the_backbones_positions_is_refused_before_training(tmp_path, backbone, capsys):
+    out = tmp_path / "ckpt"
+    code = main(["train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
+                 "--out", str(out), "--backbone", str(backbone), "--max-length", "200"])
+    assert code == 2
+    assert "max_length: expected at most 128, the encoder's position limit, got 200" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_support_decoding_for_a_sigmoid_method_is_refused_before_training(tmp_path, backbone, capsys):
     out = tmp_path / "ckpt"
     code = main(["train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),

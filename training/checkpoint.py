@@ -125,12 +125,13 @@ def training_seconds(meta: dict[str, Any]) -> float:
     return meta.get("train_seconds", round(sum(h["seconds"] for h in meta["history"]), 1))
 
 
-def max_length_problem(meta: dict[str, Any], encoder_config) -> str | None:
-    """Why the checkpoint's ``max_length`` does not fit its encoder, or None: longer inputs would overflow its
-    position table (the bound training checks; ``read_checkpoint_meta`` checked the rest)."""
+def max_length_problem(max_length: int, encoder_config) -> str | None:
+    """Why ``max_length`` does not fit the encoder of ``encoder_config``, or None: longer inputs would be cut
+    by nothing and overflow its position table at inference. Training checks it before it starts, the
+    export before it loads anything more (``read_checkpoint_meta`` checked the rest)."""
     limit = getattr(encoder_config, "max_position_embeddings", None)
-    if limit is not None and meta["max_length"] > limit:
-        return f"expected at most {limit}, the encoder's position limit, got {meta['max_length']}"
+    if limit is not None and max_length > limit:
+        return f"expected at most {limit}, the encoder's position limit, got {max_length}"
     return None
 
 

@@ -42,6 +42,7 @@ from intentvcs.training.batching import (
     grouped_training_batches,
     training_batches,
 )
+from intentvcs.training.checkpoint import max_length_problem
 from intentvcs.training.config import TrainConfig
 from intentvcs.training.losses import METHODS, boundary_loss, consistency_loss, negative_sampling_loss, tag_loss
 from intentvcs.training.model import IntentModel, load_tokenizer
@@ -231,10 +232,9 @@ class Trainer:
         tokenizer = load_tokenizer(backbone)
         model = IntentModel.from_backbone(backbone, len(labels), dropout=cfg.dropout, num_tags=num_tags,
                                           tags_read_intents=cfg.tags_read_intents, boundaries=self.boundaries)
-        # Longer inputs would be cut by nothing and overflow the position table at inference.
-        limit = getattr(model.encoder.config, "max_position_embeddings", None)
-        if limit is not None and cfg.max_length > limit:
-            raise ValueError(f"max_length must be at most {limit}, the backbone's position limit, got {cfg.max_length}")
+        problem = max_length_problem(cfg.max_length, model.encoder.config)
+        if problem is not None:
+            raise ValueError(f"max_length: {problem}")
         if cfg.extend_vocab:
             tokenizer, _ = extend_vocabulary(tokenizer, model.encoder, [ex.text for ex in train], cfg.extend_vocab)
         if cfg.freeze_embeddings:
