@@ -57,7 +57,7 @@ from intentvcs.service.engine import Engine
 from intentvcs.service.identity import ModelHeader, header_value, status_app
 from intentvcs.service.media_type import JsonOnly
 from intentvcs.service.openapi_document import AmendedDocs
-from intentvcs.service.rasa import parse_answer
+from intentvcs.service.rasa import nothing_to_read, parse_answer, payload_answer
 from intentvcs.service.reload import BundleWatcher
 from intentvcs.service.schemas import (
     LIMITS,
@@ -182,7 +182,13 @@ class IntentService:
         return PredictResponse(predictions=answers)
 
     async def answer_parse(self, text: str) -> ParseResponse:
-        """``/model/parse``'s answer: ``/predict``'s (same queue, same metrics) in Rasa's shape."""
+        """``/model/parse``'s answer: ``/predict``'s (same queue, same metrics) in Rasa's shape; a button's
+        payload and a text with nothing to read are answered without the model (``intentvcs.service.rasa``)."""
+        payload = payload_answer(text)
+        if payload is not None:
+            return ParseResponse(**payload)
+        if not schemas.readable(text):
+            return ParseResponse(**parse_answer(nothing_to_read(text), SETTINGS.fallback_intent))
         answer = await self._batched_predict((text, LIMITS.default_top_k))
         return ParseResponse(**parse_answer(answer, SETTINGS.fallback_intent))
 

@@ -19,13 +19,32 @@ the fallback threshold, has no counterpart for such rules. It can be lower
 than the top label's (an utterance at 0.55 under a 0.6 cut-off gets 0.45):
 a client decides on ``intent`` or ``out_of_scope``, never on the largest
 confidence in the ranking.
+
+Two kinds of text are answered without the model, as Rasa's own server
+answers them. A button's payload (``"/affirm"``, ``'/set_alarm{"time": "7
+am"}'``, ``"/deny@0.8"``: Rasa posts it to ``/model/parse`` like any message,
+and its two-stage fallback is built on such buttons) is the intent it names,
+at confidence 1 (or the ``@`` value), with the entities its JSON gives
+(``payload_answer``). A text with nothing to read (Rasa strips a message of
+spaces to ``""``) is the fallback intent, where a refusal would reach the
+assistant as an empty intent that matches no rule.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import re
 from typing import Any, Mapping
 
 EXTRACTOR = "intentvcs"  # Rasa names the component that found an entity
+# A button's payload, in the format of Rasa's RegexMessageHandler: "/" then the intent, an optional
+# "@confidence" and an optional JSON object of entity values, e.g. '/set_alarm@0.9{"time": "7 am"}'.
+# Stricter than Rasa, which checks the name against its domain: this service does not see the domain, so
+# the name holds no white space and nothing may follow (a user's "/ what time is it" is a message).
+PAYLOAD = re.compile(r"/(?P<intent>[^{@\s]+)(?P<confidence>@[0-9.]+)?(?P<entities>\{.+\})?(?P<rest>.*)", re.DOTALL)
+PAYLOAD_EXTRACTOR = "RegexMessageHandler"  # the Rasa component that reads payloads; their entities come from it
+log = logging.getLogger(__name__)
 
 
 def parse_answer(answer: Mapping[str, Any], fallback_intent: str) -> dict[str, Any]:
@@ -55,3 +74,56 @@ def rasa_entity(entity: Mapping[str, Any]) -> dict[str, Any]:
     """One engine entity (``{entity, value, start, end, confidence}``) as Rasa's extractors write it."""
     return {"entity": entity["entity"], "start": entity["start"], "end": entity["end"], "value": entity["value"],
             "confidence_entity": entity["confidence"], "extractor": EXTRACTOR}
+
+
+def payload_answer(text: str) -> dict[str, Any] | None:
+    """The parse of a button's payload (``PAYLOAD``), or None when ``text`` is not one (anything after the
+    entities, too, makes it a message for the model).
+
+    The intent is taken as named: the payload comes from the assistant's own
+    buttons, and its domain, which this service does not see, may hold intents
+    the model was not trained on (``/affirm``, ``/out_of_scope``). A malformed
+    confidence reads as 0, one over 1 as 1, and entity JSON that is not an object
+    as no entities, each with a warning, as Rasa reads them; entities span the
+    whole payload, as Rasa's do.
+    """
+    payload = text.strip()
+    match = PAYLOAD.fullmatch(payload) if payload.startswith("/") else None
+    if match is None or match["rest"]:  # Rasa warns and reads the rest as nothing; its buttons never send one
+        return None
+    intent = {"name": match["intent"], "confidence": _payload_confidence(match["confidence"], payload)}
+    start = len(text) - len(text.lstrip())
+    return {"text": text, "intent": intent, "intent_ranking": [dict(intent)],
+            "entities": _payload_entities(match["entities"], payload, start, start + len(payload)),
+            "accepted": [intent["name"]], "out_of_scope": False}
+
+
+def _payload_confidence(given: str | None, payload: str) -> float:
+    if given is None:
+        return 1.0
+    try:
+        return min(1.0, float(given[1:]))
+    except ValueError:
+        log.warning("payload %r: confidence %r is not a number; read as 0", payload[:200], given[:50])
+        return 0.0
+
+
+def _payload_entities(given: str | None, payload: str, start: int, end: int) -> list[dict[str, Any]]:
+    if given is None:
+        return []
+    try:
+        values = json.loads(given)
+    except json.JSONDecodeError:
+        values = None
+    if not isinstance(values, dict):
+        log.warning("payload %r: its entities are not a JSON object; read as none", payload[:200])
+        return []
+    return [{"entity": entity, "start": start, "end": end, "value": value, "confidence_entity": 1.0,
+             "extractor": PAYLOAD_EXTRACTOR}
+            for entity, given_values in values.items()
+            for value in (given_values if isinstance(given_values, list) else [given_values])]
+
+
+def nothing_to_read(text: str) -> dict[str, Any]:
+    """The engine-shaped answer for a text with nothing to read (``parse_answer`` makes it the fallback)."""
+    return {"text": text, "intents": [], "accepted": [], "entities": [], "out_of_scope": True}

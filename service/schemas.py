@@ -41,11 +41,16 @@ LANG_MAX_CHARS = 35  # a /model/parse lang: a BCP 47 tag, with room to spare
 VISIBLE_CATEGORIES = frozenset("LNPS")
 
 
+def readable(text: str) -> bool:
+    """Whether ``text`` holds something to read: a letter, digit, punctuation mark or symbol. Nothing else
+    (white space, control and format characters such as a zero-width space or a BOM, lone combining
+    marks) tokenizes to anything."""
+    return any(unicodedata.category(char)[0] in VISIBLE_CATEGORIES for char in text)
+
+
 def _not_blank(text: str) -> str:
-    # A text of nothing visible (white space, control and format characters such as
-    # a zero-width space or a BOM, lone combining marks) tokenizes to nothing; refusing
-    # it is clearer than answering with the model's guess for an empty string.
-    if not any(unicodedata.category(char)[0] in VISIBLE_CATEGORIES for char in text):
+    # Refusing a text with nothing to read is clearer than answering with the model's guess for an empty string.
+    if not readable(text):
         raise PydanticCustomError("empty_text", "String should contain at least one non-whitespace character "
                                                 "(a letter, digit, punctuation mark or symbol)")
     return text
@@ -117,10 +122,16 @@ class ParseRequest(CountedRequest):
     every request body of this API refuses them (a typo is not silently ignored).
     """
 
-    text: Text
+    # Not ``Text``: Rasa strips a message to "" when a user sends only spaces; refused, it would reach the
+    # assistant as an empty intent. Such a text is answered with the fallback intent (``intentvcs.service.rasa``).
+    text: Annotated[str, StringConstraints(max_length=LIMITS.max_text_chars)] = Field(
+        description=f"The message, at most {LIMITS.max_text_chars} characters (Unicode code points); one with "
+        "nothing to read, \"\" included, is answered with the fallback intent, and a button's payload "
+        "(\"/intent\", \"/intent@0.8\", '/intent{\"entity\": \"value\"}') with the intent it names.")
     message_id: str | None = Field(
         None, max_length=ID_MAX_CHARS, description="Rasa's conversation (sender) id; accepted, not used.")
-    token: str | None = Field(
+    # Any JSON scalar: Rasa's client sends endpoints.yml's token as YAML read it (token: 12345 is a number).
+    token: str | int | float | bool | None = Field(
         None, description="Rasa's NLU endpoint token, which its client sends in the body; accepted, not used: "
         f"with {ENV_PREFIX}API_TOKEN set, the token goes in the Authorization header (Bearer).")
     lang: str | None = Field(
@@ -418,9 +429,10 @@ class RasaEntity(BaseModel):
     entity: str = Field(description="The entity type.")
     start: int = Field(description="Offset of its first character in the text as sent (code points).")
     end: int = Field(description="Offset after its last character (exclusive).")
-    value: str = Field(description="text[start:end].")
-    confidence_entity: float = Field(description="The entity head's confidence in [0, 1].")
-    extractor: str = Field(description="Always 'intentvcs'.")
+    value: Any = Field(description="text[start:end]; for a button's payload, the value its JSON gives (any JSON "
+                       "value), spanning the whole payload as in Rasa.")
+    confidence_entity: float = Field(description="The entity head's confidence in [0, 1]; 1 for a payload's entity.")
+    extractor: str = Field(description="'intentvcs', or 'RegexMessageHandler' for a payload's entity.")
 
 
 class ParseResponse(BaseModel):

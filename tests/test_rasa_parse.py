@@ -149,12 +149,48 @@ def test_out_of_scope_is_rasas_fallback_intent(url):
 
 
 def test_rasas_own_request_is_accepted(url):
-    """What Rasa's RasaNLUHttpInterpreter posts: text, message_id (the sender), token (often null)."""
+    """What Rasa's RasaNLUHttpInterpreter posts: text, message_id (the sender), token (often null; a number
+    when endpoints.yml's YAML reads it as one)."""
     for body in ({"text": "hello", "message_id": "sender-42", "token": None},
-                 {"text": "hello", "message_id": None, "token": "secret"}):
+                 {"text": "hello", "message_id": None, "token": "secret"},
+                 {"text": "hello", "message_id": "s", "token": 12345}):
         response = post(url, "/model/parse", body)
         assert response.status_code == 200, response.text
         assert response.json()["text"] == "hello"
+
+
+@pytest.mark.parametrize("text", ["", " \t", "\u200b"])
+def test_a_message_with_nothing_to_read_is_the_fallback_intent_not_a_refusal(url, text):
+    """Rasa strips a message of spaces to "": a 400 would reach the assistant as an empty intent."""
+    answer = post(url, "/model/parse", {"text": text, "message_id": "s", "token": None})
+    assert answer.status_code == 200, answer.text
+    parsed = answer.json()
+    assert parsed["intent"] == {"name": "nlu_fallback", "confidence": 1.0}
+    assert (parsed["text"], parsed["entities"], parsed["accepted"], parsed["out_of_scope"]) == (text, [], [], True)
+
+
+@pytest.mark.parametrize("text, intent, confidence, entities", [
+    ("/PlayMusic", "PlayMusic", 1.0, []),
+    ("/affirm", "affirm", 1.0, []),  # an intent of the assistant's domain the model does not know
+    ("/GetWeather@0.4", "GetWeather", 0.4, []),
+    ('/GetWeather{"city": "paris"}', "GetWeather", 1.0, [("city", "paris")]),
+    ('/BookRestaurant{"party_size": [2, 4]}', "BookRestaurant", 1.0, [("party_size", 2), ("party_size", 4)]),
+    ('/GetWeather{"city": oops}', "GetWeather", 1.0, []),  # entities that are no JSON object: none, as Rasa reads them
+])
+def test_a_buttons_payload_is_the_intent_it_names(url, text, intent, confidence, entities):
+    """Rasa posts a button's payload like any message, and its two-stage fallback is built on such buttons:
+    the payload names the intent (and entities), as Rasa's RegexMessageHandler reads it; the model is not run."""
+    parsed = post(url, "/model/parse", {"text": text}).json()
+    assert parsed["intent"] == {"name": intent, "confidence": confidence} == parsed["intent_ranking"][0]
+    assert len(parsed["intent_ranking"]) == 1 and parsed["accepted"] == [intent] and not parsed["out_of_scope"]
+    assert [(e["entity"], e["value"]) for e in parsed["entities"]] == entities
+    assert all((e["start"], e["end"]) == (0, len(text)) for e in parsed["entities"])
+
+
+@pytest.mark.parametrize("text", ["/ what time is it", "/PlayMusic now please", "play /PlayMusic"])
+def test_a_message_that_only_looks_like_a_payload_is_read_by_the_model(url, text):
+    parsed = post(url, "/model/parse", {"text": text}).json()
+    assert len(parsed["intent_ranking"]) > 1  # the model's ranking, not a payload's single intent
 
 
 TOO_LONG = "a" * (LIMITS.max_text_chars + 1)
@@ -163,8 +199,6 @@ TOO_LONG = "a" * (LIMITS.max_text_chars + 1)
 @pytest.mark.parametrize("body, field, limit", [
     ({}, "text", "Field required"),
     ({"message_id": "x"}, "text", "Field required"),
-    ({"text": ""}, "text", "at least 1 character"),
-    ({"text": " \t"}, "text", "non-whitespace"),
     ({"text": TOO_LONG}, "text", f"at most {LIMITS.max_text_chars} characters"),
     ({"text": 5}, "text", "valid string"),
     ({"text": ["hello"]}, "text", "valid string"),
