@@ -298,14 +298,16 @@ class IntentService:
 # before the body is read; how big, and how slow (body_limit, which reads the body in
 # full); then how many audits at once (audit_control) and audit jobs (audit_jobs): a
 # slot is taken only once the body has arrived, so a slow sender holds none.
-PROTECTED_ROUTES = [*API_ROUTES, *JOB_READ_ROUTES, *(["/metrics"] if SETTINGS.metrics_token_required else [])] \
-    if SETTINGS.api_token else []
+# /status too: it names every label and entity type a model answers, which is the API's to tell.
+PROTECTED_ROUTES = [*API_ROUTES, *JOB_READ_ROUTES, "/status",
+                    *(["/metrics"] if SETTINGS.metrics_token_required else [])] if SETTINGS.api_token else []
 IntentService.add_asgi_middleware(AmendedDocs, protected=PROTECTED_ROUTES)  # /docs.json as the service answers
 if SETTINGS.api_token:
     IntentService.add_asgi_middleware(BearerAuth, token=SETTINGS.api_token, on_reject=rejections.refused_scope,
                                       routes=PROTECTED_ROUTES)
 IntentService.add_asgi_middleware(JsonOnly, routes=API_ROUTES, on_reject=rejections.refused_scope)
-IntentService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.max_body_bytes, on_reject=rejections.refused_scope)
+IntentService.add_asgi_middleware(BodyLimit, max_bytes=LIMITS.max_body_bytes, on_reject=rejections.refused_scope,
+                                  routes=API_ROUTES)  # the routes that read a body
 IntentService.add_asgi_middleware(AuditGate, route="/audit", max_in_flight=LIMITS.max_audits_in_flight,
                                   retry_after_s=min(5, LIMITS.audit_timeout_s), on_reject=rejections.refused_scope)
 IntentService.add_asgi_middleware(JobGate, max_jobs=LIMITS.max_audit_jobs, slots=JOB_SLOTS,

@@ -52,7 +52,6 @@ import asyncio
 import json
 import os
 import re
-import tempfile
 import threading
 import time
 from urllib.parse import parse_qs
@@ -81,14 +80,16 @@ BAD_TASK_ID = "task_id: expected the id that /audit/job/submit answered"
 # Every route of a job but its submit: BentoML's, and ours. Behind the API token like the submit.
 JOB_READ_ROUTES = [JOB_ROUTE, RETRY_ROUTE, PROGRESS_ROUTE, CANCEL_ROUTE, STATUS_ROUTE, GET_ROUTE]
 JOB_NICENESS = 10  # added to the job thread's niceness: /predict comes first
-TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")  # BentoML's ids are hex; anything else is no path part
+TASK_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")  # fullmatch: BentoML's ids are hex; anything else is no path part
 
 
 def progress_folder() -> Path:
     """This server's job-progress folder, which its workers share: under BentoML's home (one per
     server), named after the server process, whose children the workers are. A restarted server
     starts an empty one, as BentoML starts its task store empty: no job outlives a restart."""
-    home = os.environ.get("BENTOML_HOME") or os.path.join(tempfile.gettempdir(), "intentvcs-bentoml")
+    # BentoML's own default, a folder of the user's: under the shared temporary folder another local user
+    # could create the tree first and link a server folder to files a prune would delete.
+    home = os.environ.get("BENTOML_HOME") or os.path.join(os.path.expanduser("~"), "bentoml")
     return Path(home) / "intentvcs-audit-jobs" / f"server-{os.getppid()}"
 
 
@@ -110,7 +111,7 @@ class JobProgress:
         # The job thread writes progress while the event loop may end the job (deadline, cancel): the
         # check of ``ended`` and the write are one step, so no progress write lands after the last stage.
         self._lock = threading.Lock()
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # job progress is the server's, not every user's
         self.path = folder / f"{task_id}{PROGRESS_SUFFIX}"
         self.cancel_path = folder / f"{task_id}{CANCEL_SUFFIX}"
         self.task_id, self.rows, self.min_interval_s = task_id, rows, min_interval_s
@@ -154,14 +155,15 @@ def prune(root: Path, cutoff: float, keep: Path) -> None:
     ``cutoff``, then the folders of earlier servers left empty (``keep``, this server's, stays: its
     other workers write into it). Nothing else is touched. The workers of a server prune the same
     folders, each as it starts a job: a file or folder another removed meanwhile is skipped."""
-    for folder in (path for path in root.glob("server-*") if path.is_dir()):
+    # A link is never followed: what it points at was not written here.
+    for folder in (path for path in root.glob("server-*") if path.is_dir() and not path.is_symlink()):
         try:
             files = [*folder.glob(f"*{PROGRESS_SUFFIX}"), *folder.glob(f"*{CANCEL_SUFFIX}")]
         except FileNotFoundError:  # removed since it was listed
             continue
         for old in files:
             try:
-                if old.stat().st_mtime < cutoff:
+                if not old.is_symlink() and old.stat().st_mtime < cutoff:
                     old.unlink()
             except FileNotFoundError:  # another worker pruned it first
                 pass
@@ -185,7 +187,7 @@ async def progress_endpoint(request: Request) -> JSONResponse:
     """``GET /audit/job/progress?task_id=``: the job's stage and counts, 404 for an unknown id (``JobGate``
     has refused a malformed one, and counts the 404)."""
     task_id = request.query_params.get("task_id", "")
-    if not TASK_ID.match(task_id):
+    if not TASK_ID.fullmatch(task_id):
         return JSONResponse({"error": BAD_TASK_ID}, status_code=400)
     progress = read_progress(task_id)
     if progress is None:
@@ -231,7 +233,7 @@ class JobGate:
             self.on_reject(scope, 405, "method_not_allowed")
             await respond(send, 405, f"{path} takes {JOB_METHODS[path]}, not {scope['method'][:20]}",
                           headers=[(b"allow", JOB_METHODS[path].encode())])
-        elif path != SUBMIT_ROUTE and not TASK_ID.match(_task_id(scope)):
+        elif path != SUBMIT_ROUTE and not TASK_ID.fullmatch(_task_id(scope)):
             self.on_reject(scope, 400, "invalid_request")
             await respond(send, 400, BAD_TASK_ID)
         elif path in (SUBMIT_ROUTE, RETRY_ROUTE):
@@ -280,7 +282,7 @@ class JobGate:
                           headers=[(b"allow", b"PUT")])
             return
         task_id = _task_id(scope)
-        if not TASK_ID.match(task_id):
+        if not TASK_ID.fullmatch(task_id):
             self.on_reject(scope, 400, "invalid_request")
             await respond(send, 400, BAD_TASK_ID)
             return
@@ -314,13 +316,15 @@ class JobBodyCheck:
         if scope["type"] != "http" or scope["path"] != SUBMIT_ROUTE or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        messages, body = [], b""
+        messages = []
         while True:
             message = await receive()
             messages.append(message)
-            body += message.get("body", b"")
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
+        # Joined once: adding each chunk to the body copied it again and again (a 33 MB body in 16 KiB
+        # chunks held the event loop, every /predict and probe with it, for 12 s).
+        body = b"".join(message.get("body", b"") for message in messages)
         # Pydantic and the row checks of a large body take seconds: on a thread, not on the event loop.
         problem = await asyncio.to_thread(self.check, body)
         if problem is not None:

@@ -6,7 +6,7 @@ worth protecting from whoever else can reach the port. With
 ``INTENTVCS_API_TOKEN`` set (``intentvcs.service.settings.Settings``), the
 protected routes answer 401 with ``WWW-Authenticate: Bearer`` unless the
 request carries the token, compared in constant time (``hmac.compare_digest``).
-``/predict``, ``/model/parse`` and ``/audit`` are protected, ``/metrics`` too when
+``/predict``, ``/model/parse``, ``/audit``, the audit job routes and ``/status`` are protected, ``/metrics`` too when
 ``INTENTVCS_METRICS_TOKEN_REQUIRED=1``; the health probes (``/healthz``,
 ``/livez``, ``/readyz``) and the OpenAPI document stay open, the document
 declaring the bearer scheme and which operations require it (BentoML builds

@@ -24,6 +24,7 @@ from typing import Any
 from intentvcs.service import prometheus_metrics
 
 log = logging.getLogger(__name__)
+MAX_LOGGED_PATH = 200  # characters of a refused request's path in its log line
 # The logger of BentoML's log_exception (the module's __name__).
 BENTOML_LOGGER = "bentoml._internal.server.http_app"
 
@@ -36,8 +37,16 @@ def refused(method: str, route: str, status: int, reason: str) -> None:
 
 
 def refused_scope(scope: dict[str, Any], status: int, reason: str) -> None:
-    """:func:`refused` for an ASGI middleware (the route is one of the service's own, never free text)."""
-    refused(scope.get("method", "?"), scope.get("path", "?"), status, reason)
+    """:func:`refused` for an ASGI middleware, the request's path as ``logged_path`` writes it."""
+    refused(scope.get("method", "?"), logged_path(scope.get("path", "?")), status, reason)
+
+
+def logged_path(path: str) -> str:
+    """``path`` as a log line may hold it: a refused request's path is the client's text (a POST to any
+    path meets the body limit), and a decoded ``%0A`` in it wrote a line of the client's making into the
+    log, so anything but printable characters is escaped, and a long path cut."""
+    path = path[:MAX_LOGGED_PATH]
+    return path if path.isprintable() else ascii(path)
 
 
 class QuietRequestErrors(logging.Filter):

@@ -181,6 +181,9 @@ def test_an_audit_jobs_routes_need_the_token(server):
 def test_probes_stay_open_and_metrics_need_the_token(server):
     for probe in ("/healthz", "/livez", "/readyz", "/docs.json"):
         assert httpx.get(f"{server.url}{probe}").status_code == 200, probe
+    # /status names every label and entity type: the token's, as the answers are.
+    assert httpx.get(f"{server.url}/status").status_code == 401
+    assert httpx.get(f"{server.url}/status", headers=AUTH).json()["labels"]
     assert httpx.get(f"{server.url}/metrics").status_code == 401  # INTENTVCS_METRICS_TOKEN_REQUIRED=1
     assert httpx.get(f"{server.url}/metrics", headers=AUTH).status_code == 200
 

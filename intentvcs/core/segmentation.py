@@ -53,7 +53,9 @@ from intentvcs.core.outputs import GraphOutputs
 # Where a user joins two requests: a run of conjunctions (whole words, between blanks or marks) and commas or
 # semicolons, all of it taken out of both parts ("jazz, and, turn off", "jazz and and turn off", "jazz,,, turn").
 _JOINER = r"(?:[,;]|(?<![^\s,;])(?:and then|and also|after that|and|then|also|plus)(?![^\s,;]))"
-CONNECTOR = re.compile(rf"\s*{_JOINER}(?:\s*{_JOINER})*\s*", re.IGNORECASE)
+# Starts where the blanks before it start: a search tried from every blank of a long run of them, each
+# scanning the rest of the run, was quadratic (1,000 spaces: 25 ms a text, 6.6 s for a /predict of 256).
+CONNECTOR = re.compile(rf"(?<!\s)\s*{_JOINER}(?:\s*{_JOINER})*\s*", re.IGNORECASE)
 # The words of a connector: a part made of entities and these only names things ("apples and grapes").
 _JOINER_WORD = re.compile(rf"^{_JOINER}+$", re.IGNORECASE)
 # A self-repair ("turn off the lamps, sorry the lights", "please play, i mean transfer $75 to Alex"): what
