@@ -16,9 +16,10 @@ TEXTS = {"A": ["play music", "play a song", "play my playlist", "add song to pla
 OOS_TEXTS = ["call mom", "order pizza", "pay bill"]
 
 
-def write_rows(path, labels, oos=True):
-    rows = [{"text": text, "labels": [label]} for label in labels for text in TEXTS[label]]
-    rows += [{"text": text, "labels": []} for text in OOS_TEXTS] if oos else []
+def write_rows(path, labels, oos=True, tail=""):
+    """The rows of ``labels`` (``tail`` after each text: validation rows must not be the training rows)."""
+    rows = [{"text": text + tail, "labels": [label]} for label in labels for text in TEXTS[label]]
+    rows += [{"text": text + tail, "labels": []} for text in OOS_TEXTS] if oos else []
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return str(path)
 
@@ -41,7 +42,8 @@ def recorded(ckpt) -> DecisionConfig:
 
 @pytest.fixture
 def data(tmp_path):
-    return {"train": write_rows(tmp_path / "train.jsonl", "ABC"), "valid": write_rows(tmp_path / "valid.jsonl", "ABC")}
+    return {"train": write_rows(tmp_path / "train.jsonl", "ABC"),
+            "valid": write_rows(tmp_path / "valid.jsonl", "ABC", tail=" please")}
 
 
 def test_refit_keeps_every_setting_of_a_trained_checkpoint_not_given(tmp_path, capsys):

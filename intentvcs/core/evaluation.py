@@ -52,7 +52,8 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
     entity head, over in-scope rows and the entities the decision answers
     (``Decision.kept_entities``): ``slot_precision``, ``slot_recall``,
     ``slot_f1`` (CoNLL span level: type and both boundaries exact; a row without
-    spans has no entities), ``entities_exact`` and ``overall_accuracy`` (the
+    spans has no entities; none of these when no row of the data carries a span,
+    as a CSV cannot), ``entities_exact`` and ``overall_accuracy`` (the
     sentence level of JointBERT: the row's intents right as ``accuracy`` counts
     them and the entity set exactly the gold set) and ``overall_exact_match`` (the multi-intent
     one of MixATIS / MixSNIPS: the accepted intent set and the entity set both
@@ -81,7 +82,9 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
         intents_right = np.where(gold.sum(axis=1) > 1, set_right, top_right)
         figures["accuracy"] = float(intents_right[in_scope].mean())
         figures["top_accuracy"] = float(top_right[in_scope].mean())
-        if outputs.entities is not None:
+        # Only data that carries spans can score entities: on a CSV (which holds none) every entity found
+        # counted as wrong, and slot F1 read 0.
+        if outputs.entities is not None and any(example.spans for example in examples):
             figures.update(_entity_figures(examples, decision.kept_entities(outputs.entities), in_scope,
                                            intents_right, set_right))
     if is_oos.any():

@@ -120,14 +120,17 @@ def oos_metrics(pred_oos: np.ndarray, is_oos: np.ndarray, in_scope_correct: np.n
     tp = np.count_nonzero(pred_oos & is_oos)
     precision = _ratio(tp, np.count_nonzero(pred_oos))
     recall = _ratio(tp, np.count_nonzero(is_oos))
-    return {
-        "in_scope_accuracy": _ratio(np.count_nonzero(correct & ~pred_oos & in_scope), np.count_nonzero(in_scope)),
+    figures = {
         "oos_recall": recall,
         "oos_precision": precision,
         "oos_f1": _f1(precision, recall),
         "n_in_scope": int(np.count_nonzero(in_scope)),
         "n_oos": int(np.count_nonzero(is_oos)),
     }
+    if in_scope.any():  # of no in-scope rows there is no accuracy (it read 0), as no other in-scope figure
+        figures["in_scope_accuracy"] = _ratio(np.count_nonzero(correct & ~pred_oos & in_scope),
+                                              np.count_nonzero(in_scope))
+    return figures
 
 
 def average_ranks(values: np.ndarray) -> np.ndarray:

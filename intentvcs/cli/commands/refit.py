@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from intentvcs.cli.commands.train import add_decision_options, check_held_out
+from intentvcs.cli.commands.train import add_decision_options, read_splits
 from intentvcs.core.team_formats import FORMATS_HELP
 from intentvcs.training.config import DecisionConfig
 
@@ -57,13 +57,12 @@ def given_settings(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from intentvcs.core.team_formats import read_examples
     from intentvcs.training.pipeline import refit_checkpoint, refit_settings
 
-    check_held_out(args.train, args.valid)
     decision = refit_settings(Path(args.checkpoint), given_settings(args))
-    result = refit_checkpoint(Path(args.checkpoint), read_examples(args.train), read_examples(args.valid),
-                              read_examples(args.test) if args.test else None, decision, train_source=args.train)
+    # Checked as train checks its data (held out, span types, warnings), before the model loads.
+    train, valid, test = read_splits(args.train, args.valid, args.test, decision.oos_rule)
+    result = refit_checkpoint(Path(args.checkpoint), train, valid, test, decision, train_source=args.train)
     json.dump(result["metrics"], sys.stdout, indent=2)
     print()
     return 0

@@ -77,27 +77,12 @@ def add_decision_options(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.team_formats import check_span_types, read_examples, read_numbered
 
     atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test, args.relations])
     atomic.check_folder_target(args.out, inputs=[args.train, args.valid, args.test, args.relations],
                                outputs=[args.result])
     config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)  # options first
-    check_held_out(args.train, args.valid)
-    train = read_examples(args.train)
-    held_out = {path: read_numbered(path) for path in (args.valid, args.test) if path}
-    # A span type the training rows never show cannot be learnt, only missed
-    # (data without any spans trains no entity head, and its spans are not read).
-    types = {span.label for ex in train for span in ex.spans}
-    for path, rows in held_out.items() if types else ():
-        check_span_types(path, types, rows)
-    valid = [example for _, example in held_out[args.valid]]
-    learnt = {label for ex in train for label in ex.labels}
-    if not any(learnt.intersection(ex.labels) for ex in valid):  # refused now, not after the training
-        raise ValueError(f"{args.valid}: no row carries a label of the training rows; the validation rows pick "
-                         "the kept epoch and fit the decision layer, so they need some")
-    warn_about_data(train, valid, args.train, args.valid, decision.oos_rule)
-    test = [example for _, example in held_out[args.test]] if args.test else None
+    train, valid, test = read_splits(args.train, args.valid, args.test, decision.oos_rule)
     from intentvcs.training.pipeline import train_pipeline  # torch: seconds to import, after the data's checks
 
     result = train_pipeline(
@@ -124,12 +109,54 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_held_out(train_path: str, valid_path: str) -> None:
-    """Refuse validation rows that are the training file (``train`` and ``refit``)."""
+def read_splits(train_path: str, valid_path: str, test_path: str | None,
+                oos_rule: str) -> tuple[list, list, list | None]:
+    """The training, validation and (optional) test rows of ``train`` and ``refit``, checked before any model
+    loads: held out from each other (``check_held_out``), span types the training rows show (a type they never
+    show cannot be learnt, only missed; data without spans trains no entity head, and its spans are not read),
+    some validation row of a trained label; then ``warn_about_data``."""
+    from intentvcs.core.team_formats import check_span_types, read_examples, read_numbered
+
+    check_held_out(train_path, valid_path, test_path)
+    train = read_examples(train_path)
+    held_out = {path: read_numbered(path) for path in (valid_path, test_path) if path}
+    types = {span.label for ex in train for span in ex.spans}
+    for path, rows in held_out.items() if types else ():
+        check_span_types(path, types, rows)
+    valid = [example for _, example in held_out[valid_path]]
+    test = [example for _, example in held_out[test_path]] if test_path else None
+    learnt = {label for ex in train for label in ex.labels}
+    if not any(learnt.intersection(ex.labels) for ex in valid):  # refused now, not after the training
+        raise ValueError(f"{valid_path}: no row carries a label of the training rows; the validation rows pick "
+                         "the kept epoch and fit the decision layer, so they need some")
+    check_rows_held_out(train, valid, train_path, valid_path)
+    warn_about_data(train, valid, train_path, valid_path, oos_rule)
+    return train, valid, test
+
+
+def check_held_out(train_path: str, valid_path: str, test_path: str | None = None) -> None:
+    """Refuse validation rows that are the training file, and test rows that are either (``train`` and ``refit``)."""
     if Path(valid_path).resolve() == Path(train_path).resolve():
         raise ValueError(f"--valid {valid_path} is the --train file; give held-out rows: the decision layer (its "
                          "temperature, thresholds and out-of-scope cut) is fitted on them, and on the training rows "
                          "it would be fitted to what the model has memorised")
+    for option, other in (("--valid", valid_path), ("--train", train_path)):
+        if test_path and Path(test_path).resolve() == Path(other).resolve():
+            raise ValueError(f"--test {test_path} is the {option} file; the test figures must come from rows the "
+                             "model and its decision layer were not fitted on")
+
+
+def check_rows_held_out(train: Sequence, valid: Sequence, train_path: str, valid_path: str) -> None:
+    """Refuse validation rows that are all training rows (another file holding the same rows: the temperature
+    went to its floor without a word), and warn of a share of them that is."""
+    seen = {(ex.text, tuple(ex.labels)) for ex in train}
+    repeated = sum((ex.text, tuple(ex.labels)) in seen for ex in valid)
+    if valid and repeated == len(valid):
+        raise ValueError(f"every row of {valid_path} is a row of {train_path}; give held-out rows: the decision "
+                         "layer is fitted on them")
+    if repeated:
+        log.warning("%s: %d of %d row(s) are also training rows (%s): on those the decision layer is fitted to what "
+                    "the model has memorised", valid_path, repeated, len(valid), train_path)
 
 
 def warn_about_data(train: Sequence, valid: Sequence, train_path: str, valid_path: str, oos_rule: str) -> None:
