@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
-from intentvcs.core.dataio import Example
+from intentvcs.core.dataio import Example, Span
 from intentvcs.core.decision import Decision
 from intentvcs.core.evaluation import evaluate
 from intentvcs.core.manifest import BundleError, validate
@@ -32,6 +32,19 @@ LABELLED_ROWS = [
     ("put on some jazz and then book a table for two", ["PlayMusic", "BookRestaurant"]),
     ("will it rain tomorrow and also rate this book four stars", ["GetWeather", "RateBook"]),
 ]
+# Gold entities of some rows (the checkpoint tags city and date): rows without spans give no slot figures.
+SPANS = {"will it rain tomorrow in paris": [(13, 21, "date"), (25, 30, "city")],
+         "book a table for two tonight": [(21, 28, "date")]}
+
+
+def labelled_jsonl() -> str:
+    return "".join(json.dumps({"text": t, "labels": l, "spans": [{"start": a, "end": b, "label": x}
+                                                                  for a, b, x in SPANS.get(t, [])]}) + "\n"
+                   for t, l in LABELLED_ROWS)
+
+
+def labelled_examples() -> list[Example]:
+    return [Example(t, tuple(l), spans=tuple(Span(a, b, x) for a, b, x in SPANS.get(t, []))) for t, l in LABELLED_ROWS]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +54,7 @@ def gated(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("gated")
     rows = root / "held_out.jsonl"
-    rows.write_text("".join(json.dumps({"text": t, "labels": l}) + "\n" for t, l in LABELLED_ROWS))
+    rows.write_text(labelled_jsonl())
     checkpoint = make_tiny_checkpoint(root / "checkpoint", entity_types=("city", "date"))
     result = export_bundle(checkpoint, root / "bundle", parity_data=rows)
     return root / "bundle", result, rows
@@ -73,7 +86,7 @@ def test_the_gate_is_the_evaluation_of_both_graphs_and_auto_follows_it(gated):
     bundle, result, rows = gated
     gate = result["quantization"]["gate"]
     assert gate["rows"] == len(LABELLED_ROWS) and gate["data"] == str(rows)
-    examples = [Example(text, labels) for text, labels in LABELLED_ROWS]
+    examples = labelled_examples()
     fp32, int8 = (Engine(bundle, provider="cpu", quantized=mode) for mode in ("off", "on"))
     texts = [e.text for e in examples]
     figures = {}
@@ -115,7 +128,7 @@ def test_a_dynamic_graph_that_fails_its_gate_gives_way_to_the_weight_only_one(tm
     from intentvcs.export.exporter import export_bundle
 
     rows = tmp_path / "held_out.jsonl"
-    rows.write_text("".join(json.dumps({"text": t, "labels": l}) + "\n" for t, l in LABELLED_ROWS))
+    rows.write_text(labelled_jsonl())
     checkpoint = make_tiny_checkpoint(tmp_path / "checkpoint", entity_types=("city", "date"))
     gates = _failing_first_gate(monkeypatch)
     result = export_bundle(checkpoint, tmp_path / "bundle", parity_data=rows)
@@ -157,7 +170,7 @@ def test_a_quantisation_this_runtime_lacks_leaves_the_first(tmp_path, monkeypatc
     import intentvcs.export.exporter as exporter
 
     rows = tmp_path / "held_out.jsonl"
-    rows.write_text("".join(json.dumps({"text": t, "labels": l}) + "\n" for t, l in LABELLED_ROWS))
+    rows.write_text(labelled_jsonl())
     checkpoint = make_tiny_checkpoint(tmp_path / "checkpoint")
     _failing_first_gate(monkeypatch)
     real = exporter.quantize_int8
