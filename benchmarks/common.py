@@ -20,10 +20,11 @@ import sys
 from pathlib import Path
 
 from intentvcs.core import atomic
+from intentvcs.training.loaders import DATA_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-SHARED_DATA = Path(os.environ.get("INTENTVCS_DATA", ROOT.parent / "shared" / "data"))
+SHARED_DATA = Path(os.environ.get(DATA_ENV, ROOT.parent / "shared" / "data"))  # repo-relative, not cwd-relative
 
 
 def machine() -> dict:

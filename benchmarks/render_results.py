@@ -224,8 +224,6 @@ def robustness_rows() -> list[Row]:
         if meta is None:
             continue
         means = {(r["dataset"], r["model"], r["set"]): r for r in seed_means(meta["records"])}
-        seeds = {r["dataset"]: len({x["seed"] for x in meta["records"] if x["dataset"] == r["dataset"]})
-                 for r in meta["records"]}
         limits = {t["dataset"]: t["limit"] for t in meta.get("targets", []) if t["target"] == "random mean drop"}
         parts = []
         for dataset in dict.fromkeys(r["dataset"] for r in meta["records"]):
@@ -235,7 +233,7 @@ def robustness_rows() -> list[Row]:
                 continue
             before = "" if baseline is None or baseline.get("drop") is None else f" ({fmt(baseline['drop'])})"
             parts.append(f"{dataset.upper()} {fmt(augmented['drop'])}{before}"
-                         + (f" [{seeds[dataset]} seed]" if seeds[dataset] == 1 else ""))
+                         + (" [1 seed]" if len(augmented["seeds"]) == 1 else ""))
         if not parts:
             continue
         limit = set(limits.values())

@@ -236,6 +236,10 @@ def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decis
     service would give (``read_as_served``: the spelling normaliser, chained
     requests part by part).
     """
+    fp32, fp32_outputs = fp32_run
+    # The fp32 graph's answers as served: the gate's reference, the same for every method tried.
+    fp32_served = None if held_out.examples is None else \
+        read_as_served(fp32, spelling, decision, held_out.texts, outputs=fp32_outputs)
     candidates: list[tuple[Path, dict]] = []
     unavailable = []
     for settings in METHODS:
@@ -243,7 +247,7 @@ def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decis
         log.info("quantising to int8 (%s)", settings["method"])
         try:
             quantize_int8(directory / MODEL_FILE, path, settings)
-            report = _int8_report(path, settings, fp32_run, decision, held_out, spelling)
+            report = _int8_report(path, settings, fp32_run, fp32_served, decision, held_out, spelling)
         except Exception as exc:
             if not candidates:  # the first method is the int8 graph of every bundle: its failure is the export's
                 raise
@@ -270,9 +274,10 @@ def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decis
     return kept
 
 
-def _int8_report(path: Path, settings: dict, fp32_run: tuple[OnnxSession, GraphOutputs], decision: Decision,
-                 held_out: HeldOut, spelling: Spelling | None) -> dict:
-    """The report of the int8 graph at ``path``: settings, agreement, speed and gate (None without labels)."""
+def _int8_report(path: Path, settings: dict, fp32_run: tuple[OnnxSession, GraphOutputs], fp32_served: tuple | None,
+                 decision: Decision, held_out: HeldOut, spelling: Spelling | None) -> dict:
+    """The report of the int8 graph at ``path``: settings, agreement, speed and gate (None without labels;
+    ``fp32_served``: the fp32 graph's ``read_as_served``, the gate's reference)."""
     fp32, fp32_outputs = fp32_run
     int8 = OnnxSession(path, fp32.tokenizer, provider="cpu", tags=fp32.tags)
     texts = held_out.texts
@@ -282,9 +287,9 @@ def _int8_report(path: Path, settings: dict, fp32_run: tuple[OnnxSession, GraphO
     if held_out.examples is None:
         return report
     # Scored as the service answers: through the normaliser, chained requests part by part.
-    (fp32_served, _, fp32_decided), (int8_served, _, int8_decided) = (
-        read_as_served(session, spelling, decision, texts) for session in (fp32, int8))
-    report["gate"] = accuracy_gate(fp32_served, int8_served, decision, held_out.examples, held_out.source,
+    fp32_read, _, fp32_decided = fp32_served
+    int8_read, _, int8_decided = read_as_served(int8, spelling, decision, texts, outputs=int8_outputs)
+    report["gate"] = accuracy_gate(fp32_read, int8_read, decision, held_out.examples, held_out.source,
                                    results=(fp32_decided.result, int8_decided.result))
     log.info("int8 (%s) accuracy gate %s: %s", settings["method"], "passed" if report["gate"]["passed"] else "FAILED",
              ", ".join(f"{name} {f['fp32']:.4f} -> {f['int8']:.4f}" for name, f in report["gate"]["figures"].items()))

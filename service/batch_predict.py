@@ -60,6 +60,7 @@ from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEF
 
 FORMATS = {"jsonl": (".jsonl", ".ndjson", ".json"), "csv": (".csv",), "parquet": (".parquet", ".pq")}
 DEFAULT_CHUNK_ROWS = 1024  # rows per Engine.predict call: read, predicted and written together
+DEFAULT_CPUS_PER_WORKER = 1  # a Ray actor's CPUs, its ONNX Runtime threads
 # Chunks per Ray read task. A task's output becomes one block and an actor
 # takes a block whole, so one-chunk blocks share the work out evenly to the end.
 SPAN_CHUNKS = 1
@@ -455,7 +456,7 @@ class RayPredictor:
 def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLike, *, provider: str = "auto",
                 quantized: str = DEFAULT_QUANTIZED, spelling: bool = True, segment: bool = DEFAULT_SEGMENT,
                 top_k: int | None = None, max_batch: int = DEFAULT_MAX_BATCH, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                workers: int | None = None, cpus_per_worker: int = 1, address: str | None = None,
+                workers: int | None = None, cpus_per_worker: int = DEFAULT_CPUS_PER_WORKER, address: str | None = None,
                 progress: bool | None = None) -> dict[str, Any]:
     """Predict every row of ``source`` on Ray Data (see the module docstring); write ``out``; return a summary.
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, Iterable
 
-from intentvcs.service.rejections import respond
+from intentvcs.service.rejections import CLIENT_CLOSED, respond
 
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -34,7 +34,6 @@ SETTING = "INTENTVCS_MAX_BODY_BYTES"
 # The whole body within this (32 MiB, the default limit, at 1.1 MB/s), under BentoML's own request timeout
 # (60 s at least, app.py); a module constant, not yet an INTENTVCS_* setting.
 BODY_READ_TIMEOUT_S = 30.0
-CLIENT_CLOSED = 499  # nginx's "client closed request": the status logged for a body its client abandoned
 
 
 class BodyLimit:

@@ -171,22 +171,30 @@ class Engine:
         return answers
 
     def _infer(self, texts: list[str]) -> tuple[GraphOutputs, list[str]]:
-        """The graph's outputs for ``texts`` read through the spelling normaliser, and the texts it read
-        (answers keep the originals, entity offsets included)."""
-        return infer_normalised(self.spelling, texts, self.session.infer, tags=bool(self.session.tags))
+        return read_normalised(self.session, self.spelling, texts)
+
+
+def read_normalised(session: OnnxSession, spelling: Spelling | None,
+                    texts: list[str]) -> tuple[GraphOutputs, list[str]]:
+    """The graph's outputs for ``texts`` read through the spelling normaliser (None: as sent), and the texts it
+    read (answers keep the originals, entity offsets included)."""
+    return infer_normalised(spelling, texts, session.infer, tags=bool(session.tags))
 
 
 def read_as_served(session: OnnxSession, spelling: Spelling | None, decision: Decision, texts: list[str],
-                   segment: bool = DEFAULT_SEGMENT) -> tuple[GraphOutputs, list[str], SegmentedResult]:
+                   segment: bool = DEFAULT_SEGMENT,
+                   outputs: GraphOutputs | None = None) -> tuple[GraphOutputs, list[str], SegmentedResult]:
     """How the service reads and decides ``texts`` with ``session``'s graph: through the spelling normaliser
-    (``spelling``; None reads them as sent), a chained request part by part (``segment``). Returns the
-    texts' outputs, the texts the graph read and the decision. ``Engine.predict``'s reading, and the one
-    the export's int8 gate scores both graphs by, so that the gate judges the answers served."""
-    def infer(batch: list[str]) -> tuple[GraphOutputs, list[str]]:
-        return infer_normalised(spelling, batch, session.infer, tags=bool(session.tags))
-
-    outputs, read = infer(texts)
-    outputs, segmented = decide_segmented(decision, lambda batch: infer(batch)[0], texts, segment, outputs=outputs)
+    (``read_normalised``), a chained request part by part (``segment``). Returns the texts' outputs, the
+    texts the graph read and the decision. ``Engine.predict``'s reading, and the one the export's int8 gate
+    scores both graphs by, so that the gate judges the answers served. ``outputs``: the graph's outputs for
+    ``texts`` as sent, when the caller has them; reused where there is no normaliser to read them again."""
+    if outputs is not None and spelling is None:
+        read = list(texts)
+    else:
+        outputs, read = read_normalised(session, spelling, texts)
+    outputs, segmented = decide_segmented(decision, lambda batch: read_normalised(session, spelling, batch)[0],
+                                          texts, segment, outputs=outputs)
     return outputs, read, segmented
 
 

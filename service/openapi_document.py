@@ -210,13 +210,13 @@ def amend(spec: dict[str, Any], protected: Iterable[str] = ()) -> dict[str, Any]
             paths[GET_ROUTE]["get"]["responses"]["200"] = json.loads(json.dumps(report))
     for route, operations in MOUNTED.items():
         paths[route] = {method: {**operation, "responses": {
-            status: _answer(int(status), entry["$model"]) for status, entry in operation["responses"].items()}}
+            status: _answer(entry["$model"]) for status, entry in operation["responses"].items()}}
             for method, operation in operations.items()}
     for (route, method), (status, model) in ANSWERS.items():
         if method in paths.get(route, {}):
             responses = paths[route][method]["responses"]
             responses.pop("200", None)
-            responses[str(status)] = _answer(status, model)
+            responses[str(status)] = _answer(model)
     if method_of(paths, CANCEL_ROUTE, "put"):  # BentoML names the cancel after the retry
         paths[CANCEL_ROUTE]["put"].update(operationId="intentvcs__audit_job_cancel",
                                           **{"x-bentoml-name": "audit_job_cancel"})
@@ -239,7 +239,7 @@ def method_of(paths: dict[str, Any], route: str, method: str) -> dict[str, Any] 
     return operation if isinstance(operation, dict) else None
 
 
-def _answer(status: int, model: type[BaseModel]) -> dict[str, Any]:
+def _answer(model: type[BaseModel]) -> dict[str, Any]:
     return {"description": (model.__doc__ or model.__name__).split("\n")[0],
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
 

@@ -40,9 +40,10 @@ from typing import Any, Mapping
 EXTRACTOR = "intentvcs"  # Rasa names the component that found an entity
 # A button's payload, in the format of Rasa's RegexMessageHandler: "/" then the intent, an optional
 # "@confidence" and an optional JSON object of entity values, e.g. '/set_alarm@0.9{"time": "7 am"}'.
-# Stricter than Rasa, which checks the name against its domain: this service does not see the domain, so
-# the name holds no white space and nothing may follow (a user's "/ what time is it" is a message).
-PAYLOAD = re.compile(r"/(?P<intent>[^{@\s]+)(?P<confidence>@[0-9.]+)?(?P<entities>\{.+\})?(?P<rest>.*)", re.DOTALL)
+# Stricter than Rasa, which checks the name against its domain and reads anything after the entities as
+# nothing: this service does not see the domain, so the name holds no white space and the payload must
+# match whole (a user's "/ what time is it" is a message; Rasa's buttons never send more).
+PAYLOAD = re.compile(r"/(?P<intent>[^{@\s]+)(?P<confidence>@[0-9.]+)?(?P<entities>\{.+\})?", re.DOTALL)
 PAYLOAD_EXTRACTOR = "RegexMessageHandler"  # the Rasa component that reads payloads; their entities come from it
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,8 @@ def payload_answer(text: str) -> dict[str, Any] | None:
     whole payload, as Rasa's do.
     """
     payload = text.strip()
-    match = PAYLOAD.fullmatch(payload) if payload.startswith("/") else None
-    if match is None or match["rest"]:  # Rasa warns and reads the rest as nothing; its buttons never send one
+    match = PAYLOAD.fullmatch(payload)
+    if match is None:
         return None
     intent = {"name": match["intent"], "confidence": _payload_confidence(match["confidence"], payload)}
     start = len(text) - len(text.lstrip())

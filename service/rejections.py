@@ -25,6 +25,7 @@ from intentvcs.service import prometheus_metrics
 
 log = logging.getLogger(__name__)
 MAX_LOGGED_PATH = 200  # characters of a refused request's path in its log line
+CLIENT_CLOSED = 499  # nginx's "client closed request": the status logged for a request its client left
 # The logger of BentoML's log_exception (the module's __name__).
 BENTOML_LOGGER = "bentoml._internal.server.http_app"
 

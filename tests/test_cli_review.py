@@ -23,6 +23,7 @@ import pytest
 from intentvcs.cli import exit_codes
 from intentvcs.cli.main import build_parser, main
 from intentvcs.core.dataio import DataError
+from tests.test_options import subcommand
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW = json.dumps({"text": "play some music", "labels": ["PlayMusic"]}) + "\n"
@@ -41,11 +42,6 @@ def slot_folder(root: Path, seq_in: bytes = b"play music \nbook a table \n") -> 
     (folder / "seq.out").write_text("O O \nO O O \n", encoding="utf-8")
     (folder / "label").write_text("PlayMusic\nBookRestaurant\n", encoding="utf-8")
     return root
-
-
-def subcommand(name: str) -> argparse.ArgumentParser:
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return sub.choices[name]
 
 
 def option(command: str, flag: str) -> argparse.Action:

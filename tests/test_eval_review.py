@@ -9,7 +9,6 @@ import shutil
 
 import numpy as np
 
-from intentvcs.cli.main import main
 from intentvcs.core.dataio import Example, Span
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import Entity
@@ -17,7 +16,7 @@ from intentvcs.core.evaluation import evaluate
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.scoring import oos_metrics
 from tests.helpers.bundle import make_tiny_checkpoint
-from tests.test_refit_settings import TEXTS, write_rows
+from tests.test_refit_settings import TEXTS, refit, write_rows
 
 CITY = {"A": "play music in paris", "B": "book a table in rome", "C": "will it rain in oslo"}
 
@@ -33,10 +32,6 @@ def spanned_rows(path, tail="", bogus=False):
         rows += [{"text": other + tail, "labels": [label]} for other in TEXTS[label]]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return str(path)
-
-
-def refit(ckpt, train, valid, *options):
-    return main(["refit", "--checkpoint", str(ckpt), "--train", train, "--valid", valid, *options])
 
 
 def test_refit_names_a_copy_of_the_training_rows_given_as_validation_rows(tmp_path, caplog):

@@ -14,11 +14,10 @@ import time
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from intentvcs.cli.commands.serve import running
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
-from tests.helpers.http import wait_for
+from tests.helpers.http import metric_samples, wait_for
 
 REFERENCES = [{"text": f"{phrase} {tail}", "labels": [label]}
               for label, phrase in zip(DEFAULT_LABELS, ("play a song", "book a table", "will it rain",
@@ -55,9 +54,8 @@ def url(served):
 
 
 def errors(url: str) -> dict[str, float]:
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    return {s.labels["reason"]: s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name == "intentvcs_request_errors_total"}
+    return {dict(labels)["reason"]: value for labels, value in
+            metric_samples(url, "intentvcs_request_errors_total").items()}
 
 
 def trickle(url: str, path: str) -> socket.socket:

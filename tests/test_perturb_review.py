@@ -8,19 +8,16 @@ silently left out of a report."""
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 from intentvcs.cli.main import main
 from intentvcs.core.dataio import Example, Span, write_jsonl
-from intentvcs.core.decision import Decision
-from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.perturb import VALUE_OPERATORS, perturb
 from intentvcs.core.perturb.thesaurus import synonyms
 from intentvcs.core.robustness import render_markdown, run_suite
 from tests.helpers.bundle import DEFAULT_LABELS, make_tiny_bundle
+from tests.test_robustness import FakeModel, predictor
 
 SEEDS = range(20)
 
@@ -137,20 +134,9 @@ def test_asr_numbers_reads_a_huge_number_digit_by_digit(text, spoken):
 
 
 # -- 7. the report and inapplicable operators -----------------------------------------------
-LABELS = ("music", "weather")
-DECISION = Decision(LABELS, activation="softmax")
 PLAIN = [Example("play some jazz", ("music",)), Example("will it rain", ("weather",)),
          Example("play the new album", ("music",))]
-
-
-def fake_infer(texts):
-    logits = np.zeros((len(texts), len(LABELS)), dtype=np.float32)
-    logits[np.arange(len(texts)), [int("play" not in t.lower()) for t in texts]] = 4.0
-    pooled = np.zeros((len(texts), 3), dtype=np.float32)
-    return GraphOutputs(logits, pooled, pooled)
-
-
-MODEL = SimpleNamespace(labels=list(LABELS), decision=DECISION, info={}, infer=fake_infer)
+MODEL = predictor(FakeModel().infer)  # test_robustness's: "music" when "play" is in the text
 
 
 @pytest.mark.parametrize("named", [["unseen_entities"], ["slot_value_replacement", "casing"], ["raddle"]])

@@ -61,7 +61,7 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
     process killed between two of them (no data is written then) leaves the
     earlier ones done; a rename that fails leaves no temporary file behind.
     """
-    targets = check_targets(contents)
+    targets = check_targets(contents, probe=False)
     written: list[tuple[str, Path]] = []
     try:
         for target, content in zip(targets, contents.values()):
@@ -103,7 +103,7 @@ def streamed(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     renamed into place; on any failure it is removed and ``path`` is left as
     it was.
     """
-    target = check_targets([path])[0]
+    target = check_targets([path], probe=False)[0]
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
@@ -120,14 +120,16 @@ def streamed(path: str | os.PathLike) -> Iterator[IO[bytes]]:
 
 
 def check_targets(paths: Iterable[str | os.PathLike | None],
-                  inputs: Iterable[str | os.PathLike | None] = ()) -> list[Path]:
+                  inputs: Iterable[str | os.PathLike | None] = (), probe: bool = True) -> list[Path]:
     """The output file paths (None skipped), refusing one that is a directory, two that name the
     same file (one output would silently replace the other) and one that is one of the command's
     ``inputs`` (the output would replace the data it was computed from), and one in a folder that takes
     no new file.
 
     Commands call it before their long work, so a bad output path fails in
-    a second instead of after the model has run.
+    a second instead of after the model has run. ``probe=False`` leaves out the
+    writability probe (a file created and removed): for the writers below, whose
+    own temporary file is the same test, made at once.
     """
     targets = [Path(path) for path in paths if path is not None]
     seen: dict[Path, Path] = {}
@@ -145,7 +147,8 @@ def check_targets(paths: Iterable[str | os.PathLike | None],
         folder = next(parent for parent in target.parents if parent.exists())  # "/" always exists
         if not folder.is_dir():
             raise NotADirectoryError(f"cannot write {target}: {folder} is a file, not a folder")
-        _check_writable(target, folder)
+        if probe:
+            _check_writable(target, folder)
     return targets
 
 

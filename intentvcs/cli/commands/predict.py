@@ -7,7 +7,6 @@ answer lines, the output written all or nothing); this module is its options.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import sys
 
@@ -33,7 +32,7 @@ the same path; the data file is read on this node only. Needs the batch extra (r
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from intentvcs.service.batch_predict import DEFAULT_CHUNK_ROWS, FORMATS, predict_ray
+    from intentvcs.service.batch_predict import DEFAULT_CHUNK_ROWS, DEFAULT_CPUS_PER_WORKER, FORMATS
 
     p = sub.add_parser("predict", help="predict every row of a JSONL/CSV/Parquet file to a JSONL of answers",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -66,10 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int,
                    help="ray: actors, each with its own engine (default: the cluster's CPUs / --cpus-per-worker, "
                         "or its GPUs with --provider cuda; a local cluster gets this machine's cores)")
-    # None: not given, so that --engine local refuses it rather than ignore it; predict_ray has the default.
-    ray_cpus = inspect.signature(predict_ray).parameters["cpus_per_worker"].default
+    # None: not given, so that --engine local refuses it rather than ignore it.
     p.add_argument("--cpus-per-worker", type=int,
-                   help=f"ray: CPUs reserved per actor, its ONNX Runtime threads (default: {ray_cpus})")
+                   help=f"ray: CPUs reserved per actor, its ONNX Runtime threads (default: {DEFAULT_CPUS_PER_WORKER})")
     p.set_defaults(func=run)
 
 
@@ -97,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             source, out, args.bundle, provider=args.provider, quantized=args.quantized, spelling=args.spelling,
             segment=args.segment, top_k=args.top_k, max_batch=args.batch_size, chunk_rows=args.chunk_rows,
             workers=args.workers, address=args.ray_address,
-            **({"cpus_per_worker": args.cpus_per_worker} if args.cpus_per_worker is not None else {}))
+            cpus_per_worker=args.cpus_per_worker or batch_predict.DEFAULT_CPUS_PER_WORKER)
     else:
         from intentvcs.service.engine import Engine
 

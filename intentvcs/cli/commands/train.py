@@ -129,7 +129,6 @@ def read_splits(train_path: str, valid_path: str, test_path: str | None,
     if not any(learnt.intersection(ex.labels) for ex in valid):  # refused now, not after the training
         raise ValueError(f"{valid_path}: no row carries a label of the training rows; the validation rows pick "
                          "the kept epoch and fit the decision layer, so they need some")
-    check_rows_held_out(train, valid, train_path, valid_path)
     warn_about_data(train, valid, train_path, valid_path, oos_rule)
     return train, valid, test
 
@@ -144,18 +143,6 @@ def check_held_out(train_path: str, valid_path: str, test_path: str | None = Non
         if test_path and Path(test_path).resolve() == Path(other).resolve():
             raise ValueError(f"--test {test_path} is the {option} file; the test figures must come from rows the "
                              "model and its decision layer were not fitted on")
-
-
-def check_rows_held_out(train: Sequence, valid: Sequence, train_path: str, valid_path: str) -> None:
-    """Warn of validation rows that are training rows (another file of the same rows drove the temperature to
-    its floor without a word). A warning, not a refusal: a smoke run or a test may validate on a few training
-    rows on purpose; the same file is refused (``check_held_out``)."""
-    seen = {(ex.text, tuple(ex.labels)) for ex in train}
-    repeated = sum((ex.text, tuple(ex.labels)) in seen for ex in valid)
-    if repeated:
-        log.warning("%s: %s of %d row(s) are also training rows (%s): on those the decision layer (temperature, "
-                    "thresholds, out-of-scope cut) is fitted to what the model has memorised; give held-out rows",
-                    valid_path, "all" if repeated == len(valid) else repeated, len(valid), train_path)
 
 
 def warn_about_data(train: Sequence, valid: Sequence, train_path: str, valid_path: str, oos_rule: str) -> None:
@@ -175,6 +162,14 @@ def warn_about_data(train: Sequence, valid: Sequence, train_path: str, valid_pat
         log.warning("%s: no row carries an entity span, so the entity head is trained but never judged: the kept "
                     "epoch and the int8 gate see no entity (a CSV carries none; give validation rows with spans "
                     "in JSONL or Rasa YAML)", valid_path)
+    # Warned of, not refused: a smoke run or a test may validate on training rows on purpose (the same file
+    # is refused, check_held_out). Another file of them drove the temperature to its floor without a word.
+    seen = {(ex.text, tuple(ex.labels)) for ex in train}
+    repeated = sum((ex.text, tuple(ex.labels)) in seen for ex in valid)
+    if repeated:
+        log.warning("%s: %s of %d row(s) are also training rows (%s): on those the decision layer (temperature, "
+                    "thresholds, out-of-scope cut) is fitted to what the model has memorised; give held-out rows",
+                    valid_path, "all" if repeated == len(valid) else repeated, len(valid), train_path)
     unseen = sorted(labels - {label for ex in valid for label in ex.labels})
     if unseen:
         log.warning("%s: %d intent(s) have no validation row (%s%s): their acceptance thresholds and the kept "

@@ -70,7 +70,7 @@ def eda_swap(example: Example, rng: random.Random, alpha: float = EDA_ALPHA) -> 
     those beside a span or joined to another word: module docstring)."""
     utt = Utterance(example)
     free = utt.free_words(alpha=False)
-    movable = {i for i in utt.free_words(alpha=False, whole=True) if not utt.next_to_span(i)}
+    movable = {i for i in free if utt.stands_alone(i) and not utt.next_to_span(i)}
     words = {i: utt.tokens[i].text for i in free}
     if len({words[i].lower() for i in movable}) < 2:
         return None
@@ -89,7 +89,7 @@ def eda_delete(example: Example, rng: random.Random, p: float = EDA_ALPHA) -> Ex
     another stays: module docstring)."""
     utt = Utterance(example)
     free = utt.free_words(alpha=False)
-    whole = utt.free_words(alpha=False, whole=True)
+    whole = {i for i in free if utt.stands_alone(i)}
     if not whole or (len(whole) == len(utt.word_indices()) and len(whole) < 2):
         return None
     doomed = [i for i in free if rng.random() < p and i in whole] or [_choose(rng, free, whole)]
@@ -98,7 +98,7 @@ def eda_delete(example: Example, rng: random.Random, p: float = EDA_ALPHA) -> Ex
     return apply_edits(example, [utt.delete(i) for i in doomed])
 
 
-def _choose(rng: random.Random, pool: list[int], allowed: list[int]) -> int:
+def _choose(rng: random.Random, pool: list[int], allowed: set[int]) -> int:
     """``rng.choice(pool)``, drawn again until it is ``allowed`` (why not from ``allowed``: module docstring)."""
     while (pick := rng.choice(pool)) not in allowed:
         pass

@@ -67,11 +67,14 @@ def stopword_sites(utt: Utterance, rng: random.Random, n: int = 1) -> list[Site]
     one (``lexicon.PLURAL_ONLY``) only before a plural noun."""
 
     def lookup(i: int) -> tuple[str, ...]:
-        if is_particle(utt, i):
+        found = stopword_synonyms(utt.tokens[i].lower)  # most words have none: asked first, it is the cheap test
+        if not found or is_particle(utt, i):
             return ()
+        if not lexicon.PLURAL_ONLY.intersection(found):
+            return found
         after = utt.next_word(i)
         plural = after is not None and is_plural_noun(after.lower)
-        return tuple(s for s in stopword_synonyms(utt.tokens[i].lower) if plural or s not in lexicon.PLURAL_ONLY)
+        return tuple(s for s in found if plural or s not in lexicon.PLURAL_ONLY)
 
     return _pick(rng, [utt.free_words()], lookup, n)
 
