@@ -76,7 +76,7 @@ STATUS_ROUTE, GET_ROUTE = f"{JOB_ROUTE}/status", f"{JOB_ROUTE}/get"
 # The method of each job route JobGate passes on (HEAD too with GET, as Starlette routes it); cancel is its own.
 JOB_METHODS = {SUBMIT_ROUTE: "POST", RETRY_ROUTE: "POST", STATUS_ROUTE: "GET", GET_ROUTE: "GET",
                PROGRESS_ROUTE: "GET"}
-BAD_TASK_ID = "task_id: expected the id that /audit/job/submit answered"
+BAD_TASK_ID = "task_id: expected the id that /audit/job/submit answered, given once"
 # Every route of a job but its submit: BentoML's, and ours. Behind the API token like the submit.
 JOB_READ_ROUTES = [JOB_ROUTE, RETRY_ROUTE, PROGRESS_ROUTE, CANCEL_ROUTE, STATUS_ROUTE, GET_ROUTE]
 JOB_NICENESS = 10  # added to the job thread's niceness: /predict comes first
@@ -186,7 +186,7 @@ def read_progress(task_id: str) -> dict[str, Any] | None:
 async def progress_endpoint(request: Request) -> JSONResponse:
     """``GET /audit/job/progress?task_id=``: the job's stage and counts, 404 for an unknown id (``JobGate``
     has refused a malformed one, and counts the 404)."""
-    task_id = request.query_params.get("task_id", "")
+    task_id = task_id_of(request.scope)
     if not TASK_ID.fullmatch(task_id):
         return JSONResponse({"error": BAD_TASK_ID}, status_code=400)
     progress = read_progress(task_id)
@@ -233,7 +233,7 @@ class JobGate:
             self.on_reject(scope, 405, "method_not_allowed")
             await respond(send, 405, f"{path} takes {JOB_METHODS[path]}, not {scope['method'][:20]}",
                           headers=[(b"allow", JOB_METHODS[path].encode())])
-        elif path != SUBMIT_ROUTE and not TASK_ID.fullmatch(_task_id(scope)):
+        elif path != SUBMIT_ROUTE and not TASK_ID.fullmatch(task_id_of(scope)):
             self.on_reject(scope, 400, "invalid_request")
             await respond(send, 400, BAD_TASK_ID)
         elif path in (SUBMIT_ROUTE, RETRY_ROUTE):
@@ -281,7 +281,7 @@ class JobGate:
             await respond(send, 405, f"cancel an audit job with PUT {CANCEL_ROUTE}?task_id=",
                           headers=[(b"allow", b"PUT")])
             return
-        task_id = _task_id(scope)
+        task_id = task_id_of(scope)
         if not TASK_ID.fullmatch(task_id):
             self.on_reject(scope, 400, "invalid_request")
             await respond(send, 400, BAD_TASK_ID)
@@ -299,8 +299,11 @@ class JobGate:
         await respond_json(send, 202, {"task_id": task_id, "status": "cancelling"})
 
 
-def _task_id(scope: dict[str, Any]) -> str:
-    return (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("task_id") or [""])[0]
+def task_id_of(scope: dict[str, Any]) -> str:
+    """The request's ``task_id``, or "" (refused as malformed) when it is missing or repeated: the gate
+    must check the id BentoML's routes will read, and Starlette reads the last of several."""
+    given = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True).get("task_id", [])
+    return given[0] if len(given) == 1 else ""
 
 
 class JobBodyCheck:

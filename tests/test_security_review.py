@@ -140,3 +140,15 @@ def test_the_progress_folder_is_the_users_and_a_prune_follows_no_link(tmp_path, 
     audit_jobs.JobProgress(folder, "0123abcd", 10)
     assert sorted(p.name for p in victim.iterdir()) == ["a.json", "b.cancel"]
     assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_task_id_given_twice_is_refused(served):
+    """The gate checked the first of two ids while BentoML's routes read the last: a malformed id got past it."""
+    url, _ = served
+    twice = [("task_id", "0123abcd"), ("task_id", "../../x\n")]
+    for route in ("status", "get", "progress"):
+        answer = httpx.get(f"{url}/audit/job/{route}", params=twice, timeout=10)
+        assert answer.status_code == 400 and "once" in answer.json()["error"], (route, answer.text)
+    assert httpx.put(f"{url}/audit/job/cancel", params=twice, timeout=10).status_code == 400
+    blank_last = [("task_id", "0123abcd"), ("task_id", "")]
+    assert httpx.get(f"{url}/audit/job/status", params=blank_last, timeout=10).status_code == 400
