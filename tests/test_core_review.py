@@ -57,7 +57,7 @@ def test_non_finite_embeddings_the_distance_rule_reads_are_refused():
 
 def test_fit_temperature_refuses_non_finite_logits():
     logits = np.array([[np.nan, 1.0], [0.0, 1.0], [2.0, 0.0]])
-    with pytest.raises(ValueError, match=r"1 of 3 logit row\(s\) hold non-finite"):
+    with pytest.raises(ValueError, match=r"logits: 1 of 3 row\(s\) hold non-finite"):
         fit_temperature(logits, np.array([0, 1, 0]), "softmax")
     with pytest.raises(ValueError, match="non-finite"):
         fit_temperature(np.where(np.isnan(logits), np.inf, logits), np.eye(2, dtype=int)[[0, 1, 0]], "sigmoid")

@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from intentvcs.core.outputs import non_finite_rows
+from intentvcs.core.outputs import non_finite_problem
 
 ACTIVATIONS = ("softmax", "sigmoid")
 ECE_BINS = 15
@@ -162,9 +162,9 @@ def fit_temperature(
     targets = _check_targets(z, targets, activation)
     if not len(z):
         raise ValueError("fit_temperature needs at least one validation row")
-    rows = non_finite_rows(z)
-    if rows:
-        raise ValueError(f"fit_temperature: {rows} of {len(z)} logit row(s) hold non-finite values (NaN or inf)")
+    problem = non_finite_problem(z, "fit_temperature: logits")
+    if problem:
+        raise ValueError(problem)
     log_t = _golden_section(lambda u: nll(z, targets, activation, math.exp(u)),
                             math.log(bounds[0]), math.log(bounds[1]), tol)
     return float(math.exp(log_t))

@@ -35,7 +35,7 @@ import numpy as np
 from intentvcs.core.calibration import check_activation, probabilities
 from intentvcs.core.formats import FileFormat, anything, json_list, message_error
 from intentvcs.core.oos import OOS_LABEL, NonFiniteInput, NoRule, OOSRule, TrainRule, rule_from_dict
-from intentvcs.core.outputs import non_finite_rows, tuple_array
+from intentvcs.core.outputs import non_finite_problem, tuple_array
 from intentvcs.core.relations import Closure, Completion, LabelRelations
 from intentvcs.core import support
 from intentvcs.core.thresholds import global_thresholds
@@ -215,9 +215,9 @@ class Decision:
             raise DecisionError(f"logits must be [N, {len(self.labels)}], got shape {list(logits.shape)}")
         # A NaN or infinite logit makes its row's confidences NaN: never out of scope, and the top
         # fallback would answer the first label. One pass over the batch; rows are counted on refusal only.
-        rows = non_finite_rows(logits)
-        if rows:
-            raise DecisionError(f"logits: {rows} of {len(logits)} row(s) hold non-finite values (NaN or inf)")
+        problem = non_finite_problem(logits, "logits")
+        if problem:
+            raise DecisionError(problem)
         return probabilities(logits, self.activation, self.temperature)
 
     def apply(self, logits: np.ndarray, pooled: np.ndarray | None = None,

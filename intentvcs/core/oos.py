@@ -54,7 +54,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from intentvcs.core.outputs import non_finite_rows
+from intentvcs.core.outputs import non_finite_problem
 from intentvcs.core.scoring import retention_threshold
 
 OOS_LABEL = "oos"
@@ -84,9 +84,9 @@ class NonFiniteInput(ValueError):
 
 def _check_finite(matrix: np.ndarray, name: str) -> np.ndarray:
     """``matrix`` ``[N, H]``, or ``NonFiniteInput`` naming ``name`` and how many rows hold NaN or inf."""
-    rows = non_finite_rows(matrix)
-    if rows:
-        raise NonFiniteInput(f"{name}: {rows} of {len(matrix)} row(s) hold non-finite values (NaN or inf)")
+    problem = non_finite_problem(matrix, name)
+    if problem:
+        raise NonFiniteInput(problem)
     return matrix
 
 

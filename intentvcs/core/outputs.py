@@ -59,11 +59,15 @@ class GraphOutputs(NamedTuple):
                      for i in range(len(cls._fields))))
 
 
-def non_finite_rows(matrix: np.ndarray) -> int:
-    """How many rows of ``matrix`` (``[N, ...]``) hold a NaN or infinite value: one pass when none does, the
-    count (for the refusal's message) only when some do."""
+def non_finite_problem(matrix: np.ndarray, name: str) -> str | None:
+    """None when every value of ``matrix`` (``[N, ...]``) is finite, else the refusal's message naming
+    ``name`` and how many rows hold a NaN or infinite value: one pass when none does, the count only when
+    some do."""
     finite = np.isfinite(matrix)
-    return 0 if finite.all() else int(np.count_nonzero(~finite.reshape(len(matrix), -1).all(axis=1)))
+    if finite.all():
+        return None
+    rows = int(np.count_nonzero(~finite.reshape(len(matrix), -1).all(axis=1)))
+    return f"{name}: {rows} of {len(matrix)} row(s) hold non-finite values (NaN or inf)"
 
 
 def tuple_array(per_text: Sequence[tuple]) -> np.ndarray:
