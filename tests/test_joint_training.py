@@ -55,7 +55,7 @@ def test_the_joint_figure_picks_the_kept_epoch(backbone, tmp_path):
     meta = json.loads((out / "checkpoint.json").read_text())
     overall = [epoch["valid_overall"] for epoch in meta["history"]]
     assert meta["train_config"]["select_by"] == "joint" and len(overall) == 3
-    assert meta["best_epoch"] == 1 + overall.index(max(overall))
+    assert overall[meta["best_epoch"] - 1] == max(overall)
 
 
 # The validation loss rises from epoch 1 while the overall accuracy peaks at epoch 2; a run without an

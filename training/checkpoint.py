@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from intentvcs.core import atomic
-from intentvcs.core.dataio import Example
+from intentvcs.core.dataio import Example, read_utf8
 from intentvcs.core.formats import HEADER, FileFormat, anything, is_int
 from intentvcs.core.references import REFERENCES_FILE, write_references
 from intentvcs.core.spelling import SPELLING_FILE, Spelling
@@ -113,7 +113,7 @@ def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
     if not meta_path.is_file():
         raise FileNotFoundError(f"{meta_path}: not a checkpoint (missing {META_FILE})")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = json.loads(read_utf8(meta_path))  # a byte that is not UTF-8: a DataError naming the file
     except json.JSONDecodeError as exc:
         raise ValueError(f"{meta_path}: invalid JSON: {exc.msg}") from None
     CHECKPOINT_FORMAT.check(meta, str(meta_path))

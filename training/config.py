@@ -96,7 +96,8 @@ class TrainConfig:
     # two rules are the same.
     select_by: str = setting("joint", "what picks the kept epoch and stops early: loss (validation loss) or "
                                       "joint (validation overall accuracy: top intent right and the entity set "
-                                      "exactly gold; the loss where no entity head is trained)", SELECTION_RULES)
+                                      "exactly gold, a tie going to the lower loss; the loss where no entity "
+                                      "head is trained)", SELECTION_RULES)
     # The word-embedding matrix is half of MiniLM's weights; freezing it costs
     # no accuracy on intent data and makes every CPU step markedly cheaper.
     freeze_embeddings: bool = setting(True, "keep the word-embedding matrix frozen")

@@ -119,9 +119,10 @@ class _Run:
 
 @dataclass
 class _Best:
-    """The best epoch on validation so far (``score``: higher is better), its weights, and the epochs since."""
+    """The best epoch on validation so far (``score``: higher is better, compared as a tuple), its weights,
+    and the epochs since."""
 
-    score: float = -math.inf
+    score: tuple[float, ...] = (-math.inf,)
     epoch: int = 0
     state: dict | None = None
     stale: int = 0
@@ -398,7 +399,9 @@ class Trainer:
             raise ValueError(f"training diverged at epoch {record['epoch']} (loss {record['train_loss']}, "
                              f"validation loss {record['valid_loss']}); lower the learning rate (--lr)")
         joint = self.config.select_by == "joint" and "valid_overall" in record
-        score = record["valid_overall"] if joint else -record["valid_loss"]
+        # A tie on overall accuracy goes to the lower loss: counted as no improvement, a plateau (or the 0.0
+        # of an entity head's first epochs) stopped a run whose loss still fell and kept its earliest epoch.
+        score = (record["valid_overall"], -record["valid_loss"]) if joint else (-record["valid_loss"],)
         if score > best.score:
             best.score, best.epoch, best.stale = score, record["epoch"], 0
             best.state = copy.deepcopy(run.model.state_dict())

@@ -107,7 +107,9 @@ def _read_lines(path: Path) -> list[str]:
         raise DataError(path, None, "file not found")
     # Split on newlines only: str.splitlines would also break on U+2028
     # and friends inside an utterance and misalign the three files.
-    lines = [line.rstrip("\r") for line in read_utf8(path).split("\n")]
+    # A leading byte-order mark (Windows editors) is no part of the first row: kept, it made the first
+    # intent one of its own ("\ufeffPlayMusic"), which the whitespace check below does not see.
+    lines = [line.rstrip("\r") for line in read_utf8(path).removeprefix("\ufeff").split("\n")]
     # A final empty line is a trailing newline artefact, not a row.
     while lines and not lines[-1].strip():
         lines.pop()
