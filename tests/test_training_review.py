@@ -1,5 +1,6 @@
 """Review of the training package: defects reproduced, one test each."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -44,3 +45,24 @@ def test_joint_selection_does_not_stop_a_run_whose_loss_still_falls_on_a_tied_ov
         record = {"epoch": epoch, "train_loss": loss, "valid_loss": loss, "valid_overall": 0.0}
         assert trainer._keep_best(run, best, record), f"stopped at epoch {epoch}"
     assert best.epoch == 4
+
+
+def test_a_checkpoint_of_an_unknown_method_is_refused_naming_the_file(tmp_path):
+    """A checkpoint whose method this version does not know (written by a newer one) reached
+    ``METHODS[meta["method"]]`` in refit as a bare KeyError, which the CLI answers as an internal error."""
+    from intentvcs.training.checkpoint import CHECKPOINT_FORMAT
+
+    meta = {**CHECKPOINT_FORMAT.stamp(), "labels": ["a"], "backbone": "x", "max_length": 16,
+            "method": "contrastive_v9", "decision": {}}
+    (tmp_path / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{tmp_path / META_FILE}.*method.*contrastive_v9"):
+        read_checkpoint_meta(tmp_path)
+
+
+def test_training_seconds_of_a_checkpoint_without_history():
+    """The fallback (the epochs' sum) was computed even where the total is recorded: a KeyError without
+    ``history``."""
+    from intentvcs.training.checkpoint import training_seconds
+
+    assert training_seconds({"train_seconds": 12.5}) == 12.5
+    assert training_seconds({"history": [{"seconds": 1.25}, {"seconds": 2.0}]}) == 3.2

@@ -22,7 +22,7 @@ from intentvcs.core.dataio import Example, read_utf8
 from intentvcs.core.formats import HEADER, FileFormat, anything, is_int
 from intentvcs.core.references import REFERENCES_FILE, write_references
 from intentvcs.core.spelling import SPELLING_FILE, Spelling
-from intentvcs.training.config import MIN_LENGTH
+from intentvcs.training.config import METHOD_NAMES, MIN_LENGTH
 
 
 def _max_length(value: Any) -> str | None:
@@ -32,12 +32,17 @@ def _max_length(value: Any) -> str | None:
         f"expected an integer >= {MIN_LENGTH} (the two special tokens and one word), got {value!r}")
 
 
+def _method(value: Any) -> str | None:
+    """Why ``value`` is no training method of this version (a checkpoint of a newer one), or None."""
+    return None if value in METHOD_NAMES else f"expected one of {list(METHOD_NAMES)}, got {value!r}"
+
+
 # A checkpoint's metadata cannot be refitted when its own header is stale
 # (``intentvcs refit`` reads it first), so the remedy is a new training run.
 CHECKPOINT_FORMAT = FileFormat(
     "intentvcs-checkpoint", 1, "checkpoint", "retrain it (intentvcs train)",
     fields={**dict.fromkeys(("labels", "backbone"), anything), "max_length": _max_length,
-            **dict.fromkeys(("method", "decision"), anything)},
+            "method": _method, "decision": anything},
 )
 META_FILE = "checkpoint.json"
 # What a checkpoint folder holds (training.model writes the encoder folder and the heads' safetensors):
@@ -122,7 +127,9 @@ def read_checkpoint_meta(path: str | os.PathLike) -> dict[str, Any]:
 
 def training_seconds(meta: dict[str, Any]) -> float:
     """How long the checkpoint's training took; older checkpoints lack the total, so their epochs' sum."""
-    return meta.get("train_seconds", round(sum(h["seconds"] for h in meta["history"]), 1))
+    if "train_seconds" in meta:
+        return meta["train_seconds"]
+    return round(sum(h["seconds"] for h in meta["history"]), 1)
 
 
 def max_length_problem(max_length: int, encoder_config) -> str | None:
