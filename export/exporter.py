@@ -34,8 +34,7 @@ from tokenizers import Tokenizer
 from intentvcs.core import atomic, manifest
 from intentvcs.core.decision import Decision
 from intentvcs.core.entities import entity_types
-from intentvcs.core.manifest import (BUNDLE_FILES, BUNDLE_FORMAT, INT8_MODEL_FILE, MANIFEST_FILE, MODEL_FILE,
-                                     TOKENIZER_FILE)
+from intentvcs.core.manifest import BUNDLE_OUTPUT, INT8_MODEL_FILE, MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.references import REFERENCES_FILE, read_references, write_references
 from intentvcs.core.references import summary as references_summary
@@ -86,7 +85,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     atomic.check_targets([result_file], inputs=(checkpoint_dir, parity_data))
     atomic.check_folder_target(out_dir, inputs=(checkpoint_dir, parity_data), outputs=[result_file])
     atomic.check_outside(checkpoint_dir, [out_dir, result_file])  # the checkpoint is read whole
-    atomic.check_replaceable(out_dir, MANIFEST_FILE, force, BUNDLE_FILES, BUNDLE_FORMAT.name)
+    atomic.check_replaceable(out_dir, BUNDLE_OUTPUT, force)
     max_length = meta["max_length"]
     model, tokenizer = _load_model(checkpoint_dir, meta, decision)
     if not entities:
@@ -95,7 +94,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     spelling = read_checkpoint_spelling(checkpoint_dir)
 
     also: dict[str | os.PathLike, str] = {}  # filled in below, once the result is known
-    with atomic.directory(out_dir, MANIFEST_FILE, force, BUNDLE_FILES, BUNDLE_FORMAT.name, also=also) as tmp:
+    with atomic.directory(out_dir, BUNDLE_OUTPUT, force, also=also) as tmp:
         log.info("exporting the ONNX graph with Optimum")
         model_info = export_onnx(model, tmp / MODEL_FILE, opset)
         model_info["fusions"] = fuse_encoder(tmp / MODEL_FILE, model.encoder.config)

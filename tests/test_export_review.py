@@ -22,7 +22,7 @@ from intentvcs.cli import exit_codes
 from intentvcs.cli.main import main
 from intentvcs.core import atomic
 from intentvcs.core.decision import Decision
-from intentvcs.core.manifest import BUNDLE_FILES, BUNDLE_FORMAT, MANIFEST_FILE
+from intentvcs.core.manifest import BUNDLE_FORMAT, BUNDLE_OUTPUT, MANIFEST_FILE
 from intentvcs.core.outputs import GraphOutputs, tuple_array
 from intentvcs.export.parity import ParityError, check_parity
 from tests.helpers.bundle import make_tiny_checkpoint
@@ -217,7 +217,7 @@ def _bundle_like(folder: Path, text: str) -> Path:
 
 
 def _commit(final: Path, text: str) -> None:
-    with atomic.directory(final, MANIFEST_FILE, False, BUNDLE_FILES, BUNDLE_FORMAT.name) as tmp:
+    with atomic.directory(final, BUNDLE_OUTPUT) as tmp:
         (tmp / MANIFEST_FILE).write_text(json.dumps({"format": BUNDLE_FORMAT.name, "note": text}))
 
 
@@ -252,4 +252,4 @@ def test_an_out_that_is_a_symbolic_link_is_named_so(tmp_path):
     link = tmp_path / "current"
     link.symlink_to(target)
     with pytest.raises(FileExistsError, match=f"{link} is a symbolic link"):
-        atomic.check_replaceable(link, MANIFEST_FILE, False, BUNDLE_FILES, BUNDLE_FORMAT.name)
+        atomic.check_replaceable(link, BUNDLE_OUTPUT)

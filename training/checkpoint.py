@@ -48,6 +48,7 @@ META_FILE = "checkpoint.json"
 # What a checkpoint folder holds (training.model writes the encoder folder and the heads' safetensors):
 # an existing folder of nothing else may be replaced by a new checkpoint (atomic.check_replaceable).
 CHECKPOINT_HOLDS = (META_FILE, "encoder", "*.safetensors", SPELLING_FILE, REFERENCES_FILE)
+CHECKPOINT_OUTPUT = atomic.OutputKind(META_FILE, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name)
 
 
 def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, Any],
@@ -62,7 +63,7 @@ def write_checkpoint(path: str | os.PathLike, model, tokenizer, meta: dict[str, 
     checkpoint, all or none (``atomic.directory``'s ``also``).
     """
     body = _stamped(meta)  # checked before anything is written
-    with atomic.directory(path, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name, also=also) as tmp:
+    with atomic.directory(path, CHECKPOINT_OUTPUT, force, also=also) as tmp:
         model.save(tmp, tokenizer)
         write_checkpoint_spelling(tmp, spelling)
         if references:

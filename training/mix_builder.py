@@ -256,7 +256,7 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
     known_valid = known_spans_only(files["valid"], {span.label for row in files["train"] for span in row.spans})
     info["valid_known_spans_dropped"] = sum(len(row.spans) for row in files["valid"]) - sum(
         len(row.spans) for row in known_valid)
-    with atomic.directory(out, INFO_FILE, force, MIX_HOLDS) as tmp:
+    with atomic.directory(out, atomic.OutputKind(INFO_FILE, MIX_HOLDS), force) as tmp:
         for split, rows in files.items():
             write_jsonl(tmp / f"{split}.jsonl", rows)
         write_jsonl(tmp / KNOWN_VALID_FILE, known_valid)

@@ -29,8 +29,7 @@ from intentvcs.core.entities import entity_types
 from intentvcs.core.oos import OOS_LABEL
 from intentvcs.core.spelling import Spelling
 from intentvcs.training.checkpoint import (
-    CHECKPOINT_FORMAT,
-    CHECKPOINT_HOLDS,
+    CHECKPOINT_OUTPUT,
     META_FILE,
     checkpoint_tags,
     read_checkpoint_meta,
@@ -107,7 +106,7 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
     is replaced only when it is an earlier checkpoint or empty, any other
     folder only with ``force``; that is checked before training starts.
     """
-    atomic.check_replaceable(out, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name)
+    atomic.check_replaceable(out, CHECKPOINT_OUTPUT, force)
     if decision.oos_rule == "train" and not any(ex.is_out_of_scope for ex in train):  # refused before training
         raise ValueError("the OOS rule train learns out-of-scope requests as a class of their own from training "
                          "rows without a label, and the training rows have none: give some, or choose another "

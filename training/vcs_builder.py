@@ -476,7 +476,7 @@ def build(
         "sources": [{"path": str(p.resolve()), "sha256": file_digest(p)} for p in sources],
         "rule": RULE,
     }
-    with atomic.directory(out, INFO_FILE, force, BENCHMARK_HOLDS) as tmp:
+    with atomic.directory(out, atomic.OutputKind(INFO_FILE, BENCHMARK_HOLDS), force) as tmp:
         for name, rows in bench.files.items():
             write_jsonl(tmp / f"{name}.jsonl", rows)
         bench.relations.save(tmp / "relations.json")

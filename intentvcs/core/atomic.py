@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Mapping, Sequence
+from typing import IO, Any, Iterable, Iterator, Mapping, NamedTuple
 
 
 def _umask() -> int:
@@ -215,15 +215,24 @@ def json_text(obj: Any) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
 
 
-def check_replaceable(final: str | os.PathLike, marker: str, force: bool = False,
-                      holds: Sequence[str] = (), marker_format: str | None = None) -> None:
+class OutputKind(NamedTuple):
+    """What makes a folder an earlier output of one command, which a new one may replace
+    (``check_replaceable``): its ``marker`` file (``manifest.json`` of a bundle, ``checkpoint.json`` of a
+    checkpoint), the name patterns of everything else such a folder ``holds``, and the ``format`` its
+    marker declares (checked when given)."""
+
+    marker: str
+    holds: tuple[str, ...] = ()
+    format: str | None = None
+
+
+def check_replaceable(final: str | os.PathLike, kind: OutputKind, force: bool = False) -> None:
     """Raise ``FileExistsError`` unless ``final`` may be replaced by a new output directory.
 
     Free to replace: nothing, an empty directory, or an earlier output of the
-    same kind: a directory holding ``marker`` (``manifest.json`` of a bundle,
-    ``checkpoint.json`` of a checkpoint) and nothing but what such an output
-    holds (names matching the ``holds`` patterns; the marker always), the marker
-    a JSON object whose ``format`` is ``marker_format`` when one is given. Any
+    same ``kind``: a directory holding its marker and nothing but what such an
+    output holds (names matching its patterns; the marker always), the marker
+    a JSON object whose ``format`` is the kind's when it names one. Any
     other directory holds what the user did not create with us (``--out .``
     would be the working folder; a web app's ``manifest.json`` is no bundle's),
     so it is replaced only with ``force``; a file never is. Commands call this
@@ -244,13 +253,15 @@ def check_replaceable(final: str | os.PathLike, marker: str, force: bool = False
     if force or not entries:
         return
     advice = "choose another --out, or pass --force to replace it"
+    marker, marker_format = kind.marker, kind.format
     if not (final / marker).is_file():
         raise FileExistsError(f"{final} exists and holds no {marker}, so it is not an earlier output of this "
                               f"command; refusing to replace it ({advice})")
     if marker_format is not None and _format_of(final / marker) != marker_format:
         raise FileExistsError(f"{final / marker} is not the {marker} of an earlier output of this command (no "
                               f"format {marker_format!r}); refusing to replace {final} ({advice})")
-    foreign = [name for name in entries if name != marker and not any(fnmatch.fnmatchcase(name, p) for p in holds)]
+    foreign = [name for name in entries
+               if name != marker and not any(fnmatch.fnmatchcase(name, p) for p in kind.holds)]
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise FileExistsError(f"{final} holds what this command does not write ({shown}); refusing to replace it "
@@ -276,15 +287,14 @@ def _format_of(path: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def directory(final: str | os.PathLike, marker: str, force: bool = False, holds: Sequence[str] = (),
-              marker_format: str | None = None,
+def directory(final: str | os.PathLike, kind: OutputKind, force: bool = False,
               also: Mapping[str | os.PathLike, str | bytes | None] | None = None) -> Iterator[Path]:
     """Yield a fresh temporary directory that replaces ``final`` on success.
 
     On an exception, in the block or in the commit, the temporary directory is
     removed and ``final`` is left as it was, so a failed export or training run
     never leaves a loadable but broken artifact behind. ``final`` is replaced
-    only when ``check_replaceable(final, marker, force, holds, marker_format)``
+    only when ``check_replaceable(final, kind, force)``
     allows it (``FileExistsError``, ``ValueError``).
 
     ``also``: more files of the same command (``staged``'s contents), committed
@@ -294,7 +304,7 @@ def directory(final: str | os.PathLike, marker: str, force: bool = False, holds:
     nothing) and renamed after it.
     """
     final = Path(final)
-    check_replaceable(final, marker, force, holds, marker_format)
+    check_replaceable(final, kind, force)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     os.chmod(tmp, _DIR_MODE)

@@ -230,6 +230,9 @@ BUNDLE_FORMAT = FileFormat(
     strict=True,
     error=BundleError,
 )
+
+# A folder of these alone, its manifest of the bundle format, is an earlier bundle a new export may replace.
+BUNDLE_OUTPUT = atomic.OutputKind(MANIFEST_FILE, BUNDLE_FILES, BUNDLE_FORMAT.name)
 FORMAT_VERSION = BUNDLE_FORMAT.version  # the version this code reads and writes, for callers
 
 

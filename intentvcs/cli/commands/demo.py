@@ -108,11 +108,11 @@ def check_outputs(out: Path, force: bool) -> None:
     """Refuse the outputs that training, export and the evaluation would refuse (each checks again when
     it writes): an unwritable or foreign folder, one not an earlier checkpoint or bundle without ``force``."""
     from intentvcs.core import atomic
-    from intentvcs.core.manifest import BUNDLE_FILES, BUNDLE_FORMAT, MANIFEST_FILE
-    from intentvcs.training.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_HOLDS, META_FILE
+    from intentvcs.core.manifest import BUNDLE_OUTPUT
+    from intentvcs.training.checkpoint import CHECKPOINT_OUTPUT
 
     atomic.check_targets([out / EVALUATION])
     for folder in (CHECKPOINT, BUNDLE):
         atomic.check_folder_target(out / folder)
-    atomic.check_replaceable(out / CHECKPOINT, META_FILE, force, CHECKPOINT_HOLDS, CHECKPOINT_FORMAT.name)
-    atomic.check_replaceable(out / BUNDLE, MANIFEST_FILE, force, BUNDLE_FILES, BUNDLE_FORMAT.name)
+    atomic.check_replaceable(out / CHECKPOINT, CHECKPOINT_OUTPUT, force)
+    atomic.check_replaceable(out / BUNDLE, BUNDLE_OUTPUT, force)
