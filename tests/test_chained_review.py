@@ -37,3 +37,16 @@ def test_a_part_naming_entities_asks_nothing_however_the_text_ends(end):
     text = 'turn off the lights in boston and "washington dc"'
     accepted, parts, _, _, _ = answer(text)
     assert accepted == {"lights"} and parts == [(text, ["lights"], False)]
+
+
+def test_a_compatibility_form_of_a_known_word_is_read_as_that_word():
+    """"ﬁnd" (the ligature U+FB01 of text pasted from a PDF) was corrected to "and", one edit away from the
+    unknown word; full-width letters alike. Read as their plain letters (NFKC), they are the known word."""
+    from intentvcs.core.spelling import Spelling
+
+    spelling = Spelling.from_texts(["find the movie schedule", "and then play music"])
+    rewrite = spelling.rewrite("ﬁnd the movie schedule")
+    assert rewrite.text == "find the movie schedule"
+    assert rewrite.to_original(0, 4) == (0, 3)  # the word as sent, whatever its length
+    assert spelling.normalise("ＦＩＮＤ the movie") == "FIND the movie"
+    assert spelling.normalise("find the movei") == "find the movie"  # plain words as before
