@@ -48,6 +48,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -88,7 +90,7 @@ class Source:
     format: str
     text_column: str = "text"
     id_column: str | None = "id"  # None: the file has no id column
-    id_type: str = "string"  # "string" or "int64" (Parquet integer ids)
+    id_type: str = "string"  # "string", "int64" (Parquet integer ids) or "uint64" (unsigned 64-bit ones)
     header: tuple[str, ...] = ()  # CSV: the columns
     body: Span = Span(0, None, 1)  # the rows: after a CSV header, the whole file otherwise
     rows: int | None = None  # known before reading: Parquet
@@ -100,7 +102,10 @@ class Source:
         if Path(path).is_dir():
             raise DataError(path, None, "is a directory, not a data file")
         if not Path(path).is_file():
-            raise DataError(path, None, "file not found")
+            # A pipe (`--data <(zcat in.jsonl.gz)`) exists but cannot be read from a byte offset, as rows are.
+            raise DataError(path, None, "not a regular file (a pipe or a device): predict reads its rows from a "
+                                        "file on disk; write them to one first" if Path(path).exists()
+                            else "file not found")
         format = format or format_of(path)
         if format not in FORMATS:
             raise ValueError(f"format must be one of {list(FORMATS)}, got {format!r}")
@@ -208,6 +213,7 @@ class _Lines:
         raw = self.handle.readline()
         if not raw:
             raise StopIteration
+        at_start = self.position == 0
         self.position += len(raw)
         self.line += 1
         try:
@@ -215,6 +221,10 @@ class _Lines:
         except UnicodeDecodeError as exc:
             raise DataError(self.path, self.line,
                             f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from None
+        if at_start:
+            # A byte-order mark, dropped before the CSV reader sees it: left in, it comes before the
+            # quote of a quoted first column ('\ufeff"id"'), which then keeps its quotes.
+            text = text.removeprefix("\ufeff")
         self.record.append(text)
         return text
 
@@ -225,7 +235,6 @@ def _open_csv(source: Source) -> Source:
         header = next((record for _, record in records(source.path, lines)), None)
         if header is None:
             raise DataError(source.path, None, "no rows (not even a header)")
-        header[0] = header[0].removeprefix("\ufeff")  # a byte-order mark
         if source.text_column not in header:
             raise DataError(source.path, lines.line, f"the header has no column {source.text_column!r} "
                                                      f"(it has {header}); give --text-column")
@@ -280,7 +289,7 @@ def _open_parquet(source: Source) -> Source:
     if id_column is not None:
         kind = stored(id_column)
         if pa.types.is_integer(kind):
-            id_type = "int64"
+            id_type = "uint64" if pa.types.is_uint64(kind) else "int64"  # uint64 ids may exceed int64's range
         elif not is_text(kind):
             raise DataError(source.path, None, f"id column {id_column!r} holds {kind}; ids are strings or integers")
     rows = _parquet_file(source.path).metadata.num_rows
@@ -425,7 +434,7 @@ def _read_spans(batch: dict, source: Source, chunk_rows: int) -> Iterator[Any]:
     """Ray read task: the rows of its spans, in chunks, as Arrow tables (text, id)."""
     import pyarrow as pa
 
-    id_type = pa.int64() if source.id_type == "int64" else pa.string()
+    id_type = {"int64": pa.int64(), "uint64": pa.uint64()}.get(source.id_type, pa.string())
     for start, stop, line in zip(batch["start"], batch["stop"], batch["line"]):
         span = Span(int(start), None if stop < 0 else int(stop), int(line))
         try:
@@ -489,8 +498,14 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
         raise DataError(source.path, None, "no rows")
     started = not ray.is_initialized()
     if started:
+        # ray.init puts its own SIGTERM handler (sys.exit(15)) in place of the caller's: the command's
+        # (exit 143, "terminated") is put back, so SIGTERM ends the run as it ends a local one; the
+        # temporary output is removed and the local cluster shut down (below) either way.
+        sigterm = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
         _ray_init(ray, address, None if address or provider == "cuda" else
                   (workers or max(1, (os.cpu_count() or 1) // cpus_per_worker)) * cpus_per_worker)
+        if callable(sigterm):
+            signal.signal(signal.SIGTERM, sigterm)
     context = ray.data.DataContext.get_current()
     saved = (context.execution_options.preserve_order, context.enable_progress_bars)
     ray_data_log = logging.getLogger("ray.data")
