@@ -135,7 +135,8 @@ class Engine:
         ``top_k`` when given); ``accepted`` lists the accepted labels after
         relation closure, most confident first; ``parts`` says where each
         accepted intent sits: the requests of a chained text ("X and Y"),
-        else one part spanning the text (``intentvcs.core.segmentation``);
+        else one part spanning the text (``intentvcs.core.segmentation``),
+        a request the OOS rule rejects being a part out of scope, with no intent;
         ``oos`` gives the rule, this text's score and the rule's threshold
         (OOS when score > threshold); ``normalised`` is the text the graph
         read when the spelling normaliser rewrote it, else None; ``entities``
