@@ -43,6 +43,7 @@ from intentvcs.core.decision import Decision
 from intentvcs.core.oos import NoRule
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.predictor import Predictor
+from intentvcs.core.references import reference_sample
 from intentvcs.service.audit.config import AuditConfig
 from intentvcs.service.audit.containment import (
     Count,
@@ -155,25 +156,39 @@ def _references(names: Iterable[str], own: dict[str, list[Example]], old_rows: t
     (``"training"``) or the model's own sample of them (``"model"``). Those
     when they have any of the intent, else ``own``: the batch's rows of
     it that carry no new intent (those are the new intents' own evidence, not
-    the existing intent's; ``BatchSample.existing``).
+    the existing intent's; ``BatchSample.existing``). The references of
+    training rows are drawn as training drew the model's sample of them
+    (``intentvcs.core.references.reference_sample``), so that an audit with
+    the training file and one with the bundle alone read the same
+    references; the profile draws on all of them.
     """
-    old_source, old, seen = old_rows[0], {}, set()
-    for ex in old_rows[1]:
-        key = row_key(ex)
-        if key in seen:  # a repeated old row is no new evidence either (as in the batch: sample_batch)
-            continue
-        seen.add(key)
-        for label in ex.labels:
-            old.setdefault(label, []).append(ex)
+    old_source = old_rows[0]
+    old = _by_label(old_rows[1])
+    drawn = _by_label(reference_sample(old_rows[1], config.reference_cap)) if old_source == "training" else old
     out = {}
     # The profile's own draw: the sample of ``rng`` (and every draw after it) stays what it was.
     profile_rng = np.random.default_rng(config.seed)
     for name in names:
         source, pool = (old_source, old[name]) if name in old else ("batch", own.get(name, []))
-        chosen = sample_rows(len(pool), config.reference_cap, rng)
+        references = drawn.get(name, []) if name in old else pool
+        chosen = sample_rows(len(references), config.reference_cap, rng)
         profile = [pool[i] for i in sample_rows(len(pool), config.intent_cap, profile_rng)]
-        out[name] = Reference([pool[i] for i in chosen], source, profile)
+        out[name] = Reference([references[i] for i in chosen], source, profile)
     return out
+
+
+def _by_label(rows: Iterable[Example]) -> dict[str, list[Example]]:
+    """``rows`` per label, a repeated row once (no new evidence, as in the batch: ``sample_batch``)."""
+    by_label: dict[str, list[Example]] = {}
+    seen = set()
+    for ex in rows:
+        key = row_key(ex)
+        if key in seen:
+            continue
+        seen.add(key)
+        for label in ex.labels:
+            by_label.setdefault(label, []).append(ex)
+    return by_label
 
 
 def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[Any] | None = None,
