@@ -281,3 +281,32 @@ def test_the_entity_and_word_tests_read_every_old_row_held_not_the_knn_sample(mo
     config = AuditConfig(progress=False, reference_cap=20)
     audit_batch(FakeEngine(world.table), _batch(world), training, config)
     assert seen and set(seen) == {60}  # every training row of the intent, not the 20 of the kNN sample
+
+
+# ------------------------------------------- the page shows the rationale's figures
+def test_the_html_shows_the_rates_the_rationale_names_not_rates_rounded_twice():
+    """The page formatted the report's rates, already rounded to 4 places, as whole percents: 86 of 103 rows is
+    0.83495, "83%" in the rationale, but 0.835 in the JSON and "84%" in the table and the heatmap beside it."""
+    from intentvcs.service.audit.render import render_html
+    from tests.test_audit import A_MIX
+
+    world = World()
+    batch = world.rows("dupA", 103, A_MIX, ("A",), 86 / 103)
+    report = audit_batch(FakeEngine(world.table), batch, world.training(), AuditConfig(progress=False)).to_dict()
+    finding = report["findings"][0]
+    forward = finding["containment"][0]["new_in_existing"]
+    assert (finding["containment"][0]["existing"], forward["k"], forward["n"]) == ("A", 86, 103)
+    assert f"the model accepts A on {86 / 103:.0%} of dupA's rows" in finding["rationale"]  # 83%
+    page = render_html(report)
+    assert '<tr><td>A</td><td>83% <span class="muted">(86/103, ' in page
+    assert "<title>dupA -&gt; A: 83%</title>" in page and 'fill="#fff">83</text>' in page
+
+
+def test_the_html_shows_an_entity_pivots_shares_as_the_rationale_does():
+    """The same for the entity pivot: 17 of 103 rows is "17%" in a subset's rationale, and was "16%" on the page."""
+    from intentvcs.service.audit.render import _pivot
+    from intentvcs.service.audit.slots import EntityPivot
+
+    pivot = EntityPivot("city", 17 / 103, 86 / 103, 103, 103, 0.001, 1)
+    assert (f"{pivot.new_share:.0%}", f"{pivot.existing_share:.0%}") == ("17%", "83%")  # what the rationale says
+    assert "city: on 17% of the new rows, 83% of the old" in _pivot(pivot.to_dict())

@@ -453,7 +453,7 @@ class _Audit:
         """Pairs of new intents that duplicate each other (two new names for one meaning).
 
         Candidate pairs share a verdict (same relation, same existing
-        intents), or are novel and each other's nearest novel intent by
+        intents), or are novel and one is the other's nearest novel intent by
         centroid. A pair is a duplicate when each lies inside the other
         (contain both ways >= ``back_high``, the kNN estimate of
         ``existing_in_new`` with one new intent as the positives) and neither

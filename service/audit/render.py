@@ -46,7 +46,10 @@ def heatmap_svg(cooccurrence: Mapping[str, Any], max_columns: int) -> str:
     new, existing = cooccurrence["new"], cooccurrence["existing"][:max_columns]
     if not new or not existing:
         return '<p class="muted">No existing intent is accepted on the new intents\' rows.</p>'
-    rates = [row[:len(existing)] for row in cooccurrence["rate"]]
+    # From the counts: the rates are rounded to 4 places, and a whole percent of those can differ from the
+    # rationale's (86 of 103 is 83%, its 0.835 84%).
+    rates = [[k / n if n else 0.0 for k in row[:len(existing)]]
+             for row, n in zip(cooccurrence["counts"], cooccurrence["rows"])]
     left = 10 + CHAR_W * max(len(x) for x in new)
     slant = CHAR_W * max(len(x) for x in existing) * 0.72  # column labels at -45 degrees: up and right
     top = 10 + slant
@@ -75,7 +78,8 @@ def heatmap_svg(cooccurrence: Mapping[str, Any], max_columns: int) -> str:
 def _count(count: Mapping[str, Any] | None) -> str:
     if count is None:
         return '<span class="muted">n/a</span>'
-    return (f'{count["rate"]:.0%} <span class="muted">({count["k"]}/{count["n"]}, '
+    rate = count["k"] / count["n"] if count["n"] else count["rate"]  # k / n, as the rationale, not rounded twice
+    return (f'{rate:.0%} <span class="muted">({count["k"]}/{count["n"]}, '
             f'CI {count["ci_low"]:.0%}&ndash;{count["ci_high"]:.0%})</span>')
 
 
@@ -113,10 +117,17 @@ def _same(test: Mapping[str, Any] | None) -> str:
             f'{test["null_mean"]:.0%} expected)')
 
 
+def _share(share: float, rows: int) -> float:
+    """A share of ``rows`` rows as the rationale states it: the report's is rounded to 4 places, which its
+    whole percent can contradict (17 of 103 rows: 0.165, "16%"); the row count it is a share of recovers it."""
+    return round(share * rows) / rows if rows else share
+
+
 def _pivot(pivot: Mapping[str, Any] | None) -> str:
     if pivot is None:
         return '<span class="muted">none</span>'
-    return (f'{_e(pivot["entity"])}: on {pivot["new_share"]:.0%} of the new rows, {pivot["existing_share"]:.0%} '
+    new, old = _share(pivot["new_share"], pivot["new_rows"]), _share(pivot["existing_share"], pivot["existing_rows"])
+    return (f'{_e(pivot["entity"])}: on {new:.0%} of the new rows, {old:.0%} '
             f'of the old ({format_p(pivot["p_value"])})')
 
 
