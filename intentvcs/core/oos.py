@@ -106,7 +106,7 @@ def choose_threshold(
     With OOS rows: maximise ``(#in-scope correct and kept + #OOS rejected) / N``
     over cuts between consecutive distinct scores (the midpoint, so that the
     cut sits inside the optimal plateau) or above all of them; ties go to the
-    lowest cut. Without: ``metrics.retention_threshold`` of in-scope scores.
+    lowest cut. Without: ``scoring.retention_threshold`` of in-scope scores.
     """
     scores = np.asarray(scores, dtype=np.float64)
     is_oos = np.zeros(len(scores), bool) if is_oos is None else np.asarray(is_oos, dtype=bool)

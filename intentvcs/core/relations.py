@@ -260,7 +260,7 @@ class LabelRelations:
 
     # ------------------------------------------------------------- queries
     def of_type(self, kind: str) -> list[Relation]:
-        """Relations of one type (``duplicate``, ``subset`` or ``composite``)."""
+        """Relations of one type (a name of ``RELATION_TYPES``: duplicate, subset, composite or cover)."""
         if kind not in RELATION_TYPES:
             raise RelationsError(f"unknown relation type {kind!r}; expected one of {list(RELATION_TYPES)}")
         return [r for r in self.relations if r.type == kind]

@@ -37,8 +37,8 @@ Report JSON (``report.schema.json``, JSON Schema 2020-12, is normative)::
                   "scored_rows", "duplicate_rows",   # repeated rows (text, labels) set aside
                   "missing_references": [E...],   # candidates without rows for contain(E->N)
                   "existing_intents", "new_intents": [N...],
-                  "relations": {"duplicate": 1, "subset": 0, ...}, "blocking": [N...],
-                  "timing_s": {"inference", "total"}},
+                  "relations": {"duplicate": 1, "subset": 0, ...}, "new_duplicates": n, "blocking": [N...],
+                  "timing_s": {"reading", "inference", "total"}},
       "findings": [{
           "intent": N, "relation": ..., "existing": [E...], "severity": ..., "borderline": bool,
           "rationale": str, "rows": n,

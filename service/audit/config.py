@@ -127,7 +127,8 @@ class AuditConfig:
       permutations:  label permutations of the two-sample test.
       segment_cap:   most rows per new intent split at connectors and
                      scored half by half (``intentvcs.service.audit.segments``).
-      seed:          seed of the reference subsampling.
+      seed:          seed of the audit's draws (the references of training rows are drawn as
+                     training drew the bundle's, with ``intentvcs.core.references.SEED``).
     Evidence and output:
       examples_cap, relabel_cap: lengths of the example and relabel lists.
       heatmap_cap:   most existing-intent columns in the heatmap.
