@@ -29,3 +29,14 @@ def test_accuracy_reads_the_top_intent_not_the_oos_class_of_the_train_rule():
     assert figures["top_accuracy"] == pytest.approx(0.5)
     # The verdict still counts where the docstring says it does: the row judged OOS answered nothing.
     assert figures["exact_match"] == 0.0
+
+
+def test_a_relation_naming_the_oos_verdict_is_refused():
+    """A relations file with "a subset of oos" made an in-scope row accept "oos" beside "a", which the
+    module says never happens: "oos" is the train rule's verdict, no intent."""
+    from intentvcs.core.decision import Decision, DecisionError
+    from intentvcs.core.relations import LabelRelations, Subset
+
+    relations = LabelRelations(labels=("a", "b", "oos"), relations=(Subset(child="a", parent="oos"),))
+    with pytest.raises(DecisionError, match="names 'oos', the out-of-scope verdict"):
+        Decision(["a", "b", "oos"], activation="softmax", relations=relations)

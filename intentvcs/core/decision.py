@@ -157,6 +157,11 @@ class Decision:
             unknown = [x for x in labels if x != OOS_LABEL and x not in self.relations.labels]
             if unknown:
                 raise DecisionError(f"relations: label(s) {unknown[:5]} of the model are unknown to the relations")
+            # "oos" is the train rule's verdict, no intent: related to one, it would be accepted beside it.
+            verdict = [r for r in self.relations.relations if OOS_LABEL in r.labels()]
+            if verdict:
+                raise DecisionError(f"relations: {verdict[0].type} {list(verdict[0].labels())} names {OOS_LABEL!r}, "
+                                    "the out-of-scope verdict, which relates to no intent")
             # Built once; per request it is a few vectorised gathers.
             closure = self.relations.closure(labels)
             completion = self.relations.completion(labels)
