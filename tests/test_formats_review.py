@@ -142,3 +142,15 @@ def test_a_comment_line_in_an_examples_block_is_skipped_with_a_warning(tmp_path,
     with caplog.at_level(logging.WARNING, logger="intentvcs.core.team_formats"):
         assert _rows(path, body) == [(6, Example("hi", ("greet",))), (7, Example("hello", ("greet",)))]
     assert f"{path}:5: " in caplog.text and "comment" in caplog.text
+
+
+def test_a_jsonl_file_that_starts_with_a_byte_order_mark_is_read(tmp_path):
+    """Saved as "UTF-8 with BOM" (Windows Notepad), a JSONL file was refused at line 1 ("invalid JSON:
+    Unexpected UTF-8 BOM") while a CSV with the same mark is read; the mark is no part of the row."""
+    from intentvcs.core.dataio import read_jsonl
+
+    path = tmp_path / "train.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"text": "play jazz", "labels": ["play_music"]}\n'
+                     b'{"text": "stop", "labels": ["stop_music"]}\n')
+    assert [(ex.text, ex.labels) for ex in read_jsonl(path)] == [("play jazz", ("play_music",)),
+                                                                ("stop", ("stop_music",))]

@@ -279,6 +279,8 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
     deeper than ``MAX_NESTING`` or is not JSON; ``parse_row`` checks the value.
     """
     line = decode_utf8(path, number, raw)
+    if number == 1:  # a byte-order mark (Notepad's "UTF-8 with BOM") is no part of the first row, as in a CSV
+        line = line.removeprefix("\ufeff")
     if not line.strip():
         return None
     # Nesting deeper than MAX_NESTING needs more brackets than that: the exact
