@@ -154,3 +154,16 @@ def test_a_jsonl_file_that_starts_with_a_byte_order_mark_is_read(tmp_path):
                      b'{"text": "stop", "labels": ["stop_music"]}\n')
     assert [(ex.text, ex.labels) for ex in read_jsonl(path)] == [("play jazz", ("play_music",)),
                                                                 ("stop", ("stop_music",))]
+
+
+def test_a_csv_whose_lines_end_in_a_carriage_return_alone_says_so(tmp_path):
+    """Lines ended by CR alone (classic Mac OS, some exports) got csv's advice for programmers from batch
+    prediction, which reads rows by byte offsets of LF-ended lines: "new-line character seen in unquoted
+    field - do you need to open the file in universal-newline mode?"."""
+    from intentvcs.service.batch_predict import Source
+
+    path = tmp_path / "rows.csv"
+    path.write_bytes(b"text,id\rplay jazz,a\rstop,b\r")
+    with pytest.raises(DataError) as error:
+        Source.open(path)
+    assert "carriage return alone" in str(error.value) and "universal-newline" not in str(error.value)

@@ -42,6 +42,10 @@ def records(path: str | os.PathLike, lines: Lines) -> Iterator[tuple[int, list[s
             return
         except csv.Error as exc:
             line, fault = broken_field(begins, lines.record)
+            if fault is None and "new-line character seen in unquoted field" in str(exc):
+                # csv's own words advise a programmer to open the file in universal-newline mode.
+                fault = ("lines end in a carriage return alone (classic Mac OS): save the file with LF or CRLF "
+                         "line endings")
             raise DataError(path, line, fault or f"not CSV: {exc}") from None
         if record:
             yield begins, record
