@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from intentvcs.core import atomic
-from intentvcs.core.dataio import Example, Span, known_spans_only, write_jsonl
+from intentvcs.core.dataio import DataError, Example, Span, known_spans_only, write_jsonl
 from intentvcs.core.manifest import file_digest
 
 INFO_FILE = "info.json"
@@ -247,6 +247,10 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
     root = Path(data_root) / dataset
     rng = random.Random(f"{dataset}-{variant}-{seed}")
     sources = {split: slot_folder.load_split(root, split) for split in ("train", "valid", "test")}
+    for split, rows in sources.items():
+        if not single_intent_rows(rows):  # build_split refuses it too, without naming the files
+            raise DataError(root / split, None, f"no single-intent row to build mixed rows from "
+                                                f"({len(rows)} rows in {', '.join(slot_folder.FILES)})")
     # One generator, drawn split after split: the order is part of every recorded build.
     files = {split: build_split(rows, sizes[split], variant, rng, split) for split, rows in sources.items()}
     info = data_card(dataset, variant, seed, files, [root / split / name for split in files
@@ -282,7 +286,8 @@ def data_card(dataset: str, variant: str, seed: int, files: dict[str, list[Examp
         "intents": len({label for rows in files.values() for row in rows for label in row.labels}),
         "intents_per_row_train": shares([len(row.labels) for row in train]),
         "connectors_train": shares(gaps),
-        "construction": __doc__.split("\n\n")[1].replace("\n", " "),
+        # The standard paragraph of the module docstring, and for ``hard`` the paragraph of what it changes.
+        "construction": " ".join(__doc__.split("\n\n")[1:3 if variant == "hard" else 2]).replace("\n", " "),
         "sources": [{"path": str(path.resolve()),
                      "sha256": file_digest(path)} for path in sources],
     }

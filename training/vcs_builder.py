@@ -84,7 +84,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from intentvcs.core import atomic
-from intentvcs.core.dataio import Example, write_jsonl
+from intentvcs.core.dataio import DataError, Example, write_jsonl
 from intentvcs.core.manifest import file_digest
 from intentvcs.core.relations import Composite, Duplicate, LabelRelations, Subset
 
@@ -406,6 +406,7 @@ def load_sources(
         splits = {split: slot_folder.load_split(root, split) for split in SPLITS}
         skipped.update({split: {} for split in SPLITS})
         files = [root / split / name for split in SPLITS for name in slot_folder.FILES]
+        _refuse_empty(splits, {split: root / split for split in SPLITS}, "rows")
         return splits, files, f"train, valid and test from the {dataset} train/, valid/ and test/ folders"
     if dataset in ("multiwoz", "crosswoz"):
         module = multiwoz if dataset == "multiwoz" else crosswoz
@@ -413,6 +414,7 @@ def load_sources(
         train, valid = split_by_dialogue(module.load_split(root, "valid", skipped["valid"]))
         splits = {"train": train, "valid": valid, "test": module.load_split(root, "test", skipped["test"])}
         files = [convlab_zip.split_path(root, split) for split in ("valid", "test")]
+        _refuse_empty(splits, {"train": files[0], "valid": files[0], "test": files[1]}, "user turns with an intent")
         how = (
             f"{dataset} val dialogues split by dialogue id 80/20 into train/valid (ids ordered by "
             "SHA-256 of the id, first round(0.8 n) to train, independent of the seed); "
@@ -420,6 +422,14 @@ def load_sources(
         )
         return splits, files, how
     raise ValueError(f"unknown dataset {dataset!r}; choose from {', '.join(SPECS)}")
+
+
+def _refuse_empty(splits: Mapping[str, Sequence[Example]], paths: Mapping[str, Path], what: str) -> None:
+    """``DataError`` naming the source of the first benchmark split without rows: built, it would be an
+    empty train, valid or test file (a benchmark no score can be read from), written with exit status 0."""
+    for split in SPLITS:
+        if not splits[split]:
+            raise DataError(paths[split], None, f"no {what} for the {split} split of the benchmark")
 
 
 def build(
