@@ -10,7 +10,9 @@ engine they started with; the next ones get the new engine. A bundle that
 fails to load (corrupt, incompatible, or copied in file by file and not yet
 whole) is logged and counted, and the old one goes on serving: a bad export
 never takes the service down. It is tried again as soon as any of its files
-changes again, so a copy that completes later is picked up. Meanwhile the
+changes again, so a copy that completes later is picked up. A load during which
+the folder changed again is neither served nor counted (its files, read one by
+one, may come from two bundles): it is loaded again the next round. Meanwhile the
 gauge ``intentvcs_model_reload_failing`` is 1 (``report_failing``), back to 0
 once a bundle loads: the alert ``IntentvcsModelReloadFailed`` fires for as long
 as the broken bundle stays, not only for the minutes after the failure.
@@ -74,13 +76,27 @@ class BundleWatcher(Generic[Model]):
         try:
             model = self.load()
         except Exception as exc:  # any load failure keeps the old model serving
+            if self._changed_since(stamp):
+                return False  # the folder changed meanwhile (a copy under way, another export): judge it still
             log.error("the bundle at %s changed but cannot be served; still serving the previous one: %s",
                       self.manifest.parent, exc)
             self.failed(exc)
             self.failing(True)
             return False
+        if self._changed_since(stamp):
+            # Its files are read one by one, by path: the manifest of one bundle may have gone with the
+            # graph of the next. Not served; loaded again next round, once the folder holds still.
+            log.info("the bundle at %s changed while it was loaded; loading it again", self.manifest.parent)
+            return False
         self.swap(model)
         self.failing(False)
+        return True
+
+    def _changed_since(self, stamp: tuple) -> bool:
+        """Whether the folder changed since ``stamp`` (then the next round loads it again, whatever it holds)."""
+        if self._stamp() == stamp:
+            return False
+        self._seen = None
         return True
 
     def start(self) -> None:

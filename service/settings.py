@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
@@ -45,7 +46,8 @@ def _env_bool(name: str, default: bool, environ: Mapping[str, str] = os.environ)
     return raw in ("1", "true", "yes")
 
 
-def _env_int(name: str, default: int, minimum: int = 1, environ: Mapping[str, str] = os.environ) -> int:
+def _env_int(name: str, default: int, minimum: int = 1, environ: Mapping[str, str] = os.environ,
+             maximum: int | None = None) -> int:
     raw = environ.get(ENV_PREFIX + name)
     if raw is None or raw.strip() == "":
         return default
@@ -55,6 +57,8 @@ def _env_int(name: str, default: int, minimum: int = 1, environ: Mapping[str, st
         raise ValueError(f"{ENV_PREFIX}{name}={raw!r} is not an integer") from None
     if value < minimum:
         raise ValueError(f"{ENV_PREFIX}{name}={value} is below its minimum {minimum}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{ENV_PREFIX}{name}={value} is above its maximum {maximum}")
     return value
 
 
@@ -215,7 +219,9 @@ class Settings:
             metrics_token_required=_env_bool("METRICS_TOKEN_REQUIRED", cls.metrics_token_required, environ),
             audit_config=_env_json_object("AUDIT_CONFIG", environ),
             gpus=_env_int("GPUS", cls.gpus, minimum=0, environ=environ),
-            reload_interval_s=_env_int("RELOAD_INTERVAL_S", cls.reload_interval_s, minimum=0, environ=environ),
+            # The watcher's wait (threading) takes at most TIMEOUT_MAX seconds; beyond, its thread would die.
+            reload_interval_s=_env_int("RELOAD_INTERVAL_S", cls.reload_interval_s, minimum=0, environ=environ,
+                                       maximum=int(threading.TIMEOUT_MAX)),
             # Unset or empty: the default; anything else is checked as given (not stripped).
             fallback_intent=environ.get(ENV_PREFIX + "FALLBACK_INTENT") or cls.fallback_intent,
         )

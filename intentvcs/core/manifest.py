@@ -300,10 +300,15 @@ def read(path: str | os.PathLike) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise BundleError(path, f"unreadable: {exc}") from None
     try:
-        manifest = json.loads(text)
-    except json.JSONDecodeError as exc:
+        # NaN and Infinity are no JSON (and the digest's canonical form refuses them).
+        manifest = json.loads(text, parse_constant=_not_json)
+    except ValueError as exc:  # JSONDecodeError included
         raise BundleError(path, f"not valid JSON: {exc}") from None
     return validate(manifest, path)
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 def write(path: str | os.PathLike, manifest: Mapping[str, Any]) -> Path:

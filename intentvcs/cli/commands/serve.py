@@ -96,11 +96,13 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
     ``provider`` None leaves ``INTENTVCS_PROVIDER`` as the environment has it.
     Raises ``BundleError`` (a ``ValueError`` naming the file) when the bundle
     does not open: its workers would fail to load it and BentoML restart them
-    forever. Opening checks the manifest and every file's size and sha256, not
-    the graph (ONNX Runtime parses it in the worker).
+    forever. Opening checks the manifest, every file's size and the sha256 of
+    those the workers read (the graph that serves, not the other one), not
+    the graph's content (ONNX Runtime parses it in the worker).
     """
     from intentvcs.core.manifest import MANIFEST_FILE
     from intentvcs.service.bundle import open_bundle
+    from intentvcs.service.onnx_session import uses_cuda
 
     bundle = Path(bundle).resolve()
     if not (bundle / MANIFEST_FILE).is_file():
@@ -123,7 +125,8 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
         env[f"{ENV_PREFIX}THREADS"] = str(threads)
     env.update(extra or {})
     settings = _check_settings(env)
-    open_bundle(bundle, quantized=settings.quantized)  # the graph the workers will load
+    # The graph the workers will load: on CUDA, ``auto`` serves the fp32 graph (bundle.serving_graph).
+    open_bundle(bundle, quantized=settings.quantized, gpu=uses_cuda(settings.provider))
     return env
 
 

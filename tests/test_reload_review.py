@@ -1,0 +1,140 @@
+"""Review of how the service loads, reloads and is configured: defects found and reproduced."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from intentvcs.core.manifest import MANIFEST_FILE, BundleError, read, seal
+from tests.helpers.bundle import make_tiny_bundle
+
+TEXTS = ["play some music", "book a table for two", "will it rain tomorrow", "rate this book", "find dune"]
+
+
+@pytest.fixture(scope="module")
+def two_bundles(tmp_path_factory):
+    """Two bundles with the same label count (so the graph passes check_graph against either manifest)
+    but different labels and weights."""
+    root = tmp_path_factory.mktemp("review")
+    first = make_tiny_bundle(root / "first", seed=0)
+    second = make_tiny_bundle(root / "second", seed=1, labels=("Alpha", "Beta", "Gamma", "Delta", "Epsilon"))
+    return first, second
+
+
+def _export_over(source: Path, served: Path) -> None:
+    """What ``intentvcs export --out served`` does to the folder (``intentvcs.core.atomic``): the new folder
+    staged beside it, the old one renamed aside, the new one renamed in, the old one deleted."""
+    staged, old = served.with_name(served.name + ".new"), served.with_name(served.name + ".old")
+    shutil.copytree(source, staged)
+    os.replace(served, old)
+    os.replace(staged, served)
+    shutil.rmtree(old)
+
+
+def _ranked(engine) -> list[list[tuple[str, float]]]:
+    return [[(i["intent"], round(i["confidence"], 5)) for i in answer["intents"]]
+            for answer in engine.predict(TEXTS, top_k=5)]
+
+
+def test_a_folder_replaced_while_a_reload_loads_it_never_swaps_in_a_mix_of_two_bundles(tmp_path, two_bundles,
+                                                                                        monkeypatch):
+    """The manifest (labels, decision) is read from one folder and the graph, by path, from its replacement:
+    such an engine must not serve; the watcher loads again once the folder holds still."""
+    from intentvcs.service import engine as engine_module
+    from intentvcs.service.engine import Engine
+    from intentvcs.service.reload import BundleWatcher
+
+    first, second = two_bundles
+    served = tmp_path / "served"
+    shutil.copytree(first, served)
+    swapped, failures = [], []
+    watcher = BundleWatcher(served, lambda: Engine(served, provider="cpu", threads=1), swapped.append,
+                            failures.append, interval_s=1, failing=lambda failing: None)
+
+    # An export of `second` renames its folder over the served one...
+    _export_over(second, served)
+    # ...and, while the worker loads it, an export of `first` replaces it again (after the manifest was
+    # read and checked, before ONNX Runtime opens model.onnx by its path).
+    real_session = engine_module.OnnxSession
+    replaced = threading.Event()
+
+    def session_after_another_export(*args, **kwargs):
+        if not replaced.is_set():
+            replaced.set()
+            _export_over(first, served)
+        return real_session(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "OnnxSession", session_after_another_export)
+    watcher.check()
+    assert replaced.is_set()
+    watcher.check()  # the folder holds still now
+    assert swapped and not failures
+    clean = {name: Engine(bundle, provider="cpu", threads=1) for name, bundle in (("first", first),
+                                                                                  ("second", second))}
+    for engine in swapped:  # every engine that served is whole: its labels go with its graph
+        name = "first" if engine.info["bundle_digest"] == clean["first"].info["bundle_digest"] else "second"
+        assert _ranked(engine) == _ranked(clean[name]), f"a swapped-in engine mixes {name}'s manifest with " \
+                                                        "the other bundle's graph"
+    assert swapped[-1].info["bundle_digest"] == clean["first"].info["bundle_digest"]  # what the folder holds
+
+
+def _gated_int8_bundle(tmp_path) -> Path:
+    """A bundle whose int8 graph passed its accuracy gate: ``auto`` serves it on CPU, fp32 on CUDA."""
+    bundle = make_tiny_bundle(tmp_path, quantize=True)
+    manifest = json.loads((bundle / MANIFEST_FILE).read_text())
+    manifest["quantization"]["gate"] = {"rows": 10, "figures": {"accuracy": {"passed": True}}, "passed": True}
+    (bundle / MANIFEST_FILE).write_text(json.dumps(seal(manifest)))
+    read(bundle / MANIFEST_FILE)  # still a valid manifest
+    return bundle
+
+
+def test_serve_checks_the_graph_a_cuda_worker_will_load(tmp_path, monkeypatch):
+    """On a CUDA machine ``auto`` serves model.onnx (GPU_INT8_REASON); ``intentvcs serve``'s check must hash
+    that graph, not the int8 one a CPU would serve, or a corrupt fp32 graph passes the check and every
+    worker then fails to load it, restarted by BentoML forever."""
+    from intentvcs.cli.commands.serve import service_env
+    from intentvcs.service import onnx_session
+    from intentvcs.service.bundle import serving_graph
+
+    bundle = _gated_int8_bundle(tmp_path)
+    manifest = read(bundle / MANIFEST_FILE)
+    assert serving_graph(manifest, "auto", gpu=False)[0] == "model.int8.onnx"
+    assert serving_graph(manifest, "auto", gpu=True)[0] == "model.onnx"
+    graph = bundle / "model.onnx"
+    data = bytearray(graph.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, other bytes
+    graph.write_bytes(bytes(data))
+
+    monkeypatch.setattr(onnx_session.ort, "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    monkeypatch.delenv("INTENTVCS_QUANTIZED", raising=False)
+    with pytest.raises(BundleError, match="model.onnx.*sha256 does not match"):
+        service_env(bundle, 3999, workers=1, provider="auto", home=tmp_path / "home")
+
+
+def test_a_reload_interval_the_watcher_cannot_wait_is_refused_with_its_name():
+    """threading's wait takes at most TIMEOUT_MAX seconds: a larger interval was accepted and then killed the
+    watcher thread with an OverflowError traceback, silently ending reloads for the worker's life."""
+    from intentvcs.service.settings import Settings
+
+    with pytest.raises(ValueError, match=r"INTENTVCS_RELOAD_INTERVAL_S=99999999999 is above its maximum"):
+        Settings.from_env({"INTENTVCS_PROVIDER": "cpu", "INTENTVCS_RELOAD_INTERVAL_S": "99999999999"})
+    assert Settings.from_env({"INTENTVCS_PROVIDER": "cpu", "INTENTVCS_RELOAD_INTERVAL_S": "86400"}) \
+        .reload_interval_s == 86400
+
+
+def test_a_manifest_with_nan_is_a_bundle_error_naming_the_file(tmp_path):
+    """json.loads takes NaN and Infinity, the digest's canonical JSON does not: a plain ValueError
+    ("Out of range float values are not JSON compliant") that names neither the file nor the field."""
+    bundle = make_tiny_bundle(tmp_path)
+    path = bundle / MANIFEST_FILE
+    text = path.read_text()
+    path.write_text(text.replace('"evaluation": {', '"evaluation": {"auroc": NaN, ', 1))
+    assert path.read_text() != text
+    with pytest.raises(BundleError, match=r"manifest\.json.*NaN"):
+        read(path)
