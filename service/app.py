@@ -125,6 +125,10 @@ class IntentService:
     """Intent classification (multi-label, calibrated, with out-of-scope) for one bundle."""
 
     def __init__(self) -> None:
+        # The watcher stamps the folder before the first load reads it: a bundle replaced meanwhile is
+        # loaded again at the watcher's first round, not left until some later change.
+        watcher = (BundleWatcher(SETTINGS.bundle, self._load, self._swap, self._reload_failed,
+                                 SETTINGS.reload_interval_s) if SETTINGS.reload_interval_s else None)
         self._serve(self._load())
         # One job per utterance: max_batch_size bounds the utterances of an engine call
         # whatever the mix of request sizes.
@@ -132,9 +136,8 @@ class IntentService:
                                            SETTINGS.max_latency_ms / 1000, _overloaded)
         self.auditor = AuditRunner(LIMITS.audit_timeout_s)
         self.jobs = job_runner(LIMITS.audit_job_timeout_s)
-        if SETTINGS.reload_interval_s:
-            BundleWatcher(SETTINGS.bundle, self._load, self._swap, self._reload_failed,
-                          SETTINGS.reload_interval_s).start()
+        if watcher is not None:
+            watcher.start()
         self.ready = True  # what /readyz reports: bundle loaded and warm-up done
         log.info("serving %s", self.engine.info)
 
@@ -172,8 +175,9 @@ class IntentService:
         for logs), so a client can check what it may be answered.
         """
         engine = self.engine  # one read: a swap meanwhile cannot mix two bundles in one answer
-        return {**engine.info, "labels": list(engine.labels), "entity_types": list(engine.entity_types),
-                "fallback_intent": SETTINGS.fallback_intent, "model": self.model_header.decode()}
+        info = engine.info
+        return {**info, "labels": list(engine.labels), "entity_types": list(engine.entity_types),
+                "fallback_intent": SETTINGS.fallback_intent, "model": header_value(info)}
 
     async def answer_predict(self, texts: list[str], top_k: int) -> PredictResponse:
         """``/predict``'s answer: each utterance through the shared batch queue."""
