@@ -36,8 +36,10 @@ half its throughput (146 utterances/s).
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import bentoml
@@ -54,7 +56,7 @@ from intentvcs.service.batching import BatchQueue
 from intentvcs.service.body_limit import BodyLimit
 from intentvcs.service.direct_routes import DirectRoutes
 from intentvcs.service.engine import Engine
-from intentvcs.service.identity import ModelHeader, header_value, status_app
+from intentvcs.service.identity import ANSWERED_BY, ModelHeader, header_value, status_app
 from intentvcs.service.media_type import JsonOnly
 from intentvcs.service.openapi_document import AmendedDocs
 from intentvcs.service.rasa import nothing_to_read, parse_answer, payload_answer
@@ -79,25 +81,40 @@ JOB_SLOTS = JobSlots()  # this worker's admitted, unfinished audit jobs (JobGate
 log = logging.getLogger(__name__)
 
 
-Job = tuple[str, int]  # one utterance and the top_k its request asked for
+@dataclass(frozen=True)
+class Served:
+    """The bundle a worker serves: its engine and the ``X-Intentvcs-Model`` value naming it, swapped as one."""
+
+    engine: Engine
+    header: bytes
 
 
-def predict_jobs(engine: Engine, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-    """Answer a batch of utterances, possibly from several requests, with one engine call.
+# One utterance, the top_k its request asked for, and the engine that request read when it arrived: a
+# request's utterances are answered by one bundle, also when a swap falls between the batches they join.
+Job = tuple[str, int, Engine]
+
+
+def predict_jobs(jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    """Answer a batch of utterances, possibly from several requests, with one call per engine (one, but
+    right after a swap).
 
     The engine ranks for the largest ``top_k`` asked; each utterance gets its
     own request's cut. Every answered utterance is counted in the metrics.
     """
-    texts = [text for text, _ in jobs]
-    try:
-        answers = engine.predict(texts, top_k=max(top_k for _, top_k in jobs))
-    except Exception:
-        prometheus_metrics.get().record_error("internal_error")
-        raise
-    prometheus_metrics.get().record_batch(len(texts))
-    prometheus_metrics.get().record_predictions(texts, answers)
-    for answer, (_, top_k) in zip(answers, jobs):
-        answer["intents"] = answer["intents"][:top_k]
+    answers: list[dict[str, Any]] = []
+    for engine, group in itertools.groupby(jobs, key=lambda job: job[2]):
+        group = list(group)
+        texts = [text for text, _, _ in group]
+        try:
+            answered = engine.predict(texts, top_k=max(top_k for _, top_k, _ in group))
+        except Exception:
+            prometheus_metrics.get().record_error("internal_error")
+            raise
+        prometheus_metrics.get().record_batch(len(texts))
+        prometheus_metrics.get().record_predictions(texts, answered)
+        for answer, (_, top_k, _) in zip(answered, group):
+            answer["intents"] = answer["intents"][:top_k]
+        answers += answered
     return answers
 
 
@@ -132,7 +149,7 @@ class IntentService:
         self._serve(self._load())
         # One job per utterance: max_batch_size bounds the utterances of an engine call
         # whatever the mix of request sizes.
-        self._batched_predict = BatchQueue(lambda jobs: predict_jobs(self.engine, jobs), SETTINGS.max_batch_size,
+        self._batched_predict = BatchQueue(predict_jobs, SETTINGS.max_batch_size,
                                            SETTINGS.max_latency_ms / 1000, _overloaded)
         self.auditor = AuditRunner(LIMITS.audit_timeout_s)
         self.jobs = job_runner(LIMITS.audit_job_timeout_s)
@@ -153,11 +170,19 @@ class IntentService:
         engine.predict(["warm-up"])
         return engine
 
+    @property
+    def engine(self) -> Engine:
+        return self.served.engine
+
+    @property
+    def model_header(self) -> bytes:
+        """The ``X-Intentvcs-Model`` value of the bundle serving now."""
+        return self.served.header
+
     def _serve(self, engine: Engine) -> None:
-        # One reference assignment: requests in flight keep the engine they read.
+        # One reference assignment: requests in flight keep the engine they read, and its name with it.
         info = engine.info
-        self.model_header = header_value(info).encode()  # the X-Intentvcs-Model of every answer
-        self.engine = engine
+        self.served = Served(engine, header_value(info).encode())
         prometheus_metrics.get().bind_model(engine.labels, info, schemas.REJECTION_REASONS)
 
     def _swap(self, engine: Engine) -> None:
@@ -181,8 +206,10 @@ class IntentService:
 
     async def answer_predict(self, texts: list[str], top_k: int) -> PredictResponse:
         """``/predict``'s answer: each utterance through the shared batch queue."""
+        served = self.served  # one read: every utterance answered by this bundle, and the answer named after it
+        ANSWERED_BY.set(served.header)
         # One group: on the first refused (503) or failed utterance the rest still queued never run.
-        answers = await self._batched_predict.many([(utterance, top_k) for utterance in texts])
+        answers = await self._batched_predict.many([(utterance, top_k, served.engine) for utterance in texts])
         return PredictResponse(predictions=answers)
 
     async def answer_parse(self, text: str) -> ParseResponse:
@@ -193,7 +220,9 @@ class IntentService:
             return ParseResponse(**payload)
         if not schemas.readable(text):
             return ParseResponse(**parse_answer(nothing_to_read(text), SETTINGS.fallback_intent))
-        answer = await self._batched_predict((text, LIMITS.default_top_k))
+        served = self.served
+        ANSWERED_BY.set(served.header)
+        answer = await self._batched_predict((text, LIMITS.default_top_k, served.engine))
         return ParseResponse(**parse_answer(answer, SETTINGS.fallback_intent))
 
     # HTTP requests to the next two routes are answered by ``direct_routes`` with these methods' answers;

@@ -6,12 +6,14 @@ payload file). Operators read both on ``/status``, with what the model can
 answer (``labels``, ``entity_types``), how it runs (``provider``,
 ``quantized``) and the fallback intent of ``/model/parse``; clients and logs get them
 on each answer, so that during a bundle swap (``intentvcs.service.reload``)
-every answer says which bundle gave it. Both read the worker's current
-service instance, so they follow a swap at once.
+every answer says which bundle gave it: ``/predict`` and ``/model/parse`` name
+the bundle their request was answered by (``ANSWERED_BY``), every other route
+the one serving when its answer starts.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Awaitable, Callable
 
 import bentoml
@@ -24,6 +26,9 @@ from intentvcs.service.audit_jobs import PROGRESS_ROUTE, progress_endpoint
 
 HEADER = "x-intentvcs-model"
 Message = dict[str, Any]
+# The header value of the bundle that answers this request, set by the handler that chose its engine (a
+# request's own task, which the middleware's answer runs in); None: the one serving when the answer starts.
+ANSWERED_BY: ContextVar[bytes | None] = ContextVar("intentvcs_answered_by", default=None)
 
 
 def header_value(info: dict[str, Any]) -> str:
@@ -56,7 +61,7 @@ class ModelHeader:
         async def send_with_header(message: Message) -> None:
             if message["type"] == "http.response.start":
                 # The service keeps the value, set once per served engine: no work per answer.
-                value = bentoml.get_current_service().model_header
+                value = ANSWERED_BY.get() or bentoml.get_current_service().model_header
                 message = {**message, "headers": [*message.get("headers", []), (HEADER.encode(), value)]}
             await send(message)
 

@@ -138,3 +138,52 @@ def test_a_manifest_with_nan_is_a_bundle_error_naming_the_file(tmp_path):
     assert path.read_text() != text
     with pytest.raises(BundleError, match=r"manifest\.json.*NaN"):
         read(path)
+
+
+# -- a swap between the batches of one request ---------------------------------------------------------------
+
+class _NamedEngine:
+    """An engine whose answers say which engine gave them."""
+
+    def __init__(self, name: str):
+        self.name, self.calls = name, 0
+
+    def predict(self, texts, top_k=None):
+        self.calls += 1
+        return [{"text": text, "normalised": None, "by": self.name, "accepted": [], "entities": [], "parts": [],
+                 "out_of_scope": False, "intents": [{"intent": "a", "confidence": 1.0}] * 3} for text in texts]
+
+
+def test_each_utterance_is_answered_by_the_engine_its_request_read():
+    """The batch queue called the engine serving when a batch ran: a request whose utterances fell into two
+    batches, a swap between them, was answered half by one bundle and half by the next."""
+    from intentvcs.service.app import predict_jobs
+
+    old, new = _NamedEngine("old"), _NamedEngine("new")
+    answers = predict_jobs([("play jazz", 1, old), ("stop", 2, old), ("lights off", 1, new)])
+    assert [answer["by"] for answer in answers] == ["old", "old", "new"]
+    assert [len(answer["intents"]) for answer in answers] == [1, 2, 1]  # each its own request's top_k
+    assert (old.calls, new.calls) == (1, 1)
+
+
+def test_the_model_header_names_the_bundle_that_answered():
+    """The header was read from the service when the answer started: an answer computed by the old engine
+    and sent just after a swap named the new bundle."""
+    import asyncio
+
+    from intentvcs.service.identity import ANSWERED_BY, HEADER, ModelHeader
+
+    async def handler(scope, receive, send):  # as DirectRoutes: the request's own handler chose the engine
+        ANSWERED_BY.set(b"old@sha256:000000000000")
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def request():
+        await ModelHeader(handler, routes=["/predict"])({"type": "http", "path": "/predict"}, None, send)
+
+    asyncio.run(request())
+    assert (HEADER.encode(), b"old@sha256:000000000000") in sent[0]["headers"]
