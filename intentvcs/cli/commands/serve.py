@@ -43,7 +43,8 @@ def register(subparsers) -> None:
         "serve", help="serve a bundle over HTTP (BentoML): /predict, /model/parse, /audit, /metrics",
         description="Run the BentoML service on a bundle. Limits and batching are set with INTENTVCS_* "
         "environment variables (e.g. INTENTVCS_MAX_TEXTS=256, INTENTVCS_MAX_TEXT_CHARS=1000), which pass "
-        "through; INTENTVCS_API_TOKEN makes /predict, /model/parse and /audit require 'Authorization: Bearer <token>'. "
+        "through; INTENTVCS_API_TOKEN makes /predict, /model/parse, /audit, /audit/job/* and /status require "
+        "'Authorization: Bearer <token>'. "
         f"This command binds --host (default {DEFAULT_HOST}); `bentoml serve` and the container bind 0.0.0.0, "
         "every interface, unless told otherwise.",
     )
