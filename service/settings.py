@@ -202,7 +202,7 @@ class Settings:
         workers = _env_int("WORKERS", default_workers(provider), environ=environ)
         threads = environ.get(ENV_PREFIX + "THREADS", "").strip()
         return cls(
-            bundle=environ.get(ENV_PREFIX + "BUNDLE", cls.bundle),
+            bundle=environ.get(ENV_PREFIX + "BUNDLE", "").strip() or cls.bundle,  # empty: the default, as elsewhere
             provider=provider,
             quantized=environ.get(ENV_PREFIX + "QUANTIZED", "").strip().lower() or cls.quantized,
             # The cores shared out among the workers: no oversubscription.

@@ -187,3 +187,12 @@ def test_the_model_header_names_the_bundle_that_answered():
 
     asyncio.run(request())
     assert (HEADER.encode(), b"old@sha256:000000000000") in sent[0]["headers"]
+
+
+def test_an_empty_bundle_setting_is_the_default():
+    """INTENTVCS_BUNDLE="" was taken as the path "" (a worker then failed on a relative "manifest.json:
+    missing" naming no variable), where every other setting reads empty as its default."""
+    from intentvcs.service.settings import Settings
+
+    assert Settings.from_env({"INTENTVCS_BUNDLE": ""}).bundle == Settings.bundle
+    assert Settings.from_env({"INTENTVCS_BUNDLE": "  "}).bundle == Settings.bundle
