@@ -40,3 +40,13 @@ def test_a_relation_naming_the_oos_verdict_is_refused():
     relations = LabelRelations(labels=("a", "b", "oos"), relations=(Subset(child="a", parent="oos"),))
     with pytest.raises(DecisionError, match="names 'oos', the out-of-scope verdict"):
         Decision(["a", "b", "oos"], activation="softmax", relations=relations)
+
+
+def test_extending_relations_adds_no_relation_it_already_holds_written_otherwise():
+    """Duplicate(b, a) was added beside a known Duplicate(a, b): "the relations it lacks" compared the
+    dataclasses field by field."""
+    from intentvcs.core.relations import Composite, Duplicate, LabelRelations, extend_relations
+
+    known = LabelRelations(labels=("a", "b", "c"), relations=(Duplicate("a", "b"), Composite("c", ("a", "b"))))
+    extended = extend_relations(known, ["a", "b", "c"], [Duplicate("b", "a"), Composite("c", ("b", "a"))], {})
+    assert extended.relations == known.relations

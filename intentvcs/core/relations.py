@@ -349,8 +349,12 @@ def extend_relations(known: LabelRelations | None, labels: Iterable[str], relati
     """
     names = list(dict.fromkeys([*(known.labels if known is not None else ()), *labels]))
     merged: list[Relation] = list(known.relations) if known is not None else []
+    # The same relation however written: Duplicate(b, a) is Duplicate(a, b), a composite's parts in any order.
+    held = {(r.type, frozenset(r.implications())) for r in merged}
     for relation in relations:
-        if relation not in merged:
+        key = (relation.type, frozenset(relation.implications()))
+        if key not in held:
+            held.add(key)
             merged.append(relation)
     return LabelRelations(labels=tuple(names), relations=tuple(merged),
                           families=dict(known.families) if known is not None else {},
