@@ -14,7 +14,11 @@ if [ $# -lt 3 ]; then
     sed -n '2,11p' "$0" >&2
     exit 2
 fi
-bundle=$1 checkpoint=$2 snips=$3 results=${4:-benchmarks/results}
+# Paths given relative to where it is run from, not to the repository root it moves to below.
+absolute() { case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
+bundle=$(absolute "$1") checkpoint=$(absolute "$2") snips=$(absolute "$3")
+results=${4:+$(absolute "$4")}
+results=${results:-benchmarks/results}
 cd "$(dirname "$0")/.."
 python - "$bundle" <<'PY'
 import json

@@ -136,7 +136,7 @@ def test_the_two_bentofiles_differ_only_where_the_gpu_needs_it():
     assert (gpu["name"], gpu["docker"].pop("cuda_version")) == ("intentvcs-gpu", "12.6.3")
     gpu["name"] = cpu["name"]
     # CUDA 12 builds of ONNX Runtime for the CUDA 12 base image (PyPI's 1.27 and later are CUDA 13).
-    runtime = {"onnxruntime-gpu>=1.21,<1.27": "onnxruntime>=1.18"}
+    runtime = {"onnxruntime-gpu>=1.24,<1.27": "onnxruntime>=1.24"}
     assert set(runtime) <= set(gpu["python"]["packages"])
     gpu["python"]["packages"] = [runtime.get(p, p) for p in gpu["python"]["packages"]]
     gpu["envs"] = [e for e in gpu["envs"] if e not in ({"name": "INTENTVCS_PROVIDER", "value": "cuda"},
