@@ -19,6 +19,11 @@ if [ "$(uname -s)" = Darwin ]; then
 else
   TORCH_SPEC=${TORCH_SPEC:-torch==$TORCH_VERSION+cpu}
 fi
+# pyproject.toml's requires-python, asked before several hundred MB of torch are installed for nothing.
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "setup.sh: intentvcs needs Python 3.11 or later; $PYTHON is $("$PYTHON" --version 2>&1) (set PYTHON=python3.11)" >&2
+  exit 1
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
