@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import bentoml
 from bentoml.exceptions import ServiceUnavailable
@@ -79,6 +79,7 @@ AUDIT_CONFIG = AuditConfig.from_dict({**SETTINGS.audit_config, "progress": False
 API_ROUTES = ["/predict", "/model/parse", "/audit", SUBMIT_ROUTE]
 JOB_SLOTS = JobSlots()  # this worker's admitted, unfinished audit jobs (JobGate takes, audit_job gives back)
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -99,17 +100,14 @@ def predict_jobs(jobs: Sequence[Job]) -> list[dict[str, Any]]:
     right after a swap).
 
     The engine ranks for the largest ``top_k`` asked; each utterance gets its
-    own request's cut. Every answered utterance is counted in the metrics.
+    own request's cut. Every answered utterance is counted in the metrics; a failure is counted by each
+    request it fails (``_counted``), not here: one call's utterances may be several requests'.
     """
     answers: list[dict[str, Any]] = []
     for engine, group in itertools.groupby(jobs, key=lambda job: job[2]):
         group = list(group)
         texts = [text for text, _, _ in group]
-        try:
-            answered = engine.predict(texts, top_k=max(top_k for _, top_k, _ in group))
-        except Exception:
-            prometheus_metrics.get().record_error("internal_error")
-            raise
+        answered = engine.predict(texts, top_k=max(top_k for _, top_k, _ in group))
         prometheus_metrics.get().record_batch(len(texts))
         prometheus_metrics.get().record_predictions(texts, answered)
         for answer, (_, top_k, _) in zip(answered, group):
@@ -127,6 +125,18 @@ def _refused(ctx: bentoml.Context, status: int, reason: str, message: str) -> JS
     rejections.refused("POST", "/audit", status, reason)
     ctx.response.status_code = status
     return JSONResponse({"error": message}, status_code=status)
+
+
+async def _counted(answers: Awaitable[T]) -> T:
+    """``answers``, a request's utterances through the batch queue; a failure other than the queue's refusal
+    (``_overloaded``, counted by ``direct_routes``) is counted as this request's ``internal_error``."""
+    try:
+        return await answers
+    except ServiceUnavailable:
+        raise
+    except Exception:
+        prometheus_metrics.get().record_error("internal_error")
+        raise
 
 
 def _overloaded() -> ServiceUnavailable:
@@ -209,7 +219,8 @@ class IntentService:
         served = self.served  # one read: every utterance answered by this bundle, and the answer named after it
         ANSWERED_BY.set(served.header)
         # One group: on the first refused (503) or failed utterance the rest still queued never run.
-        answers = await self._batched_predict.many([(utterance, top_k, served.engine) for utterance in texts])
+        answers = await _counted(self._batched_predict.many([(utterance, top_k, served.engine)
+                                                              for utterance in texts]))
         return PredictResponse(predictions=answers)
 
     async def answer_parse(self, text: str) -> ParseResponse:
@@ -222,7 +233,7 @@ class IntentService:
             return ParseResponse(**parse_answer(nothing_to_read(text), SETTINGS.fallback_intent))
         served = self.served
         ANSWERED_BY.set(served.header)
-        answer = await self._batched_predict((text, LIMITS.default_top_k, served.engine))
+        answer = await _counted(self._batched_predict((text, LIMITS.default_top_k, served.engine)))
         return ParseResponse(**parse_answer(answer, SETTINGS.fallback_intent))
 
     # HTTP requests to the next two routes are answered by ``direct_routes`` with these methods' answers;

@@ -6,9 +6,11 @@ limit, and one past BentoML's request timeout went on computing after its
 client had been answered 504. Two bounds, per worker process:
 
 ``AuditGate``    an ASGI middleware admitting at most ``max_in_flight``
-                 ``/audit`` requests at once (from the first byte read to the
-                 answer); beyond, 429 with ``Retry-After`` before the body is
-                 read, so a queue of 30 MB batches cannot build up either.
+                 ``/audit`` requests at once (from the body read in full, by
+                 ``body_limit.BodyLimit`` outside it, to the answer); beyond,
+                 429 with ``Retry-After`` before the application parses the
+                 body, so a queue of 30 MB batches cannot build up behind
+                 the audit thread either.
 ``AuditRunner``  runs the admitted audits one at a time on a worker thread,
                  with a deadline counted from the parsed request, queueing
                  included (a client waits through both), or for background
@@ -119,10 +121,17 @@ class AuditRunner:
             raise AuditCancelled
         loop = asyncio.get_running_loop()
         stop, started = threading.Event(), threading.Event()
+        # The job reaches the thread through this list, emptied when the caller gives up on it: a job given
+        # up on while queued stays in the pool's queue until the thread skips it, and held its rows there.
+        pending = [job]
 
         def started_job(should_stop: Callable[[], bool]) -> T:  # on the audit thread
             started.set()
-            return job(should_stop)
+            try:
+                queued = pending.pop()
+            except IndexError:  # given up on just as the thread took it
+                raise AuditCancelled from None
+            return queued(should_stop)
 
         future = loop.run_in_executor(self.pool, started_job, stop.is_set)
         # A job stopped after its request was answered ends in an exception nobody awaits.
@@ -145,3 +154,4 @@ class AuditRunner:
         finally:
             stop.set()  # a running job stops at its next step
             future.cancel()  # a queued one never starts
+            pending.clear()  # nor holds what its call would have read

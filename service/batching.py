@@ -50,7 +50,8 @@ class BatchQueue(Generic[Job, Answer]):
 
     ``run`` is called on a thread of its own, one call at a time, with at most
     ``max_batch`` jobs; an exception it raises is every job's of that call.
-    A job still queued ``max_wait_s`` after it arrived is refused with the
+    A job still queued ``max_wait_s`` after it arrived is refused, as the next
+    call is formed (so once the call running then has ended), with the
     exception ``overloaded()`` returns (which may also count it).
     """
 
@@ -86,7 +87,8 @@ class BatchQueue(Generic[Job, Answer]):
         self._start_draining(loop)
         try:
             await asyncio.wait(futures, return_when=asyncio.FIRST_EXCEPTION)
-        finally:  # a failure, or this request's own cancellation (its client went away)
+        finally:  # a failure, or this request's own cancellation (BentoML's request timeout: nothing in
+            # front of it cancels a request whose client went away, whose utterances then still run)
             for future in futures:
                 future.cancel()  # a no-op on those already answered
         failures = [future.exception() for future in futures if not future.cancelled()]  # each one retrieved

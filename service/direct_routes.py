@@ -23,6 +23,7 @@ for anything else, its traceback in the log.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -58,7 +59,19 @@ class DirectRoutes:
         body = await _read_body(receive)
         if body is None:
             return  # the client went away before sending its body; nobody reads an answer
-        status, payload = await self._answer(scope, route, body)
+        # Uvicorn runs a request on after its client has left: the answer is given up on when the next
+        # message, after the body, is the client's http.disconnect (BatchQueue then drops its utterances
+        # still queued). The watch cancels this task, so the answer keeps its context (identity.ANSWERED_BY).
+        watch = _Watch(receive)
+        try:
+            status, payload = await self._answer(scope, route, body)
+        except asyncio.CancelledError:
+            if not watch.cancelled_us():
+                raise
+            rejections.refused(scope["method"], scope["path"], rejections.CLIENT_CLOSED, "client_gone")
+            return
+        finally:
+            watch.stop()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
                    (b"server", self.server)]
         if status == 503:
@@ -82,6 +95,31 @@ class DirectRoutes:
             log.exception("Exception on %s %s", scope["method"], scope["path"])
             return 500, _json({"error": UNEXPECTED})
         return 200, answer.model_dump_json().encode()
+
+
+class _Watch:
+    """Cancel the running task (a request's) when ``receive`` gives the client's disconnect, until ``stop``."""
+
+    def __init__(self, receive) -> None:
+        self.task = asyncio.current_task()
+        self.gone = self.stopped = False
+        self.watcher = asyncio.ensure_future(self._watch(receive))
+
+    async def _watch(self, receive) -> None:
+        message = await receive()
+        if message["type"] == "http.disconnect" and not self.stopped:
+            self.gone = True
+            self.task.cancel()
+
+    def cancelled_us(self) -> bool:
+        """Whether the task was cancelled by this watch (then no longer counted as cancelling): its client left."""
+        if self.gone:
+            self.task.uncancel()
+        return self.gone
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.watcher.cancel()
 
 
 async def _read_body(receive) -> bytes | None:

@@ -270,7 +270,8 @@ _REASON_BY_FIELD = {  # emptiness, length and range limits, which depend on the 
     ("too_long", "spans"): "too_many_spans",
     ("too_short", None): "empty_list",
 }
-# Refusals decided outside the schemas: body_limit (client_gone: a body abandoned mid-way), media_type, auth, the
+# Refusals decided outside the schemas: body_limit and direct_routes (client_gone: a body abandoned mid-way, an
+# answer whose client left), media_type, auth, the
 # new-intent cap of /audit (it needs the bundle's labels), and the job routes
 # of audit_jobs (the synchronous form, a cancel by another method, of an
 # unknown job or of one that has ended).
