@@ -96,8 +96,8 @@ Job = tuple[str, int, Engine]
 
 
 def predict_jobs(jobs: Sequence[Job]) -> list[dict[str, Any]]:
-    """Answer a batch of utterances, possibly from several requests, with one call per engine (one, but
-    right after a swap).
+    """Answer a batch of utterances, possibly from several requests, with one call per engine (one call,
+    except right after a swap).
 
     The engine ranks for the largest ``top_k`` asked; each utterance gets its
     own request's cut. Every answered utterance is counted in the metrics; a failure is counted by each
