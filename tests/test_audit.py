@@ -279,6 +279,21 @@ def test_training_rows_and_the_models_sample_of_them_read_the_same_references(wo
             [{k: v for k, v in c.items() if k != "reference"} for c in given["containment"]]
 
 
+def test_training_rows_without_an_intent_leave_it_the_models_own_rows(world):
+    """A --train file of other data (none of the model's intents) left every existing intent without rows,
+    though the bundle holds its own: the duplicates read as subsets and the CI gate passed."""
+    from intentvcs.core.dataio import parse_row
+
+    batch = world.rows("dupC", 30, "C", ("C",))
+    engine = FakeEngine(world.table)
+    engine.references = [parse_row(row) for row in world.training(20)]
+    other = [{"text": f"something else {i}", "labels": ["elsewhere"]} for i in range(5)]
+    report = audit_batch(engine, batch, other, AuditConfig(progress=False)).to_dict()
+    assert report["findings"][0]["relation"] == "duplicate"
+    assert report["findings"][0]["containment"][0]["reference"] == "model"
+    assert report["summary"]["missing_references"] == []
+
+
 def test_borderline_lowers_severity(world):
     # 15 rows with 11 accepted: 73 % >= high (70 %), but the interval holds 70 %.
     batch = world.rows("fewA", 15, A_MIX, ("A",), 11 / 15)

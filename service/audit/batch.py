@@ -147,30 +147,33 @@ def _infer(model: Predictor, texts: Sequence[str], config: AuditConfig, desc: st
     return GraphOutputs.concatenate(chunks)
 
 
-def _references(names: Iterable[str], own: dict[str, list[Example]], old_rows: tuple[str, list[Example]],
-                config: AuditConfig, rng: np.random.Generator) -> dict[str, Reference]:
+def _references(names: Iterable[str], own: dict[str, list[Example]], training: list[Example] | None,
+                model_rows: list[Example], config: AuditConfig, rng: np.random.Generator) -> dict[str, Reference]:
     """A seeded sample of at most ``reference_cap`` rows per existing intent, and its profile rows (at most
     ``intent_cap``, drawn apart: ``Reference``).
 
-    ``old_rows`` is ``(source, rows)``: the caller's training rows
-    (``"training"``) or the model's own sample of them (``"model"``). Those
-    when they have any of the intent, else ``own``: the batch's rows of
-    it that carry no new intent (those are the new intents' own evidence, not
-    the existing intent's; ``BatchSample.existing``). The references of
+    An intent's rows come from the first source that has any: the caller's
+    ``training`` rows (``"training"``), the model's own sample of them
+    (``model_rows``, ``"model"``: also where training rows were sent but hold
+    none of the intent, a file of other data), else ``own``: the batch's rows
+    of it that carry no new intent (those are the new intents' own evidence,
+    not the existing intent's; ``BatchSample.existing``). The references of
     training rows are drawn as training drew the model's sample of them
     (``intentvcs.core.references.reference_sample``), so that an audit with
     the training file and one with the bundle alone read the same
     references; the profile draws on all of them.
     """
-    old_source = old_rows[0]
-    old = _by_label(old_rows[1])
-    drawn = _by_label(reference_sample(old_rows[1], config.reference_cap)) if old_source == "training" else old
+    sources = [("model", _by_label(model_rows), None)]
+    if training is not None:
+        sources.insert(0, ("training", _by_label(training),
+                           _by_label(reference_sample(training, config.reference_cap))))
     out = {}
     # The profile's own draw: the sample of ``rng`` (and every draw after it) stays what it was.
     profile_rng = np.random.default_rng(config.seed)
     for name in names:
-        source, pool = (old_source, old[name]) if name in old else ("batch", own.get(name, []))
-        references = drawn.get(name, []) if name in old else pool
+        source, pool, drawn = next(((source, rows[name], drawn) for source, rows, drawn in sources if name in rows),
+                                   ("batch", own.get(name, []), None))
+        references = drawn.get(name, []) if drawn is not None else pool
         chosen = sample_rows(len(references), config.reference_cap, rng)
         profile = [pool[i] for i in sample_rows(len(pool), config.intent_cap, profile_rng)]
         out[name] = Reference([references[i] for i in chosen], source, profile)
@@ -220,8 +223,7 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
                           check=row_checker(rows, "rows"))
     if not sample.batch_rows:
         raise AuditInputError("rows: no rows")
-    old_rows = (("training", validate_rows(training_rows, "training_rows")) if training_rows is not None
-                else ("model", model.reference_rows() or []))
+    training = validate_rows(training_rows, "training_rows") if training_rows is not None else None
     known = model.decision.relations
     new_intents = sample.new_intents
     timing = {"reading": time.perf_counter() - started}
@@ -232,7 +234,8 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         per_intent = {name: audit.candidates(name) for name in new_intents}
         segmented = audit.segment_pairs(model, new_intents)
         needed = list(dict.fromkeys(labels[j] for _, _, keep in per_intent.values() for j in keep))
-        references = _references(needed, sample.existing, old_rows, config, audit.rng)
+        references = _references(needed, sample.existing, training, model.reference_rows() or [], config,
+                                 audit.rng)
         missing = [name for name, ref in references.items() if not ref.examples]
         embedding = time.perf_counter()
         audit.add_references(model, references)

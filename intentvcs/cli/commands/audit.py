@@ -10,12 +10,15 @@ finding.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from intentvcs.cli import exit_codes
 from intentvcs.cli.model_options import add_model_arguments, check_run, load_predictor
 from intentvcs.cli.options import json_object_file
 from intentvcs.service.audit.config import SEVERITIES, AuditConfig
+
+log = logging.getLogger(__name__)
 
 # A gate fails at a severity or above it: every severity but the lowest, most severe first, or never.
 FAIL_LEVELS = (*reversed(SEVERITIES[1:]), "never")
@@ -78,7 +81,11 @@ def run(args: argparse.Namespace) -> int:
               inputs=[args.batch, args.train, args.config_path])
     batch = iter_examples(args.batch)  # streamed: the audit keeps a capped sample per new intent
     training = read_examples(args.train) if args.train else None
-    report = audit_batch(load_predictor(args), batch, training, config)
+    model = load_predictor(args)
+    if training is not None and not {label for row in training for label in row.labels} & set(model.labels):
+        log.warning("%s: no row carries one of the model's %d intents: not the data it was trained on? The "
+                    "audit reads the model's own rows of them where it keeps some", args.train, len(model.labels))
+    report = audit_batch(model, batch, training, config)
     document = report.to_dict()
     outputs = {args.out: atomic.json_text(document)}
     if args.html:
@@ -94,9 +101,10 @@ def run(args: argparse.Namespace) -> int:
     for pair in report.new_pairs:
         print(f"{pair.severity:8s} {pair.first} = {pair.second}: two new intents, one meaning", file=sys.stderr)
     if report.missing_references:
-        print(f"audit: no rows of {', '.join(report.missing_references)} to estimate how much of them lies in "
-              "the new intents (duplicates then show as subsets); pass --train with the old data, or re-export the "
-              "bundle from a checkpoint trained with this version (it keeps a sample of them)",
+        where = f"neither {args.train} nor the model holds" if args.train else "the model holds no"
+        print(f"audit: {where} rows of {', '.join(report.missing_references)} to estimate how much of them lies "
+              "in the new intents (duplicates then show as subsets); pass --train with the old data, or re-export "
+              "the bundle from a checkpoint trained with this version (it keeps a sample of them)",
               file=sys.stderr)
     print(f"audit: overall {report.severity}, {len(report.findings)} new intent(s), {len(report.new_pairs)} "
           f"duplicate pair(s) among them; report {args.out}",
