@@ -167,3 +167,13 @@ def test_a_csv_whose_lines_end_in_a_carriage_return_alone_says_so(tmp_path):
     with pytest.raises(DataError) as error:
         Source.open(path)
     assert "carriage return alone" in str(error.value) and "universal-newline" not in str(error.value)
+
+
+def test_a_jsonl_line_cut_short_is_refused_at_its_own_column(tmp_path):
+    """A line missing its closing brace was refused at "column 1": the error lay past the line's newline."""
+    from intentvcs.core.dataio import read_jsonl
+
+    path = tmp_path / "cut.jsonl"
+    path.write_text('{"text": "wake me up at seven", "labels": ["set_alarm"]\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"cut.jsonl:1: invalid JSON: .*\(column 56\)"):
+        read_jsonl(path)

@@ -288,7 +288,9 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
     if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and _nesting(line) > MAX_NESTING:
         raise DataError(path, number, f"JSON nested deeper than {MAX_NESTING} levels")
     try:
-        return json.loads(line)
+        # Without its line ending: an error at the end of the line ("}" missing) was placed at column 1 of
+        # the line after it.
+        return json.loads(line.rstrip("\r\n"))
     except json.JSONDecodeError as exc:
         raise DataError(path, number, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
     except ValueError as exc:
