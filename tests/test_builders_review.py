@@ -76,3 +76,17 @@ def test_the_hard_data_card_describes_the_hard_construction(tmp_path):
     hard = mix.build("atis", tmp_path, tmp_path / "hard", variant="hard", sizes=sizes)
     assert "alphabetical order" in standard["construction"] and "random order" not in standard["construction"]
     assert "random order" in hard["construction"] and "after that" in hard["construction"]
+
+
+def test_a_data_root_without_the_data_set_says_how_to_give_one(tmp_path, capsys):
+    """From outside the checkout the default root (relative to the working folder) was read as given: the
+    error named a missing seq.in and said nothing of --data-root or INTENTVCS_DATA."""
+    from intentvcs.cli import exit_codes
+    from intentvcs.cli.main import main
+
+    for command in ("build-vcs", "build-mix"):
+        code = main([command, "--dataset", "atis", "--data-root", str(tmp_path), "--out", str(tmp_path / "out")])
+        err = capsys.readouterr().err
+        assert code == exit_codes.BAD_INPUT, err
+        assert f"no atis folder in the data root {tmp_path} (--data-root)" in err and "INTENTVCS_DATA" in err, err
+    assert not (tmp_path / "out").exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -85,6 +86,21 @@ def add_data_root(p: argparse.ArgumentParser, holding: str) -> None:
                         "working folder)")
 
 
+def dataset_folder(args: argparse.Namespace) -> Path:
+    """``--data-root``'s folder of ``--dataset``; ``DataError`` (exit 2) saying where the root came from and how
+    to give another when it has none (the default is relative to the working folder)."""
+    from intentvcs.core.dataio import DataError
+
+    folder = Path(args.data_root) / args.dataset
+    if not folder.is_dir():
+        origin = ("--data-root" if args.data_root != data_root() else
+                  f"${DATA_ENV}" if os.environ.get(DATA_ENV) else f"the default, {DEFAULT_DATA_ROOT} from the working "
+                  "folder")
+        raise DataError(folder, None, f"no {args.dataset} folder in the data root {args.data_root} ({origin}); give "
+                                      f"--data-root FOLDER holding {args.dataset}/, or set {DATA_ENV}")
+    return folder
+
+
 def run_convert(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.dataio import label_inventory, write_jsonl
@@ -112,7 +128,7 @@ def run_build_vcs(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.training import vcs_builder as vcs
 
-    atomic.check_folder_target(args.out, inputs=[Path(args.data_root) / args.dataset])
+    atomic.check_folder_target(args.out, inputs=[dataset_folder(args)])
     info = vcs.build(args.dataset, args.data_root, args.out, seed=args.seed,
                      difficulty=args.difficulty, groups=args.groups, force=args.force)
     summary = {"out": args.out, "info": f"{args.out}/{vcs.INFO_FILE}"}
@@ -127,7 +143,7 @@ def run_build_mix(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.training import mix_builder as mix
 
-    atomic.check_folder_target(args.out, inputs=[Path(args.data_root) / args.dataset])
+    atomic.check_folder_target(args.out, inputs=[dataset_folder(args)])
     sizes = {split: getattr(args, f"{split}_rows") for split in ("train", "valid", "test")}
     for split, rows in sizes.items():
         if rows is not None and rows < 1:
