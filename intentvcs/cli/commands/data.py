@@ -87,8 +87,9 @@ def add_data_root(p: argparse.ArgumentParser, holding: str) -> None:
 
 
 def dataset_folder(args: argparse.Namespace) -> Path:
-    """``--data-root``'s folder of ``--dataset``; ``DataError`` (exit 2) saying where the root came from and how
-    to give another when it has none (the default is relative to the working folder)."""
+    """``--data-root``'s folder of ``--dataset`` (asked after the outputs are checked); ``DataError`` (exit 2)
+    saying where the root came from and how to give another when it has none (the default is relative to the
+    working folder)."""
     from intentvcs.core.dataio import DataError
 
     folder = Path(args.data_root) / args.dataset
@@ -128,7 +129,8 @@ def run_build_vcs(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.training import vcs_builder as vcs
 
-    atomic.check_folder_target(args.out, inputs=[dataset_folder(args)])
+    atomic.check_folder_target(args.out, inputs=[Path(args.data_root) / args.dataset])
+    dataset_folder(args)
     info = vcs.build(args.dataset, args.data_root, args.out, seed=args.seed,
                      difficulty=args.difficulty, groups=args.groups, force=args.force)
     summary = {"out": args.out, "info": f"{args.out}/{vcs.INFO_FILE}"}
@@ -143,7 +145,8 @@ def run_build_mix(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.training import mix_builder as mix
 
-    atomic.check_folder_target(args.out, inputs=[dataset_folder(args)])
+    atomic.check_folder_target(args.out, inputs=[Path(args.data_root) / args.dataset])
+    dataset_folder(args)
     sizes = {split: getattr(args, f"{split}_rows") for split in ("train", "valid", "test")}
     for split, rows in sizes.items():
         if rows is not None and rows < 1:
