@@ -22,9 +22,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from intentvcs.service import rejections
 from intentvcs.service.audit_jobs import PROGRESS_ROUTE, progress_endpoint
 
 HEADER = "x-intentvcs-model"
+STATUS_ROUTE = "/status"
 Message = dict[str, Any]
 # The header value of the bundle that answers this request, set by the handler that chose its engine (a
 # request's own task, which the middleware's answer runs in); None: the one serving when the answer starts.
@@ -40,9 +42,14 @@ def status_app() -> Starlette:
     """A Starlette app beside BentoML's routes: ``GET /status``, the worker's ``status()`` as JSON, and
     ``GET /audit/job/progress`` (``intentvcs.service.audit_jobs``)."""
     async def status(request: Request) -> JSONResponse:
+        if request.method not in ("GET", "HEAD"):  # Starlette's own 405 is plain text, and counted nowhere
+            rejections.refused(request.method, STATUS_ROUTE, 405, "method_not_allowed")
+            return JSONResponse({"error": f"{STATUS_ROUTE} takes GET, not {request.method[:20]}"}, status_code=405,
+                                headers={"allow": "GET"})
         return JSONResponse(bentoml.get_current_service().status())
 
-    return Starlette(routes=[Route("/status", status, methods=["GET"]),
+    return Starlette(routes=[Route(STATUS_ROUTE, status, methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
+                                                                  "OPTIONS"]),
                              Route(PROGRESS_ROUTE, progress_endpoint, methods=["GET"])])
 
 

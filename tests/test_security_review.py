@@ -152,3 +152,15 @@ def test_a_task_id_given_twice_is_refused(served):
     assert httpx.put(f"{url}/audit/job/cancel", params=twice, timeout=10).status_code == 400
     blank_last = [("task_id", "0123abcd"), ("task_id", "")]
     assert httpx.get(f"{url}/audit/job/status", params=blank_last, timeout=10).status_code == 400
+
+
+def test_another_method_on_status_is_a_counted_json_405(served):
+    """POST /status got Starlette's plain-text "Method Not Allowed", counted nowhere, where every other
+    refusal is JSON and counted."""
+    url, _ = served
+    before = errors(url).get("method_not_allowed", 0)
+    answer = httpx.post(f"{url}/status", json={}, timeout=10)
+    assert answer.status_code == 405 and answer.json() == {"error": "/status takes GET, not POST"}, answer.text
+    assert answer.headers["allow"] == "GET"
+    assert errors(url).get("method_not_allowed", 0) == before + 1
+    assert httpx.get(f"{url}/status", timeout=10).status_code == 200
