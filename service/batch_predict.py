@@ -239,7 +239,18 @@ def _open_csv(source: Source) -> Source:
             raise DataError(source.path, lines.line, f"the header has no column {source.text_column!r} "
                                                      f"(it has {header}); give --text-column")
         return replace(source, header=tuple(header), body=Span(lines.position, None, lines.line + 1),
-                       id_column=source.id_column if source.id_column in header else None)
+                       id_column=_id_column(source, header, lines.line))
+
+
+def _id_column(source: Source, columns: Sequence[str], line: int | None) -> str | None:
+    """The id column, None where the file has none; a column named other than the default must be there
+    (a mistyped --id-column dropped every id without a word)."""
+    if source.id_column in columns:
+        return source.id_column
+    if source.id_column != Source.id_column:
+        raise DataError(source.path, line, f"no column {source.id_column!r} (it has {list(columns)}); give the id "
+                                           "column's name as --id-column, or leave it out")
+    return None
 
 
 def _csv_rows(source: Source, span: Span) -> Iterator[tuple[str, Any]]:
@@ -285,7 +296,7 @@ def _open_parquet(source: Source) -> Source:
     if not is_text(stored(source.text_column)):
         raise DataError(source.path, None, f"column {source.text_column!r} holds {stored(source.text_column)}, "
                                            "not strings")
-    id_column, id_type = (source.id_column if source.id_column in schema.names else None), "string"
+    id_column, id_type = _id_column(source, schema.names, None), "string"
     if id_column is not None:
         kind = stored(id_column)
         if pa.types.is_integer(kind):

@@ -117,3 +117,14 @@ def test_ray_writes_unsigned_64_bit_parquet_ids_as_local_does(bundle, tmp_path, 
     err = capsys.readouterr().err
     assert code == exit_codes.OK, err[-3000:]
     assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+
+
+def test_an_id_column_given_by_name_must_be_there(bundle, tmp_path, capsys):
+    """`--id-column ident` on a file without it answered every row without its id, without a word; the
+    default, id, stays optional."""
+    data = tmp_path / "noid.csv"
+    data.write_text("text\nhello there\n", encoding="utf-8")
+    assert predict(bundle, data, tmp_path / "out.jsonl", "--id-column", "ident") == exit_codes.BAD_INPUT
+    assert "no column 'ident' (it has ['text'])" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()
+    assert predict(bundle, data, tmp_path / "out.jsonl") == exit_codes.OK

@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=list(FORMATS), help="input format (default: from the --data suffix)")
     p.add_argument("--text-column", default="text", help="CSV/Parquet: the column holding the text (default: text)")
     p.add_argument("--id-column", default="id",
-                   help="CSV/Parquet: the column holding the row id, used when present (default: id)")
+                   help="CSV/Parquet: the column holding the row id (default: id, used when present; another name "
+                        "must be there)")
     p.add_argument("--top-k", type=int, help="ranked intents per answer (default: every label)")
     p.add_argument("--batch-size", type=int, default=DEFAULT_MAX_BATCH,
                    help="texts per graph run (the engine's max batch; default: %(default)s)")
