@@ -58,6 +58,18 @@ def test_refit_refuses_a_span_type_the_training_rows_never_show(tmp_path, capsys
     assert f"{valid}:1: span type(s) ['bogus_type'] do not occur in the training data" in capsys.readouterr().err
 
 
+def test_refit_names_training_rows_of_another_model_before_judging_the_validation_rows(tmp_path, capsys):
+    """A --train file of other data was blamed on --valid ("valid.jsonl:1: span type(s) [...] do not occur in
+    the training data"): the checkpoint's labels are asked of the training rows first."""
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", labels=("A", "B", "C"), entity_types=("city",))
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"text": "rate this book", "labels": ["RateBook"]}) + "\n")
+    valid = spanned_rows(tmp_path / "valid.jsonl", tail=" please")
+    assert refit(ckpt, str(other), valid) == 2
+    err = capsys.readouterr().err
+    assert f"{other}: rows carry labels the checkpoint was not trained on: ['RateBook']" in err, err
+
+
 def test_refit_warns_of_too_few_validation_rows_as_train_does(tmp_path, caplog):
     ckpt = make_tiny_checkpoint(tmp_path / "ckpt", labels=("A", "B", "C"))
     train, valid = write_rows(tmp_path / "train.jsonl", "ABC"), write_rows(tmp_path / "v.jsonl", "ABC", tail=" now")

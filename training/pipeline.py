@@ -209,10 +209,9 @@ def refit_checkpoint(checkpoint: str | os.PathLike, train: Sequence[Example], va
     neither (``write_refitted``), and returns the new figures.
     """
     meta = read_checkpoint_meta(checkpoint)
-    _check_oos_rule_kept(checkpoint, meta, decision.oos_rule)
+    check_refit_rows(checkpoint, train, decision.oos_rule, train_source, meta)
     given = Splits(train, valid, test)
     splits = given.for_rule(decision.oos_rule)
-    _check_trained_labels(splits.train, meta["labels"], train_source)
     model = TrainedModel(IntentModel.from_checkpoint(checkpoint), load_tokenizer(Path(checkpoint) / ENCODER_DIR),
                          meta["labels"], METHODS[meta["method"]].activation, meta["max_length"],
                          _spelling(splits.train, decision.spelling), checkpoint_tags(meta))
@@ -299,7 +298,16 @@ def _check_oos_rule_kept(checkpoint: str | os.PathLike, meta: dict, rule: str) -
                          "become a class of their own): switching to it needs intentvcs train")
 
 
-def _check_trained_labels(train: Sequence[Example], labels: list[str], source: str = "train") -> None:
+def check_refit_rows(checkpoint: str | os.PathLike, train: Sequence[Example], oos_rule: str, source: str = "train",
+                     meta: dict | None = None) -> None:
+    """What a refit asks first of its training rows: the OOS rule the checkpoint was trained with kept (a
+    switch to or from "train" is refused), and the checkpoint's labels, read as that rule reads the rows."""
+    meta = read_checkpoint_meta(checkpoint) if meta is None else meta
+    _check_oos_rule_kept(checkpoint, meta, oos_rule)
+    check_trained_labels(Splits(train, ()).for_rule(oos_rule).train, meta["labels"], source)
+
+
+def check_trained_labels(train: Sequence[Example], labels: list[str], source: str = "train") -> None:
     """A refit's training rows must be the checkpoint's: a label it never learnt, or one of its labels
     without a row (no class mean for the distance rule, no PU prior), means another file."""
     unknown = sorted(unknown_labels(train, labels))

@@ -6,7 +6,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from intentvcs.cli.options import add_option, config_from_args, floor_or_fit, json_object, share
@@ -109,16 +109,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_splits(train_path: str, valid_path: str, test_path: str | None,
-                oos_rule: str) -> tuple[list, list, list | None]:
+def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rule: str,
+                check_train: Callable[[list], None] = lambda rows: None) -> tuple[list, list, list | None]:
     """The training, validation and (optional) test rows of ``train`` and ``refit``, checked before any model
-    loads: held out from each other (``check_held_out``), span types the training rows show (a type they never
-    show cannot be learnt, only missed; data without spans trains no entity head, and its spans are not read),
-    some validation row of a trained label; then ``warn_about_data``."""
+    loads: held out from each other (``check_held_out``), the training rows by ``check_train`` (``refit``: the
+    checkpoint's labels, before anything is judged against them), span types the training rows show (a type
+    they never show cannot be learnt, only missed; data without spans trains no entity head, and its spans
+    are not read), some validation row of a trained label; then ``warn_about_data``."""
     from intentvcs.core.team_formats import check_span_types, read_examples, read_numbered
 
     check_held_out(train_path, valid_path, test_path)
     train = read_examples(train_path)
+    check_train(train)
     held_out = {path: read_numbered(path) for path in (valid_path, test_path) if path}
     types = {span.label for ex in train for span in ex.spans}
     for path, rows in held_out.items() if types else ():
