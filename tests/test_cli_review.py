@@ -351,3 +351,17 @@ def test_the_audit_config_is_still_checked_as_the_command_line_is_read(tmp_path,
     assert f"argument --config: {config}: AuditConfig.high must be in [0, 1], got 2" in capsys.readouterr().err
     parsed = build_parser().parse_args(["audit", "--bundle", "b", "--batch", "b.jsonl", "--out", "r.json"])
     assert parsed.config is None
+
+
+def test_a_settings_refusal_names_the_option_not_the_field(capsys):
+    """"learning_rate must be > 0" (the setting's field, checked where every caller meets it) named nothing
+    the user typed: on the command line it reads as the option, "--lr must be > 0"."""
+    from intentvcs.cli import exit_codes
+    from intentvcs.cli.main import main
+
+    data = "training/default_data/assistant"
+    for option, value, said in (("--lr", "-1", "--lr must be > 0"), ("--epochs", "0", "--epochs must be >= 1")):
+        assert main(["train", "--train", f"{data}/train.jsonl", "--valid", f"{data}/valid.jsonl", option, value,
+                     "--out", "/nonexistent-intentvcs/ck"]) == exit_codes.BAD_INPUT
+        err = capsys.readouterr().err
+        assert f"intentvcs train: error: {said}" in err, err

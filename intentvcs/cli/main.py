@@ -100,6 +100,19 @@ def configure_logging(verbose: bool) -> int:
     return before
 
 
+def _named_as_option(message: str, parser: argparse.ArgumentParser, command: str) -> str:
+    """A setting's refusal in the words of the command line: a message that begins with a setting's field
+    name ("learning_rate must be > 0", raised where the setting is checked, for every caller) begins with the
+    command's option for it ("--lr must be > 0")."""
+    field = message.split(" ", 1)[0]
+    commands = next((action.choices for action in parser._actions  # argparse keeps its subparsers there
+                     if isinstance(action, argparse._SubParsersAction)), {})
+    for action in commands[command]._actions if command in commands else ():
+        if action.dest == field and action.option_strings:
+            return action.option_strings[-1] + message[len(field):]
+    return message
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
@@ -120,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         # Data, usage and environment errors (typed errors name the file, line
         # or setting; an ImportError names the package to install): one clear
         # line, no traceback.
-        print(f"intentvcs {args.command}: error: {exc}", file=sys.stderr)
+        print(f"intentvcs {args.command}: error: {_named_as_option(str(exc), parser, args.command)}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     except KeyboardInterrupt:
         print(f"intentvcs {args.command}: interrupted", file=sys.stderr)
