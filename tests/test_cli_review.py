@@ -365,3 +365,22 @@ def test_a_settings_refusal_names_the_option_not_the_field(capsys):
                      "--out", "/nonexistent-intentvcs/ck"]) == exit_codes.BAD_INPUT
         err = capsys.readouterr().err
         assert f"intentvcs train: error: {said}" in err, err
+
+
+def test_serve_names_a_bundle_folder_that_does_not_exist_as_such(tmp_path, capsys):
+    """A mistyped --bundle read "is not a bundle (no manifest.json); run intentvcs export first", as if the
+    folder were there."""
+    from intentvcs.cli import exit_codes
+    from intentvcs.cli.main import main
+
+    assert main(["serve", "--bundle", str(tmp_path / "bundel")]) == exit_codes.BAD_INPUT
+    assert f"{tmp_path / 'bundel'}: no such folder" in capsys.readouterr().err
+
+
+def test_a_long_list_in_a_refusal_says_how_many_it_leaves_out(tmp_path):
+    from intentvcs.core.dataio import DataError, Example, Span
+    from intentvcs.core.team_formats import check_span_types
+
+    rows = [(1, Example("in paris", ("a",), spans=(Span(3, 8, "zzz"),)))]
+    with pytest.raises(DataError, match=r"types there: \[.*\] and 5 more\)"):
+        check_span_types(tmp_path / "v.jsonl", [f"type{i:02d}" for i in range(25)], rows)

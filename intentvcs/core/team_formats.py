@@ -104,8 +104,10 @@ def check_span_types(path: str | os.PathLike, known: Iterable[str],
     for line, example in iter_numbered(path) if rows is None else rows:
         unknown = sorted({span.label for span in example.spans} - known)
         if unknown:
+            shown = sorted(known)[:20]
+            more = f" and {len(known) - len(shown)} more" if len(known) > len(shown) else ""
             raise DataError(path, line, f"span type(s) {unknown} do not occur in the training data "
-                                        f"(types there: {sorted(known)[:20]})")
+                                        f"(types there: {shown}{more})")
 
 
 def check_scored_rows(path: str | os.PathLike, rows: Sequence[tuple[int, Example]], labels: Sequence[str],

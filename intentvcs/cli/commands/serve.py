@@ -106,6 +106,8 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
     from intentvcs.service.onnx_session import uses_cuda
 
     bundle = Path(bundle).resolve()
+    if not bundle.exists():
+        raise FileNotFoundError(f"{bundle}: no such folder (--bundle: the folder `intentvcs export` wrote)")
     if not (bundle / MANIFEST_FILE).is_file():
         raise FileNotFoundError(f"{bundle} is not a bundle (no {MANIFEST_FILE}); run `intentvcs export` first")
     # The options' own names: the variables they set would name a setting the user never gave.
