@@ -318,6 +318,11 @@ def test_serve_command_refuses_a_missing_bundle(tmp_path):
     result = subprocess.run([sys.executable, "-m", "intentvcs.cli.main", "serve", "--bundle", str(tmp_path / "nope")],
                             check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
+    assert f"{tmp_path / 'nope'}: no such folder" in result.stderr
+    (tmp_path / "empty").mkdir()
+    result = subprocess.run([sys.executable, "-m", "intentvcs.cli.main", "serve", "--bundle", str(tmp_path / "empty")],
+                            check=False, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
     assert "is not a bundle" in result.stderr
 
 

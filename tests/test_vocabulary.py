@@ -83,5 +83,5 @@ def test_the_command_line_refuses_a_grown_vocabulary_with_frozen_embeddings(back
     code = main(["train", "--train", str(tmp_path / "train.jsonl"), "--valid", str(tmp_path / "train.jsonl"),
                  "--out", str(tmp_path / "ckpt"), "--backbone", str(backbone), "--extend-vocab", "2"])
     assert code == 2
-    assert "extend_vocab needs trained embeddings" in capsys.readouterr().err
+    assert "--extend-vocab needs trained embeddings" in capsys.readouterr().err
     assert not (tmp_path / "ckpt").exists()
