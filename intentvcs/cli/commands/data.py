@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "MultiWOZ/CrossWOZ (the folder with val.json.zip and test.json.zip) and write "
                     "one split as canonical JSONL.",
     )
-    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument("--format", required=True, choices=FORMATS, help="the source data set's format")
     p.add_argument("--input", required=True, help="data_*.json for clinc150, else the data set folder")
     p.add_argument("--split", required=True,
                    help="train, valid or test (multiwoz/crosswoz: valid or test)")
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="benchmark directory to write (an earlier benchmark there, one "
                    "with info.json, is replaced; any other non-empty folder only with --force)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier benchmark")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the builder's draws (default: 0, the recorded one)")
     p.add_argument("--difficulty", default=DIFFICULTIES[0], choices=DIFFICULTIES,
                    help="full: every family as in the paper; easy k: k families get versions; "
                         "hard k: k families get split/composite + versions")
@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="directory to write (an earlier build there, one with "
                    "info.json, is replaced; any other non-empty folder only with --force)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier build")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the builder's draws (default: 0, the recorded one)")
     for split in ("train", "valid", "test"):
         p.add_argument(f"--{split}-rows", type=int, metavar="N",
                        help=f"rows of {split}.jsonl (default: the released size); the splits are drawn in "

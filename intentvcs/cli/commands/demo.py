@@ -44,7 +44,7 @@ OOS_RULES = tuple(rule for rule in oos.RULES if rule != oos.TrainRule.name)
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="train, export, evaluate and serve the default model",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=__doc__.replace("``", ""), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=DEMO_DIR, help="working directory (checkpoint/, bundle/, *.json; default: "
                                                    "%(default)s)")
     p.add_argument("--force", action="store_true",
