@@ -209,10 +209,10 @@ class IntentService:
         ``labels`` and ``entity_types`` are the names (``info`` has their counts,
         for logs), so a client can check what it may be answered.
         """
-        engine = self.engine  # one read: a swap meanwhile cannot mix two bundles in one answer
-        info = engine.info
-        return {**info, "labels": list(engine.labels), "entity_types": list(engine.entity_types),
-                "fallback_intent": SETTINGS.fallback_intent, "model": header_value(info)}
+        served = self.served  # one read: a swap meanwhile cannot mix two bundles in one answer
+        engine = served.engine
+        return {**engine.info, "labels": list(engine.labels), "entity_types": list(engine.entity_types),
+                "fallback_intent": SETTINGS.fallback_intent, "model": served.header.decode()}
 
     async def answer_predict(self, texts: list[str], top_k: int) -> PredictResponse:
         """``/predict``'s answer: each utterance through the shared batch queue."""

@@ -187,7 +187,7 @@ async def progress_endpoint(request: Request) -> JSONResponse:
     """``GET /audit/job/progress?task_id=``: the job's stage and counts, 404 for an unknown id (``JobGate``
     has refused a malformed one, and counts the 404)."""
     task_id = task_id_of(request.scope)
-    if not TASK_ID.fullmatch(task_id):
+    if not task_id:
         return JSONResponse({"error": BAD_TASK_ID}, status_code=400)
     progress = read_progress(task_id)
     if progress is None:
@@ -233,7 +233,7 @@ class JobGate:
             self.on_reject(scope, 405, "method_not_allowed")
             await respond(send, 405, f"{path} takes {JOB_METHODS[path]}, not {scope['method'][:20]}",
                           headers=[(b"allow", JOB_METHODS[path].encode())])
-        elif path != SUBMIT_ROUTE and not TASK_ID.fullmatch(task_id_of(scope)):
+        elif path != SUBMIT_ROUTE and not task_id_of(scope):
             self.on_reject(scope, 400, "invalid_request")
             await respond(send, 400, BAD_TASK_ID)
         elif path in (SUBMIT_ROUTE, RETRY_ROUTE):
@@ -282,7 +282,7 @@ class JobGate:
                           headers=[(b"allow", b"PUT")])
             return
         task_id = task_id_of(scope)
-        if not TASK_ID.fullmatch(task_id):
+        if not task_id:
             self.on_reject(scope, 400, "invalid_request")
             await respond(send, 400, BAD_TASK_ID)
             return
@@ -300,10 +300,11 @@ class JobGate:
 
 
 def task_id_of(scope: dict[str, Any]) -> str:
-    """The request's ``task_id``, or "" (refused as malformed) when it is missing or repeated: the gate
-    must check the id BentoML's routes will read, and Starlette reads the last of several."""
+    """The request's ``task_id``, or "" (refused, ``BAD_TASK_ID``) when it is missing, repeated or no id of
+    ``TASK_ID``'s form: the gate must check the id BentoML's routes will read, and Starlette reads the last of
+    several."""
     given = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True).get("task_id", [])
-    return given[0] if len(given) == 1 else ""
+    return given[0] if len(given) == 1 and TASK_ID.fullmatch(given[0]) else ""
 
 
 class JobBodyCheck:

@@ -57,7 +57,7 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 
 from intentvcs.core import atomic
 from intentvcs.core.csv_records import records
-from intentvcs.core.dataio import DataError, decode_line, parse_row, text_problem
+from intentvcs.core.dataio import DataError, decode_line, decode_utf8, parse_row, text_problem
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT, PROVIDERS
 
 FORMATS = {"jsonl": (".jsonl", ".ndjson", ".json"), "csv": (".csv",), "parquet": (".parquet", ".pq")}
@@ -216,11 +216,7 @@ class _Lines:
         at_start = self.position == 0
         self.position += len(raw)
         self.line += 1
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(self.path, self.line,
-                            f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from None
+        text = decode_utf8(self.path, self.line, raw)
         if at_start:
             # A byte-order mark, dropped before the CSV reader sees it: left in, it comes before the
             # quote of a quoted first column ('\ufeff"id"'), which then keeps its quotes.

@@ -87,8 +87,8 @@ class BatchQueue(Generic[Job, Answer]):
         self._start_draining(loop)
         try:
             await asyncio.wait(futures, return_when=asyncio.FIRST_EXCEPTION)
-        finally:  # a failure, or this request's own cancellation (BentoML's request timeout: nothing in
-            # front of it cancels a request whose client went away, whose utterances then still run)
+        finally:  # a failure, or this request's own cancellation (BentoML's request timeout, or its client
+            # gone: direct_routes' watch)
             for future in futures:
                 future.cancel()  # a no-op on those already answered
         failures = [future.exception() for future in futures if not future.cancelled()]  # each one retrieved

@@ -304,10 +304,10 @@ def check_refit_rows(checkpoint: str | os.PathLike, train: Sequence[Example], oo
     switch to or from "train" is refused), and the checkpoint's labels, read as that rule reads the rows."""
     meta = read_checkpoint_meta(checkpoint) if meta is None else meta
     _check_oos_rule_kept(checkpoint, meta, oos_rule)
-    check_trained_labels(Splits(train, ()).for_rule(oos_rule).train, meta["labels"], source)
+    _check_trained_labels(Splits(train, ()).for_rule(oos_rule).train, meta["labels"], source)
 
 
-def check_trained_labels(train: Sequence[Example], labels: list[str], source: str = "train") -> None:
+def _check_trained_labels(train: Sequence[Example], labels: list[str], source: str = "train") -> None:
     """A refit's training rows must be the checkpoint's: a label it never learnt, or one of its labels
     without a row (no class mean for the distance rule, no PU prior), means another file."""
     unknown = sorted(unknown_labels(train, labels))

@@ -105,9 +105,8 @@ def _named_as_option(message: str, parser: argparse.ArgumentParser, command: str
     name ("learning_rate must be > 0", raised where the setting is checked, for every caller) begins with the
     command's option for it ("--lr must be > 0")."""
     field = message.split(" ", 1)[0]
-    commands = next((action.choices for action in parser._actions  # argparse keeps its subparsers there
-                     if isinstance(action, argparse._SubParsersAction)), {})
-    for action in commands[command]._actions if command in commands else ():
+    sub = _subparser(parser, command)
+    for action in sub._actions if sub is not None else ():
         if action.dest == field and action.option_strings:
             return action.option_strings[-1] + message[len(field):]
     return message

@@ -225,6 +225,11 @@ class Decision:
             raise DecisionError(problem)
         return probabilities(logits, self.activation, self.temperature)
 
+    def top_intents(self, confidences: np.ndarray) -> np.ndarray:
+        """Per row of ``confidences [N, L]``, the column of its most confident intent (the train rule's
+        ``"oos"`` column is its verdict, no intent)."""
+        return np.where(self._intent_columns, confidences, -1.0).argmax(axis=1)
+
     def apply(self, logits: np.ndarray, pooled: np.ndarray | None = None,
               pooled_mid: np.ndarray | None = None, *, top_fallback: bool = True) -> DecisionResult:
         """Decide a batch: ``apply(*graph_outputs.scores)`` (``intentvcs.core.outputs``).
@@ -251,7 +256,7 @@ class Decision:
             accepted = support.support_sets(probs, self.support_noise, self._intent_ids) & self._intent_columns
         empty = np.flatnonzero(~out_of_scope & ~accepted.any(axis=1)) if top_fallback else np.array([], int)
         if empty.size:
-            top = np.where(self._intent_columns, confidences[empty], -1.0).argmax(axis=1)
+            top = self.top_intents(confidences[empty])
             accepted[empty, top] = True
         if self._closure is not None:
             accepted = self._closure(accepted)

@@ -16,7 +16,6 @@ from intentvcs.core import scoring
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import DecisionResult
 from intentvcs.core.entities import span_set
-from intentvcs.core.oos import OOS_LABEL
 from intentvcs.core.outputs import GraphOutputs
 
 # The score a report leads with: "accuracy" (the top intent is a gold one) or
@@ -78,9 +77,7 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
         scores = scoring.multilabel_metrics(pred[in_scope], gold[in_scope])
         scores.pop("n", None)  # the in-scope count is n_in_scope; n stays all rows
         figures.update(scores)
-        # The most confident intent: the rule "train"'s "oos" column is its verdict, not an intent.
-        intent = np.array([label != OOS_LABEL for label in labels])
-        top = np.where(intent, result.confidences, -1.0).argmax(axis=1)
+        top = decision.top_intents(result.confidences)  # not the train rule's "oos" column, its verdict
         top_right = gold[np.arange(len(gold)), top]
         intents_right = np.where(gold.sum(axis=1) > 1, set_right, top_right)
         figures["accuracy"] = float(intents_right[in_scope].mean())

@@ -214,12 +214,11 @@ class Spelling:
         # Looked up composed (NFC), as the vocabulary's words are written; a word kept is kept as sent. A
         # compatibility form (a ligature pasted from a PDF, "ﬁnd"; full-width letters, "ｆｉｎｄ") is read as
         # its plain letters (NFKC): looked up as written, "ﬁnd" was one edit from "and".
-        composed = unicodedata.normalize("NFC", word).lower()
         lower = unicodedata.normalize("NFKC", word).lower()
         if len(lower) < MIN_LENGTH:
             return word
         if lower in self._known:
-            return word if lower == composed else _with_casing(lower, word)
+            return word if lower == unicodedata.normalize("NFC", word).lower() else _with_casing(lower, word)
         distance = 1 if len(lower) <= SHORT_WORD else MAX_EDIT_DISTANCE
         suggestions = self._index.lookup(lower, Verbosity.CLOSEST, max_edit_distance=distance)
         if not suggestions:

@@ -224,6 +224,10 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
     if not sample.batch_rows:
         raise AuditInputError("rows: no rows")
     training = validate_rows(training_rows, "training_rows") if training_rows is not None else None
+    trained = None if training is None else {label for row in training for label in row.labels}
+    if trained is not None and not trained & set(labels):
+        log.warning("training_rows: no row carries one of the model's %d intents: not the data it was trained "
+                    "on? The audit reads the model's own rows of them where it keeps some", len(labels))
     known = model.decision.relations
     new_intents = sample.new_intents
     timing = {"reading": time.perf_counter() - started}
@@ -234,8 +238,10 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         per_intent = {name: audit.candidates(name) for name in new_intents}
         segmented = audit.segment_pairs(model, new_intents)
         needed = list(dict.fromkeys(labels[j] for _, _, keep in per_intent.values() for j in keep))
-        references = _references(needed, sample.existing, training, model.reference_rows() or [], config,
-                                 audit.rng)
+        # The model's own rows (a file read and hashed) only where the training rows lack an intent.
+        lacking = trained is None or not set(needed) <= trained
+        references = _references(needed, sample.existing, training, (model.reference_rows() or []) if lacking else [],
+                                 config, audit.rng)
         missing = [name for name, ref in references.items() if not ref.examples]
         embedding = time.perf_counter()
         audit.add_references(model, references)

@@ -10,15 +10,12 @@ finding.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from intentvcs.cli import exit_codes
 from intentvcs.cli.model_options import add_model_arguments, check_run, load_predictor
 from intentvcs.cli.options import json_object_file
 from intentvcs.service.audit.config import SEVERITIES, AuditConfig
-
-log = logging.getLogger(__name__)
 
 # A gate fails at a severity or above it: every severity but the lowest, most severe first, or never.
 FAIL_LEVELS = (*reversed(SEVERITIES[1:]), "never")
@@ -81,11 +78,7 @@ def run(args: argparse.Namespace) -> int:
               inputs=[args.batch, args.train, args.config_path])
     batch = iter_examples(args.batch)  # streamed: the audit keeps a capped sample per new intent
     training = read_examples(args.train) if args.train else None
-    model = load_predictor(args)
-    if training is not None and not {label for row in training for label in row.labels} & set(model.labels):
-        log.warning("%s: no row carries one of the model's %d intents: not the data it was trained on? The "
-                    "audit reads the model's own rows of them where it keeps some", args.train, len(model.labels))
-    report = audit_batch(model, batch, training, config)
+    report = audit_batch(load_predictor(args), batch, training, config)
     document = report.to_dict()
     outputs = {args.out: atomic.json_text(document)}
     if args.html:
