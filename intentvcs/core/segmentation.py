@@ -50,13 +50,26 @@ from intentvcs.core.decision import Decision, DecisionResult
 from intentvcs.core.entities import Entity
 from intentvcs.core.outputs import GraphOutputs
 
+# Blanks: white space (any Unicode space: "jazz\u00a0and") and the invisible spaces that text pasted from chat
+# apps and phones carries beside it, which the tokenizer drops: a zero-width space (U+200B), a word joiner
+# (U+2060), a BOM / zero-width no-break space (U+FEFF). "jazz and\u200b turn off" cuts as "jazz and turn off"
+# does (it was one part). Not the zero-width (non-)joiners U+200C / U+200D, which join within a word or emoji.
+_INVISIBLE = "\u200b\u2060\ufeff"
+_BLANK = rf"[\s{_INVISIBLE}]"
+_NOT_BLANK = rf"[^\s{_INVISIBLE}]"
+# The characters of _BLANK, for str.strip (every Unicode space lies below U+3001).
+_BLANK_CHARS = "".join(chr(code) for code in range(0x3001) if chr(code).isspace()) + _INVISIBLE
+# A word: a run of what is not blank ("rock\u200broll" is two words, as "rock roll" is).
+_WORD = re.compile(rf"{_NOT_BLANK}+")
 # Where a user joins two requests: a run of conjunctions (whole words, between blanks or marks) and commas or
 # semicolons, all of it taken out of both parts ("jazz, and, turn off", "jazz and and turn off", "jazz,,, turn").
 # Not the comma of a number ("the top 1,000 songs", "1,5 hours"), which cut "play the top 1" | "000 songs".
-_JOINER = r"(?:;|(?<!\d),|,(?!\d)|(?<![^\s,;])(?:and then|and also|after that|and|then|also|plus)(?![^\s,;]))"
+# The words of "after that" may have any blanks between them ("after  that" was no connector).
+_JOINER = (rf"(?:;|(?<!\d),|,(?!\d)|(?<![^\s{_INVISIBLE},;])"
+           rf"(?:and{_BLANK}+then|and{_BLANK}+also|after{_BLANK}+that|and|then|also|plus)(?![^\s{_INVISIBLE},;]))")
 # Starts where the blanks before it start: a search tried from every blank of a long run of them, each
 # scanning the rest of the run, was quadratic (1,000 spaces: 25 ms a text, 6.6 s for a /predict of 256).
-CONNECTOR = re.compile(rf"(?<!\s)\s*{_JOINER}(?:\s*{_JOINER})*\s*", re.IGNORECASE)
+CONNECTOR = re.compile(rf"(?<!{_BLANK}){_BLANK}*{_JOINER}(?:{_BLANK}*{_JOINER})*{_BLANK}*", re.IGNORECASE)
 # The words of a connector: a part made of entities and these only names things ("apples and grapes").
 _JOINER_WORD = re.compile(rf"^{_JOINER}+$", re.IGNORECASE)
 # A word without the marks before and after it (None: a word of marks only, "-", "&", which joins names).
@@ -115,7 +128,7 @@ class SegmentedResult:
 def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[int] = ()) -> list[tuple[int, int]]:
     """The parts of ``text`` between connectors, and before the request ``starts`` (character offsets of
     words a boundary head reads as beginning a request), as ``(start, end)`` spans with surrounding blanks
-    trimmed.
+    (``_BLANK``: white space and the invisible spaces U+200B, U+2060, U+FEFF) trimmed.
 
     No connector strictly inside a ``protected`` span cuts (an entity: "são
     tomé and príncipe", "neva alice and maggie parker"; a span that only
@@ -128,8 +141,11 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
     after ("add bread and butter and turn off the lights": "add bread and
     butter" | "turn off the lights"; the remainder's words were counted to the
     end of the text, which cut "butter" away from its list). At most
-    ``MAX_PARTS`` parts, the last holding the rest. One span, the text, when
-    nothing cuts.
+    ``MAX_PARTS`` parts, the last holding the rest. A connector that opens or
+    closes the text is in no span, nor a word of the piece beside it ("and
+    turn off the lights and play some jazz": "turn off the lights" | "play
+    some jazz"; "and jazz" was two words). One span, the text (less
+    such a connector and its blanks), when nothing cuts.
     """
     connectors = [(match.start(), match.end()) for match in CONNECTOR.finditer(text)]
     # A start is a cut of no width: the text before it is one part, the text from it the next.
@@ -143,6 +159,10 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
             pieces.append([begin, left])
             begin = right
     pieces.append([begin, len(text)])
+    # A piece without a word lies before a connector that opens the text or after one that closes it ("and
+    # turn off the lights and ...", "..., turn off the lights,"): it goes, and its connector with it. Joined to
+    # its neighbour like any short piece, it left the connector in that part's span and in the text read.
+    pieces = [piece for piece in pieces if _words(text, *piece)] or [[0, len(text)]]
     kept: list[list[int]] = []
     for piece in pieces:
         if kept and _words(text, *piece) < MIN_WORDS:
@@ -159,7 +179,7 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
 
 
 def _words(text: str, start: int, end: int) -> int:
-    return len(text[start:end].split())
+    return sum(1 for _ in _WORD.finditer(text, start, end))
 
 
 def _names_only(part: str, entities: Sequence[Entity]) -> bool:
@@ -168,7 +188,7 @@ def _names_only(part: str, entities: Sequence[Entity]) -> bool:
     spans = [(e.start, e.end) for e in entities]
     # A word is read without the marks around it ("boston.", "\"washington dc\""): a full stop is no request.
     cores = [(word.start() + core.start(), word.start() + core.end()) if core else None
-             for word in re.finditer(r"\S+", part) if not _JOINER_WORD.match(word.group())
+             for word in _WORD.finditer(part) if not _JOINER_WORD.match(word.group())
              for core in [_WORD_CORE.search(word.group())]]
     return bool(spans) and all(core is None or any(a <= core[0] and core[1] <= b for a, b in spans)
                                for core in cores)
@@ -177,14 +197,18 @@ def _names_only(part: str, entities: Sequence[Entity]) -> bool:
 def _refers_back(part: str) -> bool:
     """A short part whose object is a pronoun ("... and play it", "... then book that") acts on what the part
     before it named: it continues that request rather than making one of its own."""
-    words = part.lower().split()
-    return len(words) <= REFERS_BACK_WORDS and words[-1].strip(".,!?;:") in PRONOUNS
+    words = _WORD.findall(part.lower())
+    return 0 < len(words) <= REFERS_BACK_WORDS and words[-1].strip(".,!?;:") in PRONOUNS
 
 
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """``[start, end)`` without the blanks (``_BLANK``) at either end; a span of blanks only is empty at its
+    start (it was ``(end, start)``, backwards)."""
     piece = text[start:end]
-    left = len(piece) - len(piece.lstrip())
-    return start + left, start + len(piece.rstrip())
+    stripped = piece.lstrip(_BLANK_CHARS)
+    if not stripped:
+        return start, start
+    return start + len(piece) - len(stripped), start + len(piece.rstrip(_BLANK_CHARS))
 
 
 def decide_segmented(decision: Decision, infer: Callable[[list[str]], GraphOutputs], texts: Sequence[str],

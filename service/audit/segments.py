@@ -7,8 +7,8 @@ co-acceptance nor co-ranking reveals the second. Users write multi-intent
 requests with connectors ("X and Y", "X, then Y", "X; also Y"), and the
 halves are ordinary single-intent utterances. So: for a capped sample of a
 new intent's rows, every split at one of the connectors the service cuts
-chained requests at (``intentvcs.core.segmentation.CONNECTOR``; the audit's
-own narrower set, without "after that" and a bare comma, typed the same
+chained requests at (``intentvcs.core.segmentation.CONNECTOR``; a narrower
+set the audit once had, without "after that" and a bare comma, typed the same
 verdicts on every scored scenario) with at least ``MIN_WORDS`` words on each
 side is scored; a row's split counts when both halves are
 accepted as two different, unrelated existing intents (the split with the
