@@ -72,7 +72,8 @@ from intentvcs.service.schemas import (
     PredictRequest,
     PredictResponse,
 )
-from intentvcs.service.settings import ENV_PREFIX, Settings
+from intentvcs.service.onnx_session import bentoml_worker_index
+from intentvcs.service.settings import ENV_PREFIX, Settings, unknown_variables
 
 SETTINGS = Settings.from_env()
 AUDIT_CONFIG = AuditConfig.from_dict({**SETTINGS.audit_config, "progress": False})  # no bars in server logs
@@ -80,6 +81,12 @@ API_ROUTES = ["/predict", "/model/parse", "/audit", SUBMIT_ROUTE]
 JOB_SLOTS = JobSlots()  # this worker's admitted, unfinished audit jobs (JobGate takes, audit_job gives back)
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# A misspelt INTENTVCS_* variable would be ignored without a word: named once per server start, by the process
+# that starts it (`bentoml serve` imports this module before it starts the workers, which have an index), not
+# by every worker. A warning: the service starts as it would without the variable.
+if bentoml_worker_index() is None:
+    for _warning in unknown_variables():
+        log.warning(_warning)
 
 
 @dataclass(frozen=True)

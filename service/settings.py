@@ -5,10 +5,16 @@ that the same bento runs unchanged in a container, under ``bentoml serve`` and
 under ``intentvcs serve`` (which only sets these variables). Values are read
 when ``intentvcs.service.app`` is imported, because BentoML needs the worker count and
 the request schema (whose limits appear in the OpenAPI spec) at that moment.
+A set variable of the prefix that the project does not read (``KNOWN_VARIABLES``)
+is most likely a misspelling, which would be ignored without a word: the server
+(``intentvcs.service.app``) and ``intentvcs serve`` warn of it, naming the
+closest known variable, and start as they would without it
+(``unknown_variables``).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import threading
@@ -32,6 +38,18 @@ QUANTIZED_MODES = ("auto", "on", "off")
 DEFAULT_QUANTIZED = "auto"
 # Where `intentvcs demo` works (checkpoint/, bundle/), so the bundle the service serves by default.
 DEMO_DIR = "runs/default"
+# The INTENTVCS_* variables this project reads outside this module, by their names after the prefix, here so
+# that one list (KNOWN_VARIABLES, at the end of this module) knows every variable of the prefix: a set
+# variable it does not know is a misspelling the service would otherwise ignore without a word.
+OTHER_VARIABLES = {
+    "DATA": "the data root of training, `intentvcs data` and the benchmarks (intentvcs.training.loaders)",
+    "WORDNET_DIR": "WordNet's files for the perturbation operators (intentvcs.core.perturb.wordnet)",
+    "CMUDICT": "the CMU Pronouncing Dictionary for the perturbation operators (intentvcs.core.perturb.phonetic)",
+    # Read by docker compose on the host for deploy/compose.yaml; a shell that sets them may run the CLI too.
+    "BUNDLE_NAME": "the bundle of the mounted folder (deploy/compose.yaml)",
+    "MODELS_DIR": "the folder mounted at /models (deploy/compose.yaml)",
+    "PORT": "the host port published (deploy/compose.yaml)",
+}
 
 
 # Each reader takes the environment to read (``os.environ`` by default), so that
@@ -242,3 +260,30 @@ class Settings:
         if self.gpus:
             config["resources"] = {"gpu": self.gpus}
         return config
+
+
+# Every INTENTVCS_* variable the project reads: each field of Settings and Limits from its name in capitals
+# (from_env), and OTHER_VARIABLES. tests/test_settings_review.py checks it against every name the project's
+# files read or document.
+KNOWN_VARIABLES = frozenset(ENV_PREFIX + name for name in (*(f.name.upper() for f in fields(Settings)),
+                                                           *(f.name.upper() for f in fields(Limits)),
+                                                           *OTHER_VARIABLES))
+
+
+def unknown_variables(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """A warning for each variable of ``environ`` that looks like one of ours (the prefix, in any case) and is
+    none of ``KNOWN_VARIABLES``, naming the closest known one (difflib) when one is close.
+
+    A warning, not an error: such a variable is ignored, and the service starts as it would without it
+    (another tool may use the prefix). Only names are told, never values (a misspelt token's)."""
+    known = sorted(KNOWN_VARIABLES)
+    warnings = []
+    for name in sorted(environ):
+        if not name.upper().startswith(ENV_PREFIX) or name in KNOWN_VARIABLES:
+            continue
+        # Compared after the prefix, which every candidate shares and would make every one look close.
+        close = difflib.get_close_matches(name.upper()[len(ENV_PREFIX):], [k[len(ENV_PREFIX):] for k in known],
+                                          n=1, cutoff=0.6)
+        hint = f"did you mean {ENV_PREFIX}{close[0]}?" if close else "no variable intentvcs reads is close to it"
+        warnings.append(f"{name} is set but intentvcs reads no such variable, so it is ignored; {hint}")
+    return warnings
