@@ -133,11 +133,29 @@ def training_seconds(meta: dict[str, Any]) -> float:
     return round(sum(h["seconds"] for h in meta["history"]), 1)
 
 
+# Encoders whose position ids start after the padding index (transformers' create_position_ids_from_input_ids:
+# padding_idx + 1, + 2, ...): pad_token_id + 1 rows of their position table are never a token's, so
+# RoBERTa's max_position_embeddings 514 (padding index 1) holds 512 tokens.
+OFFSET_POSITIONS = frozenset({"roberta", "roberta-prelayernorm", "xlm-roberta", "xlm-roberta-xl", "camembert",
+                              "data2vec-text", "ibert", "longformer", "luke", "mpnet", "xmod"})
+
+
+def position_limit(encoder_config) -> int | None:
+    """How many tokens (special tokens included) the encoder of ``encoder_config`` reads: its
+    ``max_position_embeddings`` less the positions a RoBERTa-style encoder skips (``OFFSET_POSITIONS``);
+    None when the configuration names no limit."""
+    limit = getattr(encoder_config, "max_position_embeddings", None)
+    if limit is None or getattr(encoder_config, "model_type", None) not in OFFSET_POSITIONS:
+        return limit
+    pad = getattr(encoder_config, "pad_token_id", None)
+    return limit - ((1 if pad is None else pad) + 1)
+
+
 def max_length_problem(max_length: int, encoder_config) -> str | None:
     """Why ``max_length`` does not fit the encoder of ``encoder_config``, or None: longer inputs would be cut
-    by nothing and overflow its position table at inference. Training checks it before it starts, the
-    export before it loads anything more (``read_checkpoint_meta`` checked the rest)."""
-    limit = getattr(encoder_config, "max_position_embeddings", None)
+    by nothing and overflow its position table at inference (``position_limit``). Training checks it before it
+    starts, the export before it loads anything more (``read_checkpoint_meta`` checked the rest)."""
+    limit = position_limit(encoder_config)
     if limit is not None and max_length > limit:
         return f"expected at most {limit}, the encoder's position limit, got {max_length}"
     return None

@@ -196,6 +196,9 @@ class TrainConfig:
         if not self.chain_ratio:
             # No chains, no boundaries to learn: recorded as off, likewise.
             self.boundary_weight = 0.0
+        if not self.entity_weight:
+            # No entity head, no tagger to read the intents: recorded as off, likewise.
+            self.tags_read_intents = False
         if self.chain_ratio < 0:
             raise ValueError("chain_ratio must be >= 0")
         if self.extend_vocab < 0:

@@ -109,7 +109,7 @@ class _Run:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
     rng: random.Random  # batch order
-    generator: torch.Generator  # negative sampling
+    generator: torch.Generator  # negative sampling of the training steps (validation draws its own)
     average: WeightAverage | None  # the moving average of ``params`` that is judged and kept; None: the raw weights
     clean_valid: int = 0  # how many of ``valid_examples`` are validation rows (the rest: their copies)
     # With a consistency term, every epoch's rows and batches, drawn up front to size the schedule (``_plan``);
@@ -164,11 +164,13 @@ class Trainer:
         cfg = self.config
         rng, generator = self._seed()
         train, valid, labels = self._labelled(train, valid)
+        # The rows as given: ``extend_vocab`` counts their words, never the chains' repeats of them.
+        given = train
         train = self._with_chains(train)
         tags = self._tags(train)
         # boundary_weight is 0 without chains (TrainConfig); chained rows record where their requests begin.
         self.boundaries = cfg.boundary_weight > 0 and any(segment_starts(ex.meta) for ex in train)
-        model, tokenizer = self._model(labels, len(tags), train)
+        model, tokenizer = self._model(labels, len(tags), given)
         self.tag_index = {tag: i for i, tag in enumerate(tags)} if tags else None
         clean = self._encode(tokenizer, train, labels)
         rows = self._training_rows(train, clean, labels, tokenizer, epoch=1)
@@ -192,6 +194,14 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         return rng, generator
+
+    def _validation_generator(self) -> torch.Generator:
+        """Negative sampling's generator for one pass of the validation loss, seeded afresh for each: drawn
+        from the training one, the validation rows' count moved every later training draw (another --valid,
+        other training negatives for the same --seed), and each epoch's validation loss read other negatives.
+        Seeded apart from the training one (``seed`` hashed with "valid"), on the same device."""
+        seed = random.Random(f"{self.config.seed}:valid").getrandbits(63)
+        return torch.Generator(device=self.device).manual_seed(seed)
 
     def _labelled(self, train: Sequence[Example],
                   valid: Sequence[Example]) -> tuple[list[Example], list[Example], list[str]]:
@@ -227,12 +237,16 @@ class Trainer:
 
     def _model(self, labels: list[str], num_tags: int, train: list[Example]) -> tuple[IntentModel, object]:
         """The backbone with a fresh head of ``len(labels)`` outputs (and a tagger of ``num_tags``), and its
-        tokenizer (grown by the training rows' unknown words with ``extend_vocab``)."""
+        tokenizer (grown with ``extend_vocab`` by the unknown words of ``train``: the training rows as given,
+        without the synthetic chains, which repeat their rows' words a number of times the draw decides)."""
         cfg = self.config
         backbone = cfg.resolved_backbone()
         tokenizer = load_tokenizer(backbone)
         model = IntentModel.from_backbone(backbone, len(labels), dropout=cfg.dropout, num_tags=num_tags,
                                           tags_read_intents=cfg.tags_read_intents, boundaries=self.boundaries)
+        if cfg.tags_read_intents and not num_tags:  # entity_weight 0 records it off (TrainConfig)
+            log.warning("tags_read_intents has no effect: no entity head is trained (the training rows carry no "
+                        "spans), so no tagger reads the intents")
         problem = max_length_problem(cfg.max_length, model.encoder.config)
         if problem is not None:
             raise ValueError(f"max_length: {problem}")
@@ -332,7 +346,7 @@ class Trainer:
 
     def _validate(self, run: _Run, epoch: int, train_loss: float, started: float) -> dict:
         """Measure the validation loss (and the entity figures); return the epoch's record (also logged)."""
-        valid_loss = self._evaluate_loss(run.model, run.valid, run.tokenizer.pad_token_id, run.generator)
+        valid_loss = self._evaluate_loss(run.model, run.valid, run.tokenizer.pad_token_id, self._validation_generator())
         record = {"epoch": epoch, "train_loss": train_loss, "valid_loss": valid_loss,
                   "seconds": round(time.time() - started, 1)}
         if run.tags and any(ex.spans for ex in run.valid_examples):

@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
+import torch
 from transformers.utils import logging as hf_logging
 
 from intentvcs.training.model import load_tokenizer
@@ -63,6 +64,10 @@ def extend_vocabulary(tokenizer, encoder, texts: Iterable[str], min_count: int) 
         spec_path = Path(folder) / "tokenizer.json"
         spec = json.loads(spec_path.read_text(encoding="utf-8"))
         vocab = spec["model"]["vocab"]
+        # Added tokens outside the vocabulary (a backbone's own) follow it: the tokenizers library numbers
+        # them after it when it loads, so the new words move them up by len(words) ids.
+        moved = {token["content"]: token["id"] for token in spec.get("added_tokens", [])
+                 if token["content"] not in vocab}
         first = len(vocab)
         vocab.update({word: first + k for k, word in enumerate(words)})
         spec_path.write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
@@ -77,4 +82,19 @@ def extend_vocabulary(tokenizer, encoder, texts: Iterable[str], min_count: int) 
         encoder.resize_token_embeddings(len(grown))
     finally:
         hf_logging.set_verbosity(previous)
+    if moved:  # their rows go with them; the new words take the freshly initialised ones
+        _move_rows(encoder.get_input_embeddings().weight, len(tokenizer),
+                   {old: grown.convert_tokens_to_ids(token) for token, old in moved.items()},
+                   grown.convert_tokens_to_ids(words))
     return grown, words
+
+
+@torch.no_grad()
+def _move_rows(weight: torch.Tensor, read: int, moves: dict[int, int], targets: list[int]) -> None:
+    """In the resized embedding ``weight``: each row ``old`` of ``moves`` to its new id, and the rows no token
+    read before (``read`` on: the fresh ones) to the new words' ids ``targets``."""
+    fresh = weight[read:read + len(targets)].clone()
+    rows = {new: weight[old].clone() for old, new in moves.items()}
+    for new, row in rows.items():
+        weight[new] = row
+    weight[targets] = fresh
