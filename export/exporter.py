@@ -7,16 +7,19 @@ miss included) leaves no bundle and an existing one untouched:
    with an entity head, ``tag_logits`` (``intentvcs.export.onnx_export``), its encoder
    rewritten with fused ops (``intentvcs.export.fusion``);
 2. ``tokenizer.json``: the checkpoint's fast tokenizer with truncation at its
-   ``max_length`` and its pad token recorded; ``spelling.json``, the
+   ``max_length`` (on its own ``truncation_side``) and its pad token recorded; ``spelling.json``, the
    checkpoint's spelling normaliser, when it has one; ``references.jsonl``, the
    audit's sample of the training rows (``intentvcs.core.references``), when the
    checkpoint has one and the export was not told to leave it out;
-3. parity: PyTorch vs that graph run by the serving session (``intentvcs.export.parity``);
+3. parity: PyTorch vs that graph run by the serving session on the held-out rows and on
+   the probe texts, one of them longer than ``max_length`` (``intentvcs.export.parity``);
 4. unless told not to, ``model.int8.onnx`` with its agreement/speed report and, when the
    parity rows are labelled, its accuracy gate: the first of the quantisations whose gate
    passes (``intentvcs.export.quantize``);
 5. ``manifest.json`` (``intentvcs.core.manifest``), then the finished directory is
    loaded with ``intentvcs.service.engine.Engine`` exactly as the service will load it.
+   Exported without references, the manifest's parity and int8 reports name the
+   parity data's rows by number, not by text (``_without_utterances``).
 
 Only safe formats are written: ONNX protobuf and JSON.
 """
@@ -27,8 +30,9 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+import onnxruntime
 from tokenizers import Tokenizer
 
 from intentvcs.core import atomic, manifest
@@ -41,7 +45,7 @@ from intentvcs.core.references import summary as references_summary
 from intentvcs.core.spelling import SPELLING_FILE, Spelling
 from intentvcs.export.fusion import fuse_encoder
 from intentvcs.export.onnx_export import check_opset, export_onnx
-from intentvcs.export.parity import HeldOut, check_parity, held_out_rows
+from intentvcs.export.parity import HeldOut, check_parity, compare, held_out_rows, probe_texts
 from intentvcs.export.quantize import METHODS, accuracy_gate, quantization_report, quantize_int8
 from intentvcs.service.engine import Engine, read_as_served
 from intentvcs.service.onnx_session import OnnxSession
@@ -68,7 +72,8 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     int8 graph; ``opset`` overrides Optimum's default; ``name`` is the model's name in the manifest
     (default ``default_name(checkpoint_dir)``); ``entities=False`` leaves the entity head out (an
     intent-only graph); ``references=False`` leaves the sample of training rows out (a bundle that
-    must not carry the team's utterances; the audit then needs training rows). ``result_file``: also
+    must not carry the team's utterances; the audit then needs training rows), and the manifest's
+    reports then name the parity rows they cite by number (``row``), not by text. ``result_file``: also
     write the returned summary there as JSON, committed with the bundle (both or neither). An existing
     ``out_dir`` is replaced when it is an earlier bundle or empty, any other folder only with
     ``force`` (``FileExistsError``, raised before the export starts). Raises
@@ -98,13 +103,19 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         log.info("exporting the ONNX graph with Optimum")
         model_info = export_onnx(model, tmp / MODEL_FILE, opset)
         model_info["fusions"] = fuse_encoder(tmp / MODEL_FILE, model.encoder.config)
+        # ONNX Runtime fused the graph and makes the int8 one: its version is the graphs' provenance too.
+        model_info["exporter"] += f", onnxruntime {onnxruntime.__version__}"
         _write_tokenizer(tokenizer, max_length, tmp / TOKENIZER_FILE)
         if spelling is not None:
             spelling.save(tmp / SPELLING_FILE)
         reference_entry = _copy_references(checkpoint_dir, tmp) if references else None
         parity, fp32, fp32_outputs = _check_parity(tmp, model, tokenizer, (max_length, tags), decision, held_out)
         quantization = _quantize(tmp, (fp32, fp32_outputs), decision, held_out, spelling) if quantize else None
-        written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, (parity, quantization),
+        # Without references the bundle carries none of the team's utterances: its reports name the parity
+        # data's rows by number (the built-in sample is no one's).
+        recorded = (parity, quantization) if references or parity_data is None else \
+            tuple(_without_utterances(report, held_out.texts) for report in (parity, quantization))
+        written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, recorded,
                                   (spelling, reference_entry), name or default_name(checkpoint_dir), tags)
         for quantized in ("off", "on") if quantize else ("off",):
             Engine(tmp, provider="cpu", quantized=quantized).predict(held_out.texts[:SMOKE_TEXTS])
@@ -136,6 +147,38 @@ def _copy_references(checkpoint_dir: Path, bundle_dir: Path) -> dict[str, int] |
         return None
     path = write_references(bundle_dir, rows)
     return references_summary(rows, path.stat().st_size)
+
+
+# The lists of the parity and int8 reports (``intentvcs.export.parity.compare``) whose entries name a text.
+EXAMPLE_LISTS = ("mismatched", "entity_mismatched", "start_mismatched")
+
+
+def _without_utterances(report: Any, texts: list[str]) -> Any:
+    """``report`` (a parity or int8 report; None stays None) with every example of ``EXAMPLE_LISTS`` that names
+    one of the held-out ``texts`` naming its row instead (``row``: its number in the parity data, from 1) and
+    its entities without their ``value``: what the manifest of a bundle exported without references records.
+    Examples of the probe texts (the built-in sample's) are kept as they are."""
+    rows: dict[str, int] = {}
+    for number, text in enumerate(texts, start=1):
+        rows.setdefault(text, number)
+
+    def example(entry: Any) -> Any:
+        if not isinstance(entry, dict) or entry.get("text") not in rows:
+            return entry
+        return {"row": rows[entry["text"]],
+                **{key: [{k: v for k, v in item.items() if k != "value"} if isinstance(item, dict) else item
+                         for item in value] if isinstance(value, list) else value
+                   for key, value in entry.items() if key != "text"}}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: [example(entry) for entry in item] if key in EXAMPLE_LISTS and isinstance(item, list)
+                    else walk(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [walk(item) for item in value]
+        return value
+
+    return walk(report)
 
 
 def default_name(checkpoint_dir: str | os.PathLike) -> str:
@@ -206,19 +249,38 @@ def _check_parity(directory: Path, model: IntentModel, tokenizer, reading: tuple
 
     ``reading``: the checkpoint's ``max_length`` and entity tags ([] without an entity head).
     The graph runs through the serving session (``OnnxSession``), so what is
-    checked is the code path the service runs. Returns the parity report, that
-    session and its outputs on the texts; raises ``ParityError`` when the graph
-    does not reproduce PyTorch.
+    checked is the code path the service runs, on the held-out texts and on the
+    probe texts (``intentvcs.export.parity.probe_texts``: the built-in sample's,
+    one text longer than ``max_length``), whose report goes under ``probes``
+    with its longest text's token count. Returns the parity report, that
+    session and its outputs on the held-out texts; raises ``ParityError`` when
+    the graph does not reproduce PyTorch on either.
     """
     max_length, tags = reading
-    log.info("parity check on %d utterances (%s)", len(held_out.texts), held_out.source)
+    count_tokens = _token_counter(tokenizer)
+    probes = probe_texts(held_out.texts, count_tokens, max_length)
+    log.info("parity check on %d utterances (%s) and %d probe texts", len(held_out.texts), held_out.source,
+             len(probes))
     fp32 = OnnxSession(directory / MODEL_FILE, BundleTokenizer(directory / TOKENIZER_FILE, max_length), provider="cpu",
                        tags=tags)
     reference = torch_infer(model, tokenizer, held_out.texts, max_length, tags=tags)
     outputs = fp32.infer(held_out.texts)
-    parity = check_parity(reference, outputs, decision, held_out.texts, held_out.source)
+    probed = None
+    if probes:  # none only when the held-out rows hold every probe text already
+        probed = compare(torch_infer(model, tokenizer, probes, max_length, tags=tags), fp32.infer(probes), decision,
+                         probes)
+        probed["longest_tokens"], probed["max_length"] = max(count_tokens(text) for text in probes), max_length
+    parity = check_parity(reference, outputs, decision, held_out.texts, held_out.source, probes=probed)
     log.info("parity passed: max |logit diff| %.2e", parity["max_abs_logit_diff"])
     return parity, fp32, outputs
+
+
+def _token_counter(tokenizer) -> Callable[[str], int]:
+    """The tokens of a text (special ones included) as the checkpoint's tokenizer reads it before truncation."""
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())  # a copy: the original may truncate
+    backend.no_truncation()
+    backend.no_padding()
+    return lambda text: len(backend.encode(text).ids)
 
 
 def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decision: Decision,
@@ -309,13 +371,17 @@ def _checkpoint_decision(meta: dict[str, Any], meta_path: Path) -> Decision:
 def _write_tokenizer(tokenizer, max_length: int, path: Path) -> None:
     """Save the fast tokenizer with truncation at ``max_length`` and its pad token.
 
-    Matches ``intentvcs.training.batching.encode`` (truncation to ``max_length``,
-    special tokens added), so served ids equal training ids; parity proves it.
+    Matches ``intentvcs.training.batching.encode`` (truncation to ``max_length``
+    on the tokenizer's own ``truncation_side``, special tokens added), so served
+    ids equal training ids; parity proves it (its probes hold a text longer than
+    ``max_length``, whatever the parity data).
     """
     if tokenizer.pad_token_id is None:
         raise ValueError("the checkpoint's tokenizer has no pad token; the engine pads batches")
     # A copy: configuring the HF tokenizer's own backend would leak into later calls.
     backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-    backend.enable_truncation(max_length)
+    # The side transformers truncates on when training and PyTorch inference call the tokenizer (a backbone
+    # may ship "left"); the backend's own default is the right.
+    backend.enable_truncation(max_length, direction=getattr(tokenizer, "truncation_side", "right"))
     backend.enable_padding(pad_id=tokenizer.pad_token_id, pad_token=tokenizer.pad_token)
     backend.save(str(path))

@@ -5,7 +5,9 @@ new graph through the serving session (``intentvcs.service.onnx_session.OnnxSess
 bundle's tokenizer.json, per-chunk padding, ORT session settings) on held-out
 utterances, then requires
 
-- fp32 logits within ``PARITY_ATOL`` (max abs) of PyTorch's, and
+- fp32 logits, and the pooled embeddings (``pooled``, ``pooled_mid``: the
+  distance OOS rule's score and the audit read them), within ``PARITY_ATOL``
+  (max abs) of PyTorch's, and
 - identical entity sets (type and offsets) for a graph with an entity head,
   identical request starts for one with a boundary head, and
 - identical accepted label sets and identical OOS verdicts after
@@ -17,6 +19,14 @@ utterances, then requires
   fitted at a quantile of validation scores sits exactly on one validation
   utterance. Ties are counted and reported; every other flip fails the gate.
 
+The held-out utterances are the ``--parity-data`` rows (else the built-in
+sample). Every export also runs the *probes* (``probe_texts``): the built-in
+sample's texts that the rows lack and one text longer than the checkpoint's
+``max_length``, with the same requirements, reported apart (``probes``): a
+team's held-out rows are short, and a graph or tokenizer.json that reads a
+long text otherwise (truncation on the other side, a sequence axis fixed at
+the traced length) would pass on them alone.
+
 Optimum's own validation is not relied on: it only warns on tolerance
 failures, and it feeds random ids rather than real tokenised text.
 Pure numpy here; the caller runs the models.
@@ -25,7 +35,7 @@ Pure numpy here; the caller runs the models.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -38,11 +48,16 @@ PARITY_ATOL = 1e-4
 # float32 rounding of a score near its cut, relative to the cut's size (see the docstring).
 TIE_RTOL = 1e-5
 MAX_REPORTED_MISMATCHES = 5
+# The parity probes' long text (``overflow_text``): this many tokens past max_length at least, made of at
+# most this many sentences of the sample.
+OVERFLOW_TOKENS = 8
+OVERFLOW_SENTENCES = 10_000
 
-# Built-in held-out utterances when no --parity-data is given: assistant
-# requests across domains, chit-chat and out-of-scope lines, fillers, case and
-# punctuation, non-ASCII text, an empty string and one text longer than any
-# max_length, so truncation in tokenizer.json is exercised too.
+# Built-in held-out utterances when no --parity-data is given, and probes when
+# one is (``probe_texts``): assistant requests across domains, chit-chat and
+# out-of-scope lines, fillers, case and punctuation, non-ASCII text, an empty
+# string and one long text (170 tokens of the default backbone: longer than the usual
+# max_length, not than every one; ``overflow_text`` makes one that is).
 SAMPLE_UTTERANCES = (
     "play the new album by daft punk",
     "add this song to my workout playlist",
@@ -92,9 +107,20 @@ class ParityError(RuntimeError):
 
     def __init__(self, report: dict[str, Any]):
         self.report = report
+        probes = report.get("probes")
         super().__init__(
-            f"parity failed on {report['utterances']} utterances ({report['source']}): "
-            f"max |logit diff| {report['max_abs_logit_diff']:.3g} (limit {report['atol']:g}), "
+            f"parity failed on {report['utterances']} utterances ({report['source']}): {_figures(report)}"
+            + ("" if probes is None or probes["passed"] else
+               f"; on the {probes['utterances']} probe texts (the built-in sample's, one of "
+               f"{probes.get('longest_tokens', '?')} tokens for max_length {probes.get('max_length', '?')}): "
+               f"{_figures(probes)}"))
+
+
+def _figures(report: dict[str, Any]) -> str:
+    """The gated figures of a ``compare`` report, in words."""
+    return (f"max |logit diff| {report['max_abs_logit_diff']:.3g} (limit {report['atol']:g}), "
+            f"max |pooled diff| {report['max_abs_pooled_diff']:.3g}, "
+            f"max |pooled_mid diff| {report['max_abs_pooled_mid_diff']:.3g}, "
             f"label sets differ on {report['label_set_mismatches']}, "
             f"OOS verdicts differ on {report['oos_mismatches']}, "
             f"entity sets differ on {report.get('entity_mismatches', 0)}"
@@ -109,6 +135,31 @@ class HeldOut(NamedTuple):
     texts: list[str]
     source: str
     examples: list[Example] | None
+
+
+def probe_texts(held_out: Sequence[str], count_tokens: Callable[[str], int], max_length: int) -> list[str]:
+    """The texts parity runs besides the held-out ones: the built-in sample's that ``held_out`` lacks (an
+    empty text, one word, non-ASCII, ...), then ``overflow_text`` (unless ``held_out`` has it)."""
+    have = set(held_out)
+    probes = [text for text in SAMPLE_UTTERANCES if text not in have]
+    overflow = overflow_text(count_tokens, max_length)
+    return probes + ([overflow] if overflow not in have and overflow not in probes else [])
+
+
+def overflow_text(count_tokens: Callable[[str], int], max_length: int) -> str:
+    """A text of more than ``max_length`` + ``OVERFLOW_TOKENS`` tokens (``count_tokens``: the tokens of a text,
+    special ones included, untruncated): the sample's English sentences one after another, varied so that its
+    first and last ``max_length`` tokens differ (truncation on the wrong side is seen)."""
+    sentences = [text for text in SAMPLE_UTTERANCES if text.isascii() and len(text.split()) > 2
+                 and len(text) < 200]
+    parts: list[str] = []
+    for step in range(OVERFLOW_SENTENCES):
+        parts.append(sentences[step % len(sentences)])
+        text = ", ".join(parts)
+        if count_tokens(text) > max_length + OVERFLOW_TOKENS:
+            return text
+    raise ValueError(f"cannot make a text longer than max_length {max_length} for the parity probes: "
+                     f"{OVERFLOW_SENTENCES} sentences make {count_tokens(text)} tokens")
 
 
 def held_out_rows(path: str | os.PathLike | None, labels: Sequence[str] | None = None,
@@ -226,12 +277,26 @@ def _start_agreement(reference: GraphOutputs, candidate: GraphOutputs, texts: Se
 
 
 def check_parity(reference: GraphOutputs, onnx: GraphOutputs,
-                 decision: Decision, texts: Sequence[str], source: str, atol: float = PARITY_ATOL) -> dict[str, Any]:
-    """The parity report of ONNX outputs against PyTorch's; raises ``ParityError`` unless it passes."""
+                 decision: Decision, texts: Sequence[str], source: str, atol: float = PARITY_ATOL,
+                 probes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The parity report of ONNX outputs against PyTorch's; raises ``ParityError`` unless it passes.
+
+    ``probes``: the ``compare`` report of the two on the probe texts (``probe_texts``), held to the same
+    requirements and kept under ``probes`` (with its own ``passed``); the report passes only when they do too.
+    """
     report = {"source": source, "atol": atol, **compare(reference, onnx, decision, texts)}
-    report["passed"] = (report["max_abs_logit_diff"] <= atol and report.get("entity_mismatches", 0) == 0
-                        and report.get("start_mismatches", 0) == 0
-                        and report["label_set_mismatches"] == 0 and report["oos_mismatches"] == 0)
+    if probes is not None:
+        report["probes"] = {**probes, "atol": atol, "passed": _passes(probes, atol)}
+    report["passed"] = _passes(report, atol) and (probes is None or report["probes"]["passed"])
     if not report["passed"]:
         raise ParityError(report)
     return report
+
+
+def _passes(report: dict[str, Any], atol: float) -> bool:
+    """Whether a ``compare`` report meets the gate: every raw gap within ``atol``, no decision, entity set or
+    request start differing (ties aside)."""
+    return (all(report[key] <= atol for key in ("max_abs_logit_diff", "max_abs_pooled_diff",
+                                                "max_abs_pooled_mid_diff"))
+            and report.get("entity_mismatches", 0) == 0 and report.get("start_mismatches", 0) == 0
+            and report["label_set_mismatches"] == 0 and report["oos_mismatches"] == 0)
