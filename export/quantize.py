@@ -36,7 +36,10 @@ rows are labelled, the *accuracy gate*: every task figure the rows support
 (``GATED_FIGURES``) computed for both graphs through the decision layer. The
 gate passes when no figure loses more than ``MAX_LOSS`` (0.5 points; 0.005 of
 AUROC), or one row's share where a figure rests on fewer rows than that
-resolves (a figure over 150 rows moves in steps of 0.67 points). The service
+resolves (a figure over 150 rows moves in steps of 0.67 points), as long as one
+row is at most ``MAX_ROW_SHARE`` of the figure (20 rows): on fewer, one row is a
+loss too large to wave through (the only labelled row wrong passed), so no loss
+is allowed and a graph that loses one is served fp32. The service
 serves int8 by default only when the gate passed (``INTENTVCS_QUANTIZED``).
 """
 
@@ -76,6 +79,7 @@ GATED_FIGURES = {"accuracy": "n_in_scope", "f1": "n_in_scope", "exact_match": "n
                  "in_scope_accuracy": "n_in_scope", "oos_recall": "n_oos", "auroc": None,
                  "slot_f1": "n_in_scope", "overall_accuracy": "n_in_scope"}
 MAX_LOSS = 0.005
+MAX_ROW_SHARE = 0.05  # the largest one-row step the gate allows for; figures over fewer rows allow MAX_LOSS
 
 
 def quantize_int8(fp32_path: str | Path, int8_path: str | Path, settings: dict[str, Any] = DYNAMIC) -> dict[str, Any]:
@@ -190,8 +194,8 @@ def accuracy_gate(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, decisi
     """Every ``GATED_FIGURES`` figure that ``examples`` support, for both graphs, and whether int8 passes.
 
     A figure passes when int8 loses at most ``MAX_LOSS`` of it, or at most one
-    row's share of the rows it is computed over when that is more (a gain is
-    never a loss). ``passed`` is true when every figure passes. ``results``: the
+    row's share of the rows it is computed over when that is more and at most
+    ``MAX_ROW_SHARE`` (a gain is never a loss). ``passed`` is true when every figure passes. ``results``: the
     two graphs' decisions as served (``intentvcs.service.engine.read_as_served``:
     chained requests part by part); without them each text is decided whole.
     """
@@ -202,9 +206,16 @@ def accuracy_gate(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, decisi
     for name, rows_key in GATED_FIGURES.items():
         if name not in fp32:
             continue
-        allowed = MAX_LOSS if rows_key is None else max(MAX_LOSS, 1 / max(fp32[rows_key], 1))
+        allowed = MAX_LOSS if rows_key is None else _allowed_loss(fp32[rows_key])
         loss = fp32[name] - int8[name]
         figures[name] = {"fp32": round(fp32[name], 5), "int8": round(int8[name], 5), "loss": round(loss, 5),
                          "allowed": round(allowed, 5), "passed": bool(loss <= allowed + 1e-12)}
     return {"data": source, "rows": len(examples), "figures": figures,
             "passed": bool(figures) and all(figure["passed"] for figure in figures.values())}
+
+
+def _allowed_loss(rows: int) -> float:
+    """What a figure over ``rows`` rows may lose: ``MAX_LOSS``, or one row's share where that is more and at
+    most ``MAX_ROW_SHARE``."""
+    step = 1 / max(rows, 1)
+    return max(MAX_LOSS, step) if step <= MAX_ROW_SHARE else MAX_LOSS

@@ -283,3 +283,16 @@ def test_a_gate_whose_verdict_disagrees_with_its_figures_is_refused(gated):
     gate["passed"] = not gate["passed"]
     with pytest.raises(BundleError, match="quantization: gate: 'passed' disagrees"):
         validate(manifest, "manifest.json")
+
+
+@pytest.mark.parametrize("rows, wrong, passed", [(1, 1, False), (10, 1, False), (19, 1, False), (20, 1, True),
+                                                 (20, 2, False)])
+def test_on_too_few_rows_to_resolve_one_the_gate_allows_no_loss(rows, wrong, passed):
+    # One row of 10 is 10 points of accuracy: allowing it let an int8 graph that got the only labelled row
+    # wrong pass and serve. One row's share is allowed only up to MAX_ROW_SHARE (5 points, 20 rows).
+    decision = Decision(("a", "b", "c"), activation="softmax", thresholds=[0.5] * 3, oos=ThresholdRule(0.9))
+    gold = [i % 3 for i in range(rows)]
+    examples = [Example(f"text {i}", ["abc"[g]]) for i, g in enumerate(gold)]
+    flipped = [(g + 1) % 3 if i < wrong else g for i, g in enumerate(gold)]
+    gate = accuracy_gate(_outputs(gold), _outputs(flipped), decision, examples, "x")
+    assert gate["passed"] is passed
