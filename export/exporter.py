@@ -44,13 +44,14 @@ from intentvcs.core.references import REFERENCES_FILE, read_references, write_re
 from intentvcs.core.references import summary as references_summary
 from intentvcs.core.spelling import SPELLING_FILE, Spelling
 from intentvcs.export.fusion import fuse_encoder
-from intentvcs.export.onnx_export import check_opset, export_onnx
+from intentvcs.export.onnx_export import export_onnx
+from intentvcs.export.preflight import check_export
 from intentvcs.export.parity import HeldOut, check_parity, compare, held_out_rows, probe_texts
 from intentvcs.export.quantize import METHODS, accuracy_gate, quantization_report, quantize_int8
 from intentvcs.service.engine import Engine, read_as_served
 from intentvcs.service.onnx_session import OnnxSession
 from intentvcs.service.tokenization import BundleTokenizer
-from intentvcs.training.checkpoint import (META_FILE, checkpoint_tags, max_length_problem, read_checkpoint_meta,
+from intentvcs.training.checkpoint import (META_FILE, checkpoint_tags, max_length_problem,
                                            read_checkpoint_spelling)
 from intentvcs.training.model import ENCODER_DIR, IntentModel, load_tokenizer
 from intentvcs.training.predict import infer as torch_infer
@@ -81,16 +82,11 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     ``ValueError``/``FileNotFoundError`` for bad inputs; ``out_dir`` is then left as it was.
     """
     started = time.perf_counter()
-    check_opset(opset)
+    meta, decision = check_export(checkpoint_dir, out_dir, parity_data=parity_data, result_file=result_file,
+                                  opset=opset, force=force)
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
-    meta = read_checkpoint_meta(checkpoint_dir)
-    decision = _checkpoint_decision(meta, checkpoint_dir / META_FILE)
     # Before any heavy work: a bad file fails fast, and rows the model cannot score are named.
     held_out = held_out_rows(parity_data, decision.labels, entity_types(checkpoint_tags(meta)) if entities else ())
-    atomic.check_targets([result_file], inputs=(checkpoint_dir, parity_data))
-    atomic.check_folder_target(out_dir, inputs=(checkpoint_dir, parity_data), outputs=[result_file])
-    atomic.check_outside(checkpoint_dir, [out_dir, result_file])  # the checkpoint is read whole
-    atomic.check_replaceable(out_dir, BUNDLE_OUTPUT, force)
     max_length = meta["max_length"]
     model, tokenizer = _load_model(checkpoint_dir, meta, decision)
     if not entities:
@@ -355,17 +351,6 @@ def _int8_report(path: Path, settings: dict, fp32_run: tuple[OnnxSession, GraphO
     log.info("int8 (%s) accuracy gate %s: %s", settings["method"], "passed" if report["gate"]["passed"] else "FAILED",
              ", ".join(f"{name} {f['fp32']:.4f} -> {f['int8']:.4f}" for name, f in report["gate"]["figures"].items()))
     return report
-
-
-def _checkpoint_decision(meta: dict[str, Any], meta_path: Path) -> Decision:
-    """The checkpoint's decision, which must cover exactly its labels."""
-    try:
-        decision = Decision.from_dict(meta.get("decision"))
-    except ValueError as exc:
-        raise ValueError(f"{meta_path}: decision: {exc}") from None
-    if list(decision.labels) != meta.get("labels"):
-        raise ValueError(f"{meta_path}: the decision's labels differ from 'labels'")
-    return decision
 
 
 def _write_tokenizer(tokenizer, max_length: int, path: Path) -> None:

@@ -41,10 +41,6 @@ from torch import nn
 from intentvcs.core.outputs import BOUNDARY_OUTPUT, TAG_OUTPUT
 from intentvcs.training.model import IntentModel
 
-# The opsets an export may ask for (measured with torch 2.13 on a BERT-family backbone): the encoder's
-# attention needs 14 (13 fails inside the exporter); torch's TorchScript exporter, the one Optimum runs,
-# supports up to 20 (it writes 21-23 with a warning that they are unsupported, and refuses 24).
-MIN_OPSET, MAX_OPSET = 14, 20
 TASK = "feature-extraction"
 # Node-name scopes of the traced graph: the tracer names each node after the module
 # path that produced it (``_Exportable.model`` -> "/model/", its encoder -> "/model/encoder/");
@@ -84,13 +80,6 @@ def _onnx_config(encoder_config, outputs: list[str]):
             return axes
 
     return IntentOnnxConfig(encoder_config, task=TASK)
-
-
-def check_opset(opset: int | None) -> None:
-    """Refuse an opset outside ``MIN_OPSET``..``MAX_OPSET`` (None: Optimum's choice) before any work."""
-    if opset is not None and not MIN_OPSET <= opset <= MAX_OPSET:
-        raise ValueError(f"--opset {opset} is not one this export can write: give {MIN_OPSET} to {MAX_OPSET}, "
-                         "or leave it out for Optimum's choice for the backbone")
 
 
 def export_onnx(model: IntentModel, path: str | Path, opset: int | None = None) -> dict[str, Any]:

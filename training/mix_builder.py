@@ -51,6 +51,11 @@ SIZES = {"atis": {"train": 18_000, "valid": 1_000, "test": 1_000},
          "snips": {"train": 45_000, "valid": 2_500, "test": 2_500}}
 NAMES = {"atis": "MixATIS", "snips": "MixSNIPS"}
 OOS_CHAIN_KINDS = ("request+oos", "oos+oos", "request+request")  # oos_chains' kinds of two-part utterance
+# The most rows a split may be asked for. Every row is built in memory before the files are written, about
+# 3.5 kB each (measured: a 200,000-row test split peaked at 770 MB, 0.1 ms a row on one core): at this cap a
+# split takes about 3.5 GB and two minutes, 22 times the largest released split; 10,000,000 rows would take
+# some 35 GB and half an hour, and most machines would kill the build without a word first.
+MAX_ROWS = 1_000_000
 HARD_CAPITAL = 0.5  # share of hard rows typed with a capital first letter
 HARD_FINAL = {".": 0.15, "?": 0.15}  # shares of hard rows ending in each mark
 
@@ -243,6 +248,7 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
         raise ValueError(f"unknown dataset {dataset!r}; choose from {', '.join(SIZES)}")
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    check_sizes(dataset, sizes or {})
     sizes = {**SIZES[dataset], **(sizes or {})}
     root = Path(data_root) / dataset
     rng = random.Random(f"{dataset}-{variant}-{seed}")
@@ -266,6 +272,22 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
         write_jsonl(tmp / KNOWN_VALID_FILE, known_valid)
         atomic.write_json(tmp / INFO_FILE, info)
     return info
+
+
+def check_sizes(dataset: str, sizes: dict[str, int]) -> None:
+    """Refuse split sizes the build cannot make as asked, before it reads anything: a split that is not one,
+    fewer than one row, more than ``MAX_ROWS``. The errors name the size as ``<split>_rows``, the field of
+    ``intentvcs build-mix``'s ``--<split>-rows`` option (which the command line names instead)."""
+    for split, rows in sizes.items():
+        if split not in SIZES[dataset]:
+            raise ValueError(f"unknown split {split!r}; choose from {', '.join(SIZES[dataset])}")
+        if rows < 1:
+            raise ValueError(f"{split}_rows must be at least 1, got {rows}")
+        if rows > MAX_ROWS:
+            raise ValueError(f"{split}_rows must be at most {MAX_ROWS:,}, got {rows:,}: every row is built in "
+                             f"memory before the files are written (about 3.5 kB a row: {rows:,} would take "
+                             f"{rows * 3.5e3 / 1e9:,.0f} GB); the released {NAMES[dataset]} {split} split has "
+                             f"{SIZES[dataset][split]:,} rows")
 
 
 def data_card(dataset: str, variant: str, seed: int, files: dict[str, list[Example]],

@@ -66,8 +66,9 @@ def load_predictor(args: argparse.Namespace) -> Predictor:
 
 def check_run(args: argparse.Namespace, outputs: Sequence[str | None], inputs: Sequence[str | None]) -> None:
     """What ``evaluate``, ``robustness`` and ``audit`` check before reading anything: no bundle option with
-    ``--checkpoint`` (it would be ignored), and ``outputs`` that replace none of the ``inputs`` and lie
-    outside the model's folder (a report written into a bundle would break its manifest)."""
+    ``--checkpoint`` (it would be ignored), ``outputs`` that replace none of the ``inputs`` and lie
+    outside the model's folder (a report written into a bundle would break its manifest), and a
+    ``--checkpoint`` that is one (``check_checkpoint``: refused before torch loads, not seconds after)."""
     from intentvcs.core import atomic
 
     given = [f"--{name}" for name in BUNDLE_OPTIONS if getattr(args, name) is not None]
@@ -76,6 +77,17 @@ def check_run(args: argparse.Namespace, outputs: Sequence[str | None], inputs: S
                          "--checkpoint runs in PyTorch, not in ONNX Runtime")
     atomic.check_targets(outputs, inputs=inputs)
     atomic.check_outside(args.checkpoint or args.bundle, outputs)
+    if args.checkpoint:
+        check_checkpoint(args.checkpoint)
+
+
+def check_checkpoint(path: str) -> dict:
+    """The checkpoint's ``checkpoint.json`` (``read_checkpoint_meta``: its home, torch-free), read by a command
+    before it imports torch, the seconds of which a missing or broken checkpoint would otherwise wait for;
+    the loader reads it again (a library call must check what it is given)."""
+    from intentvcs.training.checkpoint import read_checkpoint_meta
+
+    return read_checkpoint_meta(path)
 
 
 def model_source(args: argparse.Namespace, model: Predictor) -> dict:

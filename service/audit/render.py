@@ -12,6 +12,7 @@ import html
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
+from intentvcs.service.audit.config import AuditConfig
 from intentvcs.service.audit.slots import format_p
 
 CELL = 30          # heatmap cell size, px
@@ -113,7 +114,7 @@ def _relabel_table(rows: list[Mapping[str, Any]]) -> str:
 def _same(test: Mapping[str, Any] | None) -> str:
     if test is None:
         return '<span class="muted">too few rows</span>'
-    return (f'p = {test["p_value"]:.3f} (same-sample neighbours {test["statistic"]:.0%}, '
+    return (f'{format_p(test["p_value"])} (same-sample neighbours {test["statistic"]:.0%}, '
             f'{test["null_mean"]:.0%} expected)')
 
 
@@ -123,12 +124,17 @@ def _share(share: float, rows: int) -> float:
     return round(share * rows) / rows if rows else share
 
 
-def _pivot(pivot: Mapping[str, Any] | None) -> str:
+def _pivot(pivot: Mapping[str, Any] | None, alpha: float = AuditConfig.same_alpha) -> str:
+    """The entity whose share differs most, in the column of what tells the intents apart: only a difference
+    below the report's threshold ``alpha`` (its ``same_alpha``) does, as the verdicts read it; one above it is
+    shown muted, saying so."""
     if pivot is None:
         return '<span class="muted">none</span>'
     new, old = _share(pivot["new_share"], pivot["new_rows"]), _share(pivot["existing_share"], pivot["existing_rows"])
-    return (f'{_e(pivot["entity"])}: on {new:.0%} of the new rows, {old:.0%} '
-            f'of the old ({format_p(pivot["p_value"])})')
+    text = f'{_e(pivot["entity"])}: on {new:.0%} of the new rows, {old:.0%} of the old ({format_p(pivot["p_value"])}'
+    if pivot["p_value"] < alpha:
+        return text + ")"
+    return f'<span class="muted">{text}, not below {alpha:g}: does not tell them apart)</span>'
 
 
 def _new_pairs(pairs: list[Mapping[str, Any]]) -> str:
@@ -140,10 +146,10 @@ def _new_pairs(pairs: list[Mapping[str, Any]]) -> str:
           _count(p["second_in_first"]), _same(p["same_distribution"])] for p in pairs))
 
 
-def _finding(f: Mapping[str, Any]) -> str:
+def _finding(f: Mapping[str, Any], alpha: float) -> str:
     pairs = "".join(
         f'<tr><td>{_e(c["existing"])}</td><td>{_count(c["new_in_existing"])}</td>'
-        f'<td>{_count(c["existing_in_new"])}</td><td>{_pivot(c["entity_pivot"])}</td>'
+        f'<td>{_count(c["existing_in_new"])}</td><td>{_pivot(c["entity_pivot"], alpha)}</td>'
         f'<td>{_e(c["reference"] or "-")}</td></tr>'
         for c in f["containment"])
     intent = _e(f["intent"])
@@ -175,6 +181,7 @@ def _repeats(summary: Mapping[str, Any]) -> str:
 def render_html(report: Mapping[str, Any]) -> str:
     """The report as one self-contained HTML document."""
     summary = report["summary"]
+    alpha = report["config"].get("same_alpha", AuditConfig.same_alpha)  # what the verdicts were judged at
     overview = "".join(
         f'<tr><td><a href="#f-{_e(f["intent"])}">{_e(f["intent"])}</a></td><td>{_e(f["relation"])}</td>'
         f'<td>{_e(", ".join(f["existing"]))}</td><td>{_badge(f["severity"])}</td>'
@@ -196,7 +203,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"{heatmap_svg(report['cooccurrence'], report['config']['heatmap_cap'])}"
         "<h2>Findings</h2><table><tr><th>new intent</th><th>relation</th><th>existing</th><th>severity</th>"
         f"<th>rows</th></tr>{overview}</table>"
-        f"{''.join(_finding(f) for f in report['findings'])}"
+        f"{''.join(_finding(f, alpha) for f in report['findings'])}"
         f"{_new_pairs(report['new_pairs'])}"
         "<h2>Proposed relations file</h2>"
         # The relations file itself (what --relations-out writes and train --relations reads), not the whole fix.

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any, Sequence
 
 from intentvcs.core.dataio import Example
@@ -38,8 +39,18 @@ RELATIVE_TIE = 1.0 + 1e-7
 
 
 def format_p(p_value: float) -> str:
-    """A p-value for people: ``p = 0.003``, or ``p < 1e-06`` for anything smaller."""
-    return f"p = {p_value:.1g}" if p_value >= 1e-6 else "p < 1e-06"
+    """A p-value for people: two significant digits (``p = 0.0095``, ``p = 0.25``), or ``p < 1e-06``.
+
+    Cut, not rounded: a threshold of at most two significant digits (0.01, 0.05, 0.005, ...) then divides the
+    shown values as it divides the p-values, so the number a verdict states reads on its side of the
+    threshold. Rounded (as to one digit before), 0.0095 read "p = 0.01" in a verdict that called it
+    significant at 0.01, i.e. below it."""
+    if p_value < 1e-6:
+        return "p < 1e-06"
+    exponent = math.floor(math.log10(p_value)) - 1  # of the second significant digit
+    # From the float's shortest decimal (repr), not its binary value: 0.0095 is stored as 0.00949999...
+    cut = Decimal(repr(float(p_value))).quantize(Decimal(1).scaleb(exponent), rounding=ROUND_FLOOR)
+    return f"p = {float(cut):.2g}"
 
 
 @dataclass(frozen=True)

@@ -147,10 +147,9 @@ def run_build_mix(args: argparse.Namespace) -> int:
 
     atomic.check_folder_target(args.out, inputs=[Path(args.data_root) / args.dataset])
     dataset_folder(args)
+    # The sizes are checked by the builder before it reads anything (mix_builder.check_sizes); its messages
+    # name test_rows and so on, which main() words as the options, --test-rows.
     sizes = {split: getattr(args, f"{split}_rows") for split in ("train", "valid", "test")}
-    for split, rows in sizes.items():
-        if rows is not None and rows < 1:
-            raise ValueError(f"--{split}-rows must be at least 1, got {rows}")
     info = mix.build(args.dataset, args.data_root, args.out, seed=args.seed, variant=args.variant,
                      sizes={k: v for k, v in sizes.items() if v is not None}, force=args.force)
     for split, missing in info["labels_missing_from_train"].items():

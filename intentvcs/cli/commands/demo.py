@@ -64,7 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    # What the steps would refuse at their start, refused before the minutes of the first ones.
+    # What the steps would refuse at their start, refused before the minutes of the first ones (and before
+    # torch loads): the settings first, as train reads them.
+    config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)
     check_outputs(out, args.force)
     if not args.no_serve:
         check_port(DEFAULT_HOST, args.port)
@@ -80,8 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
     data = {split: read_jsonl(DEFAULT_DATA / f"{split}.jsonl") for split in ("train", "valid", "test")}
     log.info("1/4 training on %s (%d rows)", DEFAULT_DATA, len(data["train"]))
-    train_pipeline(data["train"], data["valid"], data["test"], config_from_args(TrainConfig, args),
-                   config_from_args(DecisionConfig, args), out / CHECKPOINT, force=args.force)
+    train_pipeline(data["train"], data["valid"], data["test"], config, decision, out / CHECKPOINT, force=args.force)
 
     log.info("2/4 exporting to %s", out / BUNDLE)
     export_bundle(out / CHECKPOINT, out / BUNDLE, quantize=True, parity_data=DEFAULT_DATA / "valid.jsonl",

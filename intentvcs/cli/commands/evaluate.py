@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_run, check_scored_data,
                                          load_predictor, model_source)
@@ -25,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                  "scope) and, for slot figures, gold spans (JSONL or Rasa YAML; a "
                                                  "row without spans has no entities)")
     p.add_argument("--out", required=True, help="result JSON")
-    p.add_argument("--heatmap", help="write the prediction co-occurrence heatmap PNG here")
+    p.add_argument("--heatmap", metavar="FILE.png",
+                   help="write the prediction co-occurrence heatmap here, as a PNG image (a name ending in .png)")
     add_segment_argument(p)
     p.set_defaults(func=run)
 
@@ -37,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core.team_formats import read_numbered
 
     check_run(args, (args.out, args.heatmap), inputs=[args.data])
+    check_heatmap(args.heatmap)
     rows = read_numbered(args.data)
     examples = [example for _, example in rows]
     model = load_predictor(args)
@@ -55,3 +58,10 @@ def run(args: argparse.Namespace) -> int:
     json.dump(headline(figures), sys.stdout, indent=2)
     print()
     return 0
+
+
+def check_heatmap(path: str | None) -> None:
+    """Refuse a ``--heatmap`` name that does not end in .png: the picture is drawn as PNG, and a heat.jpg
+    holding PNG bytes is a file that says one format and holds another."""
+    if path is not None and Path(path).suffix.lower() != ".png":
+        raise ValueError(f"--heatmap {path}: the heatmap is a PNG image; give a file name ending in .png")

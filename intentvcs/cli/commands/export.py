@@ -26,8 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Export the checkpoint to one ONNX graph (token ids -> intent logits, the embeddings the "
                     "OOS rule and the audit read, and the entity and request-boundary heads' logits when the "
                     "model has them) with Optimum, write the tokenizer and a versioned manifest, and refuse to "
-                    "write the bundle unless ONNX reproduces PyTorch on held-out utterances (logits within "
-                    f"{PARITY_ATOL:g}, identical label sets, OOS verdicts and entities).")
+                    "write the bundle unless ONNX reproduces PyTorch on held-out utterances and built-in probes (logits "
+                    f"and embeddings within {PARITY_ATOL:g}, identical label sets, OOS verdicts and entities).")
     p.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint directory (intentvcs train)")
     p.add_argument("--out", required=True, metavar="BUNDLE",
                    help="bundle directory to write (atomically); an earlier bundle there is replaced, any other "
@@ -55,6 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from intentvcs.export.preflight import check_export
+
+    # The export's own checks of its arguments, before its module imports torch and onnx (seconds that a typo
+    # in --checkpoint or --out waited for); export_bundle runs them again, as any caller of it needs.
+    check_export(args.checkpoint, args.out, parity_data=args.parity_data, result_file=args.result,
+                 opset=args.opset, force=args.force)
     from intentvcs.export.exporter import export_bundle
     from intentvcs.export.parity import ParityError
 

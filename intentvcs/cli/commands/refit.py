@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from intentvcs.cli.commands.train import add_decision_options, read_splits
+from intentvcs.cli.model_options import check_checkpoint
 from intentvcs.core.team_formats import FORMATS_HELP
 from intentvcs.training.config import DecisionConfig
 
@@ -57,13 +58,14 @@ def given_settings(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    meta = check_checkpoint(args.checkpoint)  # before torch loads: a wrong path is refused at once
     from intentvcs.training.pipeline import check_refit_rows, refit_checkpoint, refit_settings
 
     decision = refit_settings(Path(args.checkpoint), given_settings(args))
     # Checked as train checks its data (held out, span types, warnings), before the model loads; the training
     # rows first against the checkpoint (another file was blamed on --valid's span types).
     train, valid, test = read_splits(args.train, args.valid, args.test, decision.oos_rule, check_train=lambda rows:
-                                     check_refit_rows(args.checkpoint, rows, decision.oos_rule, args.train))
+                                     check_refit_rows(args.checkpoint, rows, decision.oos_rule, args.train, meta))
     result = refit_checkpoint(Path(args.checkpoint), train, valid, test, decision, train_source=args.train)
     json.dump(result["metrics"], sys.stdout, indent=2)
     print()

@@ -77,10 +77,13 @@ def add_decision_options(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
+    from intentvcs.training.checkpoint import CHECKPOINT_OUTPUT
 
     atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test, args.relations])
     atomic.check_folder_target(args.out, inputs=[args.train, args.valid, args.test, args.relations],
                                outputs=[args.result])
+    # A folder this command did not write, refused before torch loads (train_pipeline checks it again).
+    atomic.check_replaceable(args.out, CHECKPOINT_OUTPUT, args.force)
     config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)  # options first
     train, valid, test = read_splits(args.train, args.valid, args.test, decision.oos_rule)
     from intentvcs.training.pipeline import train_pipeline  # torch: seconds to import, after the data's checks
