@@ -143,6 +143,7 @@ async def _counted(answers: Awaitable[T]) -> T:
         raise
     except Exception:
         prometheus_metrics.get().record_error("internal_error")
+        prometheus_metrics.FAILURE_COUNTED.set(True)  # direct_routes' 500 for it: not counted again
         raise
 
 
@@ -352,6 +353,8 @@ class IntentService:
 # /status too: it names every label and entity type a model answers, which is the API's to tell.
 PROTECTED_ROUTES = [*API_ROUTES, *JOB_READ_ROUTES, "/status",
                     *(["/metrics"] if SETTINGS.metrics_token_required else [])] if SETTINGS.api_token else []
+# Outermost of all: a request whose client left unanswered is closed, for BentoML's request metrics.
+IntentService.add_asgi_middleware(prometheus_metrics.AnswerGoneClients)
 IntentService.add_asgi_middleware(AmendedDocs, protected=PROTECTED_ROUTES)  # /docs.json as the service answers
 if SETTINGS.api_token:
     IntentService.add_asgi_middleware(BearerAuth, token=SETTINGS.api_token, on_reject=rejections.refused_scope,

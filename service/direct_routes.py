@@ -18,7 +18,7 @@ The error contract is BentoML's: ``400`` with ``{"error", "detail"}``, the
 ``detail`` naming the field and the limit, each refusal counted and logged once
 (``rejections``); ``503`` with ``Retry-After`` when the batch queue is full (the
 request's utterances still queued are dropped, ``batching``); ``500`` with no detail
-for anything else, its traceback in the log.
+for anything else, its traceback in the log, counted once as ``internal_error``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import bentoml
 from bentoml.exceptions import ServiceUnavailable
 from pydantic import BaseModel, ValidationError
 
-from intentvcs.service import rejections
+from intentvcs.service import prometheus_metrics, rejections
 from intentvcs.service.schemas import rejection_reason, validation_error_body
 
 log = logging.getLogger(__name__)
@@ -88,13 +88,16 @@ class DirectRoutes:
             return 400, _json(validation_error_body(exc))
         try:
             answer = await handler(bentoml.get_current_service(), request)
+            return 200, answer.model_dump_json().encode()
         except ServiceUnavailable as exc:  # the batch queue refused one or more of the request's utterances
             rejections.refused(scope["method"], scope["path"], 503, "overloaded")
             return 503, _json({"error": str(exc)})
         except Exception:
             log.exception("Exception on %s %s", scope["method"], scope["path"])
+            # Every 500 is one internal_error: app._counted counted a failure of the batch queue already.
+            if not prometheus_metrics.FAILURE_COUNTED.get():
+                prometheus_metrics.get().record_error("internal_error")
             return 500, _json({"error": UNEXPECTED})
-        return 200, answer.model_dump_json().encode()
 
 
 class _Watch:

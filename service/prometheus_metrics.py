@@ -12,12 +12,28 @@ deprecated in BentoML 1.4 in favour of ``prometheus_client`` used this way.)
 Label cardinality is bounded by construction: ``intent`` takes only the
 bundle's labels plus ``out_of_scope``, and ``reason`` comes from the closed set
 in ``intentvcs.service.schemas.REJECTION_REASONS`` plus the server-side reasons below.
+(BentoML's own request metrics label ``endpoint`` with the raw request path, so
+every path a scanner tries is a series; the scrape configs in ``deploy/prometheus/``
+and ``monitoring/`` keep only the service's routes.)
+
+Gauges are per worker, merged by their ``multiprocess_mode``; a worker's ``live*``
+gauges are dropped when it dies. BentoML drops them on a clean exit only, so a
+worker killed outright (SIGKILL, the OOM killer) left its values there for good:
+each worker, as it starts, drops those of workers that are gone (``forget_dead_workers``).
+
+:class:`AnswerGoneClients` closes a request whose client left before its answer,
+so that BentoML's request metrics end it too (see there).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+import glob
+import os
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 OUT_OF_SCOPE = "out_of_scope"
@@ -29,6 +45,11 @@ SERVER_ERROR_REASONS = ("internal_error", "overloaded", "audit_busy", "audit_tim
 CONFIDENCE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
 LENGTH_BUCKETS = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+CLIENT_CLOSED = 499  # nginx's "client closed request", the status rejections.CLIENT_CLOSED logs
+# Whether this request's failure was counted as internal_error already (by app._counted, which sees the
+# failures of the batch queue): direct_routes counts every other 500 it answers, and none twice. Each
+# request runs in a task of its own, so each starts False.
+FAILURE_COUNTED: ContextVar[bool] = ContextVar("intentvcs_failure_counted", default=False)
 
 
 class ServiceMetrics:
@@ -37,6 +58,7 @@ class ServiceMetrics:
     def __init__(self) -> None:
         import prometheus_client as prom  # deferred: see the module docstring
 
+        forget_dead_workers()  # before this worker's own gauges: a dead one's replacement starts here
         self.predictions = prom.Counter(
             "intentvcs_predictions_total",
             "Utterances per accepted intent (an utterance counts once per accepted intent; "
@@ -73,10 +95,12 @@ class ServiceMetrics:
         )
         # Info metrics are not supported in multiprocess mode; the usual
         # workaround is a gauge fixed at 1 whose labels carry the information.
+        # livemax: a bundle is served while any running worker serves it (one swapped out by every worker
+        # is 0); a dead worker's bundle is not (with "max" a killed worker's kept showing as served).
         self.model_info = prom.Gauge(
             "intentvcs_model_info", "The served bundle: 1, and 0 for one swapped out (intentvcs.service.reload).",
             ["name", "bundle_digest", "bundle_version", "created_at", "backbone", "provider", "quantized",
-             "cuda_fallback"], multiprocess_mode="max",
+             "cuda_fallback"], multiprocess_mode="livemax",
         )
         self.reloads = prom.Counter(
             "intentvcs_model_reloads_total", "Replaced bundles this worker swapped in (ok) or could not load.",
@@ -153,6 +177,80 @@ class ServiceMetrics:
     def record_reload_failing(self, failing: bool) -> None:
         """Whether the bundle at the served path fails to load (intentvcs.service.reload)."""
         self.reload_failing.set(1 if failing else 0)
+
+
+def forget_dead_workers(folder: str | None = None) -> None:
+    """Drop the ``live*`` gauge files of the processes of ``folder`` (the multiprocess folder) that are gone.
+
+    What ``prometheus_client.multiprocess.mark_process_dead`` does for a pid, which BentoML calls only as a
+    worker exits cleanly; a worker killed outright kept its model, its reload state and its requests in
+    progress in every scrape until the server restarted. Run by each worker as it starts (BentoML starts one
+    in place of a dead one). Counters and histograms stay: their counts happened.
+    """
+    folder = folder or os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")
+    if not folder:
+        return
+    files: dict[int, list[str]] = {}
+    for path in glob.glob(os.path.join(folder, "gauge_live*_*.db")):
+        found = re.search(r"_(\d+)\.db$", path)
+        if found:
+            files.setdefault(int(found.group(1)), []).append(path)
+    for pid, paths in files.items():
+        if pid != os.getpid() and not _alive(pid):
+            for path in paths:
+                with contextlib.suppress(FileNotFoundError):  # another starting worker was first
+                    os.remove(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+class AnswerGoneClients:
+    """ASGI middleware, the outermost of the service's own: a request whose client left before it was
+    answered is closed with a 499 that reaches nobody (the server drops what is sent to a gone client).
+
+    Why: ``direct_routes`` (a ``/predict`` or ``/model/parse`` given up on) and ``body_limit`` (a body
+    abandoned mid-way) count such a request (``client_gone``) and return without an answer. BentoML's
+    request metrics count a request when its answer is sent, and its timeout middleware waits for that
+    answer: the request was missing from ``bentoml_service_request_total`` and stayed in
+    ``bentoml_service_request_in_progress`` (the dashboard's in-flight line) for BentoML's whole request
+    timeout. Closed here, it is counted once there too, as 499, as an ``/audit`` whose client left is.
+    """
+
+    def __init__(self, app: Callable[..., Awaitable[None]]):
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        gone = started = False
+
+        async def watched_receive() -> dict[str, Any]:
+            nonlocal gone
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                gone = True
+            return message
+
+        async def watched_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        await self.app(scope, watched_receive, watched_send)
+        if gone and not started:
+            await send({"type": "http.response.start", "status": CLIENT_CLOSED,
+                        "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
 
 
 @functools.cache
