@@ -19,7 +19,11 @@ misled in these ways, each checked against the running server:
   named ``audit_job_retry`` and said to answer 200 with a status, where it
   answers 202 ``{task_id, status: "cancelling"}``;
 - ``GET /status`` and ``GET /audit/job/progress`` (mounted beside BentoML's
-  routes) were missing.
+  routes) were missing;
+- the document says ``openapi: 3.0.2``, but the request and response schemas
+  BentoML writes (pydantic's) are in JSON Schema 2020-12's dialect: an optional
+  field's ``{"type": "null"}``, which OpenAPI 3.0 tools refuse ("Unknown type
+  'null'"), where 3.0 says ``nullable`` (``openapi_30``).
 
 ``amend`` rewrites BentoML's document accordingly (and, with a token set,
 declares the bearer scheme on the protected routes), and ``AmendedDocs``
@@ -48,6 +52,7 @@ SCHEME = "bearerAuth"  # the security scheme's name
 # BentoML's schemas this document replaces: its error bodies (by Refusal) and its task status (by TaskStatus).
 REPLACED = ("InvalidArgument", "NotFound", "InternalServerError", "TaskStatusResponse")
 REFUSAL_REF = {"$ref": "#/components/schemas/Refusal"}
+NULL = {"type": "null"}  # JSON Schema's null type, which OpenAPI 3.0 has not: nullable instead (openapi_30)
 RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.",
                                "schema": {"type": "integer", "minimum": 1}}}
 
@@ -85,8 +90,12 @@ class TaskStatus(BaseModel):
 
     task_id: str
     status: Literal["pending", "in_progress", "completed", "failed", "canceled"]
-    created_at: str = Field(description="When it was submitted (ISO 8601, the server's time).")
-    executed_at: str | None = Field(description="When it ended; null while it runs.")
+    # BentoML's task store sets both when the job is submitted (SQLite's CURRENT_TIMESTAMP: UTC, written
+    # without an offset), and only its own cancel, which JobGate answers in its stead, changes executed_at.
+    created_at: str = Field(description="When it was submitted: ISO 8601 in UTC, without an offset.")
+    executed_at: str | None = Field(description="BentoML's record, set with created_at when the job is submitted; "
+                                    "it does not change when the job runs or ends (GET /audit/job/progress: "
+                                    "stage, ended and updated_at).")
 
 
 class JobProgress(BaseModel):
@@ -230,7 +239,71 @@ def amend(spec: dict[str, Any], protected: Iterable[str] = ()) -> dict[str, Any]
         for status, why in sorted(refusals.items()):
             responses[str(status)] = _refusal(status, why)
     _secure(spec, protected)
+    _in_openapi_30(spec)
     return spec
+
+
+def _in_openapi_30(spec: dict[str, Any]) -> None:
+    """Every schema of ``spec`` in OpenAPI 3.0's dialect (``openapi_30``): BentoML writes its request and
+    response schemas (pydantic's) in JSON Schema 2020-12's, ``{"type": "null"}`` for an optional field
+    included, which 3.0 tools refuse ("Unknown type 'null'") though the document says ``openapi: 3.0.2``."""
+    schemas = spec.get("components", {}).get("schemas", {})
+    for name, schema in schemas.items():
+        schemas[name] = openapi_30(schema)
+    for operations in spec.get("paths", {}).values():
+        for operation in operations.values():
+            if not isinstance(operation, dict):
+                continue
+            for body in (operation.get("requestBody", {}), *operation.get("responses", {}).values()):
+                for content in body.get("content", {}).values():
+                    if "schema" in content:
+                        content["schema"] = openapi_30(content["schema"])
+            for parameter in operation.get("parameters", []):
+                if "schema" in parameter:
+                    parameter["schema"] = openapi_30(parameter["schema"])
+
+
+def openapi_30(schema: Any) -> Any:
+    """A JSON Schema 2020-12 ``schema`` in OpenAPI 3.0's dialect, its ``$ref``s and layout kept (unlike
+    ``schemas.openapi_schema``, which inlines a standalone schema's own definitions): a ``null`` member of
+    ``anyOf`` (pydantic's optional field) becomes ``nullable`` on each other member, beside its ``type`` as
+    OpenAPI 3.0.3 reads it (were a member without one, a ``$ref``, left, on the ``anyOf``'s schema);
+    a type list likewise; ``const`` a one-value ``enum``. Only the keywords that hold schemas are
+    followed, never data (``default``, ``enum``, ``example``), and no property's name is read as a
+    keyword. Idempotent."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: value for key, value in schema.items() if key not in ("$schema", "$id", "$defs")}
+    nullable = False
+    if isinstance(out.get("anyOf"), list) and NULL in out["anyOf"]:
+        out["anyOf"] = [member for member in out["anyOf"] if member != NULL]
+        nullable = True
+    kinds = out.get("type")
+    if isinstance(kinds, list):  # pydantic writes anyOf, never a type list; another generator might
+        real = [kind for kind in kinds if kind != "null"]
+        nullable = nullable or len(real) < len(kinds)
+        del out["type"]
+        if len(real) == 1:
+            out["type"] = real[0]
+        elif real and "anyOf" not in out:
+            out["anyOf"] = [{"type": kind} for kind in real]
+    if "const" in out:
+        out["enum"] = [out.pop("const")]
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(out.get(key), dict):
+            out[key] = openapi_30(out[key])
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(out.get(key), list):
+            out[key] = [openapi_30(member) for member in out[key]]
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {name: openapi_30(member) for name, member in out["properties"].items()}
+    if nullable:
+        members = out.get("anyOf")
+        if members and all("type" in member for member in members):
+            out["anyOf"] = [{**member, "nullable": True} for member in members]
+        else:
+            out["nullable"] = True
+    return out
 
 
 def method_of(paths: dict[str, Any], route: str, method: str) -> dict[str, Any] | None:

@@ -45,6 +45,10 @@ EXTRACTOR = "intentvcs"  # Rasa names the component that found an entity
 # match whole (a user's "/ what time is it" is a message; Rasa's buttons never send more).
 PAYLOAD = re.compile(r"/(?P<intent>[^{@\s]+)(?P<confidence>@[0-9.]+)?(?P<entities>\{.+\})?", re.DOTALL)
 PAYLOAD_EXTRACTOR = "RegexMessageHandler"  # the Rasa component that reads payloads; their entities come from it
+# How deep a payload's entity JSON may nest (the object of entities is level 1). Rasa sets no bound, but an
+# answer's value sits four levels down in it and pydantic's serialiser stops at about 255, past which the
+# request failed: a button's entity values are scalars or short lists, and 32 levels leaves room to spare.
+MAX_PAYLOAD_DEPTH = 32
 log = logging.getLogger(__name__)
 
 
@@ -86,7 +90,9 @@ def payload_answer(text: str) -> dict[str, Any] | None:
     the model was not trained on (``/affirm``, ``/out_of_scope``). A malformed
     confidence reads as 0, one over 1 as 1, and entity JSON that is not an object
     as no entities, each with a warning, as Rasa reads them; entities span the
-    whole payload, as Rasa's do.
+    whole payload, as Rasa's do. Entity JSON that no answer can carry (nested
+    deeper than ``MAX_PAYLOAD_DEPTH``, or escaping a lone surrogate) also reads
+    as no entities, with a warning, where Rasa would keep it.
     """
     payload = text.strip()
     match = PAYLOAD.fullmatch(payload)
@@ -114,15 +120,43 @@ def _payload_entities(given: str | None, payload: str, start: int, end: int) -> 
         return []
     try:
         values = json.loads(given)
-    except json.JSONDecodeError:
-        values = None
+    except (ValueError, RecursionError):  # not JSON (JSONDecodeError is a ValueError), or an integer past
+        values = None                     # Python's digit limit, or nested past its recursion limit
     if not isinstance(values, dict):
         log.warning("payload %r: its entities are not a JSON object; read as none", payload[:200])
+        return []
+    if not _answerable(values, MAX_PAYLOAD_DEPTH):
+        # Not read as Rasa reads them: no answer can carry them (which held the request until BentoML's
+        # timeout, then answered a plain-text 500), so the payload's intent is answered without them.
+        log.warning("payload %r: its entities nest deeper than %d levels or hold an escaped lone surrogate, "
+                    "which no answer can carry; read as none", payload[:200], MAX_PAYLOAD_DEPTH)
         return []
     return [{"entity": entity, "start": start, "end": end, "value": value, "confidence_entity": 1.0,
              "extractor": PAYLOAD_EXTRACTOR}
             for entity, given_values in values.items()
             for value in (given_values if isinstance(given_values, list) else [given_values])]
+
+
+def _answerable(value: Any, levels: int) -> bool:
+    """Whether a JSON value (``json.loads``'s) can be sent in an answer: nested at most ``levels`` deep, and
+    every string (keys too) encodable as UTF-8, which an escaped lone surrogate (``"\\ud800"``) is not."""
+    if isinstance(value, str):
+        return _utf8(value)
+    if isinstance(value, (dict, list)):
+        if levels < 1:
+            return False
+        if isinstance(value, dict):
+            return all(_utf8(key) and _answerable(item, levels - 1) for key, item in value.items())
+        return all(_answerable(item, levels - 1) for item in value)
+    return True  # a number, a boolean or null
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def nothing_to_read(text: str) -> dict[str, Any]:

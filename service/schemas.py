@@ -346,6 +346,9 @@ def openapi_schema(node: Any, defs: dict[str, Any]) -> Any:
         out["enum"] = [node["const"]]
     if None in node.get("enum", []):
         out["nullable"] = True
+        values = [value for value in node["enum"] if value is not None]
+        if "type" not in node and values and all(isinstance(value, str) for value in values):
+            out["type"] = "string"  # OpenAPI 3.0.3 reads nullable only beside a type
     kinds = node.get("type")
     if isinstance(kinds, list):
         real = [kind for kind in kinds if kind != "null"]
