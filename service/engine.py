@@ -17,7 +17,7 @@ import numpy as np
 
 from intentvcs.core.dataio import Example, check_unicode
 from intentvcs.core.decision import Decision
-from intentvcs.core.entities import entity_types
+from intentvcs.core.entities import entity_types, whole_words
 from intentvcs.core.manifest import INT8_MODEL_FILE, BundleError
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.segmentation import SegmentedResult, decide_segmented
@@ -178,8 +178,24 @@ class Engine:
 def read_normalised(session: OnnxSession, spelling: Spelling | None,
                     texts: list[str]) -> tuple[GraphOutputs, list[str]]:
     """The graph's outputs for ``texts`` read through the spelling normaliser (None: as sent), and the texts it
-    read (answers keep the originals, entity offsets included)."""
-    return infer_normalised(spelling, texts, session.infer, tags=bool(session.tags))
+    read (answers keep the originals, entity offsets included, each entity over whole words: ``on_whole_words``)."""
+    outputs, read = infer_normalised(spelling, texts, session.infer, tags=bool(session.tags))
+    return on_whole_words(session, outputs, texts), read
+
+
+def on_whole_words(session: OnnxSession, outputs: GraphOutputs, texts: Sequence[str]) -> GraphOutputs:
+    """``outputs`` with each entity (offsets into ``texts``) over the whole words of its text as sent
+    (``intentvcs.core.entities.whole_words``): a word cut by ``max_length`` and a word's final combining
+    marks included. Only the texts with entities are tokenised again, untruncated."""
+    if outputs.entities is None:
+        return outputs
+    rows = [row for row, found in enumerate(outputs.entities) if found]
+    if not rows:
+        return outputs
+    entities = outputs.entities.copy()
+    for row, text_words in zip(rows, session.tokenizer.words([texts[row] for row in rows])):
+        entities[row] = whole_words(entities[row], texts[row], text_words)
+    return outputs._replace(entities=entities)
 
 
 def read_as_served(session: OnnxSession, spelling: Spelling | None, decision: Decision, texts: list[str],
@@ -192,6 +208,7 @@ def read_as_served(session: OnnxSession, spelling: Spelling | None, decision: De
     ``texts`` as sent, when the caller has them; reused where there is no normaliser to read them again."""
     if outputs is not None and spelling is None:
         read = list(texts)
+        outputs = on_whole_words(session, outputs, texts)
     else:
         outputs, read = read_normalised(session, spelling, texts)
     outputs, segmented = decide_segmented(decision, lambda batch: read_normalised(session, spelling, batch)[0],

@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
+from intentvcs.core.entities import Word, words
 from intentvcs.core.manifest import BundleError
 
 # The graph inputs this module can feed (BERT-family encoders take all three).
@@ -41,10 +42,18 @@ class BundleTokenizer:
             raise BundleError(path, "no padding configured, so the pad token id is unknown")
         self.pad_id: int = padding["pad_id"]
         self._tokenizer.no_padding()
+        # The same tokenizer, truncating nothing: where the words a truncated reading cuts end in the text.
+        self._whole = Tokenizer.from_str(self._tokenizer.to_str())
+        self._whole.no_truncation()
 
     def encode(self, texts: Sequence[str]) -> list[Encoding]:
         """Token encodings (special tokens added, truncated, unpadded), in input order."""
         return self._tokenizer.encode_batch(list(texts))
+
+    def words(self, texts: Sequence[str]) -> list[list[Word]]:
+        """Each text's words (``intentvcs.core.entities.words``) over the whole text, as if ``max_length`` cut
+        nothing: the extent of a word the graph read only the first pieces of (``entities.whole_words``)."""
+        return [words(encoding.word_ids, encoding.offsets) for encoding in self._whole.encode_batch(list(texts))]
 
 
 def pad_chunk(encodings: Sequence[Encoding], input_names: Sequence[str], pad_id: int) -> dict[str, np.ndarray]:

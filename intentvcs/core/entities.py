@@ -5,7 +5,9 @@ pre-tokenizer makes of the text (whitespace and punctuation split it), and
 only a word's first piece carries its tag, in training as in decoding (the
 convention of JointBERT, Chen et al. 2019): so a decoded entity always covers
 whole words, and its character offsets are the tokenizer's offsets of its
-first and last pieces. Training (PyTorch, ``intentvcs.training``) and serving
+first and last pieces (widened by the engine, ``whole_words``, over the rest
+of a word that truncation cut and over the combining marks that end a word,
+which an accent-stripping normaliser leaves out of the offsets). Training (PyTorch, ``intentvcs.training``) and serving
 (ONNX Runtime, ``intentvcs.service``) both call this module, so the two cannot
 disagree on what a tag means.
 
@@ -19,8 +21,10 @@ the word is.
 
 from __future__ import annotations
 
+import bisect
 import functools
-from dataclasses import dataclass
+import unicodedata
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
@@ -70,7 +74,8 @@ def words(word_ids: Sequence[int | None], offsets: Sequence[tuple[int, int]]) ->
     """The words of one encoded text, in order, from the tokenizer's ``word_ids`` and ``offsets``.
 
     Special tokens (``word_ids`` None) belong to no word; a word cut by
-    truncation ends at its last kept piece.
+    truncation ends at its last kept piece (the engine answers an entity
+    there over the whole word: ``whole_words``).
     """
     found: list[Word] = []
     previous = None
@@ -225,6 +230,34 @@ def _bio_structure(tags: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     inside = np.array([tag.startswith("I-") for tag in tags])
     begin = np.array([index.get("B-" + tag[2:], k) if tag.startswith("I-") else k for k, tag in enumerate(tags)])
     return inside, begin
+
+
+def whole_words(found: Sequence[Entity], text: str, text_words: Sequence[Word]) -> tuple[Entity, ...]:
+    """``found`` (offsets into ``text``) widened to the whole words of ``text`` they touch.
+
+    ``text_words`` are the words of all of ``text``, untruncated (``BundleTokenizer.words``). Decoded over a
+    truncated reading, the word the cut falls in ends at its last kept piece ("kit" of "kitchen"), though its
+    tag, read at its first piece, is the whole word's: it covers the word. And an end is carried over the
+    combining marks that follow it, which a normaliser that strips accents drops from the offsets: a text
+    in decomposed form (NFD, "Jose" + U+0301) would otherwise answer "Jose", the accent cut from its letter.
+    """
+    if not found:
+        return tuple(found)
+    starts = [word.start for word in text_words]
+    widened = []
+    for entity in found:
+        start, end = entity.start, entity.end
+        first = bisect.bisect_right(starts, start) - 1  # the last word starting at or before the entity
+        if first >= 0 and start < text_words[first].end:
+            start = text_words[first].start
+        last = bisect.bisect_left(starts, end) - 1  # the last word starting before the entity's end
+        if last >= 0 and end < text_words[last].end:
+            end = text_words[last].end
+        while end < len(text) and unicodedata.category(text[end]).startswith("M"):
+            end += 1
+        widened.append(entity if (start, end) == (entity.start, entity.end)
+                       else replace(entity, start=start, end=end))
+    return tuple(widened)
 
 
 def span_set(items: Iterable[Span | Entity]) -> set[tuple[int, int, str]]:

@@ -11,7 +11,10 @@ chat spellings of contractions (``dont``: "don" would lose the negation) or,
 in text that is not all one case, capitalised words after the first (names:
 ``Gare du Nord``, ``my Amex``). Nor, for a model with an entity head, are
 words it reads as part of an entity (``infer_normalised``): names are the
-non-words a normaliser built from training words gets most wrong.
+non-words a normaliser built from training words gets most wrong. Nor are
+runs of a script written without spaces (Han, kana, Thai, Lao, Khmer,
+Myanmar): such a run is a phrase, where one edit swaps a word ("我不想听音乐"
+is one deletion from "我想听音乐": the negation).
 
 The index is SymSpell's symmetric-delete lookup (``symspellpy``) over the
 training vocabulary only, so it is small (thousands of words, built in well
@@ -73,6 +76,11 @@ INFORMAL_WORDS = frozenset({
 # splitting at apostrophes leaves contractions' short halves ("s") under MIN_LENGTH.
 # What the vocabulary is read with (``vocabulary``, ``entity_vocabulary``).
 _LETTERS = re.compile(r"[^\W\d_]+")
+# Letters of the scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han): a run
+# of them is a phrase, not a word, and one "edit" there swaps a word for another ("我不想听音乐", "I don't want
+# to hear music", is one deletion from "我想听音乐"; "后天" one substitution from "明天"), never mends a typo.
+_UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"
+                       "\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]")
 
 
 def _mark_class() -> str:
@@ -215,7 +223,7 @@ class Spelling:
         # compatibility form (a ligature pasted from a PDF, "ﬁnd"; full-width letters, "ｆｉｎｄ") is read as
         # its plain letters (NFKC): looked up as written, "ﬁnd" was one edit from "and".
         lower = unicodedata.normalize("NFKC", word).lower()
-        if len(lower) < MIN_LENGTH:
+        if len(lower) < MIN_LENGTH or _UNSPACED.search(lower):
             return word
         if lower in self._known:
             return word if lower == unicodedata.normalize("NFC", word).lower() else _with_casing(lower, word)
