@@ -41,6 +41,12 @@ def _scenario(spec: str, bundle: str) -> tuple[str, str, list, dict]:
     return name, str(Path(folder) / "bundle"), batch, truth
 
 
+def _share(value: float | None) -> str:
+    """A pair precision or recall in percent; a dash where it is undefined (no pair predicted, or none
+    expected: ``benchmarks.audit_bench.score`` records None), as ``audit_bench``'s table shows it."""
+    return "–" if value is None else f"{value:.0f}"
+
+
 def render(records: list[dict], variants: list[str]) -> str:
     lines = ["Relation accuracy (pair precision / recall) through the bundle alone, per audit configuration:", "",
              "| scenario | new intents | " + " | ".join(variants) + " |",
@@ -48,8 +54,8 @@ def render(records: list[dict], variants: list[str]) -> str:
     for name in dict.fromkeys(r["scenario"] for r in records):
         row = {r["variant"]: r for r in records if r["scenario"] == name}
         first = next(iter(row.values()))
-        cells = [f"{row[v]['relation_acc']:.1f} ({row[v]['pair_precision'] or 0:.0f} / "
-                 f"{row[v]['pair_recall'] or 0:.0f})" if v in row else "–" for v in variants]
+        cells = [f"{row[v]['relation_acc']:.1f} ({_share(row[v]['pair_precision'])} / "
+                 f"{_share(row[v]['pair_recall'])})" if v in row else "–" for v in variants]
         lines.append(f"| {name} | {first['new_intents']} | " + " | ".join(cells) + " |")
     overrides = {v: next(r["config"] for r in records if r["variant"] == v) for v in variants}
     lines += ["", "Variants: " + "; ".join(f"`{v}` = `{json.dumps(overrides[v])}`" for v in variants) + "."]

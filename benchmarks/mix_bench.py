@@ -179,14 +179,28 @@ def seed_records(part: str, dataset: str, bundles: list[Path], sets: dict[str, l
     return records
 
 
+def found_checkpoints(part: str, dataset: str, checkpoints: list[Path]) -> list[Path]:
+    """The ``checkpoints`` (one per seed) that exist; a warning names each one missing, so that a median
+    of fewer seeds than asked for, or a data set left out, says why."""
+    found = [c for c in checkpoints if (c / "checkpoint.json").is_file()]
+    missing = [str(c) for c in checkpoints if c not in found]
+    if missing:
+        logging.warning("%s %s: no checkpoint at %s (%s); %s", part, dataset, ", ".join(missing), RECIPES[part],
+                        f"scored on {len(found)} seed(s)" if found else "not scored, its recorded figures kept")
+    return found
+
+
 def product_part(runs: Path, mix_runs: Path, seeds: list[int], threads: int | None,
                  datasets: Sequence[str] = DATASETS) -> list[dict]:
     from intentvcs.core.dataio import read_jsonl
 
     records = []
     for dataset in datasets:
-        bundles = [bundle_of(runs / dataset / f"seed{seed}" / "checkpoint") for seed in seeds
-                   if (runs / dataset / f"seed{seed}" / "checkpoint" / "checkpoint.json").is_file()]
+        checkpoints = found_checkpoints("product", dataset,
+                                        [runs / dataset / f"seed{seed}" / "checkpoint" for seed in seeds])
+        if not checkpoints:
+            continue
+        bundles = [bundle_of(c) for c in checkpoints]
         sets = {f"mix-{variant}": read_jsonl(mix_data(dataset, variant, mix_runs) / "test.jsonl")
                 for variant in VARIANTS}
         sets["single"] = read_jsonl(runs / "data" / f"{dataset}-test.jsonl")
@@ -202,11 +216,11 @@ def trained_part(part: str, runs: Path, mix_runs: Path, seeds: list[int], thread
 
     records = []
     for dataset in datasets:
-        checkpoints = [mix_runs / "ckpt" / f"{dataset}-{part}-s{seed}" for seed in seeds]
-        bundles = [bundle_of(c) for c in checkpoints if (c / "checkpoint.json").is_file()]
-        if not bundles:
-            logging.warning("%s: no %s checkpoint under %s (%s)", part, dataset, mix_runs / "ckpt", RECIPES[part])
+        checkpoints = found_checkpoints(part, dataset, [mix_runs / "ckpt" / f"{dataset}-{part}-s{seed}"
+                                                         for seed in seeds])
+        if not checkpoints:
             continue
+        bundles = [bundle_of(c) for c in checkpoints]
         sets = {f"mix-{variant}": read_jsonl(mix_data(dataset, variant, mix_runs) / "test.jsonl")
                 for variant in VARIANTS}
         if part == "chains":
@@ -223,10 +237,19 @@ def single_part(clinc_checkpoint: Path, demo_bundle: Path, threads: int | None) 
 
     rows = load("clinc150", SHARED_DATA / "clinc150" / "data_full.json", "test")
     records = seed_records("single", "clinc150-full", [bundle_of(clinc_checkpoint)], {"single": rows}, threads)
-    if (demo_bundle / "manifest.json").is_file():
+    if _demo_present(demo_bundle, "single"):
         records += seed_records("single", "assistant (demo)", [demo_bundle],
                                 {"single": read_jsonl(DEFAULT_DATA / "test.jsonl")}, threads)
     return records
+
+
+def _demo_present(demo_bundle: Path, part: str) -> bool:
+    """Whether the demo's bundle is there; a warning when it is not (its recorded figures are kept)."""
+    if (demo_bundle / "manifest.json").is_file():
+        return True
+    logging.warning("%s assistant (demo): no bundle at %s (intentvcs demo writes it); not scored, its recorded "
+                    "figures kept", part, demo_bundle)
+    return False
 
 
 def oos_chains_part(clinc_checkpoint: Path, demo_bundle: Path, threads: int | None) -> list[dict]:
@@ -239,7 +262,7 @@ def oos_chains_part(clinc_checkpoint: Path, demo_bundle: Path, threads: int | No
 
     clinc = SHARED_DATA / "clinc150" / "data_full.json"
     models = {"clinc150-full": (bundle_of(clinc_checkpoint), lambda split: load("clinc150", clinc, split))}
-    if (demo_bundle / "manifest.json").is_file():
+    if _demo_present(demo_bundle, "oos-chains"):
         models["assistant (demo)"] = (demo_bundle, lambda split: read_jsonl(DEFAULT_DATA / f"{split}.jsonl"))
     records = []
     for dataset, (bundle, rows_of) in models.items():
@@ -507,8 +530,10 @@ def main(argv: list[str] | None = None) -> int:
         records += cost_part(args.runs, args.mix_runs, args.threads)
     if "idle" in args.parts:
         records += idle_part(args.runs, args.mix_runs)
-    records, command = keep_previous("mix", records, lambda r: r["part"] in args.parts and (
-        r["part"] not in PER_DATASET or r["dataset"] in args.datasets))
+    # A (part, data set) this run measured replaces its recorded figures; one it found nothing of (no
+    # checkpoint, no demo bundle: warned above) keeps them, with the command that measured them.
+    measured = {(r["part"], r["dataset"]) for r in records}
+    records, command = keep_previous("mix", records, lambda r: (r["part"], r["dataset"]) in measured)
     records.sort(key=lambda r: PARTS.index(r["part"]))
     write_results("mix", records, render(records), command=command,
                   extra={"anchors": ANCHORS, "targets": TARGETS, "recipes": RECIPES})

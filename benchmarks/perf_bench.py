@@ -169,21 +169,29 @@ def write_all(args: argparse.Namespace) -> Path:
     """Measure everything ``args`` asks for and write perf.json and perf.md.
 
     Where no GPU answers here, the GPU figures of the perf.json already in
-    ``--results-dir`` (measured by ``--gpu-only`` on a GPU machine) are kept
-    with the command that measured them: a CPU run must not erase them.
+    ``--results-dir`` (measured by ``--gpu-only``, or by a whole run, on a GPU
+    machine) are kept with the command that measured them: a CPU run must not
+    erase them.
     """
     settings, records = measure(args)
     records, gpu_command = with_earlier_gpu(records, args.results_dir)
     records += target_records(records)
-    command = " && ".join(filter(None, [command_line(), gpu_command]))
+    this = command_line()
+    if gpu_command is None:
+        command = this
+    elif "--gpu-only" in gpu_command:  # it merges into what this run writes: it comes after
+        command = f"{this} && {gpu_command}"
+    else:  # a whole run on a GPU machine measured them: it comes first, then this run replaces its CPU figures
+        command = " && ".join([c for c in gpu_command.split(" && ") if c != this] + [this])
     return write_results("perf", records, markdown(settings, records), extra=settings, command=command,
                          directory=args.results_dir)
 
 
 def with_earlier_gpu(records: list[dict], directory: Path) -> tuple[list[dict], str | None]:
     """``records`` with a skipped GPU part replaced by the measured GPU records of ``directory``'s
-    perf.json, and the ``--gpu-only`` command that measured them; ``records`` as they are (and None) when
-    this run measured the GPU or there is nothing earlier to keep."""
+    perf.json, and the command that measured them: its ``--gpu-only`` command, else (a whole run on a GPU
+    machine measured them) its command as a whole; ``records`` as they are (and None) when this run
+    measured the GPU or there is nothing earlier to keep."""
     path = directory / "perf.json"
     if not path.exists() or not any(r["component"] == "gpu" and "skipped" in r for r in records):
         return records, None
@@ -191,7 +199,7 @@ def with_earlier_gpu(records: list[dict], directory: Path) -> tuple[list[dict], 
     measured = [r for r in earlier["records"] if r["component"] == "gpu" and "skipped" not in r]
     if not measured:
         return records, None
-    command = next((c for c in earlier["command"].split(" && ") if "--gpu-only" in c), None)
+    command = next((c for c in earlier["command"].split(" && ") if "--gpu-only" in c), earlier["command"])
     return [r for r in records if r["component"] != "gpu"] + measured, command
 
 

@@ -258,23 +258,28 @@ def perf_rows() -> list[Row]:
     if meta is None:
         return []
     targets = {r["target"]: r for r in meta["records"] if r["component"] == "target" and r.get("measured") is not None}
+    # (the row's opening words, how its figures' names are joined, (target, the figure's name, unit) ...): a row
+    # names only the figures it shows (a bundle without an int8 graph has no int8 targets).
     groups = (
-        ("engine vs a plain transformers forward: int8 at batch 32, int8 at batch 1, fp32 at batch 32",
-         ("engine int8 vs transformers, batch 32", "engine int8 vs transformers, batch 1",
-          "engine fp32 vs transformers, batch 32"), ("×", "×", "×")),
-        ("HTTP service at 32 clients, share of its engine's batch-32 throughput (the same answers, the two "
-         "measured in turns); p99 / p50; idle single-request p50 (ms)",
-         ("service at 32 clients vs its engine's answers at batch 32 (in turns)", "service at 32 clients, p99 / p50",
-          "service idle single-request p50"), ("", "", "")),
+        ("engine vs a plain transformers forward: ", ", ",
+         (("engine int8 vs transformers, batch 32", "int8 at batch 32", "×"),
+          ("engine int8 vs transformers, batch 1", "int8 at batch 1", "×"),
+          ("engine fp32 vs transformers, batch 32", "fp32 at batch 32", "×"))),
+        ("HTTP service at 32 clients, ", "; ",
+         (("service at 32 clients vs its engine's answers at batch 32 (in turns)",
+           "share of its engine's batch-32 throughput (the same answers, the two measured in turns)", ""),
+          ("service at 32 clients, p99 / p50", "p99 / p50", ""),
+          ("service idle single-request p50", "idle single-request p50 (ms)", ""))),
     )
     rows = []
     threads = f" ({meta['threads']} threads)" if meta.get("threads") else ""
-    for figure, names, units in groups:
-        found = [(targets[n], unit) for n, unit in zip(names, units) if n in targets]
+    for opening, joined, figures in groups:
+        found = [(targets[name], label, unit) for name, label, unit in figures if name in targets]
         if found:
+            figure = opening + joined.join(label for _, label, _ in found)
             rows.append((f"CPU{threads}: {figure}" if not rows else figure,
-                         "; ".join(f"{t['measured']:g}{unit}" for t, unit in found),
-                         "goals " + "; ".join(t["goal"] for t, _ in found)))
+                         "; ".join(f"{t['measured']:g}{unit}" for t, _, unit in found),
+                         "goals " + "; ".join(t["goal"] for t, _, _ in found)))
     return rows + gpu_rows(meta["records"])
 
 

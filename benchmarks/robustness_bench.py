@@ -204,9 +204,20 @@ def _cell(record: dict | None, key: str) -> str:
 def render(records: list[dict], checks: list[dict], settings: dict) -> str:
     """Per data set one table (sets x models), then the targets."""
     find = {(r["dataset"], r["model"], r["set"]): r for r in records}
+    # The draws each record was measured with (records kept from an earlier run may differ from this run's
+    # --draws, which is the fallback for records that do not say).
+    draws: dict[str, set[int]] = {}
+    for r in records:
+        if r["set"] == "random":
+            draws.setdefault(r["dataset"], set()).add(r.get("draws") or settings["draws"])
+    every = set().union(*draws.values())
+    if len(every) > 1:
+        random_text = "Random: mean over " + ", ".join(f"{'/'.join(map(str, sorted(n)))} draws ({dataset})"
+                                                       for dataset, n in draws.items()) + "."
+    else:
+        random_text = f"Random: mean over {next(iter(every), settings['draws'])} draws."
     lines = [f"Intent accuracy (%) on each set and drop (points) against the same rows clean, averaged over "
-             f"the seeds listed (each seed trains both models and draws its own perturbations). "
-             f"Random: mean over {settings['draws']} draws.", ""]
+             f"the seeds listed (each seed trains both models and draws its own perturbations). {random_text}", ""]
     for dataset in dict.fromkeys(r["dataset"] for r in records):
         aug = find.get((dataset, "augmented", "clean"), {})
         base = find.get((dataset, "baseline", "clean"), {})
@@ -224,8 +235,15 @@ def render(records: list[dict], checks: list[dict], settings: dict) -> str:
                     (("baseline", base), ("augmented", aug)) if r}
         how += (f"; spelling normaliser {next(iter(spelling.values()))}" if len(set(spelling.values())) == 1 else
                 "; spelling normaliser " + ", ".join(f"{state} for the {name}" for name, state in spelling.items()))
-        seeds = find[next(k for k in find if k[0] == dataset)]["seeds"]
-        lines += [f"**{dataset}** (seeds {', '.join(map(str, seeds))}{how})", "",
+        # Each model's seeds; they are named apart when the two models were not measured on the same ones.
+        by_model = {name: find[(dataset, name, "clean")]["seeds"] for name in MODELS
+                    if (dataset, name, "clean") in find}
+        if len({tuple(seeds) for seeds in by_model.values()}) > 1:
+            seeds = "seeds: " + "; ".join(f"{name} {', '.join(map(str, s))}" for name, s in by_model.items())
+        else:
+            seeds = "seeds " + ", ".join(map(str, next(iter(by_model.values()), None)
+                                             or find[next(k for k in find if k[0] == dataset)]["seeds"]))
+        lines += [f"**{dataset}** ({seeds}{how})", "",
                   "| set | family | n | baseline clean | baseline perturbed | baseline drop "
                   "| augmented clean | augmented perturbed | augmented drop |",
                   "|---|---|---|---|---|---|---|---|---|"]

@@ -73,7 +73,8 @@ def compare(off: dict[tuple, dict], on: dict[tuple, dict]) -> list[dict]:
     return sorted(records, key=lambda r: (r["dataset"], order[r["model"]]))
 
 
-def render(records: list[dict]) -> str:
+def render(records: list[dict], left_out: list[str] = ()) -> str:
+    """The table; ``left_out``: data sets either run measured that have no seed to compare on, named below it."""
     def pair(record: dict, key: str) -> str:
         if f"{key}_off" not in record:
             return "–"
@@ -86,6 +87,9 @@ def render(records: list[dict]) -> str:
     for r in records:
         lines.append(f"| {r['dataset']} | {r['model']} | {', '.join(map(str, r['seeds']))} | {pair(r, 'clean')} "
                      f"| {pair(r, 'random_drop')} | {pair(r, 'typo_drop')} | {pair(r, 'clean_loss')} |")
+    if left_out:
+        lines += ["", "Not compared (no seed on which both results measured both models, trained alike): "
+                  + ", ".join(left_out) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -95,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = [load(name) for name in RUNS.values()]
     seeds = common_seeds(*runs)
     records = compare(*(means(run, seeds) for run in runs))
-    markdown = render(records)
+    left_out = sorted({r["dataset"] for run in runs for r in run} - {r["dataset"] for r in records})
+    markdown = render(records, left_out)
     print(markdown)
     print(f"wrote {write_results('spelling_effect', records, markdown)}")
     return 0

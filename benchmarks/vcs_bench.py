@@ -211,18 +211,13 @@ def main() -> int:
         ckpt = work / "ckpt" / (base if variant == "full" else f"{base}-{variant}")
         for method in args.methods:
             n_seeds = args.seeds if method in MULTI_SEED else args.baseline_seeds
-            runs = []
-            for seed in range(n_seeds):
-                logging.info("== %s / %s / seed %d", dataset, method, seed)
-                out = ckpt / f"{method}-s{seed}"
-                result = run_one(data, method, seed, recipe, out, args.threads, args.reuse_only,
-                                 args.discover_relations, args.support_noise)
-                if result is not None:
-                    runs.append(result)
+            logging.info("== %s / %s", dataset, method)
+            runs, missing = seed_runs(data, ckpt, method, n_seeds, recipe, args.threads, args.reuse_only,
+                                      args.discover_relations, args.support_noise)
             if not runs:
                 continue
             paper = PAPER.get(base, {}).get(method) if variant == "full" else None
-            records.append(_record(dataset, method, runs, recipe, args.discover_relations, paper))
+            records.append(_record(dataset, method, runs, recipe, args.discover_relations, paper, missing))
             # A run redoes the (set, method) records it measured; the file keeps every other.
             done = {(r["dataset"], r["method"]) for r in records}
             merged, command = keep_previous(args.results_name, records,
@@ -235,9 +230,29 @@ def main() -> int:
     return 0
 
 
+def seed_runs(data: Path, ckpt: Path, method: str, n_seeds: int, recipe: dict, threads: int | None = None,
+              reuse_only: bool = False, discover: float = 0.0,
+              support_noise: float = 0.0) -> tuple[list[dict], list[int]]:
+    """``run_one`` for seeds ``0 .. n_seeds - 1`` of ``method`` (runs under ``ckpt/<method>-s<seed>``): the
+    results found, and the seeds without a finished run of this recipe (``reuse_only`` trains none), each
+    named in a warning: a median of fewer seeds than the command asks for says so."""
+    runs, missing = [], []
+    for seed in range(n_seeds):
+        logging.info("== %s / seed %d", method, seed)
+        out = ckpt / f"{method}-s{seed}"
+        result = run_one(data, method, seed, recipe, out, threads, reuse_only, discover, support_noise)
+        if result is None:
+            missing.append(seed)
+            logging.warning("no finished run of this recipe at %s: seed %d left out", out, seed)
+        else:
+            runs.append(result)
+    return runs, missing
+
+
 def _record(dataset: str, method: str, runs: list[dict], recipe: dict, discover: float,
-            paper: tuple[float, float] | None) -> dict:
-    """One results record: medians over the seeds' runs, per-seed figures, the paper's (None: unpublished)."""
+            paper: tuple[float, float] | None, missing: list[int] = ()) -> dict:
+    """One results record: medians over the seeds' runs, per-seed figures, the paper's (None: unpublished);
+    ``missing``: the seeds asked for that had no run (``--reuse-only``), named as ``seeds_missing``."""
     tests, closed = [r["test"] for r in runs], [r["test_closure"] for r in runs]
 
     def median(figures: list[dict], key: str) -> float:
@@ -245,7 +260,8 @@ def _record(dataset: str, method: str, runs: list[dict], recipe: dict, discover:
 
     return {
         "dataset": dataset, "method": method, "backbone": "all-MiniLM-L6-v2",
-        "seeds": len(runs), "epochs": recipe["epochs"], "recipe": recipe, "served": "bundle fp32 (Engine)",
+        "seeds": len(runs), **({"seeds_missing": list(missing)} if missing else {}),
+        "epochs": recipe["epochs"], "recipe": recipe, "served": "bundle fp32 (Engine)",
         "support_noise": runs[0]["support_noise"],
         "F1": median(tests, "f1"), "EM": median(tests, "exact_match"),
         "precision": median(tests, "precision"), "recall": median(tests, "recall"),
@@ -278,7 +294,11 @@ def render(records: list[dict]) -> str:
     lines = ["| set | method | F1 / EM | + discovered relations | + ground-truth closure | paper (BERT-base) "
              "| recipe | s/epoch |", "|---|---|---|---|---|---|---|---:|"]
     for r in records:
-        seeds = f" ({r['seeds']} seeds, median)" if r["seeds"] > 1 else ""
+        missing = r.get("seeds_missing") or []
+        notes = [f"{r['seeds']} seeds, median" if r["seeds"] > 1 else f"{r['seeds']} seed"] if (
+            r["seeds"] > 1 or missing) else []
+        notes += [f"seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} not found"] if missing else []
+        seeds = f" ({'; '.join(notes)})" if notes else ""
         recipe = r.get("recipe", {"epochs": r["epochs"], "freeze_embeddings": True})
         recipe_text = (f"{recipe['epochs']} epochs, " + ("frozen" if recipe.get("freeze_embeddings", True)
                                                           else "trained") + " embeddings"
