@@ -15,9 +15,10 @@ The same object runs after PyTorch (evaluation) and after ONNX Runtime
    row with nothing accepted accepts its most confident intent (an answer "in
    scope, no intent" would contradict itself); then closed under ``relations``
    (``intentvcs.core.relations``; a cover's parent accepted without any of
-   its children also takes the most confident child, repeated until nothing
-   changes, so nested covers complete in any order); rows judged OOS accept
-   nothing;
+   its children also takes the most confident child, one child at a time, the
+   most confident first and closed before the next, until every cover is met:
+   the answer never depends on the order the relations are written in); rows
+   judged OOS accept nothing, whatever the relations imply;
 5. entities decoded with a confidence under ``entity_floor`` are not answered
    (``kept_entities``; ``intentvcs.core.entity_floor``).
 

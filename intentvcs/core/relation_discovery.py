@@ -117,7 +117,8 @@ def _covers(found: list[Relation], accepted: np.ndarray, observed: np.ndarray, l
 def decide_with_discovered(decision: Decision, logits: np.ndarray, observed: np.ndarray,
                            min_rate: float) -> tuple[Decision, list[Relation]]:
     """``decision`` closed under the relations read off held-out rows (their ``logits`` and ``observed``
-    labels, ``[N, L]``, in-scope rows), and those relations.
+    labels, ``[N, L]``, in-scope rows), and those relations. The answers read are the decision's closed
+    under its known relations, without their covers' completion (a guess, not an implication).
 
     Under support decoding the duplicates must also keep a ``constant_ratio``,
     and the duplicates known and found become the decision's
@@ -127,8 +128,13 @@ def decide_with_discovered(decision: Decision, logits: np.ndarray, observed: np.
     probs = None
     if decision.support_noise is not None:
         probs = probabilities(logits, decision.activation, decision.temperature)
-    # The rows are in scope: what is read is which labels the model accepts on them, not an OOS verdict.
-    accepted = replace(decision, oos=NoRule()).apply(logits).accepted
+    # The rows are in scope: what is read is which labels the model accepts on them, not an OOS verdict; closed
+    # under the known relations (what they imply holds), but not completed under their covers: a cover's
+    # completion is the decision's guess of a child, and read back it would make the child the parent's
+    # duplicate wherever one child is the likelier on the parent's rows.
+    accepted = replace(decision, oos=NoRule(), relations=None).apply(logits).accepted
+    if decision.relations is not None:
+        accepted = decision.relations.closure(decision.labels)(accepted)
     found = discover_relations(accepted, observed, decision.labels, min_rate, probs=probs)
     relations = with_discovered(decision.relations, found, decision.labels)
     decided = replace(decision, relations=relations)

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping, Union
 import numpy as np
 
 from intentvcs.core import atomic
-from intentvcs.core.dataio import read_utf8
+from intentvcs.core.dataio import MAX_NESTING, read_utf8
 from intentvcs.core.formats import FileFormat, json_list, json_object, message_error, non_empty_string
 
 RELATION_TYPES = ("duplicate", "subset", "composite", "cover")
@@ -151,7 +151,7 @@ def relation_from_dict(obj: Any, where: str = "relation") -> Relation:
     if not isinstance(obj, Mapping):
         raise RelationsError(f"{where}: expected an object, got {type(obj).__name__}")
     kind = obj.get("type")
-    if kind not in _FIELDS:
+    if not isinstance(kind, str) or kind not in _FIELDS:  # a list or an object is no type (and unhashable)
         raise RelationsError(f"{where}: unknown relation type {kind!r}; expected one of {list(RELATION_TYPES)}")
     keys = set(obj) - {"type"}
     if keys != _FIELDS[kind]:
@@ -245,12 +245,27 @@ class LabelRelations:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "LabelRelations":
         """Read and validate a relations file; errors name the path (and the line of a byte that is not UTF-8,
-        in the words of the data readers: a ``DataError``)."""
-        text = read_utf8(path)
+        in the words of the data readers: a ``DataError``). A file that is missing or a folder, or JSON that
+        Python's reader refuses beyond its syntax (nested past its recursion limit, an integer past its digit
+        limit), is a ``RelationsError`` naming the path too, not a bare ``OSError`` / ``RecursionError``."""
         try:
-            return cls.from_dict(json.loads(text))
+            text = read_utf8(path)
+        except FileNotFoundError:
+            raise RelationsError(f"{path}: relations file not found") from None
+        except IsADirectoryError:
+            raise RelationsError(f"{path}: is a directory, not a relations file") from None
+        try:
+            obj = json.loads(text)
         except json.JSONDecodeError as exc:
             raise RelationsError(f"{path}: not JSON: {exc}") from None
+        except RecursionError:
+            line = _line_nested_past(text, MAX_NESTING)
+            raise RelationsError(f"{path}{'' if line is None else f':{line}'}: not JSON this intentvcs reads: "
+                                 f"nested deeper than Python's recursion limit") from None
+        except ValueError as exc:  # an integer past Python's digit limit (int_max_str_digits)
+            raise RelationsError(f"{path}: not JSON this intentvcs reads: {exc}") from None
+        try:
+            return cls.from_dict(obj)
         except RelationsError as exc:
             raise RelationsError(f"{path}: {exc}") from None
 
@@ -324,9 +339,11 @@ class LabelRelations:
         """The covers over columns ``labels`` as a reusable ``Completion``; None without any.
 
         A cover whose parent is not a column is skipped; its children that are not columns are left out.
+        Children are kept in column order, so a tie in confidence goes to the first column, however the
+        cover lists them.
         """
         index = {label: i for i, label in enumerate(labels)}
-        covers = [(index[c.parent], np.array([index[x] for x in c.children if x in index]))
+        covers = [(index[c.parent], np.array(sorted(index[x] for x in c.children if x in index), dtype=np.intp))
                   for c in self.of_type("cover") if c.parent in index]
         covers = [(parent, children) for parent, children in covers if len(children)]
         return Completion(covers) if covers else None
@@ -391,12 +408,17 @@ class Closure:
 class Completion:
     """Completes answers under covers: a row that accepts a cover's parent and none of its
     children also accepts its most confident child (``confidences`` [N, L]); ``closure`` then
-    brings that child's own implications (its duplicates).
+    brings that child's own implications (its duplicates, its parents).
 
-    Repeated, completion then closure, until nothing changes, so that nested covers complete
-    whatever their order (``x -> {x_a, x_b}`` and ``x_a -> {x_a_1, x_a_2}``: a row accepting
-    ``x`` alone ends with ``x_a`` and a child of ``x_a`` either way). Each cover completes a row
-    at most once (it then holds a child for good), so this ends within ``len(covers) + 1`` rounds.
+    One child at a time per row, closed before the next: of the covers a row leaves unsatisfied,
+    the most confident child of any of them (the first column on a tie) joins, which is that
+    cover's most confident child, and the closure may satisfy further covers (a duplicate of the
+    child, a covered parent it implies) before they would take a child of their own. The answer
+    thus depends on the covers and the confidences, never on the order the relations are written
+    in; nested covers complete whatever their order (``x -> {x_a, x_b}`` and
+    ``x_a -> {x_a_1, x_a_2}``: a row accepting ``x`` alone ends with ``x_a`` and a child of
+    ``x_a`` either way). Each step satisfies a cover of every row it changes, for good, so this
+    ends within ``len(covers)`` steps.
     """
 
     def __init__(self, covers: list[tuple[int, np.ndarray]]):
@@ -405,20 +427,49 @@ class Completion:
     def __call__(self, accepted: np.ndarray, confidences: np.ndarray,
                  closure: "Closure | None" = None) -> np.ndarray:
         completed = np.array(accepted, dtype=bool)
-        for _ in range(len(self._covers) + 1):
-            changed = False
+        if closure is not None:
+            completed = closure(completed)
+        confidences = np.asarray(confidences, dtype=np.float64)
+        for _ in range(len(self._covers)):
+            candidates = np.zeros(completed.shape, dtype=bool)
             for parent, children in self._covers:
                 rows = np.flatnonzero(completed[:, parent] & ~completed[:, children].any(axis=1))
                 if rows.size:
-                    completed[rows, children[confidences[np.ix_(rows, children)].argmax(axis=1)]] = True
-                    changed = True
-            if closure is not None:
-                closed = closure(completed)
-                changed = changed or not np.array_equal(closed, completed)
-                completed = closed
-            if not changed:
+                    candidates[np.ix_(rows, children)] = True
+            rows = np.flatnonzero(candidates.any(axis=1))
+            if not rows.size:
                 break
+            # argmax takes the first of equal confidences: the first column.
+            picked = np.where(candidates[rows], confidences[rows], -np.inf).argmax(axis=1)
+            completed[rows, picked] = True
+            if closure is not None:
+                completed = closure(completed)
         return completed
+
+
+def _line_nested_past(text: str, depth: int) -> int | None:
+    """The line (from 1) where ``text``'s JSON first nests deeper than ``depth`` brackets, strings skipped;
+    None when it never does."""
+    level, in_string, escaped, line = 0, False, False, 1
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            level += 1
+            if level > depth:
+                return line
+        elif char in "]}":
+            level -= 1
+        if char == "\n":
+            line += 1
+    return None
 
 
 def _transitive_closure(adjacency: np.ndarray) -> np.ndarray:
