@@ -52,35 +52,50 @@ def eda_insert(example: Example, rng: random.Random, alpha: float = EDA_ALPHA) -
     between two words (or at either end) where no span is split."""
     utt = Utterance(example)
     positions = [0, *utt.gaps(), utt.body_end()]
-    edits = []
+    edits, first = [], []
     for _, options in synonym_sites(utt, rng, n=_count(utt, alpha)):
         word = rng.choice(options)
         at = rng.choice(positions)
         if at == 0:
-            edits.extend(utt.prepend(word))
+            first.append(word)
         elif at == utt.body_end():
             edits.append(utt.append(word))
         else:
             edits.append(Edit(at, at, word + " "))
+    if first:  # one prepend: two would each move the capital, and those edits overlap
+        edits.extend(utt.prepend(" ".join(first)))
     return apply_edits(example, edits)
 
 
 def eda_swap(example: Example, rng: random.Random, alpha: float = EDA_ALPHA) -> Example | None:
     """Random swap: two unprotected words trade places, ``alpha`` times (not
-    those beside a span or joined to another word: module docstring)."""
+    those beside a span or joined to another word: module docstring), each time
+    two that have not traded places yet while there are such, so that no swap
+    undoes an earlier one."""
     utt = Utterance(example)
     free = utt.free_words(alpha=False)
     movable = {i for i in free if utt.stands_alone(i) and not utt.next_to_span(i)}
     words = {i: utt.tokens[i].text for i in free}
     if len({words[i].lower() for i in movable}) < 2:
         return None
+    swapped: set[frozenset[int]] = set()
     for _ in range(_count(utt, alpha)):
         a, b = rng.sample(free, 2)
-        # redrawn when a word may not move, or for a no-op swap (at least two movable words differ)
-        while a not in movable or b not in movable or words[a].lower() == words[b].lower():
+        # redrawn when a word may not move, for a no-op swap (at least two movable words differ), and for a
+        # pair already swapped (the second swap would undo the first) while there is another pair to swap
+        while (a not in movable or b not in movable or words[a].lower() == words[b].lower()
+               or (frozenset((a, b)) in swapped and _unswapped_pair(movable, words, swapped))):
             a, b = rng.sample(free, 2)
+        swapped.add(frozenset((a, b)))
         words[a], words[b] = words[b], words[a]
     return apply_edits(example, [utt.replace(i, w) for i, w in words.items() if w != utt.tokens[i].text])
+
+
+def _unswapped_pair(movable: set[int], words: dict[int, str], swapped: set[frozenset[int]]) -> bool:
+    """Whether two movable words that differ have not been swapped yet (stops at the first found)."""
+    ordered = sorted(movable)
+    return any(words[a].lower() != words[b].lower() and frozenset((a, b)) not in swapped
+               for k, a in enumerate(ordered) for b in ordered[k + 1:])
 
 
 def eda_delete(example: Example, rng: random.Random, p: float = EDA_ALPHA) -> Example | None:
@@ -107,8 +122,10 @@ def _choose(rng: random.Random, pool: list[int], allowed: set[int]) -> int:
 
 # -- disfluency --------------------------------------------------------------
 def disfluency_pause(example: Example, rng: random.Random) -> Example | None:
-    """Filled pause: ``i want um to book a table``."""
+    """Filled pause: ``i want um to book a table``; None for a text with no word."""
     utt = Utterance(example)
+    if not utt.word_indices():
+        return None
     pause = rng.choice(lexicon.FILLED_PAUSES)
     positions = [0, *utt.gaps()]
     at = rng.choice(positions)
@@ -136,8 +153,11 @@ def disfluency_repeat(example: Example, rng: random.Random) -> Example | None:
 
 
 def disfluency_restart(example: Example, rng: random.Random) -> Example | None:
-    """Restart: a false start abandoned with a dash, ``i just— i want to book``."""
+    """Restart: a false start abandoned with a dash, ``i just— i want to book``; None for a
+    text with no word."""
     utt = Utterance(example)
+    if not utt.word_indices():
+        return None
     return apply_edits(example, utt.prepend(rng.choice(lexicon.RESTART_STARTERS), sep="\u2014 "))
 
 

@@ -17,16 +17,20 @@ from intentvcs.core.perturb.tagging import find_verb
 from intentvcs.core.perturb.text import Utterance, apply_edits
 
 
-def _pick_phrase(rng: random.Random, options: tuple[str, ...], avoid: str) -> str:
-    """A random phrase, avoiding a stutter with the words next to it ("please please")."""
-    fresh = [p for p in options if p.split()[0] != avoid and p.split()[-1] != avoid]
+def _pick_phrase(rng: random.Random, options: tuple[str, ...], *avoid: str | None) -> str:
+    """A random phrase, avoiding a stutter with the words next to it ("please please"):
+    ``avoid`` are those words (None where there is none)."""
+    fresh = [p for p in options if p.split()[0] not in avoid and p.split()[-1] not in avoid]
     return rng.choice(fresh or list(options))
 
 
 def filler_begin(example: Example, rng: random.Random) -> Example | None:
-    """``book a table`` -> ``okay so book a table``."""
+    """``book a table`` -> ``okay so book a table``; None for a text with no word
+    (``""`` is no place for ``"okay so "``, nor ``?!`` for ``hey ?!``)."""
     utt = Utterance(example)
-    first = utt.tokens[0].lower if utt.tokens else ""
+    if not utt.word_indices():
+        return None
+    first = utt.tokens[0].lower
     return apply_edits(example, utt.prepend(_pick_phrase(rng, lexicon.FILLERS_BEGIN, first)))
 
 
@@ -41,17 +45,26 @@ def filler_end(example: Example, rng: random.Random) -> Example | None:
 
 
 def _filler_at_verb(example: Example, rng: random.Random, after: bool) -> Example | None:
+    """The filler goes right before or after the verb's word: the whole run of words and
+    symbols it is part of (``Utterance.run``: ``please actually e-mail john``, not ``e-actually
+    mail``). It differs from the verb, and from the word on its other side too (``would
+    like like``, ``just just book``): a filler drawn the same as that word is drawn again,
+    so that every other draw stays what it was."""
     utt = Utterance(example)
     verb = find_verb(utt)
     if verb is None:
         return None
+    first, last = utt.run(verb)
     phrase = _pick_phrase(rng, lexicon.FILLERS_VERB, utt.tokens[verb].lower)
-    edits = [utt.insert_after(verb, phrase)] if after else utt.insert_before(verb, phrase)
+    beside = utt.next_word(last) if after else utt.prev_word(first)
+    if beside is not None and phrase.split()[-1 if after else 0] == beside.lower:
+        phrase = _pick_phrase(rng, lexicon.FILLERS_VERB, utt.tokens[verb].lower, beside.lower)
+    edits = [utt.insert_after(last, phrase)] if after else utt.insert_before(first, phrase)
     return apply_edits(example, edits)
 
 
 def filler_before_verb(example: Example, rng: random.Random) -> Example | None:
-    """``i want to book`` -> ``i actually want to book`` (verb: ``tagging.find_verb``)."""
+    """``i want to book`` -> ``i actually want to book`` (verb: ``tagging.find_verb``; where: ``_filler_at_verb``)."""
     return _filler_at_verb(example, rng, after=False)
 
 

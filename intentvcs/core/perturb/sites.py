@@ -6,6 +6,13 @@ Each ``*_sites`` function returns up to ``n`` sites chosen at random by ``rng``.
 Candidate words are tried in a shuffled order and looked up only until ``n``
 sites are found, so a call costs one or two lexicon look-ups rather than one per
 word of the utterance.
+
+A word joined to another word with no space between (``Utterance.in_compound``:
+part of ``carry-on``, ``twenty-one``, ``4-star``, ``e-mail``) is no site:
+replaced, it makes a word that is none (``carry-upon``, ``twenty-ace``,
+``4-stop``), read out of context (the part after a hyphen reads as a clause
+start). Such words are still drawn and then passed over, so that every other
+site stays what it was and recorded reports and augmented sets reproduce.
 """
 
 from __future__ import annotations
@@ -24,14 +31,15 @@ Site = tuple[int, tuple[str, ...]]  # (token index, replacements in preference o
 Lookup = Callable[[int], tuple[str, ...]]
 
 
-def _pick(rng: random.Random, groups: Iterable[list[int]], lookup: Lookup, n: int) -> list[Site]:
-    """Up to ``n`` sites: each group's indices in random order, earlier groups first."""
+def _pick(rng: random.Random, utt: Utterance, groups: Iterable[list[int]], lookup: Lookup, n: int) -> list[Site]:
+    """Up to ``n`` sites: each group's indices in random order, earlier groups first;
+    parts of a compound are passed over (module docstring)."""
     out: list[Site] = []
     for group in groups:
         order = list(group)
         rng.shuffle(order)
         for i in order:
-            found = lookup(i)
+            found = () if utt.in_compound(i) else lookup(i)
             if found:
                 out.append((i, found))
                 if len(out) == n:
@@ -58,7 +66,7 @@ def synonym_sites(utt: Utterance, rng: random.Random, pos: str | None = None, n:
             return ()
         return synonyms(utt.tokens[i].lower, guessed)
 
-    return _pick(rng, [_content_words(utt)], lookup, n)
+    return _pick(rng, utt, [_content_words(utt)], lookup, n)
 
 
 def stopword_sites(utt: Utterance, rng: random.Random, n: int = 1) -> list[Site]:
@@ -76,7 +84,7 @@ def stopword_sites(utt: Utterance, rng: random.Random, n: int = 1) -> list[Site]
         plural = after is not None and is_plural_noun(after.lower)
         return tuple(s for s in found if plural or s not in lexicon.PLURAL_ONLY)
 
-    return _pick(rng, [utt.free_words()], lookup, n)
+    return _pick(rng, utt, [utt.free_words()], lookup, n)
 
 
 def soundalike_sites(utt: Utterance, rng: random.Random, max_distance: int = 2,
@@ -95,7 +103,7 @@ def soundalike_sites(utt: Utterance, rng: random.Random, max_distance: int = 2,
     candidates = _content_words(utt)
     if function_words:
         candidates += [i for i in utt.free_words() if utt.tokens[i].lower in lexicon.FUNCTION_WORDS]
-    return _pick(rng, [sorted(candidates)], lookup, n)
+    return _pick(rng, utt, [sorted(candidates)], lookup, n)
 
 
 def distractor_sites(utt: Utterance, rng: random.Random, n: int = 1) -> list[Site]:
@@ -111,4 +119,4 @@ def distractor_sites(utt: Utterance, rng: random.Random, n: int = 1) -> list[Sit
     def lookup(i: int) -> tuple[str, ...]:
         return distractors(utt.tokens[i].lower, guess_pos(utt, i))
 
-    return _pick(rng, by_pos.values(), lookup, n) or soundalike_sites(utt, rng, max_distance=1, n=n)
+    return _pick(rng, utt, by_pos.values(), lookup, n) or soundalike_sites(utt, rng, max_distance=1, n=n)

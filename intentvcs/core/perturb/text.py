@@ -95,15 +95,38 @@ class Utterance:
 
     def _joined(self, i: int, step: int) -> bool:
         """Whether token ``i`` is joined to a word or a symbol (see :meth:`stands_alone`) in direction ``step``."""
+        return self._joined_to(i, step) is not None
+
+    def _joined_to(self, i: int, step: int) -> int | None:
+        """The word or symbol token ``i`` is joined to in direction ``step`` (:meth:`stands_alone`), or None."""
         k = i
         while 0 <= k + step < len(self.tokens):
             left, right = sorted((k, k + step))
             if self.tokens[left].end != self.tokens[right].start:
-                return False
+                return None
             k += step
             if self.tokens[k].is_word or self.tokens[k].text not in _SENTENCE_MARKS:
-                return True
-        return False
+                return k
+        return None
+
+    def run(self, i: int) -> tuple[int, int]:
+        """First and last token of the run that word ``i`` belongs to: the words and symbols
+        joined to it with no space between (``e-mail``, ``4-star``, ``7:30``; just ``i`` when
+        it stands alone, see :meth:`stands_alone`). A word put in beside word ``i`` goes
+        before the first or after the last, or it would land inside a word (``e-just mail``)."""
+        first = last = i
+        while (k := self._joined_to(first, -1)) is not None:
+            first = k
+        while (k := self._joined_to(last, 1)) is not None:
+            last = k
+        return first, last
+
+    def in_compound(self, i: int) -> bool:
+        """True when word ``i`` is joined to another word with no space between
+        (:meth:`run`): the ``carry`` or ``on`` of ``carry-on``, the ``star`` of ``4-star``.
+        A symbol alone does not count (``awards/``, ``$x``)."""
+        first, last = self.run(i)
+        return any(self.tokens[k].is_word for k in range(first, last + 1) if k != i)
 
     def next_to_span(self, i: int) -> bool:
         """True when a token right beside token ``i`` belongs to a protected span."""
