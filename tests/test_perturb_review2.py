@@ -9,6 +9,7 @@ depend on the order of the rows."""
 
 from __future__ import annotations
 
+import random
 import re
 from pathlib import Path
 
@@ -211,3 +212,21 @@ def test_a_random_set_of_real_rows_does_not_depend_on_their_order():
     again = {(e.text, e.spans): (o.text, o.spans, o.meta["perturbation"])
              for e, o in zip(backward, random_set(backward, 3, values=EntityValues.build(backward)))}
     assert forward == again
+
+
+def test_removing_punctuation_keeps_the_symbols_of_amounts():
+    # "$5" -> "5" and "40%" -> "40" change what is asked, not how it is punctuated.
+    from intentvcs.core.perturb.raddle import punctuation
+
+    removed = [out.text for seed in range(40)
+               if (out := punctuation(Example("it costs $5 or 40% more, right?", ["x"]), random.Random(seed)))
+               is not None and "," not in out.text and "?" not in out.text]
+    assert removed and all("$5" in text and "40%" in text for text in removed)
+
+
+def test_a_keyboard_typo_needs_a_word_of_three_letters_not_three_characters():
+    from intentvcs.core.perturb.raddle import typo_keyboard
+
+    for seed in range(40):
+        out = typo_keyboard(Example("i'd go", ["x"]), random.Random(seed))
+        assert out is None

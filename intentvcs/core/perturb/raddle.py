@@ -10,6 +10,7 @@ or new data, so they are not operators here.
 from __future__ import annotations
 
 import random
+import unicodedata
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.perturb import lexicon
@@ -68,7 +69,7 @@ def typo_keyboard(example: Example, rng: random.Random) -> Example | None:
     """One keyboard typo in one unprotected word of 3+ letters (two words in
     utterances of 8+ words): ``book a table`` -> ``bool a table``."""
     utt = Utterance(example)
-    sites = [i for i in utt.free_words() if len(utt.tokens[i].text) >= 3]
+    sites = [i for i in utt.free_words() if sum(c.isalpha() for c in utt.tokens[i].text) >= 3]  # i'd: 2
     if not sites:
         return None
     n = 2 if len(utt.word_indices()) >= 8 else 1
@@ -165,6 +166,12 @@ def casing(example: Example, rng: random.Random) -> Example | None:
 _TERMINAL = ".?!"
 
 
+def _of_an_amount(token: str) -> bool:
+    """A currency sign or a percent sign: part of the amount it writes (``$5``, ``40%``), which dropping it
+    would change, not punctuation."""
+    return token in "%\u2030" or unicodedata.category(token[0]) == "Sc"
+
+
 def _strip_punctuation(utt: Utterance, i: int) -> Edit | None:
     """Drop apostrophes from a word; drop a punctuation token, with the space
     after it when it stands alone (``a - b`` -> ``a b``, ``a, b`` -> ``a b``),
@@ -198,7 +205,8 @@ def punctuation(example: Example, rng: random.Random) -> Example | None:
     for mode in modes:
         if mode == "remove":
             stripped = (_strip_punctuation(utt, i) for i, t in enumerate(utt.tokens)
-                        if not t.protected and (not t.is_word or "'" in t.text or "\u2019" in t.text))
+                        if not t.protected and not _of_an_amount(t.text)
+                        and (not t.is_word or "'" in t.text or "\u2019" in t.text))
             edits = [e for e in stripped if e is not None]
         elif mode == "add" and last is not None and last.text not in _TERMINAL:
             question = sentence_type(utt) in ("question", "request")
