@@ -267,7 +267,7 @@ class DecisionConfig:
         tuple(oos.RULES))
     oos_retention: float = setting(
         oos.DISTANCE_RETENTION,
-        "distance rule's operating point: the share of in-scope validation rows kept in scope (lower rejects more "
+        "distance rule's operating point: the least share of in-scope validation rows kept in scope (lower rejects more "
         "out-of-scope queries and more in-scope ones)")
     oos_part_retention: float = setting(
         oos.PART_RETENTION,

@@ -33,9 +33,13 @@ serialise to ``{"rule": name, ...}`` objects (JSON-safe; arrays as nested lists)
 
 Threshold choice (``choose_threshold``): with OOS validation rows, the
 threshold maximising validation accuracy with OOS as its own class (CLINC150's
-oos-threshold protocol, used by ``threshold``); without, the cut keeping
-``retention`` of in-scope validation rows in scope (``threshold`` without OOS
-rows: 95 %; ``distance`` always: 98 %).
+oos-threshold protocol, used by ``threshold``); without, the cut keeping at
+least ``retention`` of in-scope validation rows in scope (``threshold`` without
+OOS rows: 95 %; ``distance`` always: 98 %), placed halfway between the last
+row it keeps and the next higher score (``retention_cut``): at one row's own score
+(``scoring.retention_threshold``), a served score of that row a rounding error
+higher (ONNX against PyTorch, another batch) would put it out of scope. The cut
+with OOS rows is a midpoint for the same reason.
 
 Parts of a chained request (``intentvcs.core.segmentation``) of a text the
 rule rejects as a whole are judged against a stricter cut, ``part_threshold``:
@@ -106,7 +110,7 @@ def choose_threshold(
     With OOS rows: maximise ``(#in-scope correct and kept + #OOS rejected) / N``
     over cuts between consecutive distinct scores (the midpoint, so that the
     cut sits inside the optimal plateau) or above all of them; ties go to the
-    lowest cut. Without: ``scoring.retention_threshold`` of in-scope scores.
+    lowest cut. Without: ``retention_cut`` of in-scope scores.
     """
     scores = np.asarray(scores, dtype=np.float64)
     is_oos = np.zeros(len(scores), bool) if is_oos is None else np.asarray(is_oos, dtype=bool)
@@ -114,7 +118,7 @@ def choose_threshold(
     if not scores.ndim == 1 or not scores.shape == is_oos.shape == correct.shape:
         raise ValueError("scores, is_oos and correct must be equal-length 1-D arrays")
     if not np.any(is_oos):
-        return retention_threshold(scores, retention)
+        return retention_cut(scores, retention)
     distinct = np.unique(scores)
     cuts = np.r_[(distinct[:-1] + distinct[1:]) / 2.0, distinct[-1]]
     kept_correct = np.searchsorted(np.sort(scores[~is_oos & correct]), cuts, side="right")
@@ -178,7 +182,18 @@ class OOSRule:
 
 def part_threshold(in_scope_scores: np.ndarray, threshold: float, retention: float = PART_RETENTION) -> float:
     """The part cut: keeps ``retention`` of the in-scope validation ``scores`` in scope, never above ``threshold``."""
-    return min(threshold, retention_threshold(in_scope_scores, retention))
+    return min(threshold, retention_cut(in_scope_scores, retention))
+
+
+def retention_cut(in_scope_scores: np.ndarray, retention: float) -> float:
+    """The cut keeping at least ``retention`` of ``in_scope_scores`` in scope ("out of scope when score >
+    cut"), halfway between the last score it keeps (``scoring.retention_threshold``) and the next higher one,
+    so that a rounding-sized difference between fitted and served scores moves no row across it; that last
+    score itself when none is higher."""
+    kept = retention_threshold(in_scope_scores, retention)
+    higher = np.asarray(in_scope_scores, dtype=np.float64)
+    higher = higher[higher > kept]
+    return float((kept + higher.min()) / 2.0) if higher.size else kept
 
 
 def _optional_part_threshold(d: Mapping[str, Any]) -> float | None:

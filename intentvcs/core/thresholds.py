@@ -110,5 +110,11 @@ def _observed_quantile(confidences: np.ndarray, observed: np.ndarray, thresholds
         # alone can sit above one row too many (n = 22: 5 of 22 rows, 22.7 %); where it does not, it stands.
         promised = written[int(np.floor(quantile * len(written) + 1e-9))]
         cut = min(float(np.quantile(written, quantile)), float(promised))
+        # On a row's own confidence (the order statistic, or an interpolation that met one), a served
+        # confidence a rounding error lower would leave that row unaccepted: halfway down to the next lower
+        # row instead, which accepts the same rows.
+        lower = written[written < cut]
+        if cut in written and lower.size:
+            cut = float((cut + lower.max()) / 2.0)
         thresholds[label] = min(thresholds[label], cut)
     return thresholds
