@@ -186,15 +186,18 @@ def read_normalised(session: OnnxSession, spelling: Spelling | None,
 def on_whole_words(session: OnnxSession, outputs: GraphOutputs, texts: Sequence[str]) -> GraphOutputs:
     """``outputs`` with each entity (offsets into ``texts``) over the whole words of its text as sent
     (``intentvcs.core.entities.whole_words``): a word cut by ``max_length`` and a word's final combining
-    marks included. Only the texts with entities are tokenised again, untruncated."""
+    marks included. Only the texts with entities that ``max_length`` may have cut are tokenised again,
+    untruncated (about 0.2 ms per long text); the others' words are those the graph read."""
     if outputs.entities is None:
         return outputs
     rows = [row for row, found in enumerate(outputs.entities) if found]
     if not rows:
         return outputs
+    cut = [row for row in rows if session.tokenizer.may_be_cut(texts[row])]
+    untruncated = dict(zip(cut, session.tokenizer.words([texts[row] for row in cut])))
     entities = outputs.entities.copy()
-    for row, text_words in zip(rows, session.tokenizer.words([texts[row] for row in rows])):
-        entities[row] = whole_words(entities[row], texts[row], text_words)
+    for row in rows:
+        entities[row] = whole_words(entities[row], texts[row], untruncated.get(row, ()))
     return outputs._replace(entities=entities)
 
 

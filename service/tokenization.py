@@ -7,6 +7,7 @@ length together). Only ``tokenizers`` and numpy: this runs in the torch-free ser
 from __future__ import annotations
 
 import os
+import unicodedata
 from typing import Sequence
 
 import numpy as np
@@ -45,10 +46,18 @@ class BundleTokenizer:
         # The same tokenizer, truncating nothing: where the words a truncated reading cuts end in the text.
         self._whole = Tokenizer.from_str(self._tokenizer.to_str())
         self._whole.no_truncation()
+        processor = self._tokenizer.post_processor
+        # A text of at most this many characters in decomposed form (NFD) cannot be cut: every word piece
+        # covers at least one of them (an [UNK] a whole word), and the special tokens take the rest.
+        self._uncut_chars = max_length - (processor.num_special_tokens_to_add(False) if processor else 0)
 
     def encode(self, texts: Sequence[str]) -> list[Encoding]:
         """Token encodings (special tokens added, truncated, unpadded), in input order."""
         return self._tokenizer.encode_batch(list(texts))
+
+    def may_be_cut(self, text: str) -> bool:
+        """Whether ``max_length`` may cut ``text`` (False: it surely does not; no tokenisation needed)."""
+        return len(unicodedata.normalize("NFD", text)) > self._uncut_chars
 
     def words(self, texts: Sequence[str]) -> list[list[Word]]:
         """Each text's words (``intentvcs.core.entities.words``) over the whole text, as if ``max_length`` cut

@@ -175,3 +175,39 @@ def test_whole_words_widens_a_cut_word_on_either_side_and_over_final_marks():
     assert [(e.start, e.end) for e in whole_words(found, text, text_words)] == [(0, 7), (8, 13), (14, 17)]
     assert whole_words(found[2:], text, text_words)[0] is found[2]
     assert whole_words((), text, text_words) == ()
+
+
+def test_a_text_the_check_calls_uncut_encodes_the_same_with_and_without_the_cut(tmp_path_factory):
+    # on_whole_words tokenises again, untruncated, only the texts BundleTokenizer.may_be_cut names; one it
+    # passes over must read the same with max_length as without it, whatever its script.
+    import random
+
+    from intentvcs.service.engine import Engine
+
+    engine = Engine(make_tiny_bundle(tmp_path_factory.mktemp("uncut") / "model"), provider="cpu", threads=1)
+    tokenizer = engine.session.tokenizer
+    rng = random.Random(0)
+    alphabet = "abc déf ñ 한국어 中文 ᾅ ǖ ﬁ 𝒜 🙂 İ ß" + "\u0301\u200b"
+    passed = 0
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 2 * MAX_LENGTH)))
+        if not tokenizer.may_be_cut(text):
+            passed += 1
+            cut, whole = tokenizer.encode([text])[0], tokenizer._whole.encode(text)
+            assert cut.ids == whole.ids, text
+    assert passed > 50
+
+
+def test_the_checkpoint_answers_the_whole_words_the_bundle_does(bundle, engine, monkeypatch):
+    """``evaluate --checkpoint`` and ``--bundle`` score the same entities: the PyTorch path widens over a word
+    the cut fell in and over final combining marks as the engine does (it answered "kit" and "Jose")."""
+    from intentvcs.training import predict as torch_predict
+
+    monkeypatch.setattr(onnx_session, "decode_batch", _tag_words(1))
+    monkeypatch.setattr(torch_predict, "decode_batch", _tag_words(1))
+    checkpoint = torch_predict.TorchPredictor(bundle.parent / "checkpoint")
+    texts = [" ".join(["play"] * (MAX_LENGTH - 5) + ["kitchen", "tonight"]),
+             unicodedata.normalize("NFD", "call José at the café ñ")]
+    served = [sorted((e.start, e.end) for e in row) for row in engine.infer(texts).entities]
+    read = [sorted((e.start, e.end) for e in row) for row in checkpoint.infer(texts).entities]
+    assert read == served

@@ -16,7 +16,7 @@ import torch
 from intentvcs.core.boundaries import request_starts
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
-from intentvcs.core.entities import Word, decode_batch, entity_types
+from intentvcs.core.entities import Word, decode_batch, entity_types, whole_words, words
 from intentvcs.core.length_buckets import length_buckets
 from intentvcs.core.outputs import BOUNDARY_OUTPUT, GRAPH_OUTPUTS, TAG_OUTPUT, GraphOutputs, tuple_array
 from intentvcs.core.references import read_references
@@ -51,7 +51,24 @@ def infer(model: IntentModel, tokenizer, texts: Sequence[str], max_length: int, 
         if bounding:
             for i, begins in zip(idx, request_starts(result[BOUNDARY_OUTPUT].float().numpy(), chunk_words)):
                 starts[i] = begins
+    if tagging:
+        found = _on_whole_words(tokenizer, texts, found, encoded.input_ids, max_length)
     return GraphOutputs(*arrays, tuple_array(found) if tagging else None, tuple_array(starts) if bounding else None)
+
+
+def _on_whole_words(tokenizer, texts: Sequence[str], found: list[tuple], input_ids: Sequence[Sequence[int]],
+                    max_length: int) -> list[tuple]:
+    """Each text's entities over its whole words as sent (``intentvcs.core.entities.whole_words``), as the
+    engine answers them (``intentvcs.service.engine.on_whole_words``): a text ``max_length`` cut (its ids
+    fill it) is read again untruncated for where its words end."""
+    cut = [i for i, ids in enumerate(input_ids) if found[i] and len(ids) >= max_length]
+    untruncated = {}
+    if cut:
+        batch = tokenizer([texts[i] for i in cut], truncation=False, add_special_tokens=True,
+                          return_offsets_mapping=True)
+        untruncated = {i: words(batch.word_ids(k), batch["offset_mapping"][k]) for k, i in enumerate(cut)}
+    return [whole_words(entities, texts[i], untruncated.get(i, ())) if entities else entities
+            for i, entities in enumerate(found)]
 
 
 def infer_as_served(model: IntentModel, tokenizer, spelling: Spelling | None, texts: Sequence[str], max_length: int,

@@ -5,7 +5,7 @@ pre-tokenizer makes of the text (whitespace and punctuation split it), and
 only a word's first piece carries its tag, in training as in decoding (the
 convention of JointBERT, Chen et al. 2019): so a decoded entity always covers
 whole words, and its character offsets are the tokenizer's offsets of its
-first and last pieces (widened by the engine, ``whole_words``, over the rest
+first and last pieces (widened by both runtimes, ``whole_words``, over the rest
 of a word that truncation cut and over the combining marks that end a word,
 which an accent-stripping normaliser leaves out of the offsets). Training (PyTorch, ``intentvcs.training``) and serving
 (ONNX Runtime, ``intentvcs.service``) both call this module, so the two cannot
@@ -235,7 +235,8 @@ def _bio_structure(tags: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
 def whole_words(found: Sequence[Entity], text: str, text_words: Sequence[Word]) -> tuple[Entity, ...]:
     """``found`` (offsets into ``text``) widened to the whole words of ``text`` they touch.
 
-    ``text_words`` are the words of all of ``text``, untruncated (``BundleTokenizer.words``). Decoded over a
+    ``text_words`` are the words of all of ``text``, untruncated (``BundleTokenizer.words``; none where
+    ``max_length`` cut nothing: only the combining marks are then added). Decoded over a
     truncated reading, the word the cut falls in ends at its last kept piece ("kit" of "kitchen"), though its
     tag, read at its first piece, is the whole word's: it covers the word. And an end is carried over the
     combining marks that follow it, which a normaliser that strips accents drops from the offsets: a text
