@@ -15,9 +15,10 @@ utterances, then requires
   threshold, and what users see is the decision, not the logits. The one
   exception is a tie: an utterance whose reference score lies within
   ``TIE_RTOL`` of a cut (relative to the cut, at least absolute) may fall
-  either side of it; no float reimplementation avoids that, and a threshold
-  fitted at a quantile of validation scores sits exactly on one validation
-  utterance. Ties are counted and reported; every other flip fails the gate.
+  either side of it; no float reimplementation avoids that (checkpoints fitted
+  before the retention and quantile cuts moved halfway to the next row have a
+  cut exactly on one validation utterance's score). Ties are counted and
+  reported; every other flip fails the gate.
 
 The held-out utterances are the ``--parity-data`` rows (else the built-in
 sample). Every export also runs the *probes* (``probe_texts``): the built-in
