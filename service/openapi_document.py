@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from intentvcs.service.audit_jobs import (CANCEL_ROUTE, GET_ROUTE, JOB_ROUTE, PROGRESS_ROUTE, RETRY_ROUTE,
                                          STATUS_ROUTE, SUBMIT_ROUTE)
 from intentvcs.service.body_limit import BODY_READ_TIMEOUT_S
-from intentvcs.service.schemas import LIMITS, openapi_schema
+from intentvcs.service.schemas import LIMITS, openapi_30, openapi_schema
 from intentvcs.service.settings import ENV_PREFIX
 
 DOCS = "/docs.json"
@@ -52,7 +52,6 @@ SCHEME = "bearerAuth"  # the security scheme's name
 # BentoML's schemas this document replaces: its error bodies (by Refusal) and its task status (by TaskStatus).
 REPLACED = ("InvalidArgument", "NotFound", "InternalServerError", "TaskStatusResponse")
 REFUSAL_REF = {"$ref": "#/components/schemas/Refusal"}
-NULL = {"type": "null"}  # JSON Schema's null type, which OpenAPI 3.0 has not: nullable instead (openapi_30)
 RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.",
                                "schema": {"type": "integer", "minimum": 1}}}
 
@@ -262,48 +261,6 @@ def _in_openapi_30(spec: dict[str, Any]) -> None:
                 if "schema" in parameter:
                     parameter["schema"] = openapi_30(parameter["schema"])
 
-
-def openapi_30(schema: Any) -> Any:
-    """A JSON Schema 2020-12 ``schema`` in OpenAPI 3.0's dialect, its ``$ref``s and layout kept (unlike
-    ``schemas.openapi_schema``, which inlines a standalone schema's own definitions): a ``null`` member of
-    ``anyOf`` (pydantic's optional field) becomes ``nullable`` on each other member, beside its ``type`` as
-    OpenAPI 3.0.3 reads it (were a member without one, a ``$ref``, left, on the ``anyOf``'s schema);
-    a type list likewise; ``const`` a one-value ``enum``. Only the keywords that hold schemas are
-    followed, never data (``default``, ``enum``, ``example``), and no property's name is read as a
-    keyword. Idempotent."""
-    if not isinstance(schema, dict):
-        return schema
-    out = {key: value for key, value in schema.items() if key not in ("$schema", "$id", "$defs")}
-    nullable = False
-    if isinstance(out.get("anyOf"), list) and NULL in out["anyOf"]:
-        out["anyOf"] = [member for member in out["anyOf"] if member != NULL]
-        nullable = True
-    kinds = out.get("type")
-    if isinstance(kinds, list):  # pydantic writes anyOf, never a type list; another generator might
-        real = [kind for kind in kinds if kind != "null"]
-        nullable = nullable or len(real) < len(kinds)
-        del out["type"]
-        if len(real) == 1:
-            out["type"] = real[0]
-        elif real and "anyOf" not in out:
-            out["anyOf"] = [{"type": kind} for kind in real]
-    if "const" in out:
-        out["enum"] = [out.pop("const")]
-    for key in ("items", "additionalProperties", "not"):
-        if isinstance(out.get(key), dict):
-            out[key] = openapi_30(out[key])
-    for key in ("anyOf", "oneOf", "allOf"):
-        if isinstance(out.get(key), list):
-            out[key] = [openapi_30(member) for member in out[key]]
-    if isinstance(out.get("properties"), dict):
-        out["properties"] = {name: openapi_30(member) for name, member in out["properties"].items()}
-    if nullable:
-        members = out.get("anyOf")
-        if members and all("type" in member for member in members):
-            out["anyOf"] = [{**member, "nullable": True} for member in members]
-        else:
-            out["nullable"] = True
-    return out
 
 
 def method_of(paths: dict[str, Any], route: str, method: str) -> dict[str, Any] | None:

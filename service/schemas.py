@@ -327,36 +327,74 @@ def job_body_problem(body: bytes) -> tuple[str, dict[str, Any]] | None:
 
 # ------------------------------------------------------------------ responses
 def openapi_schema(node: Any, defs: dict[str, Any]) -> Any:
-    """A JSON Schema 2020-12 node as OpenAPI 3.0 takes it: ``$ref`` to ``defs`` inlined, a type list
-    with ``null`` as ``nullable``, ``const`` as a one-value ``enum``, the draft's keywords dropped."""
+    """A standalone JSON Schema 2020-12 ``node`` as OpenAPI 3.0 takes it: its ``$ref``s to ``defs`` inlined,
+    then ``openapi_30``."""
+    return openapi_30(_inlined(node, defs))
+
+
+def _inlined(node: Any, defs: dict[str, Any]) -> Any:
+    """``node`` with each ``$ref`` to ``defs`` replaced by the definition, and without ``$defs``."""
     if isinstance(node, list):
-        return [openapi_schema(item, defs) for item in node]
+        return [_inlined(item, defs) for item in node]
     if not isinstance(node, dict):
         return node
     if "$ref" in node:
-        return openapi_schema(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
-    if "anyOf" in node and {"type": "null"} in node["anyOf"]:  # OpenAPI 3.0 has no null type
-        members = [member for member in node["anyOf"] if member != {"type": "null"}]
-        rest = {key: value for key, value in node.items() if key != "anyOf"}
-        single = members[0] if len(members) == 1 else {"anyOf": members}
-        return {**openapi_schema({**rest, **single}, defs), "nullable": True}
-    out = {key: openapi_schema(value, defs) for key, value in node.items()
-           if key not in ("$schema", "$id", "$defs", "const", "type")}
-    if "const" in node:
-        out["enum"] = [node["const"]]
-    if None in node.get("enum", []):
-        out["nullable"] = True
-        values = [value for value in node["enum"] if value is not None]
-        if "type" not in node and values and all(isinstance(value, str) for value in values):
-            out["type"] = "string"  # OpenAPI 3.0.3 reads nullable only beside a type
-    kinds = node.get("type")
-    if isinstance(kinds, list):
+        return _inlined(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    return {key: _inlined(value, defs) for key, value in node.items() if key != "$defs"}
+
+
+NULL = {"type": "null"}  # JSON Schema's null type, which OpenAPI 3.0 has not: nullable instead (openapi_30)
+
+
+def openapi_30(schema: Any) -> Any:
+    """A JSON Schema 2020-12 ``schema`` in OpenAPI 3.0's dialect, its ``$ref``s and layout kept (unlike
+    ``openapi_schema``, which inlines a standalone schema's own definitions): a ``null`` member of
+    ``anyOf`` (pydantic's optional field) becomes ``nullable``: the one other member of a type, nullable,
+    as the schema itself; several, each nullable beside its ``type`` as OpenAPI 3.0.3 reads it (were a
+    member without one, a ``$ref``, left, on the ``anyOf``'s schema); a null enum value likewise;
+    a type list likewise; ``const`` a one-value ``enum``. Only the keywords that hold schemas are
+    followed, never data (``default``, ``enum``, ``example``), and no property's name is read as a
+    keyword. Idempotent."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: value for key, value in schema.items() if key not in ("$schema", "$id", "$defs")}
+    nullable = False
+    if isinstance(out.get("anyOf"), list) and NULL in out["anyOf"]:
+        out["anyOf"] = [member for member in out["anyOf"] if member != NULL]
+        nullable = True
+    kinds = out.get("type")
+    if isinstance(kinds, list):  # pydantic writes anyOf, never a type list; another generator might
         real = [kind for kind in kinds if kind != "null"]
-        out["nullable"] = len(real) < len(kinds)
+        nullable = nullable or len(real) < len(kinds)
+        del out["type"]
         if len(real) == 1:
             out["type"] = real[0]
-    elif kinds is not None:
-        out["type"] = kinds
+        elif real and "anyOf" not in out:
+            out["anyOf"] = [{"type": kind} for kind in real]
+    if "const" in out:
+        out["enum"] = [out.pop("const")]
+    if None in out.get("enum", []):
+        values = [value for value in out["enum"] if value is not None]
+        nullable = True
+        if "type" not in out and values and all(isinstance(value, str) for value in values):
+            out["type"] = "string"  # OpenAPI 3.0.3 reads nullable only beside a type
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(out.get(key), dict):
+            out[key] = openapi_30(out[key])
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(out.get(key), list):
+            out[key] = [openapi_30(member) for member in out[key]]
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {name: openapi_30(member) for name, member in out["properties"].items()}
+    if nullable:
+        members = out.get("anyOf")
+        if members and len(members) == 1 and "type" in members[0] and "$ref" not in members[0]:
+            # One type and null (an optional field): the plain schema, nullable, as clients' generators read it.
+            return {**{key: value for key, value in out.items() if key != "anyOf"}, **members[0], "nullable": True}
+        if members and all("type" in member for member in members):
+            out["anyOf"] = [{**member, "nullable": True} for member in members]
+        else:
+            out["nullable"] = True
     return out
 
 
