@@ -19,7 +19,7 @@ miss included) leaves no bundle and an existing one untouched:
 5. ``manifest.json`` (``intentvcs.core.manifest``), then the finished directory is
    loaded with ``intentvcs.service.engine.Engine`` exactly as the service will load it.
    Exported without references, the manifest's parity and int8 reports name the
-   parity data's rows by number, not by text (``_without_utterances``).
+   parity data's rows by their line in it, not by text (``_without_utterances``).
 
 Only safe formats are written: ONNX protobuf and JSON.
 """
@@ -74,7 +74,7 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     (default ``default_name(checkpoint_dir)``); ``entities=False`` leaves the entity head out (an
     intent-only graph); ``references=False`` leaves the sample of training rows out (a bundle that
     must not carry the team's utterances; the audit then needs training rows), and the manifest's
-    reports then name the parity rows they cite by number (``row``), not by text. ``result_file``: also
+    reports then name the parity rows they cite by their line in the data (``line``), not by text. ``result_file``: also
     write the returned summary there as JSON, committed with the bundle (both or neither). An existing
     ``out_dir`` is replaced when it is an earlier bundle or empty, any other folder only with
     ``force`` (``FileExistsError``, raised before the export starts). Raises
@@ -108,9 +108,9 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         parity, fp32, fp32_outputs = _check_parity(tmp, model, tokenizer, (max_length, tags), decision, held_out)
         quantization = _quantize(tmp, (fp32, fp32_outputs), decision, held_out, spelling) if quantize else None
         # Without references the bundle carries none of the team's utterances: its reports name the parity
-        # data's rows by number (the built-in sample is no one's).
+        # data's rows by their lines (the built-in sample is no one's).
         recorded = (parity, quantization) if references or parity_data is None else \
-            tuple(_without_utterances(report, held_out.texts) for report in (parity, quantization))
+            tuple(_without_utterances(report, held_out.texts, held_out.lines) for report in (parity, quantization))
         written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, recorded,
                                   (spelling, reference_entry), name or default_name(checkpoint_dir), tags)
         for quantized in ("off", "on") if quantize else ("off",):
@@ -149,19 +149,19 @@ def _copy_references(checkpoint_dir: Path, bundle_dir: Path) -> dict[str, int] |
 EXAMPLE_LISTS = ("mismatched", "entity_mismatched", "start_mismatched")
 
 
-def _without_utterances(report: Any, texts: list[str]) -> Any:
+def _without_utterances(report: Any, texts: list[str], lines: list[int]) -> Any:
     """``report`` (a parity or int8 report; None stays None) with every example of ``EXAMPLE_LISTS`` that names
-    one of the held-out ``texts`` naming its row instead (``row``: its number in the parity data, from 1) and
-    its entities without their ``value``: what the manifest of a bundle exported without references records.
-    Examples of the probe texts (the built-in sample's) are kept as they are."""
+    one of the held-out ``texts`` naming its ``line`` in the parity data instead (``lines``, as the data
+    readers name rows) and its entities without their ``value``: what the manifest of a bundle exported
+    without references records. Examples of the probe texts (the built-in sample's) are kept as they are."""
     rows: dict[str, int] = {}
-    for number, text in enumerate(texts, start=1):
-        rows.setdefault(text, number)
+    for line, text in zip(lines, texts):
+        rows.setdefault(text, line)
 
     def example(entry: Any) -> Any:
         if not isinstance(entry, dict) or entry.get("text") not in rows:
             return entry
-        return {"row": rows[entry["text"]],
+        return {"line": rows[entry["text"]],
                 **{key: [{k: v for k, v in item.items() if k != "value"} if isinstance(item, dict) else item
                          for item in value] if isinstance(value, list) else value
                    for key, value in entry.items() if key != "text"}}

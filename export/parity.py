@@ -136,6 +136,7 @@ class HeldOut(NamedTuple):
     texts: list[str]
     source: str
     examples: list[Example] | None
+    lines: list[int] | None = None  # each row's line in ``source`` (a Rasa example's own), None for the sample
 
 
 def probe_texts(held_out: Sequence[str], count_tokens: Callable[[str], int], max_length: int) -> list[str]:
@@ -178,7 +179,7 @@ def held_out_rows(path: str | os.PathLike | None, labels: Sequence[str] | None =
     if labels is not None:
         check_scored_rows(path, rows, labels, entity_types)
     examples = [example for _, example in rows]
-    return HeldOut([example.text for example in examples], str(path), examples)
+    return HeldOut([example.text for example in examples], str(path), examples, [line for line, _ in rows])
 
 
 def compare(reference: GraphOutputs, candidate: GraphOutputs, decision: Decision,

@@ -173,12 +173,12 @@ def test_a_bundle_without_references_carries_no_parity_utterance(entities, tmp_p
     text = (tmp_path / "bundle" / "manifest.json").read_text()
     assert not [t for t, _ in SHORT_ROWS if json.dumps(t) in text]
     recorded = json.loads(text)["quantization"]["agreement"]
-    # The same rows, by their number in the parity data.
-    rows_named = [entry["row"] for entry in recorded["mismatched"] + recorded["entity_mismatched"]]
+    # The same rows, by their line in the parity data (a JSONL row per line here).
+    rows_named = [entry["line"] for entry in recorded["mismatched"] + recorded["entity_mismatched"]]
     assert rows_named and all(1 <= row <= len(SHORT_ROWS) for row in rows_named)
     texts = [t for t, _ in SHORT_ROWS]
     assert [texts.index(entry["text"]) + 1 for entry in agreement["mismatched"]] == \
-        [entry["row"] for entry in recorded["mismatched"]]
+        [entry["line"] for entry in recorded["mismatched"]]
     for entry in recorded["entity_mismatched"]:
         assert all("value" not in entity for entity in entry["reference"] + entry["candidate"])
 

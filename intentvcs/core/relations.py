@@ -260,8 +260,10 @@ class LabelRelations:
             raise RelationsError(f"{path}: not JSON: {exc}") from None
         except RecursionError:
             line = _line_nested_past(text, MAX_NESTING)
+            # The line where it first nests past the data readers' limit: where Python's own gave out is not known.
             raise RelationsError(f"{path}{'' if line is None else f':{line}'}: not JSON this intentvcs reads: "
-                                 f"nested deeper than Python's recursion limit") from None
+                                 f"nested deeper than Python's recursion limit"
+                                 f"{'' if line is None else f' (past {MAX_NESTING} levels from this line)'}") from None
         except ValueError as exc:  # an integer past Python's digit limit (int_max_str_digits)
             raise RelationsError(f"{path}: not JSON this intentvcs reads: {exc}") from None
         try:

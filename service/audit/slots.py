@@ -45,6 +45,8 @@ def format_p(p_value: float) -> str:
     shown values as it divides the p-values, so the number a verdict states reads on its side of the
     threshold. Rounded (as to one digit before), 0.0095 read "p = 0.01" in a verdict that called it
     significant at 0.01, i.e. below it."""
+    if not math.isfinite(p_value):  # no test gives one; said as it is rather than raised from log10
+        return f"p = {p_value}"
     if p_value < 1e-6:
         return "p < 1e-06"
     exponent = math.floor(math.log10(p_value)) - 1  # of the second significant digit

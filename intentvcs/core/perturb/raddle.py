@@ -169,7 +169,7 @@ _TERMINAL = ".?!"
 def _of_an_amount(token: str) -> bool:
     """A currency sign or a percent sign: part of the amount it writes (``$5``, ``40%``), which dropping it
     would change, not punctuation."""
-    return token in "%\u2030" or unicodedata.category(token[0]) == "Sc"
+    return token in ("%", "\u2030") or unicodedata.category(token[0]) == "Sc"
 
 
 def _strip_punctuation(utt: Utterance, i: int) -> Edit | None:
