@@ -13,9 +13,11 @@ Rows (``Source``):
            limits, spans inside the text) except that ``labels`` may be left
            out: ``{"text": ...}`` with an optional ``id`` is a row, and a
            labelled data set predicts as it is. Blank lines are skipped.
-  CSV      UTF-8 (a byte-order mark is allowed) with a header that names the
-           text column and, optionally, the id column; a quoted field may span
-           lines. Blank lines are skipped; an empty id cell is no id.
+  CSV      UTF-8 (a byte-order mark is allowed), comma-separated (a header of
+           one column holding ';' or tabs is refused as such), with a header that
+           names the text column and, optionally, the id column, each once; a
+           quoted field may span lines. Blank lines are skipped; an empty id cell
+           is no id.
   Parquet  a string text column and, optionally, a string or integer id
            column, read one record batch at a time.
 A text must be a non-empty string of at most ``MAX_TEXT_CHARS`` characters. A
@@ -25,7 +27,8 @@ bad row raises ``DataError`` naming the file and the line where the row begins
 
 Answers: one JSON object per input row, in input order: ``Engine.predict``'s
 answer, preceded by the row's ``"id"`` when it has one (``answer_lines``, the
-one place where a chunk of rows becomes answers, for both engines).
+one place where a chunk of rows becomes answers, for both engines), on one line
+to every reader (U+0085, U+2028 and U+2029 escaped).
 
 Chunks hold rows ``k * chunk_rows`` to ``(k + 1) * chunk_rows - 1`` of the file
 under both engines, and a chunk is one ``Engine.predict`` call (the engine
@@ -37,10 +40,14 @@ whole chunks (byte ranges of lines or records; row ranges of Parquet); one
 read task at a time, pinned to the driver's node (only that node needs the
 input file), streams a span's rows through the same reader; a fixed pool of
 actors, each holding one ``Engine`` (``map_batches`` with a callable class),
-predicts the chunks; the driver writes the answers in order. ``address=None``
-starts a local cluster of ``workers * cpus_per_worker`` CPUs that is shut down
-at the end; an address (``"auto"``, ``"HOST:PORT"``) joins a running cluster,
-whose every node needs intentvcs installed and the bundle at the same path.
+predicts the chunks; the driver writes the answers in order, and publishes
+them only when they are as many as the scan counted rows. Each actor's process
+starts with one OpenBLAS thread and a tokenizer pool of its CPUs
+(``actor_env``). ``address=None`` starts a local cluster of ``workers *
+cpus_per_worker`` CPUs that is shut down at the end, whatever ``$RAY_ADDRESS``
+or a ``ray start`` on this machine would have ``ray.init`` join; an address
+(``"auto"``, ``"HOST:PORT"``) joins a running cluster, whose every node needs
+intentvcs installed and the bundle at the same path.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 from intentvcs.core import atomic
 from intentvcs.core.csv_records import records
 from intentvcs.core.dataio import DataError, decode_line, decode_utf8, parse_row, text_problem
+from intentvcs.core.team_formats import _delimiter_hint  # the team CSV reader's words for a ';' or tab file
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT, PROVIDERS
 
 FORMATS = {"jsonl": (".jsonl", ".ndjson", ".json"), "csv": (".csv",), "parquet": (".parquet", ".pq")}
@@ -185,6 +193,16 @@ def _jsonl_row(path: str, number: int, raw: bytes) -> tuple[str, Any] | None:
     return example.text, example.id
 
 
+def _blank_line(number: int, raw: bytes) -> bool:
+    """Whether line ``number`` of a JSONL file (``raw`` bytes) is blank to ``decode_line``, which skips it: the
+    Ray planner's test, which must count the rows the reader yields (a first line holding only a byte-order
+    mark is blank), without the reader's checks (a line that is not UTF-8 fails in the reader, as it should)."""
+    if not raw.strip():
+        return True
+    line = raw.decode("utf-8", "replace")
+    return not (line.removeprefix("\ufeff") if number == 1 else line).strip()
+
+
 def _text_problem(text: Any, column: str) -> str | None:
     """Why a CSV or Parquet text cannot be predicted (the canonical format's words), or None."""
     return f"{column!r} is null" if text is None else text_problem(text, repr(column))
@@ -232,10 +250,20 @@ def _open_csv(source: Source) -> Source:
         if header is None:
             raise DataError(source.path, None, "no rows (not even a header)")
         if source.text_column not in header:
+            # A file separated by ';' or tabs is one column to this reader: say so, rather than advise a
+            # --text-column that would predict whole lines.
             raise DataError(source.path, lines.line, f"the header has no column {source.text_column!r} "
-                                                     f"(it has {header}); give --text-column")
+                                                     f"(it has {header})"
+                                                     f"{_delimiter_hint(header) or '; give --text-column'}")
+        id_column = _id_column(source, header, lines.line)
+        repeated = [name for name in dict.fromkeys((source.text_column, id_column)) if header.count(name) > 1]
+        if repeated:
+            # Which of the two cells is a row's text (or id) would be a guess; the team CSV reader refuses it too.
+            raise DataError(source.path, lines.line, f"the header names the {' and '.join(map(repr, repeated))} "
+                                                     "column more than once: which one holds the rows' values is "
+                                                     "unclear")
         return replace(source, header=tuple(header), body=Span(lines.position, None, lines.line + 1),
-                       id_column=_id_column(source, header, lines.line))
+                       id_column=id_column)
 
 
 def _id_column(source: Source, columns: Sequence[str], line: int | None) -> str | None:
@@ -281,6 +309,12 @@ def _open_parquet(source: Source) -> Source:
     if source.text_column not in schema.names:
         raise DataError(source.path, None, f"no column {source.text_column!r} (it has {schema.names}); "
                                            "give --text-column")
+    read = dict.fromkeys((source.text_column, _id_column(source, schema.names, None)))
+    repeated = [name for name in read if schema.names.count(name) > 1]
+    if repeated:
+        # As in a CSV header: which of the two is the text (or id) would be a guess (pyarrow cannot pick either).
+        raise DataError(source.path, None, f"the schema names the {' and '.join(map(repr, repeated))} column "
+                                           "more than once: which one holds the rows' values is unclear")
 
     def stored(name: str):
         kind = schema.field(name).type
@@ -355,7 +389,7 @@ def plan_spans(source: Source, rows_per_span: int) -> tuple[list[Span], int]:
             position, number = 0, 0
             for raw in handle:
                 number += 1
-                if raw.strip() and raw.decode("utf-8", "replace").strip():  # the reader's test of a blank line
+                if not _blank_line(number, raw):
                     if rows and rows % rows_per_span == 0:
                         spans.append(Span(start, position, line))
                         start, line = position, number
@@ -381,7 +415,12 @@ def answer_lines(engine, texts: Sequence[str], ids: Sequence[Any], top_k: int | 
     """One JSON line per text: ``engine.predict``'s answer, preceded by the row's id when it has one."""
     answers = engine.predict(texts, top_k)
     return [json.dumps(answer if ident is None else {"id": ident, **answer}, ensure_ascii=False)
-            for answer, ident in zip(answers, ids)]
+            .translate(_LINE_BREAKS) for answer, ident in zip(answers, ids)]
+
+
+# Characters json.dumps leaves raw (it escapes only those below U+0020) that str.splitlines and the
+# readers built on it take for a line break: escaped, one answer stays one line to every reader.
+_LINE_BREAKS = {ord(char): f"\\u{ord(char):04x}" for char in "\x85\u2028\u2029"}
 
 
 def _progress(total: int | None, show: bool | None):
@@ -568,6 +607,10 @@ def _write_answers(answers, out: str | os.PathLike, total: int, progress: bool |
             if isinstance(error, DataError) and given is not None and error.path == given[0]:
                 error = DataError(given[1], error.line, error.reason)
             raise error from None
+        if rows != total:
+            # Every row is answered once, or the output is not published: a count that differs from the
+            # plan's is a bug (the planner and the reader disagreeing on a row), never a result.
+            raise RuntimeError(f"the Ray pipeline gave {rows} answers for {total} rows; nothing was written")
     return rows
 
 
@@ -584,7 +627,21 @@ def _answers_dataset(ray, source: Source, spans: list[Span], chunk_rows: int, en
                                    label_selector={"ray.io/node-id": here})
     return rows_ds.map_batches(RayPredictor, batch_size=chunk_rows, batch_format="pyarrow",
                                fn_constructor_kwargs=engine, compute=ray.data.ActorPoolStrategy(size=workers),
-                               num_cpus=cpus_per_worker, num_gpus=1 if gpu else None)
+                               num_cpus=cpus_per_worker, num_gpus=1 if gpu else None,
+                               runtime_env={"env_vars": actor_env(cpus_per_worker)})
+
+
+def actor_env(cpus_per_worker: int) -> dict[str, str]:
+    """The environment a predicting actor's process starts with: the package's thread policy
+    (``intentvcs.BLAS_THREADS``) and a tokenizer pool of the actor's CPUs.
+
+    Set when the process starts, as it must be: a Ray worker has numpy loaded before it imports
+    intentvcs, so OpenBLAS would take ``OMP_NUM_THREADS`` (Ray sets it to the actor's CPUs) threads, and
+    the tokenizer's Rayon pool (``encode_batch``) one thread per core of the node, in every actor.
+    """
+    from intentvcs import BLAS_THREADS
+
+    return {**BLAS_THREADS, "RAYON_NUM_THREADS": str(cpus_per_worker)}
 
 
 def _ray_init(ray, address: str | None, num_cpus: int | None) -> None:
@@ -594,7 +651,10 @@ def _ray_init(ray, address: str | None, num_cpus: int | None) -> None:
     else:
         _check_reachable(address)
     try:
-        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
+        # "local", not None: ray.init(address=None) joins the cluster that $RAY_ADDRESS names, or the last
+        # one `ray start` began on this machine, where the command promises a cluster of its own.
+        ray.init(address=address or "local", num_cpus=num_cpus, include_dashboard=False,
+                 logging_level=logging.WARNING)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         what = f"connect to the Ray cluster at {address}" if address else "start a local Ray cluster"
         raise ConnectionError(f"cannot {what}: {exc}") from None

@@ -19,16 +19,18 @@ service's), and write one JSON answer per row, in input order, with the row's id
 go to a temporary file renamed to --out at the end: a failed run leaves no output. Memory stays flat.
 
 Rows: JSONL lines are canonical rows (docs: the data format) whose "labels" may be left out, so
-{"text": "...", "id": "..."} is a row and a labelled test set predicts as it is; CSV needs a header with the
-text column; Parquet a string text column. A bad row (not JSON, an unknown key, an empty text, a text over
-10,000 characters, ...) stops the run with exit 2 naming file:line (JSONL, CSV) or the row number (Parquet).
+{"text": "...", "id": "..."} is a row and a labelled test set predicts as it is; CSV is comma-separated
+with a header naming the text column (and the id column) once; Parquet a string text column. A bad row (not
+JSON, an unknown key, an empty text, a text over 10,000 characters, ...) stops the run with exit 2 naming
+file:line (JSONL, CSV) or the row number (Parquet).
 
 --engine ray runs the same engine on Ray Data: one read task on this node streams the rows, a fixed pool of
 --workers actors (each --cpus-per-worker CPUs, and one GPU with --provider cuda) loads the engine once each
 and predicts, this process writes the answers in order; the answers equal a local run's, byte for byte.
-Without --ray-address a local cluster is started for the run and shut down after it; with one (e.g. auto,
-or HOST:PORT of a cluster this machine is a node of) every node needs intentvcs installed and the bundle at
-the same path; the data file is read on this node only. Needs the batch extra (ray[data], pyarrow)."""
+Without --ray-address a local cluster is started for the run and shut down after it (RAY_ADDRESS is not
+used); with one (e.g. auto, or HOST:PORT of a cluster this machine is a node of) every node needs intentvcs
+installed and the bundle at the same path; the data file is read on this node only. Needs the batch extra
+(ray[data], pyarrow)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local: this process; ray: Ray Data actors (default: local)")
     p.add_argument("--ray-address", help="ray: a running cluster to join, as ray.init takes it (auto, HOST:PORT); "
-                                         "default: start a local cluster for this run")
+                                         "default: start a local cluster for this run, RAY_ADDRESS or not")
     p.add_argument("--workers", type=int,
                    help="ray: actors, each with its own engine (default: the cluster's CPUs / --cpus-per-worker, "
                         "or its GPUs with --provider cuda; a local cluster gets this machine's cores)")
