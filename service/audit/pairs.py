@@ -54,14 +54,18 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def pairs_csv(document: dict[str, Any]) -> str:
-    """``pair_rows`` as CSV text with a header (empty cells for missing values).
+    """``pair_rows`` as CSV text with a header (empty cells for missing values), RFC 4180: records end in CRLF,
+    and a cell holding a comma, a quote, a line feed or a carriage return is quoted. Names are the batch's text
+    and may hold a bare carriage return, which Python's csv module quotes only when it is part of the line
+    terminator: with a line feed alone as the terminator it was written bare, and pandas, ``csv.reader`` and
+    spreadsheets ended the record there.
 
     A text cell that a spreadsheet would run as a formula (an intent named ``=cmd|...``: it starts with ``=``,
     ``+``, ``-``, ``@``, a tab or a carriage return) is written with a leading ``'``, which spreadsheets read
     as "text" (OWASP's CSV-injection advice); ``pair_rows`` keeps the names as they are.
     """
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\r\n")
     writer.writeheader()
     for row in pair_rows(document):
         writer.writerow({key: _cell(value) for key, value in row.items()})

@@ -182,6 +182,8 @@ def render_html(report: Mapping[str, Any]) -> str:
     """The report as one self-contained HTML document."""
     summary = report["summary"]
     alpha = report["config"].get("same_alpha", AuditConfig.same_alpha)  # what the verdicts were judged at
+    # Not a key the schema requires (a report written before it has none): the default then.
+    columns = report["config"].get("heatmap_cap", AuditConfig.heatmap_cap)
     overview = "".join(
         f'<tr><td><a href="#f-{_e(f["intent"])}">{_e(f["intent"])}</a></td><td>{_e(f["relation"])}</td>'
         f'<td>{_e(", ".join(f["existing"]))}</td><td>{_badge(f["severity"])}</td>'
@@ -200,7 +202,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"{len(summary['new_intents'])} new intents against {summary['existing_intents']} existing "
         f"({_e(counts)}).</p>{missing}"
         "<h2>Co-occurrence: share of each new intent's rows on which the classifier accepts an existing intent</h2>"
-        f"{heatmap_svg(report['cooccurrence'], report['config']['heatmap_cap'])}"
+        f"{heatmap_svg(report['cooccurrence'], columns)}"
         "<h2>Findings</h2><table><tr><th>new intent</th><th>relation</th><th>existing</th><th>severity</th>"
         f"<th>rows</th></tr>{overview}</table>"
         f"{''.join(_finding(f, alpha) for f in report['findings'])}"

@@ -13,7 +13,12 @@ versioned file (``REPORT_FORMAT``, ``intentvcs.core.formats``) that
 * composite N of parts: ``composite(N, parts)``, keeping both as multi-label;
 * novel: nothing;
 * two new intents that duplicate each other (``new_pairs``): ``label_map``
-  ``{second: first}`` and ``duplicate(first, second)``.
+  ``{second: first}`` and ``duplicate(first, second)``. Pairs that share an
+  intent join one family (a duplicate is an equivalence: ``a = c`` and
+  ``b = c`` make ``a``, ``b`` and ``c`` one intent), merged into one name:
+  the existing intent a member merges into, else the first name of the first
+  pair listed; the report's ``label_map`` is then applied once, no name it
+  maps to being mapped itself.
 ``fix.relations`` is a complete relations file (``intentvcs.core.relations``): the
 bundle's known relations plus the proposed ones over the bundle's labels and
 the new intents. Written next to a bundle and stored in its manifest, it is
@@ -207,6 +212,36 @@ class AuditReport:
         """True when the overall severity is at least ``level`` (for ``--fail-on``)."""
         return SEVERITIES.index(self.severity) >= SEVERITIES.index(level)
 
+    def family_merges(self, label_map: dict[str, str]) -> dict[str, str]:
+        """The label map of the new pairs: each family of new intents joined by duplicate pairs, merged into one
+        name (the module docstring). ``label_map`` is the findings' (new intent -> existing intent). Merging
+        pair by pair left chains and splits: ``a = c``, ``b = c`` gave ``{c: b}`` (``a`` and ``b`` kept apart),
+        and ``b = c`` listed before ``a = b`` gave ``{c: b, b: a}``, in which ``c``'s rows, merged once, stay
+        under a name merged away."""
+        root: dict[str, str] = {}
+        order: dict[str, int] = {}
+
+        def find(name: str) -> str:
+            while root[name] != name:
+                root[name] = root[root[name]]
+                name = root[name]
+            return name
+
+        for pair in self.new_pairs:
+            for name in (pair.first, pair.second):
+                if name not in root:
+                    root[name], order[name] = name, len(order)
+            first, second = sorted((find(pair.first), find(pair.second)), key=order.__getitem__)
+            root[second] = first  # the family keeps the name seen first
+        families: dict[str, list[str]] = {}
+        for name in order:  # in order of first appearance
+            families.setdefault(find(name), []).append(name)
+        merges = {}
+        for name, members in families.items():
+            target = next((label_map[m] for m in members if m in label_map), name)
+            merges.update({m: target for m in members if m != target})
+        return merges
+
     def fix_relations(self) -> LabelRelations:
         """Known relations plus every proposed one, over bundle labels and new intents."""
         proposed = [r for finding in self.findings for r in proposed_relations(finding.verdict)]
@@ -223,9 +258,7 @@ class AuditReport:
         label_map = {}
         for finding in self.findings:
             label_map.update(finding.fix()["label_map"])
-        for pair in self.new_pairs:
-            # Merge the second into the first, or into what the first merges into.
-            label_map[pair.second] = label_map.get(pair.first, pair.first)
+        label_map.update(self.family_merges(label_map))
         return {
             **REPORT_FORMAT.stamp(),
             "engine": self.engine,

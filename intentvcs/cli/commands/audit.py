@@ -68,6 +68,14 @@ class ConfigFile(argparse.Action):
         namespace.config_path = values
 
 
+def shown(name: str) -> str:
+    """An intent name as a line of the log may hold it: names are the batch's text, and one holding a line break
+    (which the data reader allows inside a label) wrote a finding line of its own making, or a terminal control
+    sequence, into a CI log; so a name that is not all printable is shown escaped (``ascii``), as
+    ``service.rejections.logged_path`` shows a request's path. The report files keep the names as they are."""
+    return name if name.isprintable() else ascii(name)
+
+
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.team_formats import iter_examples, read_examples
@@ -90,14 +98,16 @@ def run(args: argparse.Namespace) -> int:
     atomic.write_files(outputs)  # the report, its page, the pair table and the relations, or none
     for finding in report.findings:
         v = finding.verdict
-        print(f"{v.severity:8s} {v.intent}: {v.relation} {', '.join(v.existing)}".rstrip(), file=sys.stderr)
+        print(f"{v.severity:8s} {shown(v.intent)}: {v.relation} {', '.join(map(shown, v.existing))}".rstrip(),
+              file=sys.stderr)
     for pair in report.new_pairs:
-        print(f"{pair.severity:8s} {pair.first} = {pair.second}: two new intents, one meaning", file=sys.stderr)
+        print(f"{pair.severity:8s} {shown(pair.first)} = {shown(pair.second)}: two new intents, one meaning",
+              file=sys.stderr)
     if report.missing_references:
         where = f"neither {args.train} nor the model holds" if args.train else "the model holds no"
-        print(f"audit: {where} rows of {', '.join(report.missing_references)} to estimate how much of them lies "
-              "in the new intents (duplicates then show as subsets); pass --train with the old data, or re-export "
-              "the bundle from a checkpoint trained with this version (it keeps a sample of them)",
+        print(f"audit: {where} rows of {', '.join(map(shown, report.missing_references))} to estimate how much of "
+              "them lies in the new intents (duplicates then show as subsets); pass --train with the old data, or "
+              "re-export the bundle from a checkpoint trained with this version (it keeps a sample of them)",
               file=sys.stderr)
     print(f"audit: overall {report.severity}, {len(report.findings)} new intent(s), {len(report.new_pairs)} "
           f"duplicate pair(s) among them; report {args.out}",
