@@ -194,11 +194,11 @@ def check_unicode(what: str, value: str) -> None:
                          f"{exc.start}), which is not valid Unicode text") from None
 
 
-def _nesting(line: str) -> int:
-    """How deeply a JSON line nests objects and lists (brackets inside strings do not count)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in line:
+def line_nested_past(text: str, depth: int) -> int | None:
+    """The line (from 1) where ``text``'s JSON first nests objects and lists deeper than ``depth`` (brackets
+    inside strings do not count); None when it never does."""
+    level, in_string, escaped, line = 0, False, False, 1
+    for char in text:
         if in_string:
             if escaped:
                 escaped = False
@@ -209,11 +209,14 @@ def _nesting(line: str) -> int:
         elif char == '"':
             in_string = True
         elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
+            level += 1
+            if level > depth:
+                return line
         elif char in "]}":
-            depth -= 1
-    return deepest
+            level -= 1
+        if char == "\n":
+            line += 1
+    return None
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[Example]:
@@ -285,7 +288,7 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
         return None
     # Nesting deeper than MAX_NESTING needs more brackets than that: the exact
     # (Python-speed) count runs only on the rare line that has so many.
-    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and _nesting(line) > MAX_NESTING:
+    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and line_nested_past(line, MAX_NESTING) is not None:
         raise DataError(path, number, f"JSON nested deeper than {MAX_NESTING} levels")
     try:
         # Without its line ending: an error at the end of the line ("}" missing) was placed at column 1 of

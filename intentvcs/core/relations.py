@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping, Union
 import numpy as np
 
 from intentvcs.core import atomic
-from intentvcs.core.dataio import MAX_NESTING, read_utf8
+from intentvcs.core.dataio import MAX_NESTING, line_nested_past, read_utf8
 from intentvcs.core.formats import FileFormat, json_list, json_object, message_error, non_empty_string
 
 RELATION_TYPES = ("duplicate", "subset", "composite", "cover")
@@ -259,7 +259,7 @@ class LabelRelations:
         except json.JSONDecodeError as exc:
             raise RelationsError(f"{path}: not JSON: {exc}") from None
         except RecursionError:
-            line = _line_nested_past(text, MAX_NESTING)
+            line = line_nested_past(text, MAX_NESTING)
             # The line where it first nests past the data readers' limit: where Python's own gave out is not known.
             raise RelationsError(f"{path}{'' if line is None else f':{line}'}: not JSON this intentvcs reads: "
                                  f"nested deeper than Python's recursion limit"
@@ -447,31 +447,6 @@ class Completion:
             if closure is not None:
                 completed = closure(completed)
         return completed
-
-
-def _line_nested_past(text: str, depth: int) -> int | None:
-    """The line (from 1) where ``text``'s JSON first nests deeper than ``depth`` brackets, strings skipped;
-    None when it never does."""
-    level, in_string, escaped, line = 0, False, False, 1
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            level += 1
-            if level > depth:
-                return line
-        elif char in "]}":
-            level -= 1
-        if char == "\n":
-            line += 1
-    return None
 
 
 def _transitive_closure(adjacency: np.ndarray) -> np.ndarray:
