@@ -65,7 +65,7 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 from intentvcs.core import atomic
 from intentvcs.core.csv_records import records
 from intentvcs.core.dataio import DataError, decode_line, decode_utf8, parse_row, text_problem
-from intentvcs.core.team_formats import _delimiter_hint  # the team CSV reader's words for a ';' or tab file
+from intentvcs.core.team_formats import delimiter_hint  # the team CSV reader's words for a ';' or tab file
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT, PROVIDERS
 
 FORMATS = {"jsonl": (".jsonl", ".ndjson", ".json"), "csv": (".csv",), "parquet": (".parquet", ".pq")}
@@ -254,7 +254,7 @@ def _open_csv(source: Source) -> Source:
             # --text-column that would predict whole lines.
             raise DataError(source.path, lines.line, f"the header has no column {source.text_column!r} "
                                                      f"(it has {header})"
-                                                     f"{_delimiter_hint(header) or '; give --text-column'}")
+                                                     f"{delimiter_hint(header) or '; give --text-column'}")
         id_column = _id_column(source, header, lines.line)
         repeated = [name for name in dict.fromkeys((source.text_column, id_column)) if header.count(name) > 1]
         if repeated:

@@ -167,7 +167,7 @@ def _csv_header(path: Path, line: int, first: list[str]) -> list[str]:
     missing = [name for name in CSV_REQUIRED if name not in header]
     if missing:
         raise DataError(path, line, f"the header names no {' or '.join(missing)} column "
-                                    f"(expected at least {', '.join(CSV_REQUIRED)}){_delimiter_hint(first)}")
+                                    f"(expected at least {', '.join(CSV_REQUIRED)}){delimiter_hint(first)}")
     repeated = [name for name in CSV_READ if header.count(name) > 1]
     if repeated:
         raise DataError(path, line, f"the header names the {' and '.join(map(repr, repeated))} column "
@@ -175,7 +175,7 @@ def _csv_header(path: Path, line: int, first: list[str]) -> list[str]:
     return header
 
 
-def _delimiter_hint(header: list[str]) -> str:
+def delimiter_hint(header: list[str]) -> str:
     """A hint when the header line holds no comma but a ';' or a tab: the file seems to use another
     delimiter (Excel writes ';' where the decimal separator is a comma), which this reader does not."""
     if len(header) != 1 or "," in header[0]:
