@@ -180,20 +180,23 @@ def read_normalised(session: OnnxSession, spelling: Spelling | None,
     """The graph's outputs for ``texts`` read through the spelling normaliser (None: as sent), and the texts it
     read (answers keep the originals, entity offsets included, each entity over whole words: ``on_whole_words``)."""
     outputs, read = infer_normalised(spelling, texts, session.infer, tags=bool(session.tags))
-    return on_whole_words(session, outputs, texts), read
+    return on_whole_words(session, outputs, texts, read), read
 
 
-def on_whole_words(session: OnnxSession, outputs: GraphOutputs, texts: Sequence[str]) -> GraphOutputs:
+def on_whole_words(session: OnnxSession, outputs: GraphOutputs, texts: Sequence[str],
+                   read: Sequence[str] | None = None) -> GraphOutputs:
     """``outputs`` with each entity (offsets into ``texts``) over the whole words of its text as sent
     (``intentvcs.core.entities.whole_words``): a word cut by ``max_length`` and a word's final combining
     marks included. Only the texts with entities that ``max_length`` may have cut are tokenised again,
-    untruncated (about 0.2 ms per long text); the others' words are those the graph read."""
+    untruncated (about 0.2 ms per long text); the others' words are those the graph read. ``read``: the texts
+    the graph read (the spelling normaliser's, which a correction can lengthen), when not ``texts``."""
     if outputs.entities is None:
         return outputs
     rows = [row for row, found in enumerate(outputs.entities) if found]
     if not rows:
         return outputs
-    cut = [row for row in rows if session.tokenizer.may_be_cut(texts[row])]
+    read = texts if read is None else read
+    cut = [row for row in rows if session.tokenizer.may_be_cut(texts[row]) or session.tokenizer.may_be_cut(read[row])]
     untruncated = dict(zip(cut, session.tokenizer.words([texts[row] for row in cut])))
     entities = outputs.entities.copy()
     for row in rows:

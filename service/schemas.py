@@ -390,7 +390,7 @@ def openapi_30(schema: Any) -> Any:
         members = out.get("anyOf")
         if members and len(members) == 1 and "type" in members[0] and "$ref" not in members[0]:
             # One type and null (an optional field): the plain schema, nullable, as clients' generators read it.
-            return {**{key: value for key, value in out.items() if key != "anyOf"}, **members[0], "nullable": True}
+            return {**members[0], **{key: value for key, value in out.items() if key != "anyOf"}, "nullable": True}
         if members and all("type" in member for member in members):
             out["anyOf"] = [{**member, "nullable": True} for member in members]
         else:

@@ -6,6 +6,7 @@ length together). Only ``tokenizers`` and numpy: this runs in the torch-free ser
 
 from __future__ import annotations
 
+import json
 import os
 import unicodedata
 from typing import Sequence
@@ -47,9 +48,15 @@ class BundleTokenizer:
         self._whole = Tokenizer.from_str(self._tokenizer.to_str())
         self._whole.no_truncation()
         processor = self._tokenizer.post_processor
-        # A text of at most this many characters in decomposed form (NFD) cannot be cut: every word piece
-        # covers at least one of them (an [UNK] a whole word), and the special tokens take the rest.
+        # A text of at most this many characters in decomposed form (NFD) cannot be cut, for a BERT tokenizer
+        # (its normaliser, WordPiece): every word piece covers at least one of them (an [UNK] a whole word),
+        # and the special tokens take the rest. Checked over every code point for the default backbone's.
+        # Byte-level BPE or a Unigram model after NFKC can make more pieces than characters ("🙂" is 4
+        # bytes): for those, every text may be cut.
         self._uncut_chars = max_length - (processor.num_special_tokens_to_add(False) if processor else 0)
+        spec = json.loads(self._tokenizer.to_str())
+        self._pieces_bounded = (spec.get("model") or {}).get("type") == "WordPiece" and \
+            (spec.get("normalizer") or {}).get("type") == "BertNormalizer"
 
     def encode(self, texts: Sequence[str]) -> list[Encoding]:
         """Token encodings (special tokens added, truncated, unpadded), in input order."""
@@ -57,7 +64,8 @@ class BundleTokenizer:
 
     def may_be_cut(self, text: str) -> bool:
         """Whether ``max_length`` may cut ``text`` (False: it surely does not; no tokenisation needed)."""
-        return len(unicodedata.normalize("NFD", text)) > self._uncut_chars
+        return (not self._pieces_bounded or len(text) > self._uncut_chars  # NFD never shortens a text
+                or len(unicodedata.normalize("NFD", text)) > self._uncut_chars)
 
     def words(self, texts: Sequence[str]) -> list[list[Word]]:
         """Each text's words (``intentvcs.core.entities.words``) over the whole text, as if ``max_length`` cut

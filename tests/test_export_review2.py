@@ -62,7 +62,8 @@ def entities(checkpoints, tmp_path) -> Path:
 
 
 def short_rows(path: Path) -> Path:
-    path.write_text("".join(json.dumps({"text": text, "labels": labels}) + "\n" for text, labels in SHORT_ROWS))
+    # A blank line first: a row's line in the file is then not its position among the rows.
+    path.write_text("\n" + "".join(json.dumps({"text": text, "labels": labels}) + "\n" for text, labels in SHORT_ROWS))
     return path
 
 
@@ -175,9 +176,9 @@ def test_a_bundle_without_references_carries_no_parity_utterance(entities, tmp_p
     recorded = json.loads(text)["quantization"]["agreement"]
     # The same rows, by their line in the parity data (a JSONL row per line here).
     rows_named = [entry["line"] for entry in recorded["mismatched"] + recorded["entity_mismatched"]]
-    assert rows_named and all(1 <= row <= len(SHORT_ROWS) for row in rows_named)
+    assert rows_named and all(2 <= row <= len(SHORT_ROWS) + 1 for row in rows_named)
     texts = [t for t, _ in SHORT_ROWS]
-    assert [texts.index(entry["text"]) + 1 for entry in agreement["mismatched"]] == \
+    assert [texts.index(entry["text"]) + 2 for entry in agreement["mismatched"]] == \
         [entry["line"] for entry in recorded["mismatched"]]
     for entry in recorded["entity_mismatched"]:
         assert all("value" not in entity for entity in entry["reference"] + entry["candidate"])

@@ -179,23 +179,42 @@ def test_whole_words_widens_a_cut_word_on_either_side_and_over_final_marks():
 
 def test_a_text_the_check_calls_uncut_encodes_the_same_with_and_without_the_cut(tmp_path_factory):
     # on_whole_words tokenises again, untruncated, only the texts BundleTokenizer.may_be_cut names; one it
-    # passes over must read the same with max_length as without it, whatever its script.
+    # passes over must read the same with max_length as without it, whatever its script. Texts of one piece per
+    # character around the bound make a bound one character too loose fail.
     import random
-
-    from intentvcs.service.engine import Engine
 
     engine = Engine(make_tiny_bundle(tmp_path_factory.mktemp("uncut") / "model"), provider="cpu", threads=1)
     tokenizer = engine.session.tokenizer
+    bound = tokenizer._uncut_chars
+    dense = [mark * n for mark in ("!", "中", "🙂", "e\u0301") for n in range(bound - 3, bound + 4)]
     rng = random.Random(0)
-    alphabet = "abc déf ñ 한국어 中文 ᾅ ǖ ﬁ 𝒜 🙂 İ ß" + "\u0301\u200b"
+    alphabet = "abc déf ñ 한국어 中文 ᾅ ǖ ﬁ 𝒜 🙂 İ ß!?" + "\u0301\u200b"
+    texts = dense + ["".join(rng.choice(alphabet) for _ in range(rng.randrange(bound - 8, bound + 8)))
+                     for _ in range(400)]
     passed = 0
-    for _ in range(400):
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 2 * MAX_LENGTH)))
+    for text in texts:
         if not tokenizer.may_be_cut(text):
             passed += 1
-            cut, whole = tokenizer.encode([text])[0], tokenizer._whole.encode(text)
-            assert cut.ids == whole.ids, text
+            assert tokenizer.encode([text])[0].ids == tokenizer._whole.encode(text).ids, text
     assert passed > 50
+    assert tokenizer.may_be_cut("!" * (bound + 1)) and not tokenizer.may_be_cut("!" * bound)
+
+
+def test_a_tokenizer_whose_pieces_can_outnumber_characters_may_cut_every_text(tmp_path):
+    # Byte-level BPE reads "🙂" as 4 bytes: the character bound holds for BERT's WordPiece only.
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    from intentvcs.service.tokenization import BundleTokenizer
+
+    bpe = Tokenizer(models.BPE(vocab={chr(c): i for i, c in enumerate(range(33, 289))}, merges=[]))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.post_processor = processors.TemplateProcessing(single="$A", special_tokens=[])
+    bpe.enable_truncation(16)
+    bpe.enable_padding(pad_id=0)
+    path = tmp_path / "tokenizer.json"
+    bpe.save(str(path))
+    tokenizer = BundleTokenizer(path, 16)
+    assert tokenizer.may_be_cut("🙂🙂🙂🙂")
 
 
 def test_the_checkpoint_answers_the_whole_words_the_bundle_does(bundle, engine, monkeypatch):

@@ -217,7 +217,8 @@ class AuditReport:
         name (the module docstring). ``label_map`` is the findings' (new intent -> existing intent). Merging
         pair by pair left chains and splits: ``a = c``, ``b = c`` gave ``{c: b}`` (``a`` and ``b`` kept apart),
         and ``b = c`` listed before ``a = b`` gave ``{c: b, b: a}``, in which ``c``'s rows, merged once, stay
-        under a name merged away."""
+        under a name merged away. A family whose members the findings merge into different existing intents
+        merges into the first member's (in the order the pairs name them); the findings keep their own."""
         root: dict[str, str] = {}
         order: dict[str, int] = {}
 
