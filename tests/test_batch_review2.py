@@ -30,19 +30,13 @@ from types import SimpleNamespace
 import pytest
 
 from intentvcs.cli import exit_codes
-from intentvcs.cli.main import main
 from tests.helpers.bundle import make_tiny_bundle
-
-BOM = b"\xef\xbb\xbf"
+from tests.test_batch_deploy_review import BOM, predict
 
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
     return make_tiny_bundle(tmp_path_factory.mktemp("review2") / "model")
-
-
-def predict(bundle: Path, data: Path, out: Path, *options: str) -> int:
-    return main(["predict", "--bundle", str(bundle), "--data", str(data), "--out", str(out), *options])
 
 
 def leftovers(folder: Path) -> list[str]:
