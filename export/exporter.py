@@ -46,6 +46,7 @@ from intentvcs.core.spelling import SPELLING_FILE, Spelling
 from intentvcs.export.fusion import fuse_encoder
 from intentvcs.export.onnx_export import export_onnx
 from intentvcs.export.preflight import check_export
+from intentvcs.export.quiet import quiet_logger
 from intentvcs.export.parity import HeldOut, check_parity, compare, held_out_rows, probe_texts
 from intentvcs.export.quantize import METHODS, accuracy_gate, quantization_report, quantize_int8
 from intentvcs.service.engine import Engine, read_as_served
@@ -114,7 +115,10 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
         written = _write_manifest(tmp, checkpoint_dir, meta, decision, model_info, recorded,
                                   (spelling, reference_entry), name or default_name(checkpoint_dir), tags)
         for quantized in ("off", "on") if quantize else ("off",):
-            Engine(tmp, provider="cpu", quantized=quantized).predict(held_out.texts[:SMOKE_TEXTS])
+            # A load check, not serving: the engine's "serving <the temporary folder>" lines would mislead.
+            with quiet_logger("intentvcs.service.engine", logging.WARNING), \
+                    quiet_logger("intentvcs.service.onnx_session", logging.WARNING):
+                Engine(tmp, provider="cpu", quantized=quantized).predict(held_out.texts[:SMOKE_TEXTS])
         result = {
             "ok": True,
             "bundle": str(out_dir),
