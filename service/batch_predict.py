@@ -249,6 +249,8 @@ def _open_csv(source: Source) -> Source:
         header = next((record for _, record in records(source.path, lines)), None)
         if header is None:
             raise DataError(source.path, None, "no rows (not even a header)")
+        # "text, id" names " id" as written: read stripped, as the team CSV reader reads its header.
+        header = [name.strip() for name in header]
         if source.text_column not in header:
             # A file separated by ';' or tabs is one column to this reader: say so, rather than advise a
             # --text-column that would predict whole lines.

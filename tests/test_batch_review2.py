@@ -192,3 +192,13 @@ def test_an_answer_line_holds_no_character_that_splitlines_breaks_on(bundle, tmp
     lines = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(texts)
     assert [json.loads(line)["text"] for line in lines] == texts
+
+
+def test_a_csv_header_with_spaces_after_its_commas_names_its_columns(bundle, tmp_path):
+    # "text, id" named a column " id": the optional id column was not found and every id dropped without a
+    # word. Header names are read stripped, as the team CSV reader reads its own.
+    data = tmp_path / "in.csv"
+    data.write_text("text, id\nplay some music,a7\nturn off the lights,b8\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert predict(bundle, data, out) == exit_codes.OK
+    assert [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()] == ["a7", "b8"]
