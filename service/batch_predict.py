@@ -64,7 +64,7 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 
 from intentvcs.core import atomic
 from intentvcs.core.csv_records import records
-from intentvcs.core.dataio import DataError, decode_line, decode_utf8, parse_row, text_problem
+from intentvcs.core.dataio import DataError, decode_line, decode_utf8, parse_row, text_problem, without_bom
 from intentvcs.core.team_formats import delimiter_hint  # the team CSV reader's words for a ';' or tab file
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT, PROVIDERS
 
@@ -197,10 +197,7 @@ def _blank_line(number: int, raw: bytes) -> bool:
     """Whether line ``number`` of a JSONL file (``raw`` bytes) is blank to ``decode_line``, which skips it: the
     Ray planner's test, which must count the rows the reader yields (a first line holding only a byte-order
     mark is blank), without the reader's checks (a line that is not UTF-8 fails in the reader, as it should)."""
-    if not raw.strip():
-        return True
-    line = raw.decode("utf-8", "replace")
-    return not (line.removeprefix("\ufeff") if number == 1 else line).strip()
+    return not raw.strip() or not without_bom(number, raw.decode("utf-8", "replace")).strip()
 
 
 def _text_problem(text: Any, column: str) -> str | None:

@@ -195,8 +195,9 @@ def on_whole_words(session: OnnxSession, outputs: GraphOutputs, texts: Sequence[
     rows = [row for row, found in enumerate(outputs.entities) if found]
     if not rows:
         return outputs
-    read = texts if read is None else read
-    cut = [row for row in rows if session.tokenizer.may_be_cut(texts[row]) or session.tokenizer.may_be_cut(read[row])]
+    may_be_cut = session.tokenizer.may_be_cut
+    cut = [row for row in rows
+           if may_be_cut(texts[row]) or (read is not None and read[row] != texts[row] and may_be_cut(read[row]))]
     untruncated = dict(zip(cut, session.tokenizer.words([texts[row] for row in cut])))
     entities = outputs.entities.copy()
     for row in rows:

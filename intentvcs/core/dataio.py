@@ -275,15 +275,19 @@ def line_and_column(text: str | bytes, offset: int) -> tuple[int, int]:
     return text.count(newline, 0, offset) + 1, offset - (text.rfind(newline, 0, offset) + 1) + 1
 
 
+def without_bom(number: int, line: str) -> str:
+    """Line ``number``'s text without the byte-order mark a first line may start with (Notepad's "UTF-8 with
+    BOM"): no part of the first row, as in a CSV."""
+    return line.removeprefix("\ufeff") if number == 1 else line
+
+
 def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
     """The JSON value on line ``number`` of ``path`` (``raw`` bytes), or None for a blank line.
 
     ``DataError`` names the file and line for a line that is not UTF-8, nests
     deeper than ``MAX_NESTING`` or is not JSON; ``parse_row`` checks the value.
     """
-    line = decode_utf8(path, number, raw)
-    if number == 1:  # a byte-order mark (Notepad's "UTF-8 with BOM") is no part of the first row, as in a CSV
-        line = line.removeprefix("\ufeff")
+    line = without_bom(number, decode_utf8(path, number, raw))
     if not line.strip():
         return None
     # Nesting deeper than MAX_NESTING needs more brackets than that: the exact

@@ -341,11 +341,9 @@ class LabelRelations:
         """The covers over columns ``labels`` as a reusable ``Completion``; None without any.
 
         A cover whose parent is not a column is skipped; its children that are not columns are left out.
-        Children are kept in column order, so a tie in confidence goes to the first column, however the
-        cover lists them.
         """
         index = {label: i for i, label in enumerate(labels)}
-        covers = [(index[c.parent], np.array(sorted(index[x] for x in c.children if x in index), dtype=np.intp))
+        covers = [(index[c.parent], np.array([index[x] for x in c.children if x in index], dtype=np.intp))
                   for c in self.of_type("cover") if c.parent in index]
         covers = [(parent, children) for parent, children in covers if len(children)]
         return Completion(covers) if covers else None
@@ -428,9 +426,8 @@ class Completion:
 
     def __call__(self, accepted: np.ndarray, confidences: np.ndarray,
                  closure: "Closure | None" = None) -> np.ndarray:
+        """``accepted`` (already closed under ``closure``, as ``Decision.apply`` passes it) completed."""
         completed = np.array(accepted, dtype=bool)
-        if closure is not None:
-            completed = closure(completed)
         confidences = np.asarray(confidences, dtype=np.float64)
         for _ in range(len(self._covers)):
             candidates = np.zeros(completed.shape, dtype=bool)
