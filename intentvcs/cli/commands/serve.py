@@ -30,8 +30,7 @@ from typing import NoReturn
 from intentvcs import BLAS_THREADS
 from intentvcs.cli.model_options import add_segment_argument
 from intentvcs.core.segmentation import DEFAULT_SEGMENT
-from intentvcs.service.settings import (DEFAULT_QUANTIZED, ENV_PREFIX, PROVIDERS, QUANTIZED_MODES, Settings,
-                                        unknown_variables)
+from intentvcs.service.settings import DEFAULT_QUANTIZED, ENV_PREFIX, PROVIDERS, QUANTIZED_MODES, Settings
 
 SERVICE = "intentvcs.service.app:IntentService"
 # Loopback unless told otherwise: a model server on every interface is a decision, not a default.
@@ -175,10 +174,8 @@ def serve_bundle(bundle: str | os.PathLike, port: int = DEFAULT_PORT, host: str 
         extra[f"{ENV_PREFIX}QUANTIZED"] = quantized
     env = service_env(bundle, port, workers, provider, threads, extra=extra)
     check_port(host, port)  # else BentoML prints "serving" and then a page of circus traceback
-    # A misspelt INTENTVCS_* variable is ignored: said here, beside what the server will run, and not
-    # refused (the server also logs it at its start, for those who run it another way).
-    for warning in unknown_variables(env):
-        print(f"intentvcs serve: warning: {warning}", file=sys.stderr)
+    # A misspelt INTENTVCS_* variable is named by the server as it starts (service/app.py), once, however it
+    # is started: not here as well, or `intentvcs serve` would say it twice.
     # The count the service will run: --workers, else INTENTVCS_WORKERS, else its default.
     count = Settings.from_env(env).workers
     print(f"serving {env[f'{ENV_PREFIX}BUNDLE']} on http://{host}:{port} "
