@@ -9,8 +9,10 @@ import pytest
 
 from intentvcs.cli.main import main
 from intentvcs.core.dataio import read_jsonl
+from intentvcs.core.oos import OOS_LABEL
 from intentvcs.training import mix_builder as mix
 from intentvcs.training import DEFAULT_DATA
+from intentvcs.training.oos_class import oos_as_class
 from tests.test_loaders import DATA, needs_data, write_slot_folder
 
 DEFAULT_TRAIN = DEFAULT_DATA / "train.jsonl"
@@ -140,6 +142,15 @@ def test_chained_training_rows_join_distinct_intents_and_carry_their_spans():
         assert all(any(s["start"] <= span.start and span.end <= s["end"] for s in row.meta["segments"])
                    for span in row.spans)
     assert mix.chained_rows(rows[:1], 10, seed=0) == []  # one intent: nothing to chain
+
+
+def test_chains_leave_out_the_out_of_scope_class():
+    """Under the "train" OOS rule the out-of-scope rows are a class of their own; chained beside a request
+    they taught that a text is out of scope and carries an intent at once."""
+    rows = oos_as_class(read_jsonl(DEFAULT_DATA / "test.jsonl"))  # the embedded split with out-of-scope rows
+    assert any(OOS_LABEL in row.labels for row in rows)
+    chains = mix.chained_rows(rows, 300, seed=0)
+    assert len(chains) == 300 and not [row for row in chains if OOS_LABEL in row.labels]
 
 
 def test_oos_chains_join_a_request_and_out_of_scope_parts_as_each_kind_asks():

@@ -37,6 +37,7 @@ from typing import Any, Sequence
 from intentvcs.core import atomic
 from intentvcs.core.dataio import DataError, Example, Span, known_spans_only, write_jsonl
 from intentvcs.core.manifest import file_digest
+from intentvcs.core.oos import OOS_LABEL
 
 INFO_FILE = "info.json"
 MIX_HOLDS = (INFO_FILE, "*.jsonl")  # what a Mix directory holds, and nothing else
@@ -171,10 +172,15 @@ def chained_rows(rows: Sequence[Example], count: int, seed: int | str) -> list[E
     """``count`` training rows that chain 2 or 3 of ``rows`` (distinct intents, 5 : 2 as in the Mix sets)
     the way the hard variant does (any order, any connector or none, typed casing), carrying all their
     intents: what ``TrainConfig.chain_ratio`` adds to a single-intent training set. Empty when ``rows``
-    have fewer than two intents."""
-    if len(single_intent_rows(rows)) < 2:
+    have fewer than two intents.
+
+    Rows of the out-of-scope class (``OOS_LABEL``, the "train" OOS rule's) are no request: chained, they
+    would teach the model that a text can be out of scope and carry an intent at once. What a served text
+    with an out-of-scope part answers is decided part by part (``intentvcs.core.segmentation``)."""
+    requests = [row for row in rows if OOS_LABEL not in row.labels]
+    if len(single_intent_rows(requests)) < 2:
         return []
-    return build_split(rows, count, "hard", random.Random(f"chains-{seed}"), "chain", shares=CHAIN_SHARES)
+    return build_split(requests, count, "hard", random.Random(f"chains-{seed}"), "chain", shares=CHAIN_SHARES)
 
 
 def oos_chains(rows: Sequence[Example], size: int, seed: int | str = 0) -> dict[str, list[Example]]:
