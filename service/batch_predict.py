@@ -567,6 +567,8 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
             raise EngineError(f"provider 'cuda' requested but the Ray cluster has no GPU ({resources})")
         if workers is None:
             workers = max(1, int(resources.get("GPU", 0) if gpu else resources.get("CPU", 1) // cpus_per_worker))
+        # An actor per chunk of rows at most: one more loads the model and never answers.
+        workers = min(workers, -(-total // chunk_rows))
         context.execution_options.preserve_order = True  # answers in input order
         context.enable_progress_bars = False  # ours counts rows
         engine = {"bundle": bundle, "provider": "cuda" if gpu else "cpu", "threads": cpus_per_worker,

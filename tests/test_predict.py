@@ -313,6 +313,18 @@ def test_ray_writes_the_same_bytes_as_local_and_shuts_its_cluster_down(bundle, t
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_ray_starts_no_more_actors_than_chunks_of_rows(bundle, tmp_path, capfd, recwarn):
+    """Ten rows are one chunk: a second actor loaded the model and never answered (and Ray Data warned of
+    it)."""
+    rows = [{"id": f"r{i}", "text": TEXTS[i % len(TEXTS)]} for i in range(10)]
+    data = write_input(tmp_path, "jsonl", rows)
+    code = predict(bundle, data, tmp_path / "out.jsonl", "--engine", "ray", "--workers", "2")
+    captured = capfd.readouterr()
+    assert code == exit_codes.OK, captured.err[-3000:]
+    assert json.loads(captured.out)["workers"] == 1
+    assert not [w for w in recwarn if "concurrent actors" in str(w.message)]
+
+
 def test_ray_reports_a_bad_row_as_local_does_and_leaves_nothing(bundle, tmp_path, capfd, monkeypatch):
     """In one line, under the path as given (here relative), without Ray Data's traceback of the failed task."""
     import ray
