@@ -12,11 +12,11 @@ Runtime has parsed the graph, its output sizes against the manifest
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from intentvcs.core.dataio import Example, read_jsonl
+from intentvcs.core.dataio import DataError, Example, read_jsonl
 from intentvcs.core.decision import Decision
 from intentvcs.core.manifest import (
     INT8_MODEL_FILE,
@@ -40,7 +40,7 @@ GPU_INT8_REASON = "fp32 on CUDA (the int8 graph is dynamically quantised for CPU
 @dataclass(frozen=True)
 class Bundle:
     """A validated bundle: manifest, the graph file to load (and ``graph_reason``, why that one), tokenizer,
-    decision, spelling normaliser."""
+    decision, spelling normaliser, and the sample of training rows (``references``, None when it carries none)."""
 
     directory: Path
     manifest: dict[str, Any]
@@ -49,6 +49,7 @@ class Bundle:
     decision: Decision
     spelling: Spelling | None
     graph_reason: str
+    references: tuple[Example, ...] | None
 
     @property
     def labels(self) -> list[str]:
@@ -60,11 +61,9 @@ class Bundle:
         return list((self.manifest["entities"] or {}).get("tags", []))
 
     def reference_rows(self) -> list[Example] | None:
-        """The audit's sample of the training rows (``intentvcs.core.references``), read and checked
-        against the manifest now; None when the bundle carries none."""
-        if REFERENCES_FILE not in self.manifest["files"]:
-            return None
-        return read_jsonl(check_file(self.directory, self.manifest, REFERENCES_FILE))
+        """The audit's sample of the training rows (``intentvcs.core.references``), as read when the bundle
+        was opened; None when the bundle carries none."""
+        return None if self.references is None else list(self.references)
 
 
 def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED, gpu: bool = False) -> Bundle:
@@ -75,11 +74,17 @@ def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED
         raise BundleError(directory, "not a directory")
     manifest = read(directory / MANIFEST_FILE)
     check_listed(directory, manifest)
-    model_file, why = serving_graph(manifest, quantized, directory / MANIFEST_FILE, gpu)
-    model_path = check_file(directory, manifest, model_file)
+    model_path, why = _served_path(directory, manifest, quantized, gpu)
     tokenizer = BundleTokenizer(check_file(directory, manifest, TOKENIZER_FILE), manifest["max_length"])
-    if REFERENCES_FILE in manifest["files"]:  # read by the audit; checked now, so a bundle without it never serves
-        check_file(directory, manifest, REFERENCES_FILE)
+    references = None
+    if REFERENCES_FILE in manifest["files"]:  # checked now, so a bundle without it never serves
+        # Read now too, not when an audit asks: by then the folder may hold the next export's file (before the
+        # swap, for the hour an audit job may run, or for good where that export cannot load), which failed
+        # the audit with a 500 ("references.jsonl: ... the manifest says ...").
+        try:
+            references = tuple(read_jsonl(check_file(directory, manifest, REFERENCES_FILE)))
+        except DataError as exc:
+            raise BundleError(exc.path, exc.reason) from None
     spelling = None
     if manifest["spelling"] is not None:
         try:
@@ -88,7 +93,20 @@ def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED
             raise BundleError(exc.path, exc.reason) from None
     # validate() has already proven the decision parses.
     return Bundle(directory, manifest, model_path, tokenizer, Decision.from_dict(manifest["decision"]), spelling,
-                  why)
+                  why, references)
+
+
+def on_cpu(bundle: Bundle, quantized: str) -> Bundle:
+    """``bundle``, opened for a CUDA session, with the graph (and its reason) a CPU session serves under
+    ``quantized``: for a CUDA build whose CUDA did not start (``OnnxSession.cuda_fallback``)."""
+    model_path, why = _served_path(bundle.directory, bundle.manifest, quantized, gpu=False)
+    return replace(bundle, model_path=model_path, graph_reason=why)
+
+
+def _served_path(directory: Path, manifest: dict, quantized: str, gpu: bool) -> tuple[Path, str]:
+    """``serving_graph``'s choice, checked against the manifest (``check_file``), and why."""
+    model_file, why = serving_graph(manifest, quantized, directory / MANIFEST_FILE, gpu)
+    return check_file(directory, manifest, model_file), why
 
 
 def serving_graph(manifest: dict, quantized: str, path: str | os.PathLike = MANIFEST_FILE,

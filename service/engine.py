@@ -22,7 +22,7 @@ from intentvcs.core.manifest import INT8_MODEL_FILE, BundleError
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.segmentation import SegmentedResult, decide_segmented
 from intentvcs.core.spelling import Spelling, infer_normalised
-from intentvcs.service.bundle import check_graph, open_bundle
+from intentvcs.service.bundle import check_graph, on_cpu, open_bundle
 from intentvcs.service.onnx_session import EngineError, OnnxSession, default_threads, uses_cuda
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT
 
@@ -59,6 +59,15 @@ class Engine:
         self.spelling = self.bundle.spelling if spelling else None
         self.session = OnnxSession(self.bundle.model_path, self.bundle.tokenizer, provider, threads, max_batch, spin,
                                    tags=self.bundle.tags)
+        fallback = self.session.cuda_fallback
+        if fallback is not None:
+            # CUDA offered but not started (the session logged it as an error): serve as on a CPU, with the
+            # CPU's graph (int8 where its gate passed) and session settings (its disabled fusions), not with
+            # the fp32 graph picked for CUDA, whose reason ("fp32 on CUDA") /status and the log then gave.
+            self.bundle = on_cpu(self.bundle, quantized)
+            self.session = OnnxSession(self.bundle.model_path, self.bundle.tokenizer, "cpu", threads, max_batch,
+                                       spin, tags=self.bundle.tags)
+            self.session.cuda_fallback = fallback  # still reported: /status, intentvcs_model_info
         check_graph(self.bundle, self.session.output_widths)
         self.quantized = self.bundle.model_path.name == INT8_MODEL_FILE
         log.info("engine: serving %s (%s: %s) with %d labels on %s", self.bundle.directory,

@@ -58,11 +58,12 @@ class BundleWatcher(Generic[Model]):
 
     def _stamp(self) -> tuple[tuple[str, int, int, int], ...] | None:
         """What changes when the folder is replaced or any file of it is written: each file's name, inode,
-        size and modification time (the manifest's first: None while it is missing)."""
+        size and modification time (None while the folder cannot be listed). A folder without its manifest
+        is a stamp too, so it is loaded, and fails as the broken bundle it is (counted, ``failing``): taken
+        for "between two renames", it was never reported, and the gauge stayed 0 for as long as it stayed."""
         try:
-            files = [self.manifest, *sorted(p for p in self.manifest.parent.iterdir() if p != self.manifest)]
-            stats = [(path.name, path.stat()) for path in files]
-        except OSError:  # between the two renames of a replacement, or gone: look again next round
+            stats = [(path.name, path.stat()) for path in sorted(self.manifest.parent.iterdir())]
+        except OSError:  # between the two renames of a replacement (no folder), or a file gone: next round
             return None
         return tuple((name, stat.st_ino, stat.st_size, stat.st_mtime_ns) for name, stat in stats)
 
