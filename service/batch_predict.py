@@ -66,7 +66,8 @@ from intentvcs.core import atomic
 from intentvcs.core.csv_records import records
 from intentvcs.core.dataio import DataError, decode_line, decode_utf8, parse_row, text_problem, without_bom
 from intentvcs.core.team_formats import delimiter_hint  # the team CSV reader's words for a ';' or tab file
-from intentvcs.service.settings import DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT, PROVIDERS
+from intentvcs.service.settings import (DEFAULT_MAX_BATCH, DEFAULT_QUANTIZED, DEFAULT_SEGMENT, PROVIDERS,
+                                        usable_cores)
 
 FORMATS = {"jsonl": (".jsonl", ".ndjson", ".json"), "csv": (".csv",), "parquet": (".parquet", ".pq")}
 DEFAULT_CHUNK_ROWS = 1024  # rows per Engine.predict call: read, predicted and written together
@@ -548,7 +549,7 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
         # temporary output is removed and the local cluster shut down (below) either way.
         sigterm = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
         _ray_init(ray, address, None if address or provider == "cuda" else
-                  (workers or max(1, (os.cpu_count() or 1) // cpus_per_worker)) * cpus_per_worker)
+                  (workers or max(1, usable_cores() // cpus_per_worker)) * cpus_per_worker)
         if callable(sigterm):
             signal.signal(signal.SIGTERM, sigterm)
     context = ray.data.DataContext.get_current()

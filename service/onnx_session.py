@@ -53,7 +53,7 @@ from intentvcs.core.boundaries import request_starts
 from intentvcs.core.entities import decode_batch, words
 from intentvcs.core.manifest import BundleError
 from intentvcs.core.outputs import BOUNDARY_OUTPUT, GRAPH_OUTPUTS, TAG_OUTPUT, GraphOutputs, tuple_array
-from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS
+from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS, usable_cores
 from intentvcs.core.length_buckets import length_buckets
 from intentvcs.service.tokenization import SUPPORTED_INPUTS, BundleTokenizer, pad_chunk
 
@@ -85,7 +85,7 @@ def default_threads() -> int:
     The service shares the cores out among its workers itself (``Settings.from_env``) and passes
     each engine its share.
     """
-    return os.cpu_count() or 1
+    return usable_cores()
 
 
 def default_workers(provider: str = "auto") -> int:
@@ -96,7 +96,7 @@ def default_workers(provider: str = "auto") -> int:
     ONNX Runtime thread, spreads it (measured: docs/RESULTS.md "Service defaults, measured").
     On a GPU every worker would hold its own CUDA context and model copy.
     """
-    return 1 if uses_cuda(provider) else os.cpu_count() or 1
+    return 1 if uses_cuda(provider) else usable_cores()
 
 
 def uses_cuda(provider: str) -> bool:

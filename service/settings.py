@@ -55,6 +55,16 @@ OTHER_VARIABLES = {
 # Each reader takes the environment to read (``os.environ`` by default), so that
 # ``intentvcs serve`` can check the settings a server will read before it starts.
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the platform has one (a cpuset, ``taskset``,
+    a Kubernetes pod's dedicated cores), else the machine's count. ``os.cpu_count()`` counts the machine's,
+    so the defaults built on it put a worker and a thread on cores the process cannot use."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # macOS, Windows: no affinity to read
+        return os.cpu_count() or 1
+
+
 def _env_bool(name: str, default: bool, environ: Mapping[str, str] = os.environ) -> bool:
     raw = environ.get(ENV_PREFIX + name, "").strip().lower()
     if raw == "":
@@ -224,7 +234,7 @@ class Settings:
             provider=provider,
             quantized=environ.get(ENV_PREFIX + "QUANTIZED", "").strip().lower() or cls.quantized,
             # The cores shared out among the workers: no oversubscription.
-            threads=_env_int("THREADS", 0, environ=environ) if threads else max(1, (os.cpu_count() or 1) // workers),
+            threads=_env_int("THREADS", 0, environ=environ) if threads else max(1, usable_cores() // workers),
             workers=workers,
             max_batch_size=_env_int("MAX_BATCH_SIZE", cls.max_batch_size, minimum=2, environ=environ),
             max_latency_ms=_env_int("MAX_LATENCY_MS", cls.max_latency_ms, environ=environ),
@@ -263,7 +273,7 @@ class Settings:
 
 
 # Every INTENTVCS_* variable the project reads: each field of Settings and Limits from its name in capitals
-# (from_env), and OTHER_VARIABLES. tests/test_settings_review.py checks it against every name the project's
+# (from_env), and OTHER_VARIABLES. tests/test_settings_known_variables.py checks it against every name the project's
 # files read or document.
 KNOWN_VARIABLES = frozenset(ENV_PREFIX + name for name in (*(f.name.upper() for f in fields(Settings)),
                                                            *(f.name.upper() for f in fields(Limits)),

@@ -7,7 +7,6 @@ import os
 import pytest
 
 from intentvcs.cli.commands import serve
-from intentvcs.service import onnx_session
 from tests.helpers.bundle import make_tiny_bundle
 
 
@@ -33,7 +32,7 @@ def announced(bundle, monkeypatch, capsys, workers: int | None = None) -> str:
 
 
 def test_the_worker_count_announced_is_the_one_that_runs(bundle, monkeypatch, capsys):
-    monkeypatch.setattr(onnx_session.os, "cpu_count", lambda: 4)  # the default on CPU: one per core
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))  # the default on CPU: one per core
     monkeypatch.delenv("INTENTVCS_WORKERS", raising=False)
     assert "(4 workers);" in announced(bundle, monkeypatch, capsys)
     monkeypatch.setenv("INTENTVCS_WORKERS", "1")

@@ -175,9 +175,25 @@ def test_threads(bundle, monkeypatch):
     """An engine outside the service takes every core, whatever the service's worker setting says (the
     service passes each worker's share itself)."""
     monkeypatch.setenv("INTENTVCS_WORKERS", "2")
-    assert default_threads() == (os.cpu_count() or 1)
-    assert Engine(bundle, provider="cpu").info["threads"] == (os.cpu_count() or 1)
+    assert default_threads() == len(os.sched_getaffinity(0))
+    assert Engine(bundle, provider="cpu").info["threads"] == len(os.sched_getaffinity(0))
     assert Engine(bundle, provider="cpu", threads=1).info["threads"] == 1
+
+
+def test_the_defaults_count_the_cores_the_process_may_use(monkeypatch):
+    """Under ``taskset -c 0`` (or a cpuset, a pod's dedicated cores) on a 2-core machine the defaults took 2
+    workers (``os.cpu_count()``), two processes on one core."""
+    from intentvcs.service import onnx_session
+    from intentvcs.service.settings import Settings
+
+    monkeypatch.delenv("INTENTVCS_WORKERS", raising=False)
+    monkeypatch.delenv("INTENTVCS_THREADS", raising=False)
+    monkeypatch.setenv("INTENTVCS_PROVIDER", "cpu")
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert onnx_session.default_workers("cpu") == onnx_session.default_threads() == 1
+    settings = Settings.from_env()
+    assert (settings.workers, settings.threads) == (1, 1)
 
 
 def test_default_workers_and_threads_share_the_cores(monkeypatch):
@@ -187,7 +203,7 @@ def test_default_workers_and_threads_share_the_cores(monkeypatch):
 
     monkeypatch.delenv("INTENTVCS_WORKERS", raising=False)
     monkeypatch.delenv("INTENTVCS_THREADS", raising=False)
-    monkeypatch.setattr(onnx_session.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
     monkeypatch.setattr(onnx_session.ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
     assert onnx_session.default_workers() == 8
     monkeypatch.setattr(onnx_session.ort, "get_available_providers",
