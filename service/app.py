@@ -56,7 +56,7 @@ from intentvcs.service.batching import BatchQueue
 from intentvcs.service.body_limit import BodyLimit
 from intentvcs.service.direct_routes import DirectRoutes
 from intentvcs.service.engine import Engine
-from intentvcs.service.identity import ANSWERED_BY, ModelHeader, header_value, status_app
+from intentvcs.service.identity import ANSWERED_BY, HEADER, ModelHeader, header_value, status_app
 from intentvcs.service.media_type import JsonOnly
 from intentvcs.service.openapi_document import AmendedDocs
 from intentvcs.service.rasa import nothing_to_read, parse_answer, payload_answer
@@ -281,9 +281,13 @@ class IntentService:
         total = len(rows)
         progress = JobProgress(progress_folder(), ctx.request.state.task_id, total)
         progress("queued", 0, total, force=True)
+        served = self.served  # one read: the report, and the header naming its bundle, from one bundle
+        # The task's answer is stored with its headers and replayed by /audit/job/get, which ModelHeader does
+        # not see (the get had no X-Intentvcs-Model; and the bundle serving then may not be the job's).
+        ctx.response.headers[HEADER] = served.header.decode()
 
         def job(should_stop) -> dict[str, Any]:  # on the job thread
-            return audit_batch(self.engine, _as_dicts(rows), _as_dicts(training_rows), config=AUDIT_CONFIG,
+            return audit_batch(served.engine, _as_dicts(rows), _as_dicts(training_rows), config=AUDIT_CONFIG,
                                should_stop=lambda: should_stop() or progress.cancel_requested(),
                                progress=progress).to_dict()
 

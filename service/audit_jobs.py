@@ -100,7 +100,8 @@ PROGRESS_SUFFIX, CANCEL_SUFFIX = ".json", ".cancel"
 
 class JobProgress:
     """Stage and counts of one job, published to ``folder/<task_id>.json`` (atomically, at most every
-    ``min_interval_s``, and always on a change of stage) until ``end`` writes its last stage.
+    ``min_interval_s``, and always on a change of stage and at a stage's last count) until ``end`` writes its
+    last stage.
 
     A new job removes what this module wrote more than ``PROGRESS_RETENTION_S`` ago: progress and
     cancel files of this folder and of earlier servers' folders beside it (``prune``).
@@ -122,7 +123,11 @@ class JobProgress:
     def __call__(self, stage: str, done: int, total: int, force: bool = False) -> None:
         with self._lock:
             now = time.monotonic()
-            if self.ended or (not force and stage == self.stage and now - self.last < self.min_interval_s):
+            # A stage's last count (done == total) is always written: throttled, a stage whose steps came
+            # faster than min_interval_s stayed at its first count ("1 of 100 decided") while the next,
+            # silent step ran on for seconds.
+            if self.ended or (not force and stage == self.stage and done < total
+                              and now - self.last < self.min_interval_s):
                 return
             self.stage, self.last = stage, now
             self._write(stage, done, total)
@@ -174,6 +179,11 @@ def prune(root: Path, cutoff: float, keep: Path) -> None:
                 pass
 
 
+def unknown_job(task_id: str) -> str:
+    """The one 404 message of every job route for an id this server does not know."""
+    return f"no audit job {task_id} on this server"
+
+
 def read_progress(task_id: str) -> dict[str, Any] | None:
     """The last progress ``task_id`` published on this server, or None."""
     path = progress_folder() / f"{task_id}{PROGRESS_SUFFIX}"
@@ -191,8 +201,7 @@ async def progress_endpoint(request: Request) -> JSONResponse:
         return JSONResponse({"error": BAD_TASK_ID}, status_code=400)
     progress = read_progress(task_id)
     if progress is None:
-        return JSONResponse({"error": f"no audit job {task_id} has reported progress on this server"},
-                            status_code=404)
+        return JSONResponse({"error": unknown_job(task_id)}, status_code=404)
     return JSONResponse(progress)
 
 
@@ -242,10 +251,18 @@ class JobGate:
             await self.app(scope, receive, self._counting_unknown(scope, send))
 
     def _counting_unknown(self, scope: dict[str, Any], send: Callable) -> Callable:
+        """``send``, with a 404 (an unknown job) counted and answered as ``unknown_job`` words it: BentoML's
+        routes (status, get, retry) answered ``task_id not found``, naming no id, where progress and cancel
+        named it."""
+        answered: list[bool] = []
+
         async def counted(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start" and message["status"] == 404:
                 self.on_reject(scope, 404, "not_found")
-            await send(message)
+                answered.append(True)
+                await respond(send, 404, unknown_job(task_id_of(scope)))
+            elif not answered:  # the replaced 404's own body is dropped
+                await send(message)
 
         return counted
 
@@ -289,7 +306,7 @@ class JobGate:
         progress = read_progress(task_id)
         if progress is None:
             self.on_reject(scope, 404, "not_found")
-            await respond(send, 404, f"no audit job {task_id} on this server")
+            await respond(send, 404, unknown_job(task_id))
             return
         if progress.get("ended"):
             self.on_reject(scope, 409, "job_ended")

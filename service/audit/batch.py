@@ -238,7 +238,7 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
         per_intent = {name: audit.candidates(name) for name in new_intents}
         segmented = audit.segment_pairs(model, new_intents)
         needed = list(dict.fromkeys(labels[j] for _, _, keep in per_intent.values() for j in keep))
-        # The model's own rows (a file read and hashed) only where the training rows lack an intent.
+        # The model's own sample of its training rows only where the training rows lack an intent.
         lacking = trained is None or not set(needed) <= trained
         references = _references(needed, sample.existing, training, (model.reference_rows() or []) if lacking else [],
                                  config, audit.rng)
@@ -469,9 +469,7 @@ class _Audit:
         the two-sample test nor the entity profiles tell their utterances
         apart. Cost: one test per candidate pair on capped samples.
         """
-        config = self.config
-        members = self.members
-        vectors = {f.verdict.intent: self.vectors[members[f.verdict.intent]] for f in findings}
+        vectors = {f.verdict.intent: self.vectors[self.members[f.verdict.intent]] for f in findings}
         groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
         for f in findings:
             if f.verdict.relation != "novel":
@@ -484,24 +482,34 @@ class _Audit:
             np.fill_diagonal(closeness, -np.inf)
             pairs |= {tuple(sorted((x, novel[int(closeness[i].argmax())]))) for i, x in enumerate(novel)}
         out = []
-        for a, b in self._closest(sorted(pairs), vectors):
+        tested = self._closest(sorted(pairs), vectors)
+        for done, (a, b) in enumerate(tested, start=1):
             _check(self.should_stop)
-            test = two_sample_test(vectors[a], vectors[b], k=config.knn_k, min_rows=config.min_rows,
-                                   cap=config.reference_cap, permutations=config.permutations, rng=self.rng)
-            if test is None or test.p_value < config.same_alpha:
-                continue
-            pivot = entity_pivot([self.examples[i] for i in members[a]], [self.examples[i] for i in members[b]],
-                                 min_rows=config.min_rows, min_gap=config.entity_gap)
-            if pivot is not None and pivot.p_value < config.same_alpha:
-                continue
-            estimate = dict(k=config.knn_k, min_rows=config.min_rows, reference_cap=config.reference_cap,
-                            level=config.confidence, rng=self.rng)
-            a_in_b = existing_in_new(vectors[b], vectors[a], **estimate)
-            b_in_a = existing_in_new(vectors[a], vectors[b], **estimate)
-            if min(a_in_b.count.rate, b_in_a.count.rate) >= config.back_high:
-                out.append(NewPair(a, b, "duplicate", a_in_b.count, b_in_a.count, test,
-                                   config.severity["duplicate"]))
+            pair = self._duplicate_pair(a, b, vectors)
+            if pair is not None:
+                out.append(pair)
+            # The quadratic step: a job's progress stayed at its last finding for all of it (seconds to minutes).
+            self.progress("audit: new intent pairs compared", done, len(tested))
         return out
+
+    def _duplicate_pair(self, a: str, b: str, vectors: dict[str, np.ndarray]) -> NewPair | None:
+        """``a`` and ``b`` as a duplicate pair (``new_pairs``' test), or None."""
+        config, members = self.config, self.members
+        test = two_sample_test(vectors[a], vectors[b], k=config.knn_k, min_rows=config.min_rows,
+                               cap=config.reference_cap, permutations=config.permutations, rng=self.rng)
+        if test is None or test.p_value < config.same_alpha:
+            return None
+        pivot = entity_pivot([self.examples[i] for i in members[a]], [self.examples[i] for i in members[b]],
+                             min_rows=config.min_rows, min_gap=config.entity_gap)
+        if pivot is not None and pivot.p_value < config.same_alpha:
+            return None
+        estimate = dict(k=config.knn_k, min_rows=config.min_rows, reference_cap=config.reference_cap,
+                        level=config.confidence, rng=self.rng)
+        a_in_b = existing_in_new(vectors[b], vectors[a], **estimate)
+        b_in_a = existing_in_new(vectors[a], vectors[b], **estimate)
+        if min(a_in_b.count.rate, b_in_a.count.rate) < config.back_high:
+            return None
+        return NewPair(a, b, "duplicate", a_in_b.count, b_in_a.count, test, config.severity["duplicate"])
 
     def _closest(self, pairs: list[tuple[str, str]], vectors: dict[str, np.ndarray]) -> list[tuple[str, str]]:
         """At most ``max_new_pairs`` of ``pairs``, the closest first (cosine of the two centroids)."""
