@@ -7,8 +7,10 @@ answer (``labels``, ``entity_types``), how it runs (``provider``,
 ``quantized``) and the fallback intent of ``/model/parse``; clients and logs get them
 on each answer, so that during a bundle swap (``intentvcs.service.reload``)
 every answer says which bundle gave it: ``/predict`` and ``/model/parse`` name
-the bundle their request was answered by (``ANSWERED_BY``), every other route
-the one serving when its answer starts.
+the bundle their request was answered by (``ANSWERED_BY``), an audit job's
+report (``/audit/job/get``) the bundle the job ran on (it sets the header on its
+own answer, which BentoML stores and replays), every other route the one serving
+when its answer starts.
 """
 
 from __future__ import annotations

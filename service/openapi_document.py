@@ -103,8 +103,10 @@ class JobProgress(BaseModel):
     model_config = ConfigDict(extra="forbid")
     task_id: str
     rows: int = Field(description="The rows submitted.")
-    stage: str = Field(description="queued, then the audit's stage (e.g. embedding, relations); at the end done, "
-                       "cancelled, 'stopped: deadline', 'failed: invalid rows' or 'failed: <reason>'.")
+    stage: str = Field(description="queued, then the audit's stage ('audit: new intents', 'audit: split "
+                       "utterances', 'audit: references', 'audit: new intents decided', 'audit: new intent pairs "
+                       "compared'); at the end done, cancelled, 'stopped: deadline', 'failed: invalid rows' or "
+                       "'failed: <reason>'.")
     done: int = Field(description="Units of the current stage done.")
     total: int = Field(description="Units of the current stage.")
     ended: bool
