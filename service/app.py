@@ -323,7 +323,9 @@ class IntentService:
     async def audit(self, rows: list[AuditRow], training_rows: list[AuditRow] | None,
                     ctx: bentoml.Context) -> AuditReportBody:
         """Entanglement report of an upgrade batch's new intents (``intentvcs.service.audit.audit_batch``)."""
-        new = {label for row in rows for label in row.labels}.difference(self.engine.labels)
+        served = self.served  # one read: the limit, the audit and the answer's name from one bundle
+        ANSWERED_BY.set(served.header)
+        new = {label for row in rows for label in row.labels}.difference(served.engine.labels)
         if len(new) > LIMITS.max_audit_new_intents:
             return _refused(ctx, 413, "too_many_new_intents",
                             f"the batch has {len(new)} new intents; the limit per request is "
@@ -331,7 +333,7 @@ class IntentService:
                             "the batch or run `intentvcs audit`")
 
         def job(should_stop) -> AuditReportBody:  # on the audit thread
-            return AuditReportBody(audit_batch(self.engine, _as_dicts(rows), _as_dicts(training_rows),
+            return AuditReportBody(audit_batch(served.engine, _as_dicts(rows), _as_dicts(training_rows),
                                                config=AUDIT_CONFIG, should_stop=should_stop).to_dict())
 
         try:
