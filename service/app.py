@@ -346,7 +346,8 @@ class IntentService:
                             f"{ENV_PREFIX}AUDIT_TIMEOUT_S) and was stopped; send fewer rows or new intents, "
                             "or run `intentvcs audit`")
         except ClientGone:  # nobody reads this answer
-            return _refused(ctx, rejections.CLIENT_CLOSED, "audit_cancelled", "the client disconnected; the audit was stopped")
+            return _refused(ctx, rejections.CLIENT_CLOSED, "audit_cancelled",
+                            "the client disconnected; the audit was stopped")
         except Exception:
             prometheus_metrics.get().record_error("internal_error")
             raise

@@ -19,6 +19,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Mapping
 
 from intentvcs.core.segmentation import DEFAULT_SEGMENT
@@ -55,14 +56,39 @@ OTHER_VARIABLES = {
 # Each reader takes the environment to read (``os.environ`` by default), so that
 # ``intentvcs serve`` can check the settings a server will read before it starts.
 
+# Where a container's CPU limit (docker --cpus, a Kubernetes CPU limit) is read, as the container sees it.
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
 def usable_cores() -> int:
     """The cores this process may run on: its CPU affinity where the platform has one (a cpuset, ``taskset``,
-    a Kubernetes pod's dedicated cores), else the machine's count. ``os.cpu_count()`` counts the machine's,
-    so the defaults built on it put a worker and a thread on cores the process cannot use."""
+    a Kubernetes pod's dedicated cores), else the machine's count, and no more than its container's CPU limit
+    (rounded up, as Go's runtime reads it). ``os.cpu_count()`` counts the machine's, so inside a container
+    limited to 2 CPUs of a 64-core host the defaults started 64 workers."""
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        cores = len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # macOS, Windows: no affinity to read
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    limit = cgroup_cpu_limit(CGROUP_ROOT)
+    return max(1, min(cores, limit)) if limit else cores
+
+
+def cgroup_cpu_limit(root: Path) -> int | None:
+    """The CPU quota of the cgroup at ``root`` in whole CPUs, rounded up (cgroup v2 ``cpu.max``, else v1
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``); None without one ("max", -1, or no such files)."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        try:
+            quota = (root / "cpu" / "cpu.cfs_quota_us").read_text().strip()
+            period = (root / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return None
+    try:
+        quota_us, period_us = int(quota), int(period)
+    except ValueError:  # "max": no limit
+        return None
+    return -(-quota_us // period_us) if quota_us > 0 and period_us > 0 else None
 
 
 def _env_bool(name: str, default: bool, environ: Mapping[str, str] = os.environ) -> bool:
@@ -273,8 +299,8 @@ class Settings:
 
 
 # Every INTENTVCS_* variable the project reads: each field of Settings and Limits from its name in capitals
-# (from_env), and OTHER_VARIABLES. tests/test_settings_known_variables.py checks it against every name the project's
-# files read or document.
+# (from_env), and OTHER_VARIABLES. tests/test_settings_known_variables.py checks it against every name the
+# project's files read or document.
 KNOWN_VARIABLES = frozenset(ENV_PREFIX + name for name in (*(f.name.upper() for f in fields(Settings)),
                                                            *(f.name.upper() for f in fields(Limits)),
                                                            *OTHER_VARIABLES))

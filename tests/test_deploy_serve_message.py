@@ -7,6 +7,7 @@ import os
 import pytest
 
 from intentvcs.cli.commands import serve
+from intentvcs.service import settings
 from tests.helpers.bundle import make_tiny_bundle
 
 
@@ -31,8 +32,9 @@ def announced(bundle, monkeypatch, capsys, workers: int | None = None) -> str:
     return line
 
 
-def test_the_worker_count_announced_is_the_one_that_runs(bundle, monkeypatch, capsys):
+def test_the_worker_count_announced_is_the_one_that_runs(bundle, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))  # the default on CPU: one per core
+    monkeypatch.setattr(settings, "CGROUP_ROOT", tmp_path)  # and no container limit, wherever this runs
     monkeypatch.delenv("INTENTVCS_WORKERS", raising=False)
     assert "(4 workers);" in announced(bundle, monkeypatch, capsys)
     monkeypatch.setenv("INTENTVCS_WORKERS", "1")

@@ -175,8 +175,10 @@ def test_threads(bundle, monkeypatch):
     """An engine outside the service takes every core, whatever the service's worker setting says (the
     service passes each worker's share itself)."""
     monkeypatch.setenv("INTENTVCS_WORKERS", "2")
-    assert default_threads() == len(os.sched_getaffinity(0))
-    assert Engine(bundle, provider="cpu").info["threads"] == len(os.sched_getaffinity(0))
+    from intentvcs.service.settings import usable_cores
+
+    assert default_threads() == usable_cores()
+    assert Engine(bundle, provider="cpu").info["threads"] == usable_cores()
     assert Engine(bundle, provider="cpu", threads=1).info["threads"] == 1
 
 
@@ -196,10 +198,32 @@ def test_the_defaults_count_the_cores_the_process_may_use(monkeypatch):
     assert (settings.workers, settings.threads) == (1, 1)
 
 
-def test_default_workers_and_threads_share_the_cores(monkeypatch):
+@pytest.mark.parametrize("files, cores", [
+    ({"cpu.max": "200000 100000\n"}, 2),                                 # cgroup v2: docker --cpus 2
+    ({"cpu.max": "150000 100000\n"}, 2),                                 # 1.5 CPUs: rounded up
+    ({"cpu.max": "max 100000\n"}, 8),                                    # no limit
+    ({"cpu/cpu.cfs_quota_us": "100000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1),  # cgroup v1
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, 8),      # v1, no limit
+    ({}, 8),                                                             # no cgroup files
+], ids=["v2-two", "v2-one-and-a-half", "v2-max", "v1-one", "v1-none", "none"])
+def test_the_defaults_stay_within_the_containers_cpu_limit(files, cores, monkeypatch, tmp_path):
+    """In a container limited to 2 CPUs of a 64-core host the defaults counted the host's cores."""
+    from intentvcs.service import onnx_session, settings
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(settings, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert settings.usable_cores() == onnx_session.default_workers("cpu") == cores
+
+
+def test_default_workers_and_threads_share_the_cores(monkeypatch, tmp_path):
     """One worker per core with one thread each on CPU; one worker when CUDA will be used."""
-    from intentvcs.service import onnx_session
+    from intentvcs.service import onnx_session, settings as settings_module
     from intentvcs.service.settings import Settings
+
+    monkeypatch.setattr(settings_module, "CGROUP_ROOT", tmp_path)  # no container limit, wherever this runs
 
     monkeypatch.delenv("INTENTVCS_WORKERS", raising=False)
     monkeypatch.delenv("INTENTVCS_THREADS", raising=False)
