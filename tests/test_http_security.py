@@ -15,7 +15,7 @@ import pytest
 
 from intentvcs.cli.commands.serve import running
 from tests.helpers.bundle import make_tiny_bundle
-from tests.test_http_review import errors, port_in_range
+from tests.test_http_bodies_and_refusals import errors, port_in_range
 
 
 @pytest.fixture(scope="module")
