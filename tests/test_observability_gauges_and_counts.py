@@ -40,7 +40,7 @@ import pytest
 import yaml
 
 from intentvcs.cli.commands.serve import free_port, running
-from tests.helpers.bundle import make_tiny_bundle
+from tests.helpers.bundle import export_over, make_tiny_bundle
 from tests.helpers.http import metric_samples, reload_counts, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,15 +48,6 @@ PROMETHEUS_CONFIGS = (ROOT / "deploy" / "prometheus" / "prometheus.yml", ROOT / 
 
 
 # ------------------------------------------------ a served tiny bundle, two workers
-def _export_over(source: Path, served: Path) -> None:
-    """What ``intentvcs export --out served`` does: the new folder renamed over the old one."""
-    staged, old = served.with_name(served.name + ".new"), served.with_name(served.name + ".old")
-    shutil.copytree(source, staged)
-    os.replace(served, old)
-    os.replace(staged, served)
-    shutil.rmtree(old)
-
-
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory):
     """Two workers on a copy of bundle A (B beside it), the watcher every second, engine calls of two
@@ -144,7 +135,7 @@ def test_a_killed_workers_model_info_does_not_outlive_it(two_workers):
     wait_for(lambda: len(_worker_pids(home) - workers) == 1 and victim not in _worker_pids(home), timeout_s=90)
     wait_for(lambda: httpx.get(f"{url}/readyz", timeout=5).status_code == 200)
     ok_before = reload_counts(url)["ok"]
-    _export_over(second, served)
+    export_over(second, served)
     wait_for(lambda: reload_counts(url)["ok"] == ok_before + 2, timeout_s=60)  # both live workers swapped
     assert {name for name, value in _served(url).items() if value == 1} == {"b"}, _served(url)
     assert metric_samples(url, "intentvcs_model_reload_failing") == {(): 0.0}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import threading
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from intentvcs.core.manifest import MANIFEST_FILE, BundleError, read, seal
-from tests.helpers.bundle import make_tiny_bundle
+from tests.helpers.bundle import export_over, make_tiny_bundle
 
 TEXTS = ["play some music", "book a table for two", "will it rain tomorrow", "rate this book", "find dune"]
 
@@ -24,16 +23,6 @@ def two_bundles(tmp_path_factory):
     first = make_tiny_bundle(root / "first", seed=0)
     second = make_tiny_bundle(root / "second", seed=1, labels=("Alpha", "Beta", "Gamma", "Delta", "Epsilon"))
     return first, second
-
-
-def _export_over(source: Path, served: Path) -> None:
-    """What ``intentvcs export --out served`` does to the folder (``intentvcs.core.atomic``): the new folder
-    staged beside it, the old one renamed aside, the new one renamed in, the old one deleted."""
-    staged, old = served.with_name(served.name + ".new"), served.with_name(served.name + ".old")
-    shutil.copytree(source, staged)
-    os.replace(served, old)
-    os.replace(staged, served)
-    shutil.rmtree(old)
 
 
 def _ranked(engine) -> list[list[tuple[str, float]]]:
@@ -57,7 +46,7 @@ def test_a_folder_replaced_while_a_reload_loads_it_never_swaps_in_a_mix_of_two_b
                             failures.append, interval_s=1, failing=lambda failing: None)
 
     # An export of `second` renames its folder over the served one...
-    _export_over(second, served)
+    export_over(second, served)
     # ...and, while the worker loads it, an export of `first` replaces it again (after the manifest was
     # read and checked, before ONNX Runtime opens model.onnx by its path).
     real_session = engine_module.OnnxSession
@@ -66,7 +55,7 @@ def test_a_folder_replaced_while_a_reload_loads_it_never_swaps_in_a_mix_of_two_b
     def session_after_another_export(*args, **kwargs):
         if not replaced.is_set():
             replaced.set()
-            _export_over(first, served)
+            export_over(first, served)
         return real_session(*args, **kwargs)
 
     monkeypatch.setattr(engine_module, "OnnxSession", session_after_another_export)

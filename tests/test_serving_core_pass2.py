@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from intentvcs.core.manifest import MANIFEST_FILE, read, seal
-from tests.helpers.bundle import make_tiny_bundle
+from tests.helpers.bundle import export_over, make_tiny_bundle
 
 
 @pytest.fixture(scope="module")
@@ -98,15 +97,6 @@ def test_a_folder_between_the_renames_of_a_replacement_is_not_a_failure(tmp_path
     assert watcher.check() is False and loads == []
 
 
-def _export_over(source: Path, served: Path) -> None:
-    """What ``intentvcs export --out served`` does to the folder (``intentvcs.core.atomic``)."""
-    staged, old = served.with_name(served.name + ".new"), served.with_name(served.name + ".old")
-    shutil.copytree(source, staged)
-    os.replace(served, old)
-    os.replace(staged, served)
-    shutil.rmtree(old)
-
-
 def test_an_audit_reads_the_sample_of_the_bundle_it_serves_after_the_folder_is_replaced(tmp_path):
     """The engine read references.jsonl by the served folder's path when an audit asked for it: once an export
     had replaced the folder (before the swap, for all of a long audit job, or for good where the new bundle
@@ -122,7 +112,7 @@ def test_an_audit_reads_the_sample_of_the_bundle_it_serves_after_the_folder_is_r
     served = tmp_path / "served"
     shutil.copytree(first, served)
     engine = Engine(served, provider="cpu", threads=1)
-    _export_over(second, served)
+    export_over(second, served)
     assert [row.text for row in engine.reference_rows()] == ["play a song"]  # its own bundle's sample
     rows = [{"text": text, "labels": ["Lights"]} for text in ("turn on the lights", "lights off", "dim the lamp")]
     report = audit_batch(engine, rows, None).to_dict()

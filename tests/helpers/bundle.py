@@ -92,3 +92,16 @@ def make_tiny_bundle(directory: str | Path, quantize: bool = False, **checkpoint
     directory = Path(directory)
     checkpoint = make_tiny_checkpoint(directory / "checkpoint", **checkpoint_options)
     return Path(export_bundle(checkpoint, directory / "bundle", quantize=quantize)["bundle"])
+
+
+def export_over(source: Path, served: Path) -> None:
+    """What ``intentvcs export --out served`` does to a served folder (``intentvcs.core.atomic``): the new
+    folder renamed over the old one, the old one removed."""
+    import os
+    import shutil
+
+    staged, old = served.with_name(served.name + ".new"), served.with_name(served.name + ".old")
+    shutil.copytree(source, staged)
+    os.replace(served, old)
+    os.replace(staged, served)
+    shutil.rmtree(old)
