@@ -8,12 +8,12 @@ the shipped artifact.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
 from intentvcs.core import scoring
-from intentvcs.core.dataio import Example
+from intentvcs.core.dataio import Example, counts_text, unknown_labels
 from intentvcs.core.decision import DecisionResult
 from intentvcs.core.entities import span_set
 from intentvcs.core.outputs import GraphOutputs
@@ -36,6 +36,46 @@ def gold_matrix(examples: Sequence[Example], labels: Sequence[str]) -> tuple[np.
     return gold, columns
 
 
+class RowVerdicts(NamedTuple):
+    """Per row, what every intent figure of ``evaluate`` (and the robustness Hard set's choice) is read from.
+
+    ``pred``           bool ``[N, L + E]``: the accepted labels, in ``gold_matrix``'s columns;
+    ``top_right``      the top intent (``Decision.top_intents``: not the train rule's "oos" column) is gold;
+    ``set_right``      the accepted set is exactly gold (on an out-of-scope row: nothing accepted);
+    ``intents_right``  ``accuracy``'s verdict: ``set_right`` on a row of several gold labels, else ``top_right``.
+    """
+
+    pred: np.ndarray
+    top_right: np.ndarray
+    set_right: np.ndarray
+    intents_right: np.ndarray
+
+
+def row_verdicts(decision, result: DecisionResult, gold: np.ndarray) -> RowVerdicts:
+    """``RowVerdicts`` of the answers ``result`` against ``gold`` (``gold_matrix(examples, decision.labels)``)."""
+    pred = np.zeros_like(gold)
+    pred[:, : len(decision.labels)] = result.accepted
+    top_right = gold[np.arange(len(gold)), decision.top_intents(result.confidences)]
+    set_right = (pred == gold).all(axis=1)
+    return RowVerdicts(pred, top_right, set_right, np.where(gold.sum(axis=1) > 1, set_right, top_right))
+
+
+def check_known_labels(path: str, examples: Sequence[Example], labels: Sequence[str]) -> None:
+    """Refuse (``ValueError``) rows to score of which no in-scope one carries a label of the model's ``labels``.
+
+    Scored, every in-scope row would count as missed and every figure read 0, under no more than a warning of
+    unknown labels: another model's data, or the wrong model. Train and refit refuse such validation rows
+    alike. Rows all out of scope (no label to know) are scored.
+    """
+    in_scope = [ex for ex in examples if not ex.is_out_of_scope]
+    known = set(labels)
+    if in_scope and not any(known.intersection(ex.labels) for ex in in_scope):
+        shown = ", ".join(labels[:5]) + (f" and {len(labels) - 5} more" if len(labels) > 5 else "")
+        raise ValueError(f"{path}: no row carries a label the model was trained on "
+                         f"({counts_text(unknown_labels(in_scope, labels))}), so every in-scope row would count "
+                         f"as missed; is it the model's data? The model's labels: {shown}")
+
+
 def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], include_tables: bool = True,
              result: DecisionResult | None = None) -> dict:
     """Figures for ``examples`` (rows with ``labels == []`` are out of scope).
@@ -52,8 +92,8 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
     entity head, over in-scope rows and the entities the decision answers
     (``Decision.kept_entities``): ``slot_precision``, ``slot_recall``,
     ``slot_f1`` (CoNLL span level: type and both boundaries exact; a row without
-    spans has no entities; none of these when no row of the data carries a span,
-    as a CSV cannot), ``entities_exact`` and ``overall_accuracy`` (the
+    spans has no entities; none of these when no in-scope row of the data
+    carries a span, as a CSV cannot), ``entities_exact`` and ``overall_accuracy`` (the
     sentence level of JointBERT: the row's intents right as ``accuracy`` counts
     them and the entity set exactly the gold set) and ``overall_exact_match`` (the multi-intent
     one of MixATIS / MixSNIPS: the accepted intent set and the entity set both
@@ -66,25 +106,20 @@ def evaluate(decision, outputs: GraphOutputs, examples: Sequence[Example], inclu
     if result is None:
         result = decision.apply(*outputs.scores)
     gold, columns = gold_matrix(examples, labels)
-    pred = np.zeros_like(gold)
-    pred[:, : len(labels)] = result.accepted
+    pred, top_right, set_right, intents_right = row_verdicts(decision, result, gold)
     is_oos = ~gold.any(axis=1)
     in_scope = ~is_oos
 
     figures: dict = {"n": len(examples), "n_in_scope": int(in_scope.sum())}
-    set_right = (pred == gold).all(axis=1)  # the accepted set exactly gold (on an OOS row: nothing accepted)
     if in_scope.any():
         scores = scoring.multilabel_metrics(pred[in_scope], gold[in_scope])
         scores.pop("n", None)  # the in-scope count is n_in_scope; n stays all rows
         figures.update(scores)
-        top = decision.top_intents(result.confidences)  # not the train rule's "oos" column, its verdict
-        top_right = gold[np.arange(len(gold)), top]
-        intents_right = np.where(gold.sum(axis=1) > 1, set_right, top_right)
         figures["accuracy"] = float(intents_right[in_scope].mean())
         figures["top_accuracy"] = float(top_right[in_scope].mean())
-        # Only data that carries spans can score entities: on a CSV (which holds none) every entity found
-        # counted as wrong, and slot F1 read 0.
-        if outputs.entities is not None and any(example.spans for example in examples):
+        # Only data whose in-scope rows carry spans can score entities (over those rows): on a CSV (which holds
+        # none), or where only out-of-scope rows carry one, every entity found counted as wrong: slot F1 read 0.
+        if outputs.entities is not None and any(ex.spans for ex in examples if not ex.is_out_of_scope):
             figures.update(_entity_figures(examples, decision.kept_entities(outputs.entities), in_scope,
                                            intents_right, set_right))
     if is_oos.any():

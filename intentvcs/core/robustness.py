@@ -15,9 +15,11 @@ From one labelled test set and the operators of ``intentvcs.core.perturb``:
   its own worst case). Worst means a wrong variant before a right one, then
   the least firm: the lowest calibrated confidence among the gold labels (the
   weakest gold label) for an in-scope row, the lowest OOS score for an
-  out-of-scope row. Right means: the top label is gold (metric ``accuracy``),
-  the accepted set equals the gold set (metric ``f1``), judged out of scope
-  (an out-of-scope row). Rows no operator applies to are left out.
+  out-of-scope row. Right means what the score counts: ``evaluate``'s
+  ``accuracy`` verdict (metric ``accuracy``: the top intent is gold; on a row
+  of several gold labels, the accepted set is exactly them), the accepted set
+  equals the gold set (metric ``f1``), judged out of scope (an out-of-scope
+  row). Rows no operator applies to are left out.
 
 Entities: the operators that replace entity values (``perturb.VALUE_OPERATORS``)
 draw from ``perturb.EntityValues.build(examples, train)``: the values of the
@@ -61,7 +63,7 @@ from tqdm.auto import tqdm
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision, DecisionResult
-from intentvcs.core.evaluation import PRIMARY_METRICS, evaluate, gold_matrix
+from intentvcs.core.evaluation import PRIMARY_METRICS, evaluate, gold_matrix, row_verdicts
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.perturb import FAMILIES, FAMILY_OF, OPERATORS, EntityValues, perturb, random_set, usable
 from intentvcs.core.predictor import Predictor
@@ -229,14 +231,13 @@ def _score(decision: Decision, outputs: DistinctOutputs, examples: Sequence[Exam
     """Each metric in percent for the model's outputs on ``examples``' texts against their labels and spans.
 
     None where the rows give the metric no denominator (e.g. no in-scope row,
-    or no gold span: scoring would call a set without entities 0 F1).
+    or no gold span on an in-scope row: ``evaluate`` gives no slot figure then, which would call a set
+    without entities 0 F1).
     """
     if not examples:
         return dict.fromkeys(metrics)
     graph, result = outputs.take([ex.text for ex in examples])
     figures = evaluate(decision, graph, examples, include_tables=False, result=result)
-    if not any(ex.spans for ex in examples if not ex.is_out_of_scope):
-        figures.pop(SLOT_METRIC, None)
     return {m: 100.0 * figures[m] if m in figures else None for m in metrics}
 
 
@@ -263,12 +264,11 @@ def outcomes(decision: Decision, result: DecisionResult, gold: np.ndarray,
     """
     n_known = len(decision.labels)
     in_scope = gold.any(axis=1)
-    if metric == "accuracy":
-        right = gold[np.arange(len(gold)), result.confidences.argmax(axis=1)]
-    else:
-        accepted = np.zeros_like(gold)
-        accepted[:, :n_known] = result.accepted
-        right = (accepted == gold).all(axis=1)
+    # The verdicts the reported score counts (evaluate's): by the arg-max column, a train-rule row judged out
+    # of scope with its top intent gold was "wrong" here and right in the score, and a row of several gold
+    # labels right on its top one alone, so the Hard set could keep a variant the score counts right.
+    verdicts = row_verdicts(decision, result, gold)
+    right = verdicts.intents_right if metric == "accuracy" else verdicts.set_right
     confidences = np.zeros(gold.shape)  # gold labels unknown to the model: confidence 0
     confidences[:, :n_known] = result.confidences
     weakest_gold = np.where(gold, confidences, np.inf).min(axis=1)

@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.evaluation import evaluate, headline
+    from intentvcs.core.evaluation import check_known_labels, evaluate, headline
     from intentvcs.core.segmentation import decide_segmented
     from intentvcs.core.team_formats import read_numbered
 
@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     rows = read_numbered(args.data)
     examples = [example for _, example in rows]
     model = load_predictor(args)
+    check_known_labels(args.data, examples, model.labels)
     check_scored_data(args.data, rows, model)
     graph, segmented = decide_segmented(model.decision, model.infer, [ex.text for ex in examples], args.segment)
     figures = evaluate(model.decision, graph, examples, result=segmented.result)

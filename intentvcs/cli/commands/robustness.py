@@ -7,7 +7,7 @@ import argparse
 from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_run, check_scored_data,
                                          load_predictor, model_source)
 # Not from intentvcs.core.robustness: that imports the perturbation extra, which serving does not install.
-from intentvcs.core.evaluation import PRIMARY_METRICS
+from intentvcs.core.evaluation import PRIMARY_METRICS, check_known_labels
 from intentvcs.core.team_formats import FORMATS_HELP
 
 
@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     examples = [example for _, example in rows]
     train = read_examples(args.train) if args.train else None
     model = load_predictor(args)
+    check_known_labels(args.data, examples, model.labels)
     check_scored_data(args.data, rows, model)
     report = run_suite(examples, model, operators, args.draws, args.seed, args.metric, train=train,
                        segment=args.segment)
