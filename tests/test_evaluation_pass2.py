@@ -110,3 +110,18 @@ def test_scoring_takes_rows_that_are_all_out_of_scope(bundle, tmp_path):
     out = tmp_path / "out.json"
     assert main(["evaluate", "--bundle", str(bundle), "--data", str(data), "--out", str(out)]) == exit_codes.OK
     assert "oos_recall" in json.loads(out.read_text())
+
+
+def test_train_and_refit_refuse_test_rows_of_no_label_they_learn(tmp_path):
+    """``--test`` rows of another data set trained for minutes, then wrote test figures of 0 under a warning."""
+    from intentvcs.cli.commands.train import read_splits
+
+    rows = {"train": ["play some jazz", "play the radio"], "valid": ["play a song"]}
+    for split, texts in rows.items():
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps({"text": text, "labels": ["play_music"]}) + "\n"
+                                                         for text in texts))
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"text": "show me flights to boston", "labels": ["atis_flight"]}) + "\n")
+    with pytest.raises(ValueError, match=r"other\.jsonl: no row carries a label the model was trained on "
+                                         r"\(atis_flight \(1\)\)"):
+        read_splits(str(tmp_path / "train.jsonl"), str(tmp_path / "valid.jsonl"), str(other), "none")

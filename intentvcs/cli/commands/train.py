@@ -119,6 +119,7 @@ def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rul
     checkpoint's labels, before anything is judged against them), span types the training rows show (a type
     they never show cannot be learnt, only missed; data without spans trains no entity head, and its spans
     are not read), some validation row of a trained label; then ``warn_about_data``."""
+    from intentvcs.core.evaluation import check_known_labels
     from intentvcs.core.team_formats import check_span_types, read_examples, read_numbered
 
     check_held_out(train_path, valid_path, test_path)
@@ -134,6 +135,8 @@ def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rul
     if not any(learnt.intersection(ex.labels) for ex in valid):  # refused now, not after the training
         raise ValueError(f"{valid_path}: no row carries a label of the training rows; the validation rows pick "
                          "the kept epoch and fit the decision layer, so they need some")
+    if test is not None:  # as evaluate refuses them: every test figure would read 0, after the training
+        check_known_labels(test_path, test, sorted(learnt))
     warn_about_data(train, valid, train_path, valid_path, oos_rule)
     return train, valid, test
 
