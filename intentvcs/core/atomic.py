@@ -1,7 +1,9 @@
 """Write files and directories so that a reader never sees half of them.
 
 Everything lands in a temporary sibling first and is renamed into place, which
-is atomic on POSIX within one file system.
+is atomic on POSIX within one file system. A file is written as ``open`` would
+write it: through a symbolic link, onto the file it names, and keeping an
+existing file's permissions.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import fnmatch
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Mapping, NamedTuple
@@ -67,10 +70,11 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
         for target, content in zip(targets, contents.values()):
             if content is None:
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-            written.append((tmp, target))
-            os.chmod(tmp, _FILE_MODE)
+            destination, mode = _destination(target)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".tmp", dir=destination.parent)
+            written.append((tmp, destination))
+            os.chmod(tmp, mode)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(content.encode("utf-8") if isinstance(content, str) else content)
                 handle.flush()
@@ -103,11 +107,11 @@ def streamed(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     renamed into place; on any failure it is removed and ``path`` is left as
     it was.
     """
-    target = check_targets([path], probe=False)[0]
+    target, mode = _destination(check_targets([path], probe=False)[0])
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        os.chmod(tmp, _FILE_MODE)
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
             yield handle
             handle.flush()
@@ -117,6 +121,19 @@ def streamed(path: str | os.PathLike) -> Iterator[IO[bytes]]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _destination(target: Path) -> tuple[Path, int]:
+    """The file a new content of ``target`` is renamed onto, and the permissions it gets: what a plain
+    ``open(target, "w")`` would write. Through a symbolic link, the file it names (renaming onto the link
+    replaced the user's link with a file and left the file it points to as it was); an existing file keeps
+    its permissions (a file the user made private stayed so no longer), a new one gets ``_FILE_MODE``."""
+    if target.is_symlink():
+        target = target.resolve()
+    try:
+        return target, stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        return target, _FILE_MODE
 
 
 def check_targets(paths: Iterable[str | os.PathLike | None],

@@ -11,9 +11,11 @@ An optional field may be left out or null; any other value must have its type
 (``"spans": ""`` or ``false`` is an error, not "no spans"), and span offsets are
 integers, not ``true``/``false``.
 Any other key is an error, so a typo such as ``"label"`` is caught instead of
-silently training on nothing. Errors name the file, the line and the reason:
-a line that is not UTF-8, not JSON (an integer of more digits than Python
-reads included), nested deeper than ``MAX_NESTING``, or
+silently training on nothing, and so is a key given twice in one object (JSON
+would keep only the last). A label or span label with leading or trailing
+whitespace is refused in rows read to train or score. Errors name the file,
+the line and the reason: a line that is not UTF-8, not JSON (an integer of
+more digits than Python reads included), nested deeper than ``MAX_NESTING``, or
 whose text is longer than ``MAX_TEXT_CHARS`` or is not valid Unicode (a lone
 surrogate such as ``"\ud800"``, which JSON can spell but no tokenizer reads).
 """
@@ -114,10 +116,10 @@ def parse_row(obj: Any, require_labels: bool = True) -> Example:
         raise ValueError(f"'labels' has duplicates: {labels}")
     for label in labels:
         check_unicode("a label", label)
-        if require_labels and label != label.strip():
+        if require_labels:
             # "X " would train as an intent of its own beside "X", answered and counted apart; a row read
             # to predict is not trained or scored on its labels.
-            raise ValueError(f"the label {label!r} has leading or trailing whitespace")
+            _check_unpadded("the label", label)
     ident = obj.get("id")
     if ident is not None and not isinstance(ident, str):
         raise ValueError("'id' must be a string")
@@ -131,6 +133,9 @@ def parse_row(obj: Any, require_labels: bool = True) -> Example:
         raise ValueError(f"'spans' must be a list of {{start, end, label}} objects, got {_json_type(spans)}")
     spans = tuple(_parse_span(s, len(text)) for s in spans)
     _check_disjoint(spans)
+    if require_labels:
+        for span in spans:
+            _check_unpadded("the span label", span.label)  # "city " would be an entity type beside "city"
     meta = obj.get("meta")
     meta = {} if meta is None else meta
     if not isinstance(meta, dict):
@@ -151,6 +156,11 @@ def _parse_span(obj: Any, text_len: int) -> Span:
         raise ValueError("span 'label' must be a non-empty string")
     check_unicode("a span label", label)
     return Span(start, end, label)
+
+
+def _check_unpadded(what: str, label: str) -> None:
+    if label != label.strip():
+        raise ValueError(f"{what} {label!r} has leading or trailing whitespace")
 
 
 def _json_type(value: Any) -> str:
@@ -285,7 +295,8 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
     """The JSON value on line ``number`` of ``path`` (``raw`` bytes), or None for a blank line.
 
     ``DataError`` names the file and line for a line that is not UTF-8, nests
-    deeper than ``MAX_NESTING`` or is not JSON; ``parse_row`` checks the value.
+    deeper than ``MAX_NESTING``, is not JSON or names a key twice in one object;
+    ``parse_row`` checks the value.
     """
     line = without_bom(number, decode_utf8(path, number, raw))
     if not line.strip():
@@ -297,13 +308,30 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
     try:
         # Without its line ending: an error at the end of the line ("}" missing) was placed at column 1 of
         # the line after it.
-        return json.loads(line.rstrip("\r\n"))
+        return json.loads(line.rstrip("\r\n"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise DataError(path, number, f"duplicate key {exc.args[0]!r}: JSON would keep only its last "
+                                      "value and drop the other without a word") from None
     except json.JSONDecodeError as exc:
         raise DataError(path, number, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
     except ValueError as exc:
         # An integer of more digits than Python converts (sys.get_int_max_str_digits);
         # its advice to call sys.set_int_max_str_digits is for programmers, not users.
         raise DataError(path, number, f"invalid JSON: {str(exc).split(';')[0]}") from None
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object names a key twice (``args[0]``)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's dict, refusing a key given twice: ``json`` keeps the last value, so a second
+    ``"labels"`` silently replaced the first (a row of an intent read as out of scope), as YAML's would."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(key for key, _ in pairs if key in seen or seen.add(key)))
+    return obj
 
 
 def read_jsonl(path: str | os.PathLike) -> list[Example]:

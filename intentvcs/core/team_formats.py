@@ -15,8 +15,11 @@ Rasa's to map, the span is the text), ``[text]{"entity": "type", ...}`` and
 entities on one text is refused, as overlapping spans are. A ``#`` line in an
 examples block is a comment Rasa skips: skipped with a warning. Synonym, regex
 and lookup entries carry no training rows and are skipped; any other entry (a
-misspelt ``intnet:``), and a key given twice in a mapping, is refused, as
-silently dropped rows would be.
+misspelt ``intnet:``), a key Rasa's schema does not give an entry (a misspelt
+second ``exmaples:`` block), a key given twice in a mapping, and an examples
+block folded with ``>`` (its lines joined into one example) are refused, as
+silently dropped rows would be. Examples in a quoted string (what ``yaml.dump``
+writes) are named by the line the string begins on.
 
 CSV: a header row naming at least ``text`` and ``intent`` (``id`` is kept when
 present, other columns are ignored); an empty ``intent`` marks an out-of-scope
@@ -30,6 +33,7 @@ ignored. In every format a byte that is not UTF-8 is named by line and column.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import logging
 import os
@@ -58,6 +62,11 @@ ANNOTATION = re.compile(r"\[(?P<text>[^\]]+)\](?:\((?P<short>[^)]+)\)|(?P<json>\
 # 'nlu' entries Rasa reads that carry no training rows here; any other entry is refused, not skipped: a
 # misspelt "intnet:" would otherwise drop its rows without a word.
 RASA_SKIPPED = ("synonym", "regex", "lookup")
+# The keys each kind of 'nlu' entry may have (Rasa's schema, rasa/shared/nlu/training_data/schemas/nlu.yml, which
+# refuses any other): a misspelt second block ("exmaples:") or an "intnet:" beside a "synonym:" was read past,
+# its rows dropped without a word.
+RASA_ENTRY_KEYS = {"intent": ("intent", "examples", "metadata"),
+                   **{kind: (kind, "examples") for kind in RASA_SKIPPED}}
 log = logging.getLogger(__name__)
 
 
@@ -241,12 +250,28 @@ def _rasa_rows(path: Path) -> Iterator[tuple[int, Example]]:
         raise DataError(path, entries.start_mark.line + 1, "'nlu' must be a list of entries")
     for entry in entries.value:
         fields = _mapping(path, entry)
-        if "intent" in fields:
-            yield from _intent_rows(path, fields)
-        elif not any(key in fields for key in RASA_SKIPPED):
+        kind = next((kind for kind in RASA_ENTRY_KEYS if kind in fields), None)
+        if kind is None:
             skipped = f"{', '.join(RASA_SKIPPED[:-1])} or {RASA_SKIPPED[-1]}"
             raise DataError(path, entry.start_mark.line + 1, f"an 'nlu' entry must be an 'intent' (or a {skipped} "
                                                              f"entry, which carry no rows), got {_entry_shown(entry)}")
+        _check_entry_keys(path, entry, kind)
+        if kind == "intent":
+            yield from _intent_rows(path, fields)
+
+
+def _check_entry_keys(path: Path, entry: Any, kind: str) -> None:
+    """Refuse a key of a ``kind`` 'nlu' entry that Rasa's schema does not give it, at the key's line."""
+    import yaml
+
+    allowed = RASA_ENTRY_KEYS[kind]
+    for key, _ in entry.value:
+        scalar = isinstance(key, yaml.ScalarNode)
+        if not scalar or key.value not in allowed:
+            shown = repr(key.value) if scalar else "(a list or mapping)"
+            raise DataError(path, key.start_mark.line + 1,
+                            f"unknown key {shown} in this {kind!r} entry (its keys: {', '.join(map(repr, allowed))}): "
+                            "what it holds would be dropped; Rasa refuses the file")
 
 
 def _compose(path: Path) -> Any:
@@ -336,6 +361,10 @@ def _intent_rows(path: Path, fields: dict[str, Any]) -> Iterator[tuple[int, Exam
         raise DataError(path, where, "'intent' must be a non-empty name")
     if isinstance(examples, yaml.SequenceNode):
         marked = _listed_examples(path, examples)
+    elif isinstance(examples, yaml.ScalarNode) and examples.style == ">":
+        # A folded block joins its lines: "- hello\n- bye" is one example "hello - bye", two rows lost as one.
+        raise DataError(path, examples.start_mark.line + 1, f"intent {intent.value!r}: an 'examples' block folded "
+                                                            "with '>' joins its lines into one example; write '|'")
     elif isinstance(examples, yaml.ScalarNode):
         marked = _block_examples(path, examples)
     else:
@@ -347,10 +376,16 @@ def _intent_rows(path: Path, fields: dict[str, Any]) -> Iterator[tuple[int, Exam
 
 
 def _block_examples(path: Path, examples: Any) -> Iterator[tuple[int, str]]:
-    """``(line, annotated text)`` of each ``- `` line of an ``examples: |`` block."""
-    # A block scalar (| or >) starts on the line after its indicator.
-    first = examples.start_mark.line + (2 if examples.style in ("|", ">") else 1)
-    for number, raw in enumerate(examples.value.splitlines(), start=first):
+    """``(line, annotated text)`` of each ``- `` line of an ``examples: |`` block (or string)."""
+    if examples.style == "|":
+        # A literal block starts on the line after its indicator, one line of the file per line of text.
+        numbers: Iterator[int] = itertools.count(examples.start_mark.line + 2)
+    else:
+        # A quoted or plain string (what yaml.dump writes): its line breaks are "\n" escapes or folded, not
+        # the file's lines, so each example is named by the line the string begins on (counting on named
+        # lines past the end of the file).
+        numbers = itertools.repeat(examples.start_mark.line + 1)
+    for number, raw in zip(numbers, examples.value.splitlines()):
         line = raw.strip()
         if not line:
             continue

@@ -110,6 +110,11 @@ def run_convert(args: argparse.Namespace) -> int:
     if args.no_oos and args.format != "clinc150":
         raise ValueError("--no-oos only applies to --format clinc150")
     atomic.check_targets([args.out], inputs=[args.input])
+    if Path(args.input).is_dir() and Path(args.out).is_file():
+        # A file of the data set folder (snips/train/label): check_targets compares --out with the folder
+        # only, and the loader reads the file before it is replaced, so the source was lost without a word.
+        # A new file there destroys nothing.
+        atomic.check_outside(args.input, [args.out])
     skipped: dict[str, int] = {}
     examples = loaders.load(args.format, args.input, args.split, include_oos=not args.no_oos, skipped=skipped)
     write_jsonl(args.out, examples)

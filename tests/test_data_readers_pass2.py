@@ -1,0 +1,144 @@
+"""Second review of the data readers and atomic writes: what still changed or dropped rows without a word,
+named a line the file does not have, or replaced what the user made (intentvcs.core.team_formats,
+intentvcs.core.dataio, intentvcs.core.atomic)."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+import yaml
+
+from intentvcs.core import atomic
+from intentvcs.core.dataio import DataError, Span, parse_row
+from intentvcs.core.team_formats import read_examples, read_numbered
+
+
+def _refused(path, body: str) -> DataError:
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(DataError) as caught:
+        read_examples(path)
+    return caught.value
+
+
+# ------------------------------------------------------------------ Rasa: keys the schema does not have
+@pytest.mark.parametrize("body, line, key", [
+    # A second block under a misspelt key: YAML reads it, the reader ignored it, its rows were lost.
+    ("nlu:\n- intent: greet\n  examples: |\n    - hi\n  exmaples: |\n    - hello\n", 5, "exmaples"),
+    # An intent misspelt beside a synonym: the entry was skipped as a synonym, its rows with it.
+    ("nlu:\n- intent: greet\n  examples: |\n    - hi\n- synonym: two\n  intnet: count\n  examples: |\n"
+     "    - 2\n", 6, "intnet"),
+    # Two kinds in one entry: Rasa's schema has no such entry, and one of the two was dropped.
+    ("nlu:\n- intent: greet\n  synonym: hi\n  examples: |\n    - hi\n", 3, "synonym"),
+])
+def test_an_nlu_entry_key_outside_rasas_schema_is_refused_at_its_line(tmp_path, body, line, key):
+    error = _refused(tmp_path / "nlu.yml", body)
+    assert error.line == line and repr(key) in error.reason
+
+
+def test_intent_metadata_is_still_read_past(tmp_path):
+    path = tmp_path / "nlu.yml"
+    path.write_text("nlu:\n- intent: greet\n  metadata:\n    owner: team-a\n  examples: |\n    - hi\n"
+                    "- lookup: city\n  examples: |\n    - berlin\n", encoding="utf-8")
+    assert [row.text for row in read_examples(path)] == ["hi"]
+
+
+# ------------------------------------------------------------------ Rasa: a folded block
+def test_a_folded_examples_block_is_refused_not_read_as_one_example(tmp_path):
+    # '>' folds "- hello\n- bye" into "- hello - bye": two examples became one row "hello - bye".
+    error = _refused(tmp_path / "nlu.yml", "nlu:\n- intent: greet\n  examples: >\n    - hello\n    - bye\n")
+    assert error.line == 3 and "'|'" in error.reason
+
+
+# ------------------------------------------------------------------ Rasa: lines of a quoted examples string
+def test_examples_in_a_quoted_string_are_named_by_the_line_the_string_is_on(tmp_path):
+    # What yaml.dump writes for a team's generated nlu.yml: every example on one line of the file, where
+    # the reader counted one line per example (line 5 of a 3-line file).
+    path = tmp_path / "nlu.yml"
+    body = yaml.dump({"nlu": [{"intent": "greet", "examples": "- hello\n- [bob](name)\n- \n"}]}, sort_keys=False)
+    assert len(body.splitlines()) == 3 and body.splitlines()[2].startswith("  examples: \"")
+    error = _refused(path, body)
+    assert error.line == 3 and error.reason == "'text' is empty"
+    path.write_text(body.replace("- \\n", ""), encoding="utf-8")
+    assert [(line, row.text, row.spans) for line, row in read_numbered(path)] == [
+        (3, "hello", ()), (3, "bob", (Span(0, 3, "name"),))]
+
+
+def test_a_literal_block_still_counts_its_own_lines(tmp_path):
+    path = tmp_path / "nlu.yml"
+    path.write_text("nlu:\n- intent: greet\n  examples: |\n\n    - hello\n    - bye\n", encoding="utf-8")
+    assert [line for line, _ in read_numbered(path)] == [5, 6]
+
+
+# ------------------------------------------------------------------ JSONL: a key given twice
+@pytest.mark.parametrize("line, key", [
+    # json keeps the last value: this row trained as out of scope, not as greet.
+    ('{"text": "hi", "labels": ["greet"], "labels": []}', "labels"),
+    ('{"text": "hi bob", "labels": ["greet"], "spans": [{"start": 3, "end": 6, "label": "name", '
+     '"label": "city"}]}', "label"),
+])
+def test_a_jsonl_key_given_twice_is_refused_at_its_line(tmp_path, line, key):
+    error = _refused(tmp_path / "rows.jsonl", '{"text": "ok", "labels": ["greet"]}\n' + line + "\n")
+    assert error.line == 2 and error.reason.startswith(f"duplicate key {key!r}")
+
+
+# ------------------------------------------------------------------ JSONL: a span type with spaces
+def test_a_span_label_with_surrounding_whitespace_is_refused_as_an_intent_label_is(tmp_path):
+    # "city " would be an entity type of its own beside "city" (B-city  and B-city tags).
+    error = _refused(tmp_path / "rows.jsonl",
+                     '{"text": "to Paris", "labels": ["fly"], "spans": [{"start": 3, "end": 8, "label": "city "}]}\n')
+    assert error.line == 1 and error.reason == "the span label 'city ' has leading or trailing whitespace"
+    # A row read to predict is not trained or scored on its spans, as on its labels.
+    row = parse_row({"text": "to Paris", "spans": [{"start": 3, "end": 8, "label": "city "}]}, require_labels=False)
+    assert row.text == "to Paris"
+
+
+# ------------------------------------------------------------------ atomic writes
+def test_writing_through_a_symbolic_link_replaces_the_file_not_the_link(tmp_path):
+    real, link = tmp_path / "shared" / "train.jsonl", tmp_path / "train.jsonl"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link.symlink_to(real)
+    atomic.write_text(link, "new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"
+    with atomic.streamed(link) as handle:
+        handle.write(b"streamed\n")
+    assert link.is_symlink() and real.read_text() == "streamed\n"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["train.jsonl"]
+
+
+def test_rewriting_a_file_keeps_its_permissions(tmp_path):
+    target = tmp_path / "private.jsonl"
+    target.write_text("old\n")
+    target.chmod(0o600)
+    atomic.write_text(target, "new\n")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    with atomic.streamed(target) as handle:
+        handle.write(b"x")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    fresh = tmp_path / "fresh.jsonl"
+    atomic.write_text(fresh, "x")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~mask
+
+
+# ------------------------------------------------------------------ convert: an output that is a source file
+def test_convert_refuses_to_replace_a_file_of_the_data_set_folder_it_reads(tmp_path, capsys):
+    from intentvcs.cli.main import main
+
+    split = tmp_path / "snips" / "train"
+    split.mkdir(parents=True)
+    sources = {"seq.in": "play jazz\n", "seq.out": "O B-genre\n", "label": "PlayMusic\n"}
+    for name, body in sources.items():
+        (split / name).write_text(body)
+    (tmp_path / "link.jsonl").symlink_to(split / "seq.in")
+    for out in (split / "label", tmp_path / "link.jsonl"):
+        assert main(["convert", "--format", "snips", "--input", str(tmp_path / "snips"), "--split", "train",
+                     "--out", str(out)]) == 2
+        assert "lies in the input folder" in capsys.readouterr().err
+    assert {name: (split / name).read_text() for name in sources} == sources
+    # A new file in the folder destroys nothing.
+    assert main(["convert", "--format", "snips", "--input", str(tmp_path / "snips"), "--split", "train",
+                 "--out", str(tmp_path / "snips" / "train.jsonl")]) == 0
