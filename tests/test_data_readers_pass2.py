@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from intentvcs.core import atomic
-from intentvcs.core.dataio import DataError, Span, parse_row
+from intentvcs.core.dataio import DataError, Span, parse_row, read_jsonl
 from intentvcs.core.team_formats import read_examples, read_numbered
 
 
@@ -142,3 +142,14 @@ def test_convert_refuses_to_replace_a_file_of_the_data_set_folder_it_reads(tmp_p
     # A new file in the folder destroys nothing.
     assert main(["convert", "--format", "snips", "--input", str(tmp_path / "snips"), "--split", "train",
                  "--out", str(tmp_path / "snips" / "train.jsonl")]) == 0
+
+
+def test_a_jsonl_file_of_carriage_return_line_endings_says_so(tmp_path):
+    """Old Mac line endings made the whole file one line: 'invalid JSON: Extra data' and nothing more."""
+    path = tmp_path / "mac.jsonl"
+    path.write_bytes(b'{"text": "hi", "labels": ["greet"]}\r{"text": "bye", "labels": ["bye"]}\r')
+    with pytest.raises(DataError, match=r":1: invalid JSON: Extra data .*carriage return alone"):
+        read_jsonl(path)
+    crlf = tmp_path / "windows.jsonl"
+    crlf.write_bytes(b'{"text": "hi", "labels": ["greet"]}\r\n{"text": "bye", "labels": ["bye"]}\r\n')
+    assert [ex.text for ex in read_jsonl(crlf)] == ["hi", "bye"]

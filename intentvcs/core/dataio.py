@@ -313,7 +313,11 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
         raise DataError(path, number, f"duplicate key {exc.args[0]!r}: JSON would keep only its last "
                                       "value and drop the other without a word") from None
     except json.JSONDecodeError as exc:
-        raise DataError(path, number, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+        reason = f"invalid JSON: {exc.msg} (column {exc.colno})"
+        if "\r" in line.rstrip("\r\n"):  # lines cut by a carriage return alone: the whole file is one "line"
+            reason += ("; its lines end in a carriage return alone (old Mac line endings), which JSONL does not "
+                       "read as line ends: convert them to \\n")
+        raise DataError(path, number, reason) from None
     except ValueError as exc:
         # An integer of more digits than Python converts (sys.get_int_max_str_digits);
         # its advice to call sys.set_int_max_str_digits is for programmers, not users.
