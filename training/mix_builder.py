@@ -38,6 +38,7 @@ from intentvcs.core import atomic
 from intentvcs.core.dataio import DataError, Example, Span, known_spans_only, write_jsonl
 from intentvcs.core.manifest import file_digest
 from intentvcs.core.oos import OOS_LABEL
+from intentvcs.training.vcs_builder import check_earlier_build
 
 INFO_FILE = "info.json"
 MIX_HOLDS = (INFO_FILE, "*.jsonl")  # what a Mix directory holds, and nothing else
@@ -255,6 +256,9 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
     check_sizes(dataset, sizes or {})
+    # An info.json of this command's, not a DialogVCS benchmark's or a user's own (check_earlier_build).
+    check_earlier_build(out, {f"{name}{suffix}" for name in NAMES.values() for suffix in ("", "-hard")},
+                        "MixATIS/MixSNIPS build", force)
     sizes = {**SIZES[dataset], **(sizes or {})}
     root = Path(data_root) / dataset
     rng = random.Random(f"{dataset}-{variant}-{seed}")

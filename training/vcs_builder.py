@@ -77,11 +77,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from intentvcs.core import atomic
 from intentvcs.core.dataio import DataError, Example, write_jsonl
@@ -446,8 +447,8 @@ def build(
     """Load ``dataset``, build its benchmark and write ``out`` atomically.
 
     An existing ``out`` is replaced when it is an earlier benchmark (it holds
-    ``info.json``) or empty, any other folder only with ``force``
-    (``intentvcs.core.atomic.check_replaceable``).
+    ``info.json`` naming a DialogVCS benchmark, ``check_earlier_build``) or empty,
+    any other folder only with ``force`` (``intentvcs.core.atomic.check_replaceable``).
 
     ``out`` receives ``train.jsonl``, ``train_gold.jsonl``, ``valid.jsonl``,
     ``valid_gold.jsonl``, ``test.jsonl``, ``relations.json`` and ``info.json``;
@@ -457,6 +458,7 @@ def build(
     if dataset not in SPECS:
         raise ValueError(f"unknown dataset {dataset!r}; choose from {', '.join(SPECS)}")
     spec = spec or SPECS[dataset]
+    check_earlier_build(out, {s.name for s in SPECS.values()} | {spec.name}, "DialogVCS benchmark", force)
     skipped: dict[str, dict[str, int]] = {}
     splits, sources, how = load_sources(dataset, data_root, skipped)
     bench = build_benchmark(splits, spec, seed=seed, difficulty=difficulty, groups=groups)
@@ -492,3 +494,24 @@ def build(
         bench.relations.save(tmp / "relations.json")
         atomic.write_json(tmp / INFO_FILE, info)
     return info
+
+
+def check_earlier_build(out: str | Path, benchmarks: Collection[str], what: str, force: bool) -> None:
+    """Refuse (``FileExistsError``) to replace, without ``force``, a folder whose ``info.json`` does not name
+    one of ``benchmarks``: ``atomic.check_replaceable`` only asks for an ``info.json`` beside ``*.jsonl``
+    files, which a MixATIS build (for build-vcs) or a user's own data folder holds too, and replaced them
+    without a word. Anything else (no folder, an empty one, no ``info.json``) is left to
+    ``check_replaceable``. Called before the sources are read, so a refusal costs nothing."""
+    out = Path(out)
+    if force or out.is_symlink() or not (out / INFO_FILE).is_file():
+        return
+    try:
+        info = json.loads((out / INFO_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        info = None
+    name = info.get("benchmark") if isinstance(info, dict) else None
+    if name not in benchmarks:
+        raise FileExistsError(
+            f"{out} holds an {INFO_FILE} that is not an earlier {what}'s (its benchmark is {name!r}, not one of "
+            f"{', '.join(sorted(benchmarks))}); refusing to replace it (choose another --out, or pass --force "
+            "to replace it)")

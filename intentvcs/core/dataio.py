@@ -308,10 +308,9 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
     try:
         # Without its line ending: an error at the end of the line ("}" missing) was placed at column 1 of
         # the line after it.
-        return json.loads(line.rstrip("\r\n"), object_pairs_hook=_unique_keys)
-    except _DuplicateKey as exc:
-        raise DataError(path, number, f"duplicate key {exc.args[0]!r}: JSON would keep only its last "
-                                      "value and drop the other without a word") from None
+        return strict_loads(line.rstrip("\r\n"))
+    except DuplicateKey as exc:
+        raise DataError(path, number, str(exc)) from None
     except json.JSONDecodeError as exc:
         reason = f"invalid JSON: {exc.msg} (column {exc.colno})"
         if "\r" in line.rstrip("\r\n"):  # lines cut by a carriage return alone: the whole file is one "line"
@@ -324,17 +323,27 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
         raise DataError(path, number, f"invalid JSON: {str(exc).split(';')[0]}") from None
 
 
-class _DuplicateKey(ValueError):
-    """A JSON object names a key twice (``args[0]``)."""
+class DuplicateKey(ValueError):
+    """A JSON object names a key twice (``key``); its text is the refusal's words."""
+
+    def __init__(self, key: str):
+        super().__init__(f"duplicate key {key!r}: JSON would keep only its last value and drop the other "
+                         "without a word")
+        self.key = key
+
+
+def strict_loads(text: str) -> Any:
+    """``json.loads(text)``, raising ``DuplicateKey`` for a key given twice in one object: ``json`` keeps the
+    last value, so a second ``"labels"`` silently replaced the first (a row of an intent read as out of scope),
+    as YAML's would; in a source data set a dialogue id given twice lost a dialogue (``training.loaders``)."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's dict, refusing a key given twice: ``json`` keeps the last value, so a second
-    ``"labels"`` silently replaced the first (a row of an intent read as out of scope), as YAML's would."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        raise _DuplicateKey(next(key for key, _ in pairs if key in seen or seen.add(key)))
+        raise DuplicateKey(next(key for key, _ in pairs if key in seen or seen.add(key)))
     return obj
 
 

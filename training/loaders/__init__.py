@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from intentvcs.core.dataio import DataError, Example
-from intentvcs.training.loaders import clinc150, crosswoz, multiwoz, slot_folder
+from intentvcs.training.loaders import clinc150, convlab_zip, crosswoz, multiwoz, slot_folder
 
 # What ``path`` names for each format (the table above): a folder or not, and which.
 _SETS = "the data set folder (train/, valid/, test/)"
@@ -48,18 +48,29 @@ def load(fmt: str, path: str | os.PathLike, split: str, *, include_oos: bool = T
     out-of-scope rows); with ``False`` its ``oos_*`` rows are left out.
     ``skipped``, when given, is incremented by the source rows the loader
     leaves out, by reason (MultiWOZ and CrossWOZ user turns without an intent;
-    the other formats skip none: they refuse a bad row).
+    the other formats skip none: they refuse a bad row). A split without a row
+    is a ``DataError``: no reader of the product takes an empty file.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     check_path(fmt, path)
+    left_out: dict[str, int] = {}
     if fmt == "clinc150":
-        return clinc150.load_split(path, split, include_oos=include_oos)
-    if fmt in ("snips", "atis"):
-        return slot_folder.load_split(path, split)
-    if fmt == "multiwoz":
-        return multiwoz.load_split(path, split, skipped)
-    return crosswoz.load_split(path, split, skipped)
+        examples, where = clinc150.load_split(path, split, include_oos=include_oos), Path(path)
+    elif fmt in ("snips", "atis"):
+        examples, where = slot_folder.load_split(path, split), Path(path) / split
+    else:
+        module = multiwoz if fmt == "multiwoz" else crosswoz
+        examples, where = module.load_split(path, split, left_out), convlab_zip.split_path(path, split)
+    if skipped is not None:
+        for reason, count in left_out.items():
+            skipped[reason] = skipped.get(reason, 0) + count
+    if not examples:
+        # Written, it was an empty JSONL file (exit 0) that every reader of the product refuses ("no rows").
+        why = "".join([f"; rows left out: {dict(sorted(left_out.items()))}" if left_out else "",
+                       "; out-of-scope rows left out (--no-oos)" if fmt == "clinc150" and not include_oos else ""])
+        raise DataError(where, None, f"no rows for the {split} split{why}")
+    return examples
 
 
 def check_path(fmt: str, path: str | os.PathLike) -> None:

@@ -5,7 +5,8 @@ A ``data_*.json`` file is one object with the keys ``train``, ``val``,
 (out-of-scope rows); every row is ``[text, intent]``. Out-of-scope rows become
 ``labels == ()`` whatever their intent field says (it is ``"oos"``). An in-scope
 intent with whitespace around it, and a text or intent holding a lone surrogate
-(a ``\\ud800`` escape), are refused naming the file, key and index.
+(a ``\\ud800`` escape), are refused naming the file, key and index; a key
+given twice in one object (JSON would keep only the last) is refused naming it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from intentvcs.core.dataio import DataError, Example, check_unicode, read_utf8
+from intentvcs.core.dataio import DataError, DuplicateKey, Example, check_unicode, read_utf8, strict_loads
 
 SPLITS = ("train", "valid", "test")
 # Our split names → the file's key for that split.
@@ -43,7 +44,10 @@ def _read_object(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise DataError(path, None, "file not found")
     try:
-        data = json.loads(read_utf8(path))
+        # Strict: a second "train" key replaced the first one's rows without a word.
+        data = strict_loads(read_utf8(path))
+    except DuplicateKey as exc:
+        raise DataError(path, None, str(exc)) from None
     except json.JSONDecodeError as exc:
         raise DataError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
     if not isinstance(data, dict):

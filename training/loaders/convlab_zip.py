@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-from intentvcs.core.dataio import DataError, Example
+from intentvcs.core.dataio import DataError, DuplicateKey, Example, strict_loads
 from intentvcs.training.loaders.alignment import AlignmentStats
 
 # Our split names → the archive names ConvLab-2 uses.
@@ -27,8 +27,9 @@ def read_dialogues(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """Return the archive's ``{dialogue id: dialogue object}``.
 
     Raises ``DataError`` when the file is missing, not a zip, holds other than
-    exactly one ``.json`` member, is not valid JSON (with the line), or is not
-    an object of objects (with the dialogue id).
+    exactly one ``.json`` member, is not valid JSON (with the line), names a key
+    twice in one object (a dialogue id, an act), or is not an object of objects
+    (with the dialogue id).
     """
     path = Path(path)
     if not path.is_file():
@@ -42,7 +43,10 @@ def read_dialogues(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     except zipfile.BadZipFile as exc:
         raise DataError(path, None, f"not a zip archive: {exc}") from None
     try:
-        data = json.loads(raw.decode("utf-8"))
+        # Strict: a dialogue id given twice (two files merged by hand) lost the first dialogue's turns.
+        data = strict_loads(raw.decode("utf-8"))
+    except DuplicateKey as exc:
+        raise DataError(f"{path}!{members[0]}", None, str(exc)) from None
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}!{members[0]}", None, f"not UTF-8: {exc}") from None
     except json.JSONDecodeError as exc:
