@@ -48,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", required=True, choices=tuple(SPECS))
     add_data_root(p, "snips/, atis/, ...")
     p.add_argument("--out", required=True, help="benchmark directory to write (an earlier benchmark there, one "
-                   "with info.json, is replaced; any other non-empty folder only with --force)")
+                   "whose info.json names a DialogVCS benchmark, is replaced; any other non-empty folder only "
+                   "with --force)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier benchmark")
     p.add_argument("--seed", type=int, default=0, help="seed of the builder's draws (default: 0, the recorded one)")
     p.add_argument("--difficulty", default=DIFFICULTIES[0], choices=DIFFICULTIES,
@@ -67,8 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", required=True, choices=tuple(MIX_SIZES))
     p.add_argument("--variant", default=MIX_VARIANTS[0], choices=MIX_VARIANTS)
     add_data_root(p, "snips/ and atis/")
-    p.add_argument("--out", required=True, help="directory to write (an earlier build there, one with "
-                   "info.json, is replaced; any other non-empty folder only with --force)")
+    p.add_argument("--out", required=True, help="directory to write (an earlier build there, one whose "
+                   "info.json names MixATIS or MixSNIPS, is replaced; any other non-empty folder only with --force)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier build")
     p.add_argument("--seed", type=int, default=0, help="seed of the builder's draws (default: 0, the recorded one)")
     for split in ("train", "valid", "test"):
