@@ -59,6 +59,11 @@ _BLANK = rf"[\s{_INVISIBLE}]"
 _NOT_BLANK = rf"[^\s{_INVISIBLE}]"
 # The characters of _BLANK, for str.strip (every Unicode space lies below U+3001).
 _BLANK_CHARS = "".join(chr(code) for code in range(0x3001) if chr(code).isspace()) + _INVISIBLE
+# Full-width forms of ASCII (U+FF01-FF5E: text typed with an East Asian input method, "ｐｌａｙ\u3000ｊａｚｚ\u3000ａｎｄ
+# ..."), as their ASCII characters, one for one: connectors and the other words below are found in ``_plain(text)``
+# at the offsets of ``text``. The spelling normaliser has the model read such text in plain letters; here
+# "ａｎｄ" and "，" cut nothing, and a chained request in full-width letters was answered with one intent.
+_FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
 # A word: a run of what is not blank ("rock\u200broll" is two words, as "rock roll" is).
 _WORD = re.compile(rf"{_NOT_BLANK}+")
 # Where a user joins two requests: a run of conjunctions (whole words, between blanks or marks) and commas or
@@ -147,6 +152,7 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
     some jazz"; "and jazz" was two words). One span, the text (less
     such a connector and its blanks), when nothing cuts.
     """
+    text = _plain(text)  # same length: the spans index the text as sent
     connectors = [(match.start(), match.end()) for match in CONNECTOR.finditer(text)]
     # A start is a cut of no width: the text before it is one part, the text from it the next.
     points = sorted(connectors + [(start, start) for start in starts
@@ -178,6 +184,11 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
     return [_trim(text, start, end) for start, end in kept]
 
 
+def _plain(text: str) -> str:
+    """``text`` with its full-width ASCII forms as ASCII (``_FULL_WIDTH``), character for character."""
+    return text.translate(_FULL_WIDTH)
+
+
 def _words(text: str, start: int, end: int) -> int:
     return sum(1 for _ in _WORD.finditer(text, start, end))
 
@@ -186,6 +197,7 @@ def _names_only(part: str, entities: Sequence[Entity]) -> bool:
     """Whether every word of ``part`` lies inside one of ``entities`` (found in ``part``, offsets into it) or
     joins them ("apples and grapes", "delta, united": a connector inside a part that did not cut there)."""
     spans = [(e.start, e.end) for e in entities]
+    part = _plain(part)
     # A word is read without the marks around it ("boston.", "\"washington dc\""): a full stop is no request.
     cores = [(word.start() + core.start(), word.start() + core.end()) if core else None
              for word in _WORD.finditer(part) if not _JOINER_WORD.match(word.group())
@@ -197,7 +209,7 @@ def _names_only(part: str, entities: Sequence[Entity]) -> bool:
 def _refers_back(part: str) -> bool:
     """A short part whose object is a pronoun ("... and play it", "... then book that") acts on what the part
     before it named: it continues that request rather than making one of its own."""
-    words = _WORD.findall(part.lower())
+    words = _WORD.findall(_plain(part).lower())
     return 0 < len(words) <= REFERS_BACK_WORDS and words[-1].strip(".,!?;:") in PRONOUNS
 
 

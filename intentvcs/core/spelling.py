@@ -9,7 +9,11 @@ model reads that instead. Real words are never touched: a typo that makes
 another English word (``book`` -> ``boot``) is left to the model. Nor are
 chat spellings of contractions (``dont``: "don" would lose the negation) or,
 in text that is not all one case, capitalised words after the first (names:
-``Gare du Nord``, ``my Amex``). Nor, for a model with an entity head, are
+``Gare du Nord``, ``my Amex``) and short ALL-CAPS words wherever they stand
+(acronyms: ``AMEX balance``, ``RBC balance please`` were read as "ALEX",
+"BBC"). Nor are the words of URLs, email addresses and identifiers
+(``www.balanse.com``, ``savngs@bank.com``, ``my_balanse_v2``): not spelling.
+Nor, for a model with an entity head, are
 words it reads as part of an entity (``infer_normalised``): names are the
 non-words a normaliser built from training words gets most wrong. Nor are
 runs of a script written without spaces (Han, kana, Thai, Lao, Khmer,
@@ -63,6 +67,9 @@ MIN_LENGTH = 3
 # SNIPS validation and test, and on the embedded set's validation rows.
 SHORT_WORD = 7
 MAX_EDIT_DISTANCE = 2
+# Acronyms are short ("ABC", "AMEX", "MSNBC"), and at one edit a 3-5 letter one reaches a training word ("ABC" ->
+# "BBC", "AMEX" -> "ALEX"); a longer ALL-CAPS word opening a text is more often shouted ("BALSNCE please!"): mended.
+ACRONYM_LENGTH = 5
 ENGLISH_DICTIONARY = "frequency_dictionary_en_82_765.txt"
 # Apostrophe-less contractions and chat shorthand: real words to their writers,
 # absent from the English list, and one edit from a word of another meaning.
@@ -76,6 +83,10 @@ INFORMAL_WORDS = frozenset({
 # splitting at apostrophes leaves contractions' short halves ("s") under MIN_LENGTH.
 # What the vocabulary is read with (``vocabulary``, ``entity_vocabulary``).
 _LETTERS = re.compile(r"[^\W\d_]+")
+# Non-blank runs that are addresses or code, not words: a URL (a scheme, "www.", a domain of a common top-level
+# domain), an email address or a handle ("@"), an identifier ("_"). Tried from the start of a run only: from every
+# character of a long run, each try scanning the rest of it, the search is quadratic (8,000 letters: 0.7 s).
+_CODE = re.compile(r"(?<!\S)\S*?(?:://|@|_|\bwww\.|\w\.(?:com|org|net|edu|gov|io)(?!\w))\S*", re.IGNORECASE)
 # Letters of the scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han): a run
 # of them is a phrase, not a word, and one "edit" there swaps a word for another ("我不想听音乐", "I don't want
 # to hear music", is one deletion from "我想听音乐"; "后天" one substitution from "明天"), never mends a typo.
@@ -198,18 +209,24 @@ class Spelling:
 
     def rewrite(self, text: str, protected: Sequence[tuple[int, int]] = ()) -> "Rewrite":
         """``text`` normalised, with where each corrected word came from (to map offsets back); a word that
-        overlaps a ``protected`` span ``(start, end)`` is kept as written."""
+        overlaps a ``protected`` span ``(start, end)`` is kept as written (in plain letters: ``_folded``)."""
         words = list(_word_pattern().finditer(text))
         # Capitals mark names only where case is used at all: not in all-lowercase,
         # ALL-CAPS or Title Case text, where every word is corrected alike.
         names_marked = any(m.group(0)[0].islower() for m in words) and any(
             not m.group(0).islower() for m in words[1:])
+        # A short ALL-CAPS word in text that is not all caps is an acronym even where it opens the text, which a
+        # capital alone does not mark ("AMEX balance please" was read as "ALEX ...", and answered nothing).
+        acronyms_marked = any(not m.group(0).isupper() for m in words)
+        kept_spans = [*protected, *(m.span() for m in _CODE.finditer(text))]
         pieces, edits, end, length = [], [], 0, 0
         for index, match in enumerate(words):
             word = match.group(0)
-            keep = (names_marked and index > 0 and not word.islower()) or (bool(protected) and any(
-                start < match.end() and match.start() < end for start, end in protected))
-            written = word if keep else self._correct(word)
+            keep = (names_marked and index > 0 and not word.islower()) or (
+                acronyms_marked and 1 < len(word) <= ACRONYM_LENGTH and word.isupper()) or (bool(kept_spans) and any(
+                    start < match.end() and match.start() < end for start, end in kept_spans))
+            # A word kept is kept in its letters, not in a compatibility form the tokenizer reads as [UNK].
+            written = _folded(word) if keep else self._correct(word)
             length += match.start() - end
             if written != word:
                 edits.append((match.start(), match.end(), length, length + len(written)))
@@ -219,18 +236,17 @@ class Spelling:
         return Rewrite(text, "".join(pieces) + text[end:], tuple(edits))
 
     def _correct_word(self, word: str) -> str:
-        # Looked up composed (NFC), as the vocabulary's words are written; a word kept is kept as sent. A
-        # compatibility form (a ligature pasted from a PDF, "ﬁnd"; full-width letters, "ｆｉｎｄ") is read as
-        # its plain letters (NFKC): looked up as written, "ﬁnd" was one edit from "and".
+        # Looked up composed (NFC), as the vocabulary's words are written; a word kept is kept as sent, but for
+        # its compatibility forms (a ligature pasted from a PDF, "ﬁnd"; full-width letters, "ｆｉｎｄ"): it is
+        # read in its plain letters (NFKC, ``_folded``), which the tokenizer knows (looked up as written, "ﬁnd"
+        # was one edit from "and"; kept as written, "ｂｏｓｔｏｎ" was read as [UNK]).
         lower = unicodedata.normalize("NFKC", word).lower()
-        if len(lower) < MIN_LENGTH or _UNSPACED.search(lower):
-            return word
-        if lower in self._known:
-            return word if lower == unicodedata.normalize("NFC", word).lower() else _with_casing(lower, word)
+        if len(lower) < MIN_LENGTH or _UNSPACED.search(lower) or lower in self._known:
+            return _folded(word)
         distance = 1 if len(lower) <= SHORT_WORD else MAX_EDIT_DISTANCE
         suggestions = self._index.lookup(lower, Verbosity.CLOSEST, max_edit_distance=distance)
         if not suggestions:
-            return word
+            return _folded(word)
         best = max(suggestions, key=lambda s: (s.count, s.term)).term  # all at the same distance
         return _with_casing(best, word)
 
@@ -346,9 +362,12 @@ def infer_normalised(spelling: Spelling | None, texts: Sequence[str],
 def _bent_names(spelling: Spelling, found: Sequence[Entity], rewrite: Rewrite) -> list[Entity]:
     """The entities of ``found`` (offsets in the text as sent) holding a correction to a word that their
     type's training spans never hold: names the normaliser bent."""
+    # A word only folded out of a compatibility form ("ｂｏｓｔｏｎ" -> "boston") is the word as sent, in letters the
+    # tokenizer reads: undone, the entity was read as [UNK] again ("weather in ｂｏｓｔｏｎ" found no city).
     return [entity for entity in found
             if any(entity.start < original_end and original_start < entity.end
                    and not spelling.holds(entity.label, rewrite.text[start:end])
+                   and rewrite.text[start:end] != _folded(rewrite.original[original_start:original_end])
                    for original_start, original_end, start, end in rewrite.edits)]
 
 
@@ -370,6 +389,13 @@ def _on_original(entity, rewrite: Rewrite):
     """``entity`` (an ``intentvcs.core.entities.Entity`` found in ``rewrite.text``) at its offsets in the original."""
     start, end = rewrite.to_original(entity.start, entity.end)
     return replace(entity, start=start, end=end)
+
+
+def _folded(word: str) -> str:
+    """``word`` out of its compatibility forms (NFKC: a ligature pasted from a PDF, "ﬁnd"; full-width letters,
+    "ｆｉｎｄ"), its casing as written; a word without any as written (a decomposed accent stays decomposed)."""
+    plain = unicodedata.normalize("NFKC", word)
+    return word if plain == unicodedata.normalize("NFC", word) else plain
 
 
 def _with_casing(word: str, original: str) -> str:
