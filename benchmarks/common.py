@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import platform
 import shlex
@@ -84,6 +85,13 @@ def write_results(name: str, records: list[dict], markdown: str, extra: dict | N
 
 def pct(value: float | None, digits: int = 2) -> str:
     return "–" if value is None else f"{100 * value:.{digits}f}"
+
+
+def share_percent(share: float, digits: int = 1) -> str:
+    """``share`` (a fraction) in percent with ``digits`` decimals, rounded down: a share short of 1 (one
+    answer of 2,000 differing) must not read "100.0" where the text says "identical"."""
+    scale = 10 ** digits
+    return f"{math.floor(round(100 * share * scale, 6)) / scale:.{digits}f}"
 
 
 def named_paths(values: list[str], flag: str) -> dict[str, Path]:

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 
-from benchmarks.common import ROOT, write_results
+from benchmarks.common import ROOT, share_percent, write_results
 
 FIGURES = ("f1", "exact_match", "precision", "recall")
 
@@ -59,7 +59,8 @@ def render(records: list[dict]) -> str:
     parity = next(r for r in records if r["component"] == "parity")
     lines = [f"Parity on {parity['utterances']} test utterances: max |logit diff| "
              f"{parity['max_abs_logit_diff']:.1e} (gate 1e-4), label sets identical "
-             f"{100 * parity['label_set_agreement']:.1f}%, OOS verdicts identical {100 * parity['oos_agreement']:.1f}%.",
+             f"{share_percent(parity['label_set_agreement'])}%, OOS verdicts identical "
+             f"{share_percent(parity['oos_agreement'])}%.",
              "", "| backend | F1 | EM | change vs PyTorch (F1 / EM) |", "|---|---|---|---|"]
     for r in records:
         if r["component"] == "accuracy":

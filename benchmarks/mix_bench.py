@@ -98,11 +98,13 @@ def mix_data(dataset: str, variant: str, runs: Path) -> Path:
 
 
 def bundle_of(checkpoint: Path) -> Path:
-    """The checkpoint's served bundle (int8 where its gate passed), exported once next to it."""
+    """The checkpoint's served bundle (int8 where its gate passed), exported next to it, and again when the
+    checkpoint is newer than it (retrained in place: the bundle of the earlier model would be scored)."""
     from intentvcs.export.exporter import export_bundle
 
     out = checkpoint.parent / (checkpoint.name + "-bundle" if checkpoint.name != "checkpoint" else "bundle")
-    if not (out / "manifest.json").is_file():
+    manifest = out / "manifest.json"
+    if not manifest.is_file() or manifest.stat().st_mtime < (checkpoint / "checkpoint.json").stat().st_mtime:
         export_bundle(checkpoint, out, quantize=True, force=True)
     return out
 

@@ -51,6 +51,21 @@ def load_trained(path: Path) -> SimpleNamespace:
                            labels=meta["labels"], seconds=meta["train_seconds"])
 
 
+def saved_model(path: Path | None, config) -> SimpleNamespace | None:
+    """The model an earlier run saved at ``path`` (``load_trained``) when it was trained with ``config``
+    (the thread count aside: it changes speed, not the run); None when there is none, or when it was trained
+    with another recipe (a warning says so): the folder's name holds the data, epochs and seed alone."""
+    from intentvcs.training.checkpoint import read_checkpoint_meta
+
+    if path is None or not (path / "checkpoint.json").is_file():
+        return None
+    stored = type(config).from_stored(read_checkpoint_meta(path)["train_config"])
+    if {**stored.to_dict(), "threads": None} != {**config.to_dict(), "threads": None}:
+        logging.warning("%s was trained with another recipe than this run's: trained again", path)
+        return None
+    return load_trained(path)
+
+
 def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, seed: int,
                 threads: int | None = None, ckpt_dir: str | None = None,
                 operating_points: tuple[float, ...] = ()) -> list[dict]:
@@ -99,15 +114,16 @@ def run_variant(variant: str, epochs: int, rules: list[str], train_rule: bool, s
 
     def trained_on(train_rows, valid_rows):
         """``(model, where to save it)`` for these rows: reused from ``ckpt_dir`` when an
-        earlier run saved one (then nothing to save), else trained.
+        earlier run saved one of this recipe (then nothing to save), else trained.
 
         Saved under a hash of the data, so OOS+, whose in-scope rows are
         Full's, reuses Full's in-scope model.
         """
         data_id = fingerprint(train_rows, valid_rows).split(":")[-1][:12]
         path = None if ckpt_dir is None else Path(ckpt_dir) / f"{data_id}-e{epochs}-s{seed}"
-        if path is not None and (path / "checkpoint.json").is_file():
-            return load_trained(path), None
+        saved = saved_model(path, config)
+        if saved is not None:
+            return saved, None
         return Trainer(config).fit(train_rows, valid_rows), path
 
     def keep(trained, path, decision) -> None:

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from benchmarks.common import RESULTS, ROOT
+from benchmarks.common import RESULTS, ROOT, share_percent
 from intentvcs.core import atomic
 
 RESULTS_DOC = ROOT / "docs" / "RESULTS.md"
@@ -249,7 +249,7 @@ def export_rows() -> list[Row]:
     if parity is None:
         return []
     return [("ONNX graph vs PyTorch: largest logit difference; label sets identical",
-             f"{parity['max_abs_logit_diff']:.1e}; {parity['label_set_agreement']:.1%}",
+             f"{parity['max_abs_logit_diff']:.1e}; {share_percent(parity['label_set_agreement'])}%",
              f"gate {parity['atol']:.0e}".replace("e-0", "e-"))]
 
 

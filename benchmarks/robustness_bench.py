@@ -48,7 +48,10 @@ EPOCHS_BEFORE_RECORDED = 3
 # Records from before a key was recorded were trained with its value here.
 RECIPE_KEYS = {"epochs": EPOCHS_BEFORE_RECORDED, "augment_ratio": None, "augment_mix": None,
                "augment_resample": False, "consistency_weight": 0.0, "freeze_embeddings": True,
-               "validate_perturbed": False, "spelling_words": None}
+               "validate_perturbed": False, "spelling_words": None,
+               # The backbone (None: the default) and the row limits (None: all rows) are recorded since
+               # 2026-11-28: a seed of a smoke run (--limit-train) must not be averaged with full runs.
+               "backbone": None, "limit_train": None, "limit_test": None}
 TARGETS = (  # (name, limit in points)
     ("random mean drop", 1.5),
     ("casing drop", 0.5),
@@ -327,7 +330,8 @@ def main() -> int:
                         "augment_mix": config.augment_mix, "augment_resample": config.augment_resample,
                         "consistency_weight": config.consistency_weight,
                         "freeze_embeddings": config.freeze_embeddings,
-                        "validate_perturbed": config.validate_perturbed}
+                        "validate_perturbed": config.validate_perturbed, "backbone": args.backbone,
+                        "limit_train": args.limit_train, "limit_test": args.limit_test}
         records += [{**r, "seed": seed} for r in model_records(dataset, model, report, result, augmentation)]
         # Data sets, seeds and models measured by an earlier run and not redone here are kept.
         merged, command = keep_previous(args.results_name, records, lambda r: (

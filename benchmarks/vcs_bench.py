@@ -91,7 +91,7 @@ def run_one(data: Path, method: str, seed: int, recipe: dict, out: Path, threads
     decision ``intentvcs refit --support-noise`` would store: the noise is
     not fitted, so nothing else of the decision changes).
     """
-    from intentvcs.core.dataio import read_jsonl
+    from intentvcs.core.dataio import fingerprint, read_jsonl
     from intentvcs.export.exporter import export_bundle
     from intentvcs.training.checkpoint import read_checkpoint_meta
     from intentvcs.training.pipeline import train_pipeline
@@ -101,21 +101,28 @@ def run_one(data: Path, method: str, seed: int, recipe: dict, out: Path, threads
     config = TrainConfig(method=method, seed=seed, threads=threads, **recipe)
     support_noise = support_noise if METHOD_TABLE[method][1] == "softmax" else 0.0
     test = read_jsonl(data / "test.jsonl")
+    valid = data / ("valid_gold.jsonl" if gold else "valid.jsonl")
+
+    def training_rows():
+        return read_jsonl(data / ("train_gold.jsonl" if gold else "train.jsonl")), read_jsonl(valid)
+
     meta = None
     if (out / "checkpoint.json").exists():
         meta = read_checkpoint_meta(out)
-        # Thread count changes speed, not the run; everything else must match.
+        # Thread count changes speed, not the run; everything else must match, the rows it learnt from too
+        # (a data folder built again by a changed builder holds other rows under the same name).
         stored = TrainConfig.from_stored(meta["train_config"])
-        same = {**stored.to_dict(), "threads": None} == {**config.to_dict(), "threads": None}
+        same = ({**stored.to_dict(), "threads": None} == {**config.to_dict(), "threads": None}
+                and meta.get("data_fingerprint") == fingerprint(*training_rows()))
+        if not same:
+            logging.warning("%s was trained with another recipe or on other rows than %s: not reused", out, data)
         meta = meta if same else None
     if meta is None and reuse_only:
         return None
     if meta is None:
-        train_pipeline(
-            train=read_jsonl(data / ("train_gold.jsonl" if gold else "train.jsonl")),
-            valid=read_jsonl(data / ("valid_gold.jsonl" if gold else "valid.jsonl")),
-            test=test, config=config, decision=DecisionConfig(oos_rule="none", support_noise=support_noise), out=out,
-        )
+        train, valid_rows = training_rows()
+        train_pipeline(train=train, valid=valid_rows, test=test, config=config,
+                       decision=DecisionConfig(oos_rule="none", support_noise=support_noise), out=out)
         meta = read_checkpoint_meta(out)
     else:
         logging.info("reusing finished run %s", out)
@@ -123,7 +130,6 @@ def run_one(data: Path, method: str, seed: int, recipe: dict, out: Path, threads
     manifest = bundle / "manifest.json"
     if not manifest.is_file() or manifest.stat().st_mtime < (out / "checkpoint.json").stat().st_mtime:
         export_bundle(out, bundle, quantize=False, force=True)
-    valid = data / ("valid_gold.jsonl" if gold else "valid.jsonl")
     return {**score_bundle(bundle, data, valid, threads, discover, support_noise),
             "support_noise": support_noise or None,
             "epoch_seconds": [h["seconds"] for h in meta["history"]], "best_epoch": meta["best_epoch"]}
