@@ -64,7 +64,9 @@ def fit_decision(
     in_scope = valid_obs.any(axis=1)
     z_in = valid_outputs.logits[in_scope]
 
-    targets = first_label_index(valid_obs[in_scope]) if activation == "softmax" else valid_obs[in_scope]
+    # Softmax too reads every written label of a row (the first one alone, in the order of ``labels``,
+    # made the temperature depend on that order wherever a row carries two).
+    targets = valid_obs[in_scope]
     temperature = calibration.fit_temperature(z_in, targets, activation)
     report: dict = {"calibration": calibration.calibration_report(z_in, targets, activation, temperature)}
     label_scale = None

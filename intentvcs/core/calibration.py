@@ -7,7 +7,8 @@ by minimising the negative log-likelihood (NLL) of held-out *observed* labels.
 
 ``softmax`` heads (PU method): a training row shows one observed label, so the
     softmax models ``P(observed label = k | x)``. ``T`` calibrates exactly that
-    distribution, against one observed label index per validation row. It does
+    distribution, against the observed label(s) of each validation row (several
+    spread evenly, as the training loss reads them). It does
     not calibrate "label k applies": the PU rescaling that follows
     (``confidence_k = min(1, p_k / c_k)`` with Elkan–Noto's ``c_k``, estimated
     on the temperature-scaled probabilities, see ``intentvcs.core.decision``) turns
@@ -61,12 +62,24 @@ def probabilities(logits: np.ndarray, activation: str, temperature: float = 1.0)
 
 
 def _check_targets(logits: np.ndarray, targets: np.ndarray, activation: str) -> np.ndarray:
-    """Softmax: int ``[N]`` label indices; sigmoid: 0/1 ``[N, L]``. Returns them validated."""
+    """Softmax: int ``[N]`` label indices, or 0/1 ``[N, L]`` with one or more labels per row (returned as
+    each row's labels spread evenly, float ``[N, L]``); sigmoid: 0/1 ``[N, L]``. Returns them validated."""
     if logits.ndim != 2:
         raise ValueError(f"logits must be [N, L], got shape {list(logits.shape)}")
     n, n_labels = logits.shape
     targets = np.asarray(targets)
-    if check_activation(activation) == "softmax":
+    if check_activation(activation) == "softmax" and targets.ndim == 2:
+        # A row written with several labels (a chained request) is read as the training loss reads it
+        # (training.losses.observed_softmax_loss): each of its labels as likely as the others. One index per
+        # row would pick one of them by the order of the model's labels.
+        if targets.shape != logits.shape or targets.dtype.kind not in "biuf" or np.any((targets != 0) & (targets != 1)):
+            raise ValueError(f"softmax label sets must be 0/1 [N, L] = {list(logits.shape)}, "
+                             f"got {targets.dtype} {list(targets.shape)}")
+        counts = targets.sum(axis=1)
+        if n and counts.min() < 1:
+            raise ValueError("softmax label sets need one label or more per row; drop rows with no observed label")
+        return targets / counts[:, None]
+    if activation == "softmax":
         if targets.shape != (n,) or not np.issubdtype(targets.dtype, np.integer):
             raise ValueError(f"softmax targets must be {n} integer label indices, "
                              f"got {targets.dtype} {list(targets.shape)}")
@@ -81,7 +94,8 @@ def _check_targets(logits: np.ndarray, targets: np.ndarray, activation: str) -> 
 def nll(logits: np.ndarray, targets: np.ndarray, activation: str, temperature: float = 1.0) -> float:
     """Mean negative log-likelihood in nats of ``targets`` under ``logits / T``.
 
-    softmax: ``targets`` int ``[N]``; mean over rows of ``-log p[target]``.
+    softmax: ``targets`` int ``[N]``; mean over rows of ``-log p[target]`` (0/1 ``[N, L]`` label sets: of the
+    mean ``-log p`` over each row's labels).
     sigmoid: ``targets`` 0/1 ``[N, L]``; mean binary cross-entropy over all entries.
     """
     z = np.asarray(logits, dtype=np.float64)
@@ -90,6 +104,8 @@ def nll(logits: np.ndarray, targets: np.ndarray, activation: str, temperature: f
     if activation == "softmax":
         top = z.max(axis=1)
         log_norm = top + np.log(np.exp(z - top[:, None]).sum(axis=1))
+        if targets.ndim == 2:  # label sets: mean -log p over each row's labels
+            return float(np.mean(log_norm - np.sum(targets * z, axis=1)))
         return float(np.mean(log_norm - z[np.arange(len(z)), targets]))
     # log(1 + e^z) - y z, written so that no exponent is positive.
     return float(np.mean(np.maximum(z, 0.0) - z * targets + np.log1p(np.exp(-np.abs(z)))))
@@ -98,14 +114,15 @@ def nll(logits: np.ndarray, targets: np.ndarray, activation: str, temperature: f
 def brier(probs: np.ndarray, targets: np.ndarray, activation: str) -> float:
     """Brier score of ``probs`` ``[N, L]``.
 
-    softmax: mean over rows of ``sum_k (p_k - onehot_k)^2`` (in [0, 2]);
+    softmax: mean over rows of ``sum_k (p_k - onehot_k)^2`` (in [0, 2]; label sets: spread evenly);
     sigmoid: mean ``(p - y)^2`` over all entries (in [0, 1]).
     """
     probs = np.asarray(probs, dtype=np.float64)
     targets = _check_targets(probs, targets, activation)
     if activation == "softmax":
-        onehot = np.zeros_like(probs)
-        onehot[np.arange(len(probs)), targets] = 1.0
+        onehot = targets if targets.ndim == 2 else np.zeros_like(probs)  # label sets: spread evenly
+        if targets.ndim == 1:
+            onehot[np.arange(len(probs)), targets] = 1.0
         return float(np.mean(np.sum((probs - onehot) ** 2, axis=1)))
     return float(np.mean((probs - targets) ** 2))
 
@@ -114,13 +131,13 @@ def top_label(probs: np.ndarray, targets: np.ndarray, activation: str) -> tuple[
     """``(confidence [N], correct bool [N])`` of each row's most probable label.
 
     Correct means the top label is the target (softmax) or is set in the
-    target row (sigmoid).
+    target row (sigmoid, and softmax label sets).
     """
     probs = np.asarray(probs, dtype=np.float64)
     targets = _check_targets(probs, targets, activation)
     top = probs.argmax(axis=1)
     rows = np.arange(len(probs))
-    correct = top == targets if activation == "softmax" else targets[rows, top] > 0
+    correct = top == targets if targets.ndim == 1 else targets[rows, top] > 0
     return probs[rows, top], correct
 
 
@@ -159,7 +176,7 @@ def fit_temperature(
     search would return the upper bound.
     """
     z = np.asarray(logits, dtype=np.float64)
-    targets = _check_targets(z, targets, activation)
+    _check_targets(z, targets, activation)  # validated here; nll reads them as given (label sets: spread)
     if not len(z):
         raise ValueError("fit_temperature needs at least one validation row")
     problem = non_finite_problem(z, "fit_temperature: logits")

@@ -255,14 +255,18 @@ class Decision:
             accepted = (confidences >= self.thresholds) & self._intent_columns
         else:
             accepted = support.support_sets(probs, self.support_noise, self._intent_ids) & self._intent_columns
+        # The fallback and cover completion pick the most confident label by p / c before the clip at 1:
+        # it orders labels as the confidence does, and clipped labels (p_k >= c_k, frequent with small c_k)
+        # would otherwise all tie at 1 and go to the first column, so the answer depended on label order.
+        ranking = probs * self._inv_scale
         empty = np.flatnonzero(~out_of_scope & ~accepted.any(axis=1)) if top_fallback else np.array([], int)
         if empty.size:
-            top = self.top_intents(confidences[empty])
+            top = self.top_intents(ranking[empty])
             accepted[empty, top] = True
         if self._closure is not None:
             accepted = self._closure(accepted)
         if self._completion is not None:
-            accepted = self._completion(accepted, confidences, self._closure)
+            accepted = self._completion(accepted, ranking, self._closure)
         accepted[out_of_scope] = False
         return DecisionResult(confidences, accepted, out_of_scope, score, self.oos.name)
 
