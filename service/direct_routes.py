@@ -34,7 +34,7 @@ from bentoml.exceptions import ServiceUnavailable
 from pydantic import BaseModel, ValidationError
 
 from intentvcs.service import prometheus_metrics, rejections
-from intentvcs.service.schemas import rejection_reason, validation_error_body
+from intentvcs.service.schemas import first_errors, rejection_reason, validation_error_body
 
 log = logging.getLogger(__name__)
 # A route's request model, and what answers a validated request: (service instance, request) -> answer.
@@ -84,8 +84,9 @@ class DirectRoutes:
         try:
             request = request_model.model_validate_json(body or b"{}")
         except ValidationError as exc:
-            rejections.refused(scope["method"], scope["path"], 400, rejection_reason(exc))
-            return 400, _json(validation_error_body(exc))
+            errors = first_errors(exc)  # once: for a body failing many checks, each call writes them all
+            rejections.refused(scope["method"], scope["path"], 400, rejection_reason(exc, errors))
+            return 400, _json(validation_error_body(exc, errors))
         try:
             answer = await handler(bentoml.get_current_service(), request)
             return 200, answer.model_dump_json().encode()

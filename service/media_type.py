@@ -13,7 +13,11 @@ too (JSON is UTF-8, RFC 8259, and the body would be read as UTF-8 whatever it
 declared), and so is any method but POST, OPTIONS included (the service
 grants no cross-origin access, so a preflight's answer is no; it was let
 through to the server's plain-text, uncounted 405), with the same JSON
-error body and count as every other refusal.
+error body and count as every other refusal. So is a body declared compressed
+(``Content-Encoding: gzip``...): nothing here decodes one, and read as JSON it
+was refused as malformed at "line 1 column 1" (a gzip body), or accepted though
+the client said it was not JSON (a plain body declared gzip); RFC 9110 answers
+an unsupported content coding with 415 and ``Accept-Encoding`` (``identity``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from intentvcs.service.rejections import respond
 
 ACCEPTED = "application/json"
 CHARSETS = ("utf-8", "utf8")
+IDENTITY = "identity"  # the one content coding taken: none
 OnReject = Callable[[dict[str, Any], int, str], None]  # (scope, status, reason)
 
 
@@ -41,8 +46,18 @@ def content_type(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, st
     return None, None
 
 
+def content_coding(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The request's ``Content-Encoding`` (lower case) when it names a coding other than ``identity``, else None."""
+    for name, value in headers:
+        if name.lower() == b"content-encoding":
+            codings = [coding.strip() for coding in value.decode("latin-1").lower().split(",")]
+            if any(coding not in ("", IDENTITY) for coding in codings):
+                return ", ".join(codings)
+    return None
+
+
 class JsonOnly:
-    """Wrap ``app``; requests to ``routes`` must be POSTs declaring ``application/json`` in UTF-8."""
+    """Wrap ``app``; requests to ``routes`` must be POSTs declaring ``application/json`` in UTF-8, uncompressed."""
 
     def __init__(self, app: Callable[..., Awaitable[None]], routes: Iterable[str],
                  on_reject: OnReject = lambda scope, status, reason: None):
@@ -67,5 +82,12 @@ class JsonOnly:
                 else f"charset {declared[:40]!r}"
             await respond(send, 415, f"unsupported media type: {what}; send the body as {ACCEPTED} in UTF-8",
                           headers=[(b"accept-post", ACCEPTED.encode())])
+            return
+        coding = content_coding(headers)
+        if coding is not None:
+            self.on_reject(scope, 415, "unsupported_media_type")
+            await respond(send, 415, f"unsupported Content-Encoding {coding[:40]!r}: send the body uncompressed "
+                                     f"(no Content-Encoding, or {IDENTITY})",
+                          headers=[(b"accept-encoding", IDENTITY.encode())])
             return
         await self.app(scope, receive, send)

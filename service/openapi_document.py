@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from intentvcs.service.audit_jobs import (CANCEL_ROUTE, GET_ROUTE, JOB_ROUTE, PROGRESS_ROUTE, RETRY_ROUTE,
                                          STATUS_ROUTE, SUBMIT_ROUTE)
 from intentvcs.service.body_limit import BODY_READ_TIMEOUT_S
-from intentvcs.service.schemas import LIMITS, openapi_30, openapi_schema
+from intentvcs.service.schemas import LIMITS, MAX_REPORTED_ERRORS, openapi_30, openapi_schema
 from intentvcs.service.settings import ENV_PREFIX
 
 DOCS = "/docs.json"
@@ -72,7 +72,8 @@ class Refusal(BaseModel):
     error: str = Field(description="What was wrong, and where a setting sets the limit, its name.")
     # Absent, never null, when there is none: no default in the document.
     detail: list[RequestProblem] | None = Field(
-        None, description="For a body the request schema refuses: each failed check. Absent otherwise.",
+        None, description=f"For a body the request schema refuses: each failed check, the first "
+        f"{MAX_REPORTED_ERRORS} when more failed (error gives their count). Absent otherwise.",
         json_schema_extra=lambda schema: schema.pop("default", None))
 
 
@@ -160,7 +161,8 @@ class ServiceStatus(BaseModel):
 # Status -> why, beyond the 200 (or 202) BentoML lists; every one answered with a Refusal body.
 _BODY = {408: f"The body did not arrive in full within {BODY_READ_TIMEOUT_S:g} s.",
          413: f"The body is larger than {LIMITS.max_body_bytes} bytes ({ENV_PREFIX}MAX_BODY_BYTES).",
-         415: "The body is not declared application/json in UTF-8."}
+         415: "The body is not declared application/json in UTF-8, or is declared compressed (a Content-Encoding "
+              "other than identity; Accept-Encoding: identity in the answer)."}
 _API = {400: "The body is not JSON, or its schema refuses it (detail: each failed check, naming field and "
              "limit).", **_BODY, 500: "An unexpected error (logged on the server; no detail)."}
 _TASK_ID = {400: "task_id is missing or is not a job id.", 404: "No job with this id on this server."}
@@ -305,7 +307,8 @@ class AmendedDocs:
         self.protected = list(protected)
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http" and scope["path"] == DOCS and scope["method"] == "GET":
+        # HEAD too: passed on unamended, it answered the Content-Length of BentoML's document, not of this one.
+        if scope["type"] == "http" and scope["path"] == DOCS and scope["method"] in ("GET", "HEAD"):
             await self.app(scope, receive, self._amending(send))
         else:
             await self.app(scope, receive, send)
@@ -327,6 +330,10 @@ class AmendedDocs:
                 return
             chunks.append(message.get("body", b""))
             if message.get("more_body", False):
+                return
+            if not any(chunks):  # a header-only answer (HEAD, were BentoML to send one): nothing to amend
+                await send(start)
+                await send(message)
                 return
             body = json.dumps(amend(json.loads(b"".join(chunks)), self.protected)).encode()
             headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
