@@ -57,6 +57,7 @@ from intentvcs.service.body_limit import BodyLimit
 from intentvcs.service.direct_routes import DirectRoutes
 from intentvcs.service.engine import Engine
 from intentvcs.service.identity import ANSWERED_BY, HEADER, ModelHeader, header_value, status_app
+from intentvcs.service.json_errors import PlainErrorsAsJson
 from intentvcs.service.media_type import JsonOnly
 from intentvcs.service.openapi_document import AmendedDocs
 from intentvcs.service.rasa import nothing_to_read, parse_answer, payload_answer
@@ -362,6 +363,7 @@ PROTECTED_ROUTES = [*API_ROUTES, *JOB_READ_ROUTES, "/status",
                     *(["/metrics"] if SETTINGS.metrics_token_required else [])] if SETTINGS.api_token else []
 # Outermost of all: a request whose client left unanswered is closed, for BentoML's request metrics.
 IntentService.add_asgi_middleware(prometheus_metrics.AnswerGoneClients)
+IntentService.add_asgi_middleware(PlainErrorsAsJson)  # Starlette's own 404 and 405 in JSON too
 IntentService.add_asgi_middleware(AmendedDocs, protected=PROTECTED_ROUTES)  # /docs.json as the service answers
 if SETTINGS.api_token:
     IntentService.add_asgi_middleware(BearerAuth, token=SETTINGS.api_token, on_reject=rejections.refused_scope,

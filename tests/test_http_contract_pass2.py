@@ -111,3 +111,20 @@ def test_first_errors_are_errors_as_listed():
     assert first_errors(caught.value) == listed[:MAX_REPORTED_ERRORS]
     assert first_errors(caught.value, 1) == listed[:1]
     assert validation_error_body(caught.value)["detail"] == listed[:MAX_REPORTED_ERRORS]
+
+
+@pytest.mark.parametrize("method, path, status, error", [
+    ("POST", "/predcit", 404, "no route POST /predcit"),
+    ("GET", "/nothing/here", 404, "no route GET /nothing/here"),
+    ("OPTIONS", "/metrics", 405, "/metrics takes GET, HEAD, not OPTIONS"),
+], ids=["unknown-post", "unknown-get", "metrics-options"])
+def test_starlettes_own_refusals_are_json_too(url, method, path, status, error):
+    """An unknown path and another method on a route Starlette serves were answered in plain text
+    ("Not Found"), which a client reading every error as JSON cannot parse."""
+    answer = httpx.request(method, f"{url}{path}", timeout=30)
+    assert answer.status_code == status
+    assert answer.headers["content-type"] == "application/json" and answer.json() == {"error": error}
+    if status == 405:
+        assert answer.headers["allow"] == "GET, HEAD"
+    head = httpx.head(f"{url}/nothing/here", timeout=30)  # no body to rewrite
+    assert head.status_code == 404 and head.content == b""
