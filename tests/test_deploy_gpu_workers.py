@@ -73,10 +73,13 @@ def sessions(monkeypatch):
 
 
 def device_of(bundle, provider: str = "auto") -> int:
-    """The GPU the engine's session says it runs on (its providers are in ``sessions``)."""
-    from intentvcs.service.engine import Engine
+    """The GPU the bundle's session says it runs on (its providers are in ``sessions``). The session itself,
+    not an ``Engine``'s: the recorded session runs on the CPU, which an engine takes for a CUDA that did not
+    start and opens the bundle again for the CPU (``Engine``, ``cuda_fallback``)."""
+    from intentvcs.service.bundle import open_bundle
 
-    return Engine(bundle, provider=provider, quantized="off").session.device_id
+    opened = open_bundle(bundle, quantized="off")
+    return onnx_session.OnnxSession(opened.model_path, opened.tokenizer, provider).device_id
 
 
 def test_the_worker_s_gpu_is_the_cuda_provider_s_device_id(bundle, worker, sessions, monkeypatch):

@@ -116,15 +116,17 @@ def test_first_errors_are_errors_as_listed():
 @pytest.mark.parametrize("method, path, status, error", [
     ("POST", "/predcit", 404, "no route POST /predcit"),
     ("GET", "/nothing/here", 404, "no route GET /nothing/here"),
-    ("OPTIONS", "/metrics", 405, "/metrics takes GET, HEAD, not OPTIONS"),
+    ("OPTIONS", "/metrics", 405, "/metrics takes {allow}, not OPTIONS"),  # Starlette's Allow, in its order
 ], ids=["unknown-post", "unknown-get", "metrics-options"])
 def test_starlettes_own_refusals_are_json_too(url, method, path, status, error):
     """An unknown path and another method on a route Starlette serves were answered in plain text
     ("Not Found"), which a client reading every error as JSON cannot parse."""
     answer = httpx.request(method, f"{url}{path}", timeout=30)
     assert answer.status_code == status
-    assert answer.headers["content-type"] == "application/json" and answer.json() == {"error": error}
+    allow = answer.headers.get("allow", "")
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json() == {"error": error.format(allow=allow)}
     if status == 405:
-        assert answer.headers["allow"] == "GET, HEAD"
+        assert set(allow.split(", ")) == {"GET", "HEAD"}
     head = httpx.head(f"{url}/nothing/here", timeout=30)  # no body to rewrite
     assert head.status_code == 404 and head.content == b""
