@@ -103,6 +103,7 @@ duplicate keeps its severity.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -198,6 +199,17 @@ def _verdict(evidence: Evidence, config: AuditConfig, relation: str, existing: l
                    rationale, support, statistic)
 
 
+def _under(rate: float, threshold: float) -> str:
+    """``rate`` as the rationale's whole percent, but one under ``threshold`` never read at or above it: rounded,
+    39.6% of B "lay in N (under 40%)" as "40%", and coverage of 29.7% read "cover only 30% (a superset needs
+    30%)". Such a rate is cut to the whole percent under the threshold's; every other rate is rounded as
+    before."""
+    shown = f"{rate:.0%}"
+    if rate < threshold and int(shown[:-1]) >= threshold * 100 - 1e-9:
+        return f"{math.ceil(threshold * 100 - 1e-9) - 1}%"
+    return shown
+
+
 def _most_specific(indices: list[int], implication: np.ndarray) -> list[int]:
     """Drop each index strictly implied by another (keep children, drop parents)."""
     return [j for j in indices
@@ -216,7 +228,12 @@ def _co_accepted(ev: Evidence, config: AuditConfig) -> Verdict | None:
     multi_rows = ev.independent.sum(axis=1) >= 2
     if not multi_rows.any():
         return None
-    shares = ev.independent[multi_rows].mean(axis=0)
+    # A share of the rows ``ev.multi`` counts (>= 2 independent intents among all existing intents), as the
+    # rule says: the mean over the rows with two *candidates* left out rows pairing a part with another intent,
+    # and a D beside B on 2 of N's 20 rows, 13 of them multi-intent, made "B and D" a composite (2 of 2).
+    # Rows where a part sits beside a non-candidate alone are not in the numerator: a share never above the
+    # rule's.
+    shares = ev.independent[multi_rows].sum(axis=0) / max(ev.multi.k, int(multi_rows.sum()))
     parts = [j for j in range(len(ev.candidates)) if shares[j] >= config.part_share]
     if len(parts) < 2:
         return None
@@ -305,8 +322,10 @@ def _target_verdict(ev: Evidence, j: int, config: AuditConfig) -> Verdict:
         tail = f"and {backward.rate:.0%} of {name} lies in {ev.intent}: same meaning"
     else:
         relation = "subset"
-        tail = f"but only {backward.rate:.0%} of {name} lies in {ev.intent}: too specific"
-    if backward is not None and backward.straddles(config.back_high) and word is None:
+        tail = f"but only {_under(backward.rate, config.back_high)} of {name} lies in {ev.intent}: too specific"
+    # Only where contain(E->N) decided: a word or a significant entity pivot makes a subset whichever side of
+    # back_high it falls (the entity case marked such subsets borderline, "maybe a duplicate", for nothing).
+    if backward is not None and backward.straddles(config.back_high) and word is None and not by_entity:
         alternatives.append("subset" if relation == "duplicate" else "duplicate")
     return _verdict(ev, config, relation, [name], alternatives, f"{head} {tail}", support)
 
@@ -432,7 +451,8 @@ def _inside_tail(ev: Evidence, pair: list[int], config: AuditConfig) -> str:
     parts)."""
     known = [j for j in pair if ev.to_new[j] is not None]
     unknown = [ev.candidates[j] for j in pair if ev.to_new[j] is None]
-    figures = " and ".join(f"{ev.to_new[j].rate:.0%} of {ev.candidates[j]}" for j in known)
+    figures = " and ".join(f"{_under(ev.to_new[j].rate, config.superset_back_min)} of {ev.candidates[j]}"
+                           for j in known)
     verb = "lies" if len(known) == 1 else "lie"
     inside = [j for j in known if ev.to_new[j].rate >= config.superset_back_min]
     if not inside:
@@ -451,8 +471,9 @@ def _inside_tail(ev: Evidence, pair: list[int], config: AuditConfig) -> str:
         parts = _most_general([j for j, c in enumerate(ev.to_new)
                                if c is not None and c.rate >= config.superset_back_min], ev.implication)
         _, coverage = _coverage(ev, parts, config)
-        why = (f"the rows accepting {', '.join(ev.candidates[j] for j in parts)} cover only {coverage.rate:.0%} "
-               f"of {ev.intent}'s (a superset needs {config.cover_min:.0%})")
+        why = (f"the rows accepting {', '.join(ev.candidates[j] for j in parts)} cover only "
+               f"{_under(coverage.rate, config.cover_min)} of {ev.intent}'s "
+               f"(a superset needs {config.cover_min:.0%})")
     tail = f"; {figures} {verb} in {ev.intent}"
     if unknown:
         tail += f" (how much of {' or '.join(unknown)} does could not be estimated)"
@@ -466,8 +487,8 @@ def _novel(ev: Evidence, config: AuditConfig) -> Verdict:
         rationale = (f"closest existing intent {best} is accepted on {ev.to_existing[0].rate:.0%} of "
                      f"{ev.intent}'s rows; no containment rule holds")
         if ev.to_existing[0].rate >= config.high and back is not None and back.rate < config.sub_min:
-            rationale += (f" (only {back.rate:.0%} of {best} resembles {ev.intent}: the model's forced "
-                          f"choice, not containment)")
+            rationale += (f" (only {_under(back.rate, config.sub_min)} of {best} resembles {ev.intent}: the "
+                          f"model's forced choice, not containment)")
         elif _refused(ev, config.target_oos_max):
             rationale += (f" (the service answers {ev.out_of_scope.rate:.0%} of {ev.intent}'s rows out of scope: "
                           f"they are not utterances of {best} it knows, and accepting {best} is the classifier's "

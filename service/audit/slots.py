@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
+from fractions import Fraction
 from typing import Any, Sequence
 
 from intentvcs.core.dataio import Example
@@ -36,6 +37,23 @@ CORRECTION = "bonferroni"
 # Tables whose probability is within this factor of the observed one count as
 # "as extreme" (R's fisher.test uses the same guard against rounding).
 RELATIVE_TIE = 1.0 + 1e-7
+
+
+def gap_under(k1: int, n1: int, k2: int, n2: int, min_gap: float) -> bool:
+    """Whether the shares ``k1 / n1`` and ``k2 / n2`` differ by less than ``min_gap``, exactly: in floats a gap
+    of exactly ``min_gap`` read under it (9 of 10 against 8 of 10: 0.9 - 0.8 = 0.0999...), and a difference at
+    the threshold, which the settings call enough, told nothing apart. ``min_gap`` as written (its repr)."""
+    return abs(Fraction(k1, n1) - Fraction(k2, n2)) < Fraction(repr(float(min_gap)))
+
+
+def cut_p(p_value: float) -> float:
+    """A p-value to 6 significant digits for the report, cut rather than rounded (``format_p``'s reason): rounded
+    to 6 places, 0.0099999996 was written 0.01, and the page, which compares the written value with
+    ``same_alpha``, said the pivot did not tell the intents apart when the verdict said it did."""
+    if not math.isfinite(p_value) or p_value <= 0.0:
+        return p_value
+    exponent = math.floor(math.log10(p_value)) - 5
+    return float(Decimal(repr(float(p_value))).quantize(Decimal(1).scaleb(exponent), rounding=ROUND_FLOOR))
 
 
 def format_p(p_value: float) -> str:
@@ -79,7 +97,7 @@ class EntityPivot:
     def to_dict(self) -> dict[str, Any]:
         return {"entity": self.entity, "direction": self.direction, "new_share": round(self.new_share, 4),
                 "existing_share": round(self.existing_share, 4), "new_rows": self.new_rows,
-                "existing_rows": self.existing_rows, "p_value": round(self.p_value, 6), "tested": self.tested,
+                "existing_rows": self.existing_rows, "p_value": cut_p(self.p_value), "tested": self.tested,
                 "test": TEST_NAME, "correction": CORRECTION}
 
 
@@ -137,7 +155,7 @@ def entity_pivot(new_rows: Sequence[Example], existing_rows: Sequence[Example], 
     best = None
     for kind in kinds:
         k1, k2 = new_counts.get(kind, 0), old_counts.get(kind, 0)
-        if abs(k1 / n1 - k2 / n2) < min_gap:
+        if gap_under(k1, n1, k2, n2, min_gap):
             continue
         p = min(1.0, fisher_exact_p(k1, n1, k2, n2) * len(kinds))
         if best is None or p < best.p_value:

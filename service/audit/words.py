@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from intentvcs.core.dataio import Example
-from intentvcs.service.audit.slots import fisher_exact_p, format_p
+from intentvcs.service.audit.slots import fisher_exact_p, format_p, gap_under
 
 WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 # Function words never name a narrowed intent, yet ride along with the one that does ("in the morning").
@@ -73,7 +73,8 @@ def word_pivot(new_rows: Sequence[Example], existing_rows: Sequence[Example], *,
     best = None
     for word in words:
         k1, k2 = new_counts[word], old_counts[word]
-        if k2 < min_rows or k2 / n2 > EXISTING_SHARE or k1 / n1 - k2 / n2 < min_gap:
+        # N's share above E's by at least min_gap, compared exactly (``gap_under`` is on the absolute gap).
+        if k2 < min_rows or k2 / n2 > EXISTING_SHARE or k1 * n2 < k2 * n1 or gap_under(k1, n1, k2, n2, min_gap):
             continue
         p = min(1.0, fisher_exact_p(k1, n1, k2, n2) * len(words))
         if best is None or p < best.p_value:
