@@ -4,7 +4,8 @@ Steps, inside ``intentvcs.core.atomic.directory`` so that any failure (a parity
 miss included) leaves no bundle and an existing one untouched:
 
 1. ``model.onnx``: one fp32 graph ids -> ``logits``, ``pooled``, ``pooled_mid`` and, for a model
-   with an entity head, ``tag_logits`` (``intentvcs.export.onnx_export``), its encoder
+   with an entity head, ``tag_logits``, and with a boundary head, ``boundary_logits``
+   (``intentvcs.export.onnx_export``), its encoder
    rewritten with fused ops (``intentvcs.export.fusion``);
 2. ``tokenizer.json``: the checkpoint's fast tokenizer with truncation at its
    ``max_length`` (on its own ``truncation_side``) and its pad token recorded; ``spelling.json``, the

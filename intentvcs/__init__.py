@@ -6,7 +6,7 @@ The installed package is one namespace whose floors import only downwards
 ``intentvcs.cli``        the ``intentvcs`` command; parses arguments, calls the floors below
 ``intentvcs.export``     checkpoint -> bundle (folder ``export/``)
 ``intentvcs.training``   torch side (folder ``training/``)  |  ``intentvcs.service``  serving side (folder ``service/``)
-``intentvcs.core``       numpy-only shared core: data format, decision layer, OOS rules, relations, metrics, manifest
+``intentvcs.core``       torch-free shared core: data format, decision layer, OOS rules, relations, metrics, manifest
 
 This module holds only the version and the process-wide thread policy below.
 """

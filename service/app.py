@@ -2,7 +2,7 @@
 
 Endpoints: ``POST /predict``, ``POST /model/parse`` (the same answer in the
 shape of Rasa's NLU server, ``rasa``), ``POST /audit`` (``intentvcs.service.audit``),
-the task ``/audit/job`` (submit, status, progress, get: an audit of any size in the
+the task ``/audit/job`` (submit, status, progress, get, retry, cancel: an audit of any size in the
 background, ``audit_jobs``), ``GET /status`` (which model answers: ``identity``, also the
 ``X-Intentvcs-Model`` header of every API answer), and BentoML's own
 ``/healthz`` (live), ``/readyz`` (ready once the bundle is loaded
@@ -12,11 +12,15 @@ corrects BentoML's). Settings come from
 ``INTENTVCS_*`` variables (``intentvcs.service.settings``). A replaced bundle
 folder is swapped in without a restart or a dropped request (``reload``).
 
-In front of the API, ASGI middleware, each in its module with its reasons:
+In front of the API, ASGI middleware, each in its module with its reasons (the order is at the end of
+this module and in docs/ARCHITECTURE.md): a client gone unanswered closed as 499
+(``prometheus_metrics.AnswerGoneClients``), Starlette's own 404 and 405 in JSON (``json_errors``),
+``/docs.json`` as the service answers (``openapi_document``),
 an optional bearer token (``auth``), JSON bodies only (``media_type``), a
 bound on body size and read time (``body_limit``), on a worker's audits
 (``audit_control``) and audit jobs (``audit_jobs``), counted once the body is in,
-and a job's body checked before it is queued (``audit_jobs``). Every refusal is one log line and one count
+and a job's body checked before it is queued (``audit_jobs``), the answering bundle named in a header
+(``identity.ModelHeader``). Every refusal is one log line and one count
 (``rejections``). Innermost, ``direct_routes`` answers ``/predict`` and
 ``/model/parse`` with the ``answer_*`` methods, in front of BentoML's IO layer,
 whose per-request Python cost 11% of the service's throughput.

@@ -39,7 +39,7 @@ Ray (``predict_ray``): a quick scan in the driver cuts the file into spans of
 whole chunks (byte ranges of lines or records; row ranges of Parquet); one
 read task at a time, pinned to the driver's node (only that node needs the
 input file), streams a span's rows through the same reader; a fixed pool of
-actors, each holding one ``Engine`` (``map_batches`` with a callable class),
+actors (no more than there are chunks), each holding one ``Engine`` (``map_batches`` with a callable class),
 predicts the chunks; the driver writes the answers in order, and publishes
 them only when they are as many as the scan counted rows. Each actor's process
 starts with one OpenBLAS thread and a tokenizer pool of its CPUs
@@ -516,7 +516,8 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
     """Predict every row of ``source`` on Ray Data (see the module docstring); write ``out``; return a summary.
 
     ``workers`` actors (default: one per ``cpus_per_worker`` CPUs of the
-    cluster, or one per GPU with ``provider="cuda"``; any other provider runs on CPUs), each with
+    cluster, or one per GPU with ``provider="cuda"``; any other provider runs on CPUs; never more than
+    the file has chunks of ``chunk_rows``), each with
     ``cpus_per_worker`` CPUs (its ONNX Runtime threads) and, with ``"cuda"``,
     one GPU. ``address`` None starts a local cluster (shut down at the end);
     a Ray session already open in this process is used as it is.

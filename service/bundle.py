@@ -4,7 +4,7 @@ Every failure raises ``BundleError`` naming the offending file (and field),
 at load time: a service must refuse to start on a bad bundle rather than fail
 on its first request. Checks, in order: manifest (JSON, schema, version),
 payload files (every listed one present with its size; sha256 of those read), tokenizer.json (truncation agrees
-with the manifest), spelling.json (when listed), the decision, and, once ONNX
+with the manifest), references.jsonl (when listed: read now, for the audit), spelling.json (when listed), the decision, and, once ONNX
 Runtime has parsed the graph, its output sizes against the manifest
 (``check_graph``).
 """

@@ -16,8 +16,8 @@ concurrency limit) still wrap these routes; the OpenAPI document still
 describes them from the ``@bentoml.api`` methods, which in-process callers use.
 The error contract is BentoML's: ``400`` with ``{"error", "detail"}``, the
 ``detail`` naming the field and the limit, each refusal counted and logged once
-(``rejections``); ``503`` with ``Retry-After`` when the batch queue is full (the
-request's utterances still queued are dropped, ``batching``); ``500`` with no detail
+(``rejections``); ``503`` with ``Retry-After`` when an utterance waited in the batch queue past
+``INTENTVCS_MAX_LATENCY_MS`` (the request's utterances still queued are dropped, ``batching``); ``500`` with no detail
 for anything else, its traceback in the log, counted once as ``internal_error``.
 """
 

@@ -7,8 +7,8 @@ when ``intentvcs.service.app`` is imported, because BentoML needs the worker cou
 the request schema (whose limits appear in the OpenAPI spec) at that moment.
 A set variable of the prefix that the project does not read (``KNOWN_VARIABLES``)
 is most likely a misspelling, which would be ignored without a word: the server
-(``intentvcs.service.app``) and ``intentvcs serve`` warn of it, naming the
-closest known variable, and start as they would without it
+(``intentvcs.service.app``, however it is started, ``intentvcs serve`` included) warns of it once,
+naming the closest known variable, and starts as it would without it
 (``unknown_variables``).
 """
 

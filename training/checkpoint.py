@@ -1,7 +1,9 @@
 """Checkpoint directories: the contract between training and export.
 
 Layout (docs/ARCHITECTURE.md): ``encoder/`` (HF weights + tokenizer),
-``head.safetensors``, ``checkpoint.json``, unless training turned it off
+``head.safetensors``, ``tagger.safetensors`` (an entity head, when the training rows carry spans),
+``boundary.safetensors`` (a boundary head, when trained with chains), ``checkpoint.json``, unless training
+turned it off
 ``spelling.json`` (``intentvcs.core.spelling``), and ``references.jsonl``, the
 audit's sample of the training rows (``intentvcs.core.references``). Written into a temporary sibling
 and renamed, so a crashed run never leaves a loadable half-checkpoint.

@@ -1,4 +1,4 @@
-"""The shared core: what training, export, serving and the analyses all need, numpy-only.
+"""The shared core: what training, export, serving and the analyses all need, torch-free.
 
 The ground floor (docs/ARCHITECTURE.md): the canonical data format
 (``dataio``), atomic writes (``atomic``), versioned file formats

@@ -41,7 +41,7 @@ Report JSON (``report.schema.json``, JSON Schema 2020-12, is normative)::
                   "timing_s": {"reading", "inference", "total"}},
       "findings": [{
           "intent": N, "relation": ..., "existing": [E...], "severity": ..., "borderline": bool,
-          "rationale": str, "rows": n,
+          "rationale": str, "rows": n, "scored_rows": n,   # the intent's rows, and those the model scored
           "statistic": Count|null,          # coverage (superset) / multi-intent share (composite)
           "multi_intent": Count,            # rows with >= 2 independent existing intents
           "out_of_scope": Count,            # rows the served decision answers out of scope
@@ -53,6 +53,9 @@ Report JSON (``report.schema.json``, JSON Schema 2020-12, is normative)::
           "relabel": [{"text", "id"?, "labels", "existing", "probability", "odds", "source"}],
           "fix": {"action": "merge"|"link"|"multi_label"|"none", "label_map": {N: E}, "relations": [...]}
       }],
+      "new_pairs": [{"first": N, "second": N, "relation": "duplicate", "severity",
+                     "first_in_second": Count, "second_in_first": Count, "same_distribution": {...},
+                     "fix": {"action": "merge", "label_map": {N: N}, "relations": [...]}}],
       "cooccurrence": {"new": [N...], "existing": [E...], "rows": [n...], "counts": [[k]], "rate": [[k/n]]},
       "fix": {"label_map": {N: E}, "relations": {... relations.json object ...}}
     }

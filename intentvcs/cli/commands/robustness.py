@@ -13,7 +13,7 @@ from intentvcs.core.team_formats import FORMATS_HELP
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "robustness", help="per-perturbation, Random and Hard robustness report of a bundle",
+        "robustness", help="per-perturbation, Random and Hard robustness report of a bundle or a checkpoint",
         description="Perturb every test utterance with each operator of intentvcs.core.perturb (protected spans "
                     "kept), build NATURE's Random set (one random applicable operator per utterance, several "
                     "draws) and Hard set (each utterance's worst operator for this model), run every distinct "
