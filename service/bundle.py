@@ -82,7 +82,7 @@ def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED
         # swap, for the hour an audit job may run, or for good where that export cannot load), which failed
         # the audit with a 500 ("references.jsonl: ... the manifest says ...").
         try:
-            references = tuple(read_jsonl(check_file(directory, manifest, REFERENCES_FILE)))
+            references = tuple(read_jsonl(check_file(directory, manifest, REFERENCES_FILE), stored=True))
         except DataError as exc:
             raise BundleError(exc.path, exc.reason) from None
     spelling = None

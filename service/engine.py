@@ -158,8 +158,9 @@ class Engine:
         texts = _check_texts(texts)
         outputs, read, segmented = read_as_served(self.session, self.spelling, self.decision, texts, self.segment)
         result = segmented.result
-        # Stable sort on negated confidences: ties keep label order.
-        ranking = np.argsort(-result.confidences, axis=1, kind="stable")
+        # By the decision's ranking (the confidences' order, their ties at 1 broken by p / c), stable: exact
+        # ties keep label order.
+        ranking = np.argsort(-result.ranking, axis=1, kind="stable")
         labels = self.labels
         threshold = self.decision.oos.threshold
         answers = []

@@ -31,14 +31,20 @@ class PlainErrorsAsJson:
             await self.app(scope, receive, send)
             return
         held: dict[str, Any] = {}
+        answered = False
 
         async def send_json_errors(message: dict[str, Any]) -> None:
+            nonlocal answered
             if message["type"] == "http.response.start":
                 if message["status"] in PLAIN_STATUSES and _is_plain_text(message.get("headers", [])):
-                    held.update(message)  # its body, Starlette's few words, follows in one message
+                    held.update(message)  # answered when its plain body comes
                     return
             elif held and message["type"] == "http.response.body":
-                await _answer(send, held, _error(scope, held))
+                # The JSON answer goes out at the first piece of the plain body; the rest of it is dropped
+                # (a second answer to one request would break the ASGI protocol).
+                if not answered:
+                    answered = True
+                    await _answer(send, held, _error(scope, held))
                 return
             await send(message)
 

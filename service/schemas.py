@@ -90,8 +90,10 @@ class CountedRequest(bentoml.IODescriptor):
             if exc.error_count() <= MAX_REPORTED_ERRORS:
                 raise
             # BentoML renders every error of the one it is given, on the event loop (see MAX_REPORTED_ERRORS):
-            # it is given the first few. Their types and messages are kept; their count is these few.
-            raise ValidationError.from_exception_data(exc.title, [
+            # it is given the first few. Their types and messages are kept; pydantic counts these few, so the
+            # title carries the count of all ("20 validation errors for AuditRequest (of 500 failed checks...").
+            title = f"{exc.title} (of {exc.error_count()} failed checks, the first {len(errors)} listed)"
+            raise ValidationError.from_exception_data(title, [
                 {"type": PydanticCustomError(error["type"], error["msg"]), "loc": tuple(error["loc"]), "input": None}
                 for error in errors]) from None
 

@@ -82,7 +82,7 @@ def cgroup_cpu_limit(root: Path) -> int | None:
         try:
             quota = (root / "cpu" / "cpu.cfs_quota_us").read_text().strip()
             period = (root / "cpu" / "cpu.cfs_period_us").read_text().strip()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: bytes that are no text; never a reason not to start
             return None
     try:
         quota_us, period_us = int(quota), int(period)

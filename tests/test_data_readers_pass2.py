@@ -153,3 +153,57 @@ def test_a_jsonl_file_of_carriage_return_line_endings_says_so(tmp_path):
     crlf = tmp_path / "windows.jsonl"
     crlf.write_bytes(b'{"text": "hi", "labels": ["greet"]}\r\n{"text": "bye", "labels": ["bye"]}\r\n')
     assert [ex.text for ex in read_jsonl(crlf)] == ["hi", "bye"]
+
+
+def test_a_stored_sample_with_a_padded_span_label_is_still_read(tmp_path):
+    """A checkpoint's or bundle's references.jsonl written before padded span labels were refused: refused on
+    reading, the bundle would no longer open (the sample is read when it opens)."""
+    from intentvcs.core.references import REFERENCES_FILE, read_references
+
+    row = '{"text": "weather in boston", "labels": ["GetWeather"], "spans": [{"start": 11, "end": 17, "label": "city "}]}\n'
+    (tmp_path / REFERENCES_FILE).write_text(row)
+    with pytest.raises(DataError, match="the span label 'city ' has leading or trailing whitespace"):
+        read_jsonl(tmp_path / REFERENCES_FILE)  # a user's file to train on
+    [stored] = read_references(tmp_path)
+    assert stored.spans[0].label == "city "
+
+
+def test_writing_through_a_dangling_link_into_no_folder_fails_as_open_does(tmp_path):
+    """The folders the link pointed into were created, where open() raises."""
+    link = tmp_path / "out.json"
+    link.symlink_to(tmp_path / "nowhere" / "deeper" / "out.json")
+    with pytest.raises(FileNotFoundError, match="in a folder that does not exist"):
+        atomic.write_text(link, "{}")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_the_carriage_return_hint_is_for_line_ends_only(tmp_path):
+    """A raw carriage return inside a value is an invalid control character, not old Mac line endings."""
+    path = tmp_path / "cr.jsonl"
+    path.write_bytes(b'{"text": "hi\rthere", "labels": ["greet"]}\n')
+    with pytest.raises(DataError, match="Invalid control character") as error:
+        read_jsonl(path)
+    assert "carriage return alone" not in str(error.value)
+
+
+def test_an_entity_annotation_or_relations_file_naming_a_key_twice_is_refused(tmp_path):
+    """The JSONL reader refused a key given twice; a Rasa annotation and relations.json kept the last."""
+    from intentvcs.core.relations import LabelRelations, RelationsError
+
+    nlu = tmp_path / "nlu.yml"
+    nlu.write_text('version: "3.1"\nnlu:\n- intent: weather\n  examples: |\n'
+                   '    - weather in [boston]{"entity": "city", "entity": "town"}\n')
+    with pytest.raises(DataError, match=r"nlu\.yml:5: entity annotation .*duplicate key 'entity'"):
+        read_examples(nlu)
+    relations = tmp_path / "relations.json"
+    relations.write_text('{"format": "intentvcs-relations", "format_version": 1, "labels": ["a", "b"], '
+                         '"relations": [{"type": "duplicate", "a": "a", "b": "b"}], "relations": []}')
+    with pytest.raises(RelationsError, match="duplicate key 'relations'"):
+        LabelRelations.load(relations)
+
+
+def test_a_key_outside_rasas_schema_in_a_listed_example_is_refused(tmp_path):
+    nlu = tmp_path / "nlu.yml"
+    nlu.write_text('version: "3.1"\nnlu:\n- intent: greet\n  examples:\n  - text: hello\n    metdata: x\n')
+    with pytest.raises(DataError, match=r"nlu\.yml:6: unknown key 'metdata' in this item of an 'examples' list"):
+        read_examples(nlu)

@@ -53,6 +53,21 @@ def test_top_fallback_among_clipped_intents_does_not_depend_on_label_order(label
     assert [k for k, on in zip(labels, result.accepted[0]) if on] == ["b"]
 
 
+@pytest.mark.parametrize("labels", [("a", "b"), ("b", "a")])
+def test_the_top_intent_of_clipped_intents_does_not_depend_on_label_order(labels):
+    """The top intent that accuracy and the engine's ranked answer read took the first of the tied
+    confidences (both clipped to 1): a for one order, b (the likelier, p / c 1.83 against 1.5) for the other."""
+    from intentvcs.core.evaluation import row_verdicts
+
+    p, c = {"a": 0.45, "b": 0.55}, {"a": 0.3, "b": 0.3}
+    decision = Decision(labels, label_scale=[c[k] for k in labels])
+    result = decision.apply(np.log([[p[k] for k in labels]]))
+    assert (result.confidences == 1.0).all()
+    assert labels[decision.top_intents(result.ranking)[0]] == "b"
+    gold = np.array([[k == "b" for k in labels]])
+    assert row_verdicts(decision, result, gold).top_right.tolist() == [True]
+
+
 def test_unclipped_confidences_rank_as_before():
     # Where no confidence is clipped the fallback still takes the most confident intent (first on an exact tie).
     decision = Decision(("a", "b", "c"), activation="sigmoid", thresholds=[0.99] * 3)

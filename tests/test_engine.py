@@ -205,14 +205,15 @@ def test_the_defaults_count_the_cores_the_process_may_use(monkeypatch):
     ({"cpu/cpu.cfs_quota_us": "100000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1),  # cgroup v1
     ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, 8),      # v1, no limit
     ({}, 8),                                                             # no cgroup files
-], ids=["v2-two", "v2-one-and-a-half", "v2-max", "v1-one", "v1-none", "none"])
+    ({"cpu/cpu.cfs_quota_us": b"\xff\xfe", "cpu/cpu.cfs_period_us": "100000\n"}, 8),  # no text: no limit
+], ids=["v2-two", "v2-one-and-a-half", "v2-max", "v1-one", "v1-none", "none", "v1-bytes"])
 def test_the_defaults_stay_within_the_containers_cpu_limit(files, cores, monkeypatch, tmp_path):
     """In a container limited to 2 CPUs of a 64-core host the defaults counted the host's cores."""
     from intentvcs.service import onnx_session, settings
 
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+        (tmp_path / name).write_bytes(text if isinstance(text, bytes) else text.encode())
     monkeypatch.setattr(settings, "CGROUP_ROOT", tmp_path)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
     assert settings.usable_cores() == onnx_session.default_workers("cpu") == cores

@@ -83,9 +83,11 @@ def test_a_body_failing_many_checks_lists_the_first_few(url, path):
     first = body["detail"][0]
     assert first["type"] == "extra_forbidden" and first["loc"][-1] == "k0" and "input" not in first
     assert len(answer.content) < 10_000
-    if path != "/audit":  # BentoML words /audit's 400 itself, counting the checks it is given
+    if path != "/audit":
         assert body["error"].startswith(f"{count} validation errors for ")
-        assert f"the first {MAX_REPORTED_ERRORS}" in body["error"]
+    else:  # BentoML words /audit's 400 itself, counting the checks it is given: the count of all is in its title
+        assert f"(of {count} failed checks, the first {MAX_REPORTED_ERRORS} listed)" in body["error"]
+    assert f"the first {MAX_REPORTED_ERRORS}" in body["error"]
     assert errors(url)["unknown_field"] == before + 1
 
 
@@ -130,3 +132,24 @@ def test_starlettes_own_refusals_are_json_too(url, method, path, status, error):
         assert set(allow.split(", ")) == {"GET", "HEAD"}
     head = httpx.head(f"{url}/nothing/here", timeout=30)  # no body to rewrite
     assert head.status_code == 404 and head.content == b""
+
+
+def test_a_plain_404_sent_in_pieces_is_answered_once():
+    """The JSON answer went out again at every further piece of the plain body: two answers to one request."""
+    import asyncio
+
+    from intentvcs.service.json_errors import PlainErrorsAsJson
+
+    async def plain_app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"Not ", "more_body": True})
+        await send({"type": "http.response.body", "body": b"Found"})
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(PlainErrorsAsJson(plain_app)({"type": "http", "method": "POST", "path": "/x"}, None, send))
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert json.loads(sent[1]["body"]) == {"error": "no route POST /x"}

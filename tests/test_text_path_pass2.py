@@ -148,3 +148,12 @@ def test_full_width_connectors_and_pronouns_count_as_their_ascii_forms():
     part = _full_width("delta and united")
     assert _names_only(part, [Entity("airline", 0, 5, 0.9), Entity("airline", 10, 16, 0.9)])
     assert _refers_back(_full_width("play it"))
+
+
+def test_a_chained_request_in_mathematical_letters_cuts_as_the_model_reads_it():
+    """The normaliser reads every compatibility form plainly (NFKC); the cutting folded full-width forms alone,
+    so "𝐩𝐥𝐚𝐲 𝐣𝐚𝐳𝐳 𝐚𝐧𝐝 ..." in mathematical bold was one request."""
+    ascii_text = "play some jazz and turn off the lights"
+    bold = "".join(chr(0x1D41A + ord(c) - ord("a")) if c.isalpha() else c for c in ascii_text)
+    assert len(cut(bold)) == 2
+    assert [bold[start:end] for start, end in cut(bold)] == [bold[:14], bold[19:]]

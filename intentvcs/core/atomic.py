@@ -129,7 +129,10 @@ def _destination(target: Path) -> tuple[Path, int]:
     replaced the user's link with a file and left the file it points to as it was); an existing file keeps
     its permissions (a file the user made private stayed so no longer), a new one gets ``_FILE_MODE``."""
     if target.is_symlink():
-        target = target.resolve()
+        resolved = target.resolve()
+        if not resolved.parent.is_dir():  # open() would not create the folders a link points into either
+            raise FileNotFoundError(f"{target} is a symbolic link to {resolved}, in a folder that does not exist")
+        target = resolved
     try:
         return target, stat.S_IMODE(target.stat().st_mode)
     except FileNotFoundError:

@@ -89,11 +89,15 @@ class Example:
         return row
 
 
-def parse_row(obj: Any, require_labels: bool = True) -> Example:
+def parse_row(obj: Any, require_labels: bool = True, stored: bool = False) -> Example:
     """Validate one decoded JSON value; raise ``ValueError`` with the reason.
 
     ``require_labels=False`` reads a row to predict, which may leave ``labels``
-    out (it is then ``[]``); every other rule holds.
+    out (it is then ``[]``); every other rule holds. ``stored=True`` reads rows the
+    project wrote itself (a checkpoint's or bundle's sample of its training rows) as
+    they were accepted when written: a span label with surrounding whitespace,
+    refused only since format rules tightened, is read as it is, so that such a
+    bundle still opens.
     """
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
@@ -133,7 +137,7 @@ def parse_row(obj: Any, require_labels: bool = True) -> Example:
         raise ValueError(f"'spans' must be a list of {{start, end, label}} objects, got {_json_type(spans)}")
     spans = tuple(_parse_span(s, len(text)) for s in spans)
     _check_disjoint(spans)
-    if require_labels:
+    if require_labels and not stored:
         for span in spans:
             _check_unpadded("the span label", span.label)  # "city " would be an entity type beside "city"
     meta = obj.get("meta")
@@ -229,15 +233,15 @@ def line_nested_past(text: str, depth: int) -> int | None:
     return None
 
 
-def iter_jsonl(path: str | os.PathLike) -> Iterator[Example]:
-    """Yield examples from a JSONL file; blank lines are skipped.
+def iter_jsonl(path: str | os.PathLike, stored: bool = False) -> Iterator[Example]:
+    """Yield examples from a JSONL file; blank lines are skipped (``stored``: ``parse_row``'s).
 
     Raises ``DataError`` naming the file, and the line where there is one.
     """
-    return (example for _, example in iter_jsonl_numbered(path))
+    return (example for _, example in iter_jsonl_numbered(path, stored))
 
 
-def iter_jsonl_numbered(path: str | os.PathLike) -> Iterator[tuple[int, Example]]:
+def iter_jsonl_numbered(path: str | os.PathLike, stored: bool = False) -> Iterator[tuple[int, Example]]:
     """``iter_jsonl``'s examples with the line each is on."""
     path = Path(path)
     if path.is_dir():
@@ -246,17 +250,17 @@ def iter_jsonl_numbered(path: str | os.PathLike) -> Iterator[tuple[int, Example]
         raise DataError(path, None, "file not found")
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            for example in _parse_line(path, number, raw):
+            for example in _parse_line(path, number, raw, stored):
                 yield number, example
 
 
-def _parse_line(path: Path, number: int, raw: bytes) -> Iterator[Example]:
+def _parse_line(path: Path, number: int, raw: bytes, stored: bool = False) -> Iterator[Example]:
     """The example on one line, as 0 (blank) or 1 item; ``DataError`` for anything else."""
     obj = decode_line(path, number, raw)
     if obj is None:
         return
     try:
-        yield parse_row(obj)
+        yield parse_row(obj, stored=stored)
     except ValueError as exc:
         raise DataError(path, number, str(exc)) from None
 
@@ -313,7 +317,8 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
         raise DataError(path, number, str(exc)) from None
     except json.JSONDecodeError as exc:
         reason = f"invalid JSON: {exc.msg} (column {exc.colno})"
-        if "\r" in line.rstrip("\r\n"):  # lines cut by a carriage return alone: the whole file is one "line"
+        # Lines cut by a carriage return alone: the whole file is one "line", with data after its first value.
+        if exc.msg == "Extra data" and "\r" in line.rstrip("\r\n"):
             reason += ("; its lines end in a carriage return alone (old Mac line endings), which JSONL does not "
                        "read as line ends: convert them to \\n")
         raise DataError(path, number, reason) from None
@@ -347,8 +352,8 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def read_jsonl(path: str | os.PathLike) -> list[Example]:
-    examples = list(iter_jsonl(path))
+def read_jsonl(path: str | os.PathLike, stored: bool = False) -> list[Example]:
+    examples = list(iter_jsonl(path, stored))
     if not examples:
         raise DataError(path, None, "no rows")
     return examples

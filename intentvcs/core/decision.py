@@ -65,7 +65,9 @@ class DecisionResult:
     ``confidences`` float64 ``[N, L]`` in [0, 1]; ``accepted`` bool ``[N, L]``
     after relation closure; ``out_of_scope`` bool ``[N]``; ``oos_score``
     float64 ``[N]`` (higher = more out of scope; OOS when above the rule's
-    threshold); ``oos_rule`` the rule's name.
+    threshold); ``oos_rule`` the rule's name; ``ranking`` float64 ``[N, L]`` orders the labels as
+    ``confidences`` do and breaks their ties at the cap of 1 (``p / c`` before the cap, see ``apply``):
+    what the top intent and a ranked answer read, so that neither depends on the order of the labels.
     """
 
     confidences: np.ndarray
@@ -73,6 +75,7 @@ class DecisionResult:
     out_of_scope: np.ndarray
     oos_score: np.ndarray
     oos_rule: str
+    ranking: np.ndarray
 
 
 def _vector(values: Any, n: int, name: str, low: float, high: float, low_open: bool = False) -> np.ndarray:
@@ -268,7 +271,7 @@ class Decision:
         if self._completion is not None:
             accepted = self._completion(accepted, ranking, self._closure)
         accepted[out_of_scope] = False
-        return DecisionResult(confidences, accepted, out_of_scope, score, self.oos.name)
+        return DecisionResult(confidences, accepted, out_of_scope, score, self.oos.name, ranking)
 
     def kept_entities(self, entities: np.ndarray | None) -> np.ndarray | None:
         """``entities`` (``GraphOutputs.entities``: per text a tuple of ``Entity``) without those whose

@@ -55,7 +55,7 @@ def row_verdicts(decision, result: DecisionResult, gold: np.ndarray) -> RowVerdi
     """``RowVerdicts`` of the answers ``result`` against ``gold`` (``gold_matrix(examples, decision.labels)``)."""
     pred = np.zeros_like(gold)
     pred[:, : len(decision.labels)] = result.accepted
-    top_right = gold[np.arange(len(gold)), decision.top_intents(result.confidences)]
+    top_right = gold[np.arange(len(gold)), decision.top_intents(result.ranking)]
     set_right = (pred == gold).all(axis=1)
     return RowVerdicts(pred, top_right, set_right, np.where(gold.sum(axis=1) > 1, set_right, top_right))
 

@@ -57,7 +57,7 @@ def write_references(directory: str | os.PathLike, rows: Sequence[Example]) -> P
 def read_references(directory: str | os.PathLike) -> list[Example] | None:
     """The rows of ``directory``'s ``references.jsonl``; None when it has none (trained before they existed)."""
     path = Path(directory) / REFERENCES_FILE
-    return read_jsonl(path) if path.is_file() else None
+    return read_jsonl(path, stored=True) if path.is_file() else None
 
 
 def summary(rows: Sequence[Example], size_bytes: int) -> dict[str, int]:

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping, Union
 import numpy as np
 
 from intentvcs.core import atomic
-from intentvcs.core.dataio import MAX_NESTING, line_nested_past, read_utf8
+from intentvcs.core.dataio import MAX_NESTING, DuplicateKey, line_nested_past, read_utf8, strict_loads
 from intentvcs.core.formats import FileFormat, json_list, json_object, message_error, non_empty_string
 
 RELATION_TYPES = ("duplicate", "subset", "composite", "cover")
@@ -255,7 +255,9 @@ class LabelRelations:
         except IsADirectoryError:
             raise RelationsError(f"{path}: is a directory, not a relations file") from None
         try:
-            obj = json.loads(text)
+            obj = strict_loads(text)  # a "relations" key given twice dropped the first list without a word
+        except DuplicateKey as exc:
+            raise RelationsError(f"{path}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise RelationsError(f"{path}: not JSON: {exc}") from None
         except RecursionError:

@@ -207,7 +207,7 @@ class DistinctOutputs:
         result = self.result
         return self.outputs.rows(rows), DecisionResult(result.confidences[rows], result.accepted[rows],
                                                        result.out_of_scope[rows], result.oos_score[rows],
-                                                       result.oos_rule)
+                                                       result.oos_rule, result.ranking[rows])
 
 
 def infer_distinct(infer: Infer, texts: Sequence[str], decision: Decision, segment: bool = DEFAULT_SEGMENT,

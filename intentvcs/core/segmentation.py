@@ -40,7 +40,9 @@ figures are the service's.
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -59,11 +61,11 @@ _BLANK = rf"[\s{_INVISIBLE}]"
 _NOT_BLANK = rf"[^\s{_INVISIBLE}]"
 # The characters of _BLANK, for str.strip (every Unicode space lies below U+3001).
 _BLANK_CHARS = "".join(chr(code) for code in range(0x3001) if chr(code).isspace()) + _INVISIBLE
-# Full-width forms of ASCII (U+FF01-FF5E: text typed with an East Asian input method, "ｐｌａｙ\u3000ｊａｚｚ\u3000ａｎｄ
-# ..."), as their ASCII characters, one for one: connectors and the other words below are found in ``_plain(text)``
-# at the offsets of ``text``. The spelling normaliser has the model read such text in plain letters; here
-# "ａｎｄ" and "，" cut nothing, and a chained request in full-width letters was answered with one intent.
-_FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
+# Compatibility forms of a character (full-width letters typed with an East Asian input method,
+# "ｐｌａｙ\u3000ｊａｚｚ\u3000ａｎｄ ...", mathematical letters pasted from styled text) are read as their plain
+# character, one for one: connectors and the other words below are found in ``_plain(text)`` at the offsets of
+# ``text``. The spelling normaliser has the model read such text in plain letters (NFKC, ``spelling._folded``);
+# here "ａｎｄ" and "，" cut nothing, and a chained request in full-width letters was answered with one intent.
 # A word: a run of what is not blank ("rock\u200broll" is two words, as "rock roll" is).
 _WORD = re.compile(rf"{_NOT_BLANK}+")
 # Where a user joins two requests: a run of conjunctions (whole words, between blanks or marks) and commas or
@@ -185,8 +187,15 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
 
 
 def _plain(text: str) -> str:
-    """``text`` with its full-width ASCII forms as ASCII (``_FULL_WIDTH``), character for character."""
-    return text.translate(_FULL_WIDTH)
+    """``text`` with each character that has a plain form of one character (NFKC) in that form, character for
+    character, so that offsets into it are offsets into ``text``."""
+    return text if text.isascii() else "".join(map(_plain_character, text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_character(character: str) -> str:
+    plain = unicodedata.normalize("NFKC", character)
+    return plain if len(plain) == 1 else character
 
 
 def _words(text: str, start: int, end: int) -> int:
@@ -382,7 +391,7 @@ def _grouped(parts: list[_Group]) -> list[_Group]:
 def _join(whole: DecisionResult, strict: DecisionResult, groups_by_row: dict[int, list[_Group]],
           lengths: list[int]) -> SegmentedResult:
     """Per text: its groups' union where two or more groups speak, else the whole text's answer."""
-    confidences, accepted = whole.confidences.copy(), whole.accepted.copy()
+    confidences, accepted, ranking = whole.confidences.copy(), whole.accepted.copy(), whole.ranking.copy()
     out_of_scope, oos_score = whole.out_of_scope.copy(), whole.oos_score.copy()
     parts: list[tuple[Part, ...]] = []
     for row, length in enumerate(lengths):
@@ -398,10 +407,11 @@ def _join(whole: DecisionResult, strict: DecisionResult, groups_by_row: dict[int
         for group in requests:
             accepted[row, group.accepted] = True
         confidences[row] = np.maximum(confidences[row], strict.confidences[speakers].max(axis=0))
+        ranking[row] = np.maximum(ranking[row], strict.ranking[speakers].max(axis=0))
         out_of_scope[row] = False
         oos_score[row] = float(strict.oos_score[speakers].min())
         parts.append(tuple(Part(g.start, g.end, tuple(g.accepted), g.out_of_scope) for g in groups))
-    joined = DecisionResult(confidences, accepted, out_of_scope, oos_score, whole.oos_rule)
+    joined = DecisionResult(confidences, accepted, out_of_scope, oos_score, whole.oos_rule, ranking)
     return SegmentedResult(joined, parts)
 
 

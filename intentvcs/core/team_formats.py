@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from intentvcs.core.csv_records import records
-from intentvcs.core.dataio import (DataError, Example, counts_text, decode_utf8, iter_jsonl_numbered,
-                                   line_and_column, parse_row, read_utf8, unknown_labels)
+from intentvcs.core.dataio import (DataError, DuplicateKey, Example, counts_text, decode_utf8,
+                                   iter_jsonl_numbered, line_and_column, parse_row, read_utf8, strict_loads,
+                                   unknown_labels)
 
 # How a command's help names the files it reads rows from (by suffix).
 FORMATS_HELP = "JSONL, a Rasa nlu.yml (.yml, .yaml) or a CSV of text,intent (.csv)"
@@ -262,15 +263,19 @@ def _rasa_rows(path: Path) -> Iterator[tuple[int, Example]]:
 
 def _check_entry_keys(path: Path, entry: Any, kind: str) -> None:
     """Refuse a key of a ``kind`` 'nlu' entry that Rasa's schema does not give it, at the key's line."""
+    _check_keys(path, entry, RASA_ENTRY_KEYS[kind], f"{kind!r} entry")
+
+
+def _check_keys(path: Path, node: Any, allowed: Sequence[str], what: str) -> None:
+    """Refuse a key of the mapping ``node`` other than ``allowed`` (Rasa's schema), at the key's line."""
     import yaml
 
-    allowed = RASA_ENTRY_KEYS[kind]
-    for key, _ in entry.value:
+    for key, _ in node.value:
         scalar = isinstance(key, yaml.ScalarNode)
         if not scalar or key.value not in allowed:
             shown = repr(key.value) if scalar else "(a list or mapping)"
             raise DataError(path, key.start_mark.line + 1,
-                            f"unknown key {shown} in this {kind!r} entry (its keys: {', '.join(map(repr, allowed))}): "
+                            f"unknown key {shown} in this {what} (its keys: {', '.join(map(repr, allowed))}): "
                             "what it holds would be dropped; Rasa refuses the file")
 
 
@@ -406,10 +411,12 @@ def _listed_examples(path: Path, examples: Any) -> Iterator[tuple[int, str]]:
     import yaml
 
     for item in examples.value:
-        number, text = item.start_mark.line + 1, _mapping(path, item).get("text")
+        number, fields = item.start_mark.line + 1, _mapping(path, item)
+        text = fields.get("text")
         if not isinstance(text, yaml.ScalarNode):
             raise DataError(path, number, "an item of an 'examples' list must be a mapping with a 'text' "
                                           "(and an optional 'metadata')")
+        _check_keys(path, item, ("text", "metadata"), "item of an 'examples' list")
         # As Rasa does: the line end a "text: |" block adds, and spaces, are not the utterance's.
         yield number, text.value.strip("\n\r ")
 
@@ -445,7 +452,9 @@ def _entity_object(path: Path, line: int, match: re.Match) -> dict[str, Any]:
     listed = match["list"] is not None
     source = f"[{match['list']}]" if listed else match["json"]
     try:
-        value = json.loads(source)
+        value = strict_loads(source)  # {"entity": "city", "entity": "town"} kept the last without a word
+    except DuplicateKey as exc:
+        raise DataError(path, line, f"entity annotation {match.group(0)!r}: {exc}") from None
     except json.JSONDecodeError:
         value = None
     if listed and isinstance(value, list):
