@@ -82,7 +82,13 @@ def support_sets(probs: np.ndarray, noise: float = DEFAULT_NOISE, intents: np.nd
     intents = np.asarray(intents)
     if intents.shape != (probs.shape[1],) or intents.dtype.kind not in "iu":
         raise ValueError(f"intents must be {probs.shape[1]} integers (one per label), got {intents!r}")
-    ids, column_intent = np.unique(intents, return_inverse=True)
+    ids, first, column_intent = np.unique(intents, return_index=True, return_inverse=True)
+    # Intents numbered by their first label, not by the value of their id: equal gains keep intent order, and
+    # that must be label order whatever ids a caller picks (a Decision's group takes the column of the group's
+    # first-written name, so [["b", "a"]] and [["a", "b"]] answered differently on a tie).
+    rank = np.empty(len(ids), dtype=np.intp)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(ids))
+    column_intent = rank[column_intent.reshape(-1)]
     if len(ids) == probs.shape[1]:
         return _flat_support(probs, noise)
     mass = np.zeros((probs.shape[0], len(ids)))
