@@ -12,14 +12,17 @@ deprecated in BentoML 1.4 in favour of ``prometheus_client`` used this way.)
 Label cardinality is bounded by construction: ``intent`` takes only the
 bundle's labels plus ``out_of_scope``, and ``reason`` comes from the closed set
 in ``intentvcs.service.schemas.REJECTION_REASONS`` plus the server-side reasons below.
-(BentoML's own request metrics label ``endpoint`` with the raw request path, so
-every path a scanner tries is a series; the scrape configs in ``deploy/prometheus/``
-and ``monitoring/`` keep only the service's routes.)
+BentoML's own request metrics label ``endpoint`` with the raw request path, so
+every path a scanner tried was a series in every worker's files, which ``/metrics`` read and wrote on every
+scrape (3,000 such paths: 11 MB and 3 s a scrape); :func:`bound_request_endpoints` labels a path that is
+no route ``endpoint="other"`` (``UNROUTED``). The scrape configs in ``deploy/prometheus/`` and
+``monitoring/`` keep only the service's routes.
 
 Gauges are per worker, merged by their ``multiprocess_mode``; a worker's ``live*``
 gauges are dropped when it dies. BentoML drops them on a clean exit only, so a
 worker killed outright (SIGKILL, the OOM killer) left its values there for good:
-each worker, as it starts, drops those of workers that are gone (``forget_dead_workers``).
+each worker, as it starts, drops those of workers that are gone (``forget_dead_workers``), and their
+``all`` gauges (BentoML's per-pid ``bentoml_service_last_request_timestamp_seconds``) with them.
 
 :class:`AnswerGoneClients` closes a request whose client left before its answer,
 so that BentoML's request metrics end it too (see there).
@@ -41,6 +44,11 @@ OUT_OF_SCOPE = "out_of_scope"
 # flight, or its unfinished audit jobs (429); audit_timeout: an audit past its deadline (504);
 # audit_cancelled: an audit stopped because its client went away, or an audit job its client cancelled.
 SERVER_ERROR_REASONS = ("internal_error", "overloaded", "audit_busy", "audit_timeout", "audit_cancelled")
+
+# BentoML's request metrics' endpoint label for a path that is no route (bound_request_endpoints).
+UNROUTED = "other"
+# BentoML's own routes (its API routes are in server_context.service_routes); /metrics it does not count.
+BENTOML_ROUTES = ("/", "/docs.json", "/schema.json", "/livez", "/healthz", "/readyz", "/metrics")
 
 CONFIDENCE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
 LENGTH_BUCKETS = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -185,13 +193,15 @@ def forget_dead_workers(folder: str | None = None) -> None:
     What ``prometheus_client.multiprocess.mark_process_dead`` does for a pid, which BentoML calls only as a
     worker exits cleanly; a worker killed outright kept its model, its reload state and its requests in
     progress in every scrape until the server restarted. Run by each worker as it starts (BentoML starts one
-    in place of a dead one). Counters and histograms stay: their counts happened.
+    in place of a dead one). Counters and histograms stay: their counts happened. Its ``all`` gauges go too:
+    BentoML's ``bentoml_service_last_request_timestamp_seconds`` is one, a series per pid, and a dead
+    worker's stayed for good, one more with each restart (``mark_process_dead`` drops ``live*`` files only).
     """
     folder = folder or os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")
     if not folder:
         return
     files: dict[int, list[str]] = {}
-    for path in glob.glob(os.path.join(folder, "gauge_live*_*.db")):
+    for path in glob.glob(os.path.join(folder, "gauge_live*_*.db")) + glob.glob(os.path.join(folder, "gauge_all_*.db")):
         found = re.search(r"_(\d+)\.db$", path)
         if found:
             files.setdefault(int(found.group(1)), []).append(path)
@@ -200,6 +210,66 @@ def forget_dead_workers(folder: str | None = None) -> None:
             for path in paths:
                 with contextlib.suppress(FileNotFoundError):  # another starting worker was first
                     os.remove(path)
+
+
+def known_routes() -> frozenset[str]:
+    """The paths BentoML's request metrics keep as their ``endpoint`` label: the service's routes."""
+    from bentoml._internal.context import server_context
+
+    from intentvcs.service.audit_jobs import JOB_READ_ROUTES, SUBMIT_ROUTE  # here: they import this module
+    from intentvcs.service.identity import STATUS_ROUTE
+
+    return frozenset({*BENTOML_ROUTES, *server_context.service_routes, *JOB_READ_ROUTES, SUBMIT_ROUTE, STATUS_ROUTE})
+
+
+class _KnownEndpoints:
+    """One of BentoML's request metrics whose ``endpoint`` label is ``UNROUTED`` for a path not in ``routes``."""
+
+    def __init__(self, metric: Any, routes: frozenset[str]):
+        self.metric, self.routes = metric, routes
+
+    def labels(self, *args: Any, **labels: Any) -> Any:
+        if labels.get("endpoint") not in self.routes:
+            labels["endpoint"] = UNROUTED
+        return self.metric.labels(*args, **labels)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.metric, name)
+
+
+def bound_request_endpoints() -> None:
+    """Label BentoML's request metrics (``bentoml_service_request_*``) of a path that is no route
+    ``endpoint=UNROUTED``, once per process.
+
+    Why: BentoML labels them with the raw request path, so each path a client tried (``/wp-login.php``,
+    ``/.env``: a scanner's word list) added a counter, an in-progress gauge and a histogram (18 series) to the
+    worker's multiprocess files, for good. The scrape configs drop them, but only after ``/metrics`` has read,
+    merged and sent them all, on every scrape: 3,000 such paths made each scrape 11 MB and 3 s (from 0.1 MB
+    and 0.05 s), so a longer scan outlasts the scrape timeout and blinds every alert. BentoML has no setting
+    for it: its middleware (``RunnerTrafficMetricsMiddleware``, outside every middleware of the service) makes
+    these metrics in ``_setup``, on its first request, which is wrapped here so that their ``labels`` bound
+    the endpoint; routing and the answer are untouched. A BentoML without that hook is left as it is. Run as
+    this module is imported (by the service's module, before the worker serves): a worker answers probes
+    while its service is still loading, so the first request can come before ``ServiceMetrics`` is made.
+    """
+    try:
+        from bentoml._internal.server.http.instruments import RunnerTrafficMetricsMiddleware as traffic
+    except ImportError:
+        return
+    setup = getattr(traffic, "_setup", None)
+    if setup is None or getattr(setup, "intentvcs_bounded", False):
+        return
+
+    @functools.wraps(setup)
+    def bounded_setup(self, *args: Any, **kwargs: Any) -> None:
+        setup(self, *args, **kwargs)
+        routes = known_routes()
+        for name in ("metrics_request_total", "metrics_request_duration", "metrics_request_in_progress"):
+            if hasattr(self, name):
+                setattr(self, name, _KnownEndpoints(getattr(self, name), routes))
+
+    bounded_setup.intentvcs_bounded = True
+    traffic._setup = bounded_setup
 
 
 def _alive(pid: int) -> bool:
@@ -257,3 +327,6 @@ class AnswerGoneClients:
 def get() -> ServiceMetrics:
     """This process's metrics, created on first use (after BentoML set up multiprocess mode)."""
     return ServiceMetrics()
+
+
+bound_request_endpoints()  # at import: see there
