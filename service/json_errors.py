@@ -14,10 +14,10 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from intentvcs.service.rejections import logged_path
+from intentvcs.service.rejections import logged_path, refused_scope
 
-# Statuses Starlette answers in plain text of its own.
-PLAIN_STATUSES = frozenset({404, 405})
+# Statuses Starlette answers in plain text of its own, and the refusal reason each is counted under.
+PLAIN_STATUSES = {404: "not_found", 405: "method_not_allowed"}
 
 
 class PlainErrorsAsJson:
@@ -44,6 +44,7 @@ class PlainErrorsAsJson:
                 # (a second answer to one request would break the ASGI protocol).
                 if not answered:
                     answered = True
+                    refused_scope(scope, held["status"], PLAIN_STATUSES[held["status"]])  # one count and log line
                     await _answer(send, held, _error(scope, held))
                 return
             await send(message)

@@ -122,8 +122,11 @@ def test_first_errors_are_errors_as_listed():
 ], ids=["unknown-post", "unknown-get", "metrics-options"])
 def test_starlettes_own_refusals_are_json_too(url, method, path, status, error):
     """An unknown path and another method on a route Starlette serves were answered in plain text
-    ("Not Found"), which a client reading every error as JSON cannot parse."""
+    ("Not Found"), which a client reading every error as JSON cannot parse, and counted as no refusal."""
+    reason = {404: "not_found", 405: "method_not_allowed"}[status]
+    before = errors(url)[reason]
     answer = httpx.request(method, f"{url}{path}", timeout=30)
+    assert errors(url)[reason] == before + 1
     assert answer.status_code == status
     allow = answer.headers.get("allow", "")
     assert answer.headers["content-type"] == "application/json"

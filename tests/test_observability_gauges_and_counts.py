@@ -269,6 +269,7 @@ def test_the_service_routes_are_kept_by_the_scrape_configs():
     from intentvcs.service.app import API_ROUTES
     from intentvcs.service.audit_jobs import JOB_READ_ROUTES
     from intentvcs.service.identity import STATUS_ROUTE
+    from intentvcs.service.prometheus_metrics import UNROUTED
 
     for config in PROMETHEUS_CONFIGS:
         [job] = yaml.safe_load(config.read_text())["scrape_configs"]
@@ -276,7 +277,7 @@ def test_the_service_routes_are_kept_by_the_scrape_configs():
                 ["__name__", "endpoint"]]
         assert kept, f"{config}: no relabelling of BentoML's endpoint label"
         pattern = kept[0]["regex"]
-        for route in {*API_ROUTES, *JOB_READ_ROUTES, STATUS_ROUTE, *_ROUTES}:
+        for route in {*API_ROUTES, *JOB_READ_ROUTES, STATUS_ROUTE, *_ROUTES, UNROUTED}:
             assert re.fullmatch(pattern, f"bentoml_service_request_total;{route}"), (config, route)
         for junk in _JUNK:
             assert not re.fullmatch(pattern, f"bentoml_service_request_total;{junk}"), (config, junk)
