@@ -172,8 +172,8 @@ def measure(args: argparse.Namespace, work: Path) -> tuple[list[dict], dict]:
         # Whole chunks only: a chunk is cut into length-sorted graph runs, so the same rows in a different
         # chunk pad differently and their answers differ in the last digits.
         ray_rows = min(args.rows, args.ray_rows or args.rows)
-        if ray_rows < args.rows:
-            ray_rows = max(args.chunk_rows, ray_rows - ray_rows % args.chunk_rows)
+        if ray_rows < args.rows:  # whole chunks, never more rows than the local run read
+            ray_rows = min(args.rows, max(args.chunk_rows, ray_rows - ray_rows % args.chunk_rows))
         ray_data = data if ray_rows == args.rows else work / "ray-input.jsonl"
         if ray_data != data:
             write_input(ray_data, texts, ray_rows)
