@@ -27,7 +27,7 @@ class PlainErrorsAsJson:
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive, send) -> None:
-        if scope["type"] != "http" or scope.get("method") == "HEAD":  # a HEAD answer has no body to rewrite
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         held: dict[str, Any] = {}
@@ -36,7 +36,10 @@ class PlainErrorsAsJson:
         async def send_json_errors(message: dict[str, Any]) -> None:
             nonlocal answered
             if message["type"] == "http.response.start":
-                if message["status"] in PLAIN_STATUSES and _is_plain_text(message.get("headers", [])):
+                plain = message["status"] in PLAIN_STATUSES and _is_plain_text(message.get("headers", []))
+                if plain and scope.get("method") == "HEAD":  # no body to rewrite; counted all the same
+                    refused_scope(scope, message["status"], PLAIN_STATUSES[message["status"]])
+                elif plain:
                     held.update(message)  # answered when its plain body comes
                     return
             elif held and message["type"] == "http.response.body":

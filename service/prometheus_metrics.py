@@ -219,7 +219,10 @@ def known_routes() -> frozenset[str]:
     from intentvcs.service.audit_jobs import JOB_READ_ROUTES, SUBMIT_ROUTE  # here: they import this module
     from intentvcs.service.identity import STATUS_ROUTE
 
-    return frozenset({*BENTOML_ROUTES, *server_context.service_routes, *JOB_READ_ROUTES, SUBMIT_ROUTE, STATUS_ROUTE})
+    from intentvcs.service.app import API_ROUTES  # also where BentoML's worker main did not list them
+
+    return frozenset({*BENTOML_ROUTES, *server_context.service_routes, *API_ROUTES, *JOB_READ_ROUTES,
+                      SUBMIT_ROUTE, STATUS_ROUTE})
 
 
 class _KnownEndpoints:
@@ -229,7 +232,9 @@ class _KnownEndpoints:
         self.metric, self.routes = metric, routes
 
     def labels(self, *args: Any, **labels: Any) -> Any:
-        if labels.get("endpoint") not in self.routes:
+        # Keyword labels, as BentoML passes them; positional ones are passed on untouched (a keyword added
+        # beside them would raise inside BentoML's middleware, a 500 on every request).
+        if "endpoint" in labels and labels["endpoint"] not in self.routes:
             labels["endpoint"] = UNROUTED
         return self.metric.labels(*args, **labels)
 
@@ -264,7 +269,10 @@ def bound_request_endpoints() -> None:
     def bounded_setup(self, *args: Any, **kwargs: Any) -> None:
         setup(self, *args, **kwargs)
         routes = known_routes()
-        for name in ("metrics_request_total", "metrics_request_duration", "metrics_request_in_progress"):
+        for name in ("metrics_request_total", "metrics_request_duration", "metrics_request_in_progress",
+                     # a websocket upgrade to any path (uvicorn accepts them; every route refuses) is labelled too
+                     "metrics_websocket_connections", "metrics_websocket_data_received",
+                     "metrics_websocket_data_sent"):
             if hasattr(self, name):
                 setattr(self, name, _KnownEndpoints(getattr(self, name), routes))
 

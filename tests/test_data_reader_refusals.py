@@ -207,3 +207,11 @@ def test_a_key_outside_rasas_schema_in_a_listed_example_is_refused(tmp_path):
     nlu.write_text('version: "3.1"\nnlu:\n- intent: greet\n  examples:\n  - text: hello\n    metdata: x\n')
     with pytest.raises(DataError, match=r"nlu\.yml:6: unknown key 'metdata' in this item of an 'examples' list"):
         read_examples(nlu)
+
+
+def test_writing_to_a_loop_of_symbolic_links_is_an_os_error(tmp_path):
+    """Python 3.11's resolve() raises RuntimeError on a loop, which the command line took for a bug."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(OSError, match="a loop of symbolic links"):
+        atomic.write_text(tmp_path / "a", "{}")

@@ -117,3 +117,16 @@ def test_the_fitted_temperature_does_not_depend_on_the_order_of_the_labels():
     assert temperatures[0] == pytest.approx(temperatures[1], rel=1e-9)
     # And it is the temperature of the NLL over every written label.
     assert temperatures[0] == pytest.approx(fit_temperature(logits, gold, "softmax"), rel=1e-9)
+
+
+def test_a_parts_intents_rank_as_the_answer_does():
+    """A part's accepted intents ("most confident first") took label order among intents capped at 1, while
+    the answer's ranked them by their uncapped scores."""
+    from intentvcs.core.segmentation import _Group
+
+    decision = Decision(("a", "b"), activation="sigmoid", label_scale=[0.5, 0.5], thresholds=[0.5, 0.5])
+    result = decision.apply(np.log(np.array([[0.6, 0.9]]) / (1 - np.array([[0.6, 0.9]]))))
+    assert (result.confidences == 1.0).all()
+    group = _Group.of_part(result, 0, 0, 10, "play jazz now", least=0.0)
+    assert group.accepted == [1, 0]
+

@@ -156,3 +156,31 @@ def test_a_plain_404_sent_in_pieces_is_answered_once():
     asyncio.run(PlainErrorsAsJson(plain_app)({"type": "http", "method": "POST", "path": "/x"}, None, send))
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
     assert json.loads(sent[1]["body"]) == {"error": "no route POST /x"}
+
+
+def test_a_shortened_validation_error_is_still_kept_out_of_the_error_log():
+    """/audit's error of more than 20 failed checks carries the count in its title ("AuditRequest (of 25 ..."),
+    which the filter of BentoML's traceback no longer matched: an ERROR with a traceback per such request."""
+    import logging
+
+    from pydantic import BaseModel, ConfigDict, ValidationError
+
+    from intentvcs.service.rejections import QuietRequestErrors
+
+    class AuditRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+    try:
+        AuditRequest.model_validate({"x": 1})
+    except ValidationError as exc:
+        short = ValidationError.from_exception_data(f"{exc.title} (of 25 failed checks, the first 20 listed)",
+                                                    exc.errors())
+    record = logging.LogRecord("bentoml", logging.ERROR, __file__, 1, "Exception on /audit", None,
+                               (ValidationError, short, None))
+    assert QuietRequestErrors({"AuditRequest"}).filter(record) is False
+
+
+def test_a_head_of_an_unknown_path_is_counted_too(url):
+    before = errors(url)["not_found"]
+    answer = httpx.head(f"{url}/head-scan", timeout=30)
+    assert answer.status_code == 404 and errors(url)["not_found"] == before + 1

@@ -9,6 +9,7 @@ existing file's permissions.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import json
 import os
@@ -129,7 +130,7 @@ def _destination(target: Path) -> tuple[Path, int]:
     replaced the user's link with a file and left the file it points to as it was); an existing file keeps
     its permissions (a file the user made private stayed so no longer), a new one gets ``_FILE_MODE``."""
     if target.is_symlink():
-        resolved = target.resolve()
+        resolved = _resolve(target)
         if not resolved.parent.is_dir():  # open() would not create the folders a link points into either
             raise FileNotFoundError(f"{target} is a symbolic link to {resolved}, in a folder that does not exist")
         target = resolved
@@ -137,6 +138,15 @@ def _destination(target: Path) -> tuple[Path, int]:
         return target, stat.S_IMODE(target.stat().st_mode)
     except FileNotFoundError:
         return target, _FILE_MODE
+
+
+def _resolve(path: Path) -> Path:
+    """``path.resolve()``, a loop of symbolic links an ``OSError`` as ``open`` raises it (Python 3.11 raises
+    ``RuntimeError``, which the command line takes for a bug)."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise OSError(errno.ELOOP, f"{path}: a loop of symbolic links") from None
 
 
 def check_targets(paths: Iterable[str | os.PathLike | None],
@@ -154,7 +164,7 @@ def check_targets(paths: Iterable[str | os.PathLike | None],
     targets = [Path(path) for path in paths if path is not None]
     seen: dict[Path, Path] = {}
     for target in targets:
-        resolved = target.resolve()
+        resolved = _resolve(target)
         if resolved in seen:
             raise ValueError(f"two outputs name the same file, {seen[resolved]} and {target}; give each its own")
         seen[resolved] = target

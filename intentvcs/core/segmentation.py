@@ -359,7 +359,7 @@ class _Group:
         when it asks nothing of its own (``asks_nothing``: it only names entities, or acts on a pronoun)."""
         if asks_nothing:
             return cls(start, end, [], False, [index], [])
-        order = np.argsort(-strict.confidences[index], kind="stable")
+        order = np.argsort(-strict.ranking[index], kind="stable")  # as the answer ranks (ties at 1 broken)
         accepted = [int(j) for j in order if strict.accepted[index, j]]
         if accepted and strict.confidences[index, accepted[0]] < least:
             accepted = []  # less sure than the whole text's reading: a follow-up ("..., can you help me")
@@ -417,5 +417,5 @@ def _join(whole: DecisionResult, strict: DecisionResult, groups_by_row: dict[int
 
 def _whole_part(whole: DecisionResult, row: int, length: int) -> tuple[Part, ...]:
     """The whole text (``length`` characters) as its one part, with the whole text's answer."""
-    order = np.argsort(-whole.confidences[row], kind="stable")
+    order = np.argsort(-whole.ranking[row], kind="stable")
     return (Part(0, length, tuple(int(j) for j in order if whole.accepted[row, j]), bool(whole.out_of_scope[row])),)

@@ -284,7 +284,7 @@ def _score(model: Predictor, sample: BatchSample, config: AuditConfig,
     return _Audit(
         config=config, labels=labels, decision=decision, examples=sample.rows, members=sample.members,
         rows_per_intent=sample.rows_per_intent, confidences=result.confidences,
-        accepted=result.accepted, ranked=top_two(result.confidences), vectors=_vectors(outputs, config),
+        accepted=result.accepted, ranked=top_two(result.ranking), vectors=_vectors(outputs, config),
         out_of_scope=served.oos.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0], oos_rule=served.oos,
         implication=(known.implication_matrix(labels) if known is not None else np.eye(len(labels), dtype=bool)),
         rng=np.random.default_rng(config.seed), should_stop=should_stop, progress=progress)
@@ -341,7 +341,7 @@ class _Audit:
             return
         outputs = _infer(model, texts, self.config, "audit: references", self.should_stop, self.progress)
         vectors = _vectors(outputs, self.config)
-        ranked = top_two(self.decision.apply(*outputs.scores).confidences)
+        ranked = top_two(self.decision.apply(*outputs.scores).ranking)
         offset = 0
         for name, ref in references.items():
             self.reference_vectors[name] = vectors[offset:offset + len(ref.examples)]
