@@ -256,9 +256,10 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
     check_sizes(dataset, sizes or {})
-    # An info.json of this command's, not a DialogVCS benchmark's or a user's own (check_earlier_build).
-    check_earlier_build(out, {f"{name}{suffix}" for name in NAMES.values() for suffix in ("", "-hard")},
-                        "MixATIS/MixSNIPS build", force)
+    # An info.json of this command's, not a DialogVCS benchmark's or a user's own.
+    kind = atomic.OutputKind(INFO_FILE, MIX_HOLDS, named_by=(
+        "benchmark", frozenset(f"{name}{suffix}" for name in NAMES.values() for suffix in ("", "-hard"))))
+    check_earlier_build(out, kind, force)
     sizes = {**SIZES[dataset], **(sizes or {})}
     root = Path(data_root) / dataset
     rng = random.Random(f"{dataset}-{variant}-{seed}")
@@ -276,7 +277,7 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
     known_valid = known_spans_only(files["valid"], {span.label for row in files["train"] for span in row.spans})
     info["valid_known_spans_dropped"] = sum(len(row.spans) for row in files["valid"]) - sum(
         len(row.spans) for row in known_valid)
-    with atomic.directory(out, atomic.OutputKind(INFO_FILE, MIX_HOLDS), force) as tmp:
+    with atomic.directory(out, kind, force) as tmp:
         for split, rows in files.items():
             write_jsonl(tmp / f"{split}.jsonl", rows)
         write_jsonl(tmp / KNOWN_VALID_FILE, known_valid)

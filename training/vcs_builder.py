@@ -77,12 +77,11 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from intentvcs.core import atomic
 from intentvcs.core.dataio import DataError, Example, write_jsonl
@@ -447,7 +446,7 @@ def build(
     """Load ``dataset``, build its benchmark and write ``out`` atomically.
 
     An existing ``out`` is replaced when it is an earlier benchmark (it holds
-    ``info.json`` naming a DialogVCS benchmark, ``check_earlier_build``) or empty,
+    ``info.json`` naming a DialogVCS benchmark) or empty,
     any other folder only with ``force`` (``intentvcs.core.atomic.check_replaceable``).
 
     ``out`` receives ``train.jsonl``, ``train_gold.jsonl``, ``valid.jsonl``,
@@ -458,7 +457,10 @@ def build(
     if dataset not in SPECS:
         raise ValueError(f"unknown dataset {dataset!r}; choose from {', '.join(SPECS)}")
     spec = spec or SPECS[dataset]
-    check_earlier_build(out, {s.name for s in SPECS.values()} | {spec.name}, "DialogVCS benchmark", force)
+    # An info.json naming a DialogVCS benchmark, not another command's build or a user's own data folder.
+    kind = atomic.OutputKind(INFO_FILE, BENCHMARK_HOLDS,
+                             named_by=("benchmark", frozenset({s.name for s in SPECS.values()} | {spec.name})))
+    check_earlier_build(out, kind, force)
     skipped: dict[str, dict[str, int]] = {}
     splits, sources, how = load_sources(dataset, data_root, skipped)
     bench = build_benchmark(splits, spec, seed=seed, difficulty=difficulty, groups=groups)
@@ -488,7 +490,7 @@ def build(
         "sources": [{"path": str(p.resolve()), "sha256": file_digest(p)} for p in sources],
         "rule": RULE,
     }
-    with atomic.directory(out, atomic.OutputKind(INFO_FILE, BENCHMARK_HOLDS), force) as tmp:
+    with atomic.directory(out, kind, force) as tmp:
         for name, rows in bench.files.items():
             write_jsonl(tmp / f"{name}.jsonl", rows)
         bench.relations.save(tmp / "relations.json")
@@ -496,22 +498,9 @@ def build(
     return info
 
 
-def check_earlier_build(out: str | Path, benchmarks: Collection[str], what: str, force: bool) -> None:
-    """Refuse (``FileExistsError``) to replace, without ``force``, a folder whose ``info.json`` does not name
-    one of ``benchmarks``: ``atomic.check_replaceable`` only asks for an ``info.json`` beside ``*.jsonl``
-    files, which a MixATIS build (for build-vcs) or a user's own data folder holds too, and replaced them
-    without a word. Anything else (no folder, an empty one, no ``info.json``) is left to
-    ``check_replaceable``. Called before the sources are read, so a refusal costs nothing."""
-    out = Path(out)
-    if force or out.is_symlink() or not (out / INFO_FILE).is_file():
-        return
-    try:
-        info = json.loads((out / INFO_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        info = None
-    name = info.get("benchmark") if isinstance(info, dict) else None
-    if name not in benchmarks:
-        raise FileExistsError(
-            f"{out} holds an {INFO_FILE} that is not an earlier {what}'s (its benchmark is {name!r}, not one of "
-            f"{', '.join(sorted(benchmarks))}); refusing to replace it (choose another --out, or pass --force "
-            "to replace it)")
+def check_earlier_build(out: str | Path, kind: atomic.OutputKind, force: bool) -> None:
+    """``atomic.check_replaceable`` before the sources are read, where ``out`` holds the marker of a build
+    (its ``info.json``), so that a build of another command or a user's folder is refused at no cost; any
+    other folder is judged as the build is written (``atomic.directory``), after the data have been read."""
+    if (Path(out) / kind.marker).is_file():
+        atomic.check_replaceable(out, kind, force)

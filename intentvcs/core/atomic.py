@@ -249,11 +249,15 @@ class OutputKind(NamedTuple):
     """What makes a folder an earlier output of one command, which a new one may replace
     (``check_replaceable``): its ``marker`` file (``manifest.json`` of a bundle, ``checkpoint.json`` of a
     checkpoint), the name patterns of everything else such a folder ``holds``, and the ``format`` its
-    marker declares (checked when given)."""
+    marker declares (checked when given); ``named_by`` (a key of the marker, the values an output of the
+    command has there) where the marker says what it is otherwise: a builder's ``info.json`` names its
+    ``benchmark``, and an ``info.json`` beside ``*.jsonl`` files is no proof of one (another command's build,
+    a user's own data folder)."""
 
     marker: str
     holds: tuple[str, ...] = ()
     format: str | None = None
+    named_by: tuple[str, frozenset[str]] | None = None
 
 
 def check_replaceable(final: str | os.PathLike, kind: OutputKind, force: bool = False) -> None:
@@ -287,9 +291,16 @@ def check_replaceable(final: str | os.PathLike, kind: OutputKind, force: bool = 
     if not (final / marker).is_file():
         raise FileExistsError(f"{final} exists and holds no {marker}, so it is not an earlier output of this "
                               f"command; refusing to replace it ({advice})")
-    if marker_format is not None and _format_of(final / marker) != marker_format:
+    if marker_format is not None and _field_of(final / marker, "format") != marker_format:
         raise FileExistsError(f"{final / marker} is not the {marker} of an earlier output of this command (no "
                               f"format {marker_format!r}); refusing to replace {final} ({advice})")
+    if kind.named_by is not None:
+        key, names = kind.named_by
+        name = _field_of(final / marker, key)
+        if name not in names:
+            raise FileExistsError(f"{final / marker} is not the {marker} of an earlier output of this command (its "
+                                  f"{key} is {name!r}, not one of {', '.join(sorted(names))}); refusing to replace "
+                                  f"{final} ({advice})")
     foreign = [name for name in entries
                if name != marker and not any(fnmatch.fnmatchcase(name, p) for p in kind.holds)]
     if foreign:
@@ -308,12 +319,13 @@ def _named(folder: str | os.PathLike) -> Path:
     return folder
 
 
-def _format_of(path: Path) -> str | None:
+def _field_of(path: Path, key: str) -> Any:
+    """``key`` of the JSON object in ``path``; None when it is no such object or has no such key."""
     try:
         body = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-    return body.get("format") if isinstance(body, dict) else None
+    return body.get(key) if isinstance(body, dict) else None
 
 
 @contextlib.contextmanager

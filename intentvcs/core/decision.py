@@ -249,7 +249,11 @@ class Decision:
         reads, raise ``DecisionError`` naming them and how many rows hold them.
         """
         probs = self._probabilities(logits)
-        confidences = self._rescaled(probs)
+        # p / c before the clip at 1: it orders labels as the confidence does, and breaks the ties of clipped
+        # labels (p_k >= c_k, frequent with small c_k), which would otherwise all go to the first column, so that
+        # the fallback, cover completion and every ranked answer would depend on label order.
+        ranking = probs * self._inv_scale
+        confidences = np.minimum(ranking, 1.0)
         try:
             out_of_scope, score = self.oos.judge(confidences, pooled, pooled_mid)
         except NonFiniteInput as exc:
@@ -258,10 +262,6 @@ class Decision:
             accepted = (confidences >= self.thresholds) & self._intent_columns
         else:
             accepted = support.support_sets(probs, self.support_noise, self._intent_ids) & self._intent_columns
-        # The fallback and cover completion pick the most confident label by p / c before the clip at 1:
-        # it orders labels as the confidence does, and clipped labels (p_k >= c_k, frequent with small c_k)
-        # would otherwise all tie at 1 and go to the first column, so the answer depended on label order.
-        ranking = probs * self._inv_scale
         empty = np.flatnonzero(~out_of_scope & ~accepted.any(axis=1)) if top_fallback else np.array([], int)
         if empty.size:
             top = self.top_intents(ranking[empty])
