@@ -40,7 +40,8 @@ import numpy as np
 from intentvcs.core.calibration import probabilities
 from intentvcs.core.decision import Decision
 from intentvcs.core.oos import OOS_LABEL, NoRule
-from intentvcs.core.relations import Cover, Duplicate, LabelRelations, Relation, Subset, extend_relations
+from intentvcs.core.relations import (Cover, Duplicate, LabelRelations, Relation, RelationsError, Subset,
+                                      extend_relations)
 
 MIN_ROWS = 5  # fewer observed rows say too little about a label's company
 # constant_ratio: the rows that speak of a pair are those where the two hold this much probability together;
@@ -161,7 +162,20 @@ def decoding_at(decision: Decision, noise: float | None) -> Decision:
 
 def with_discovered(known: LabelRelations | None, found: Sequence[Relation],
                     labels: Sequence[str]) -> LabelRelations | None:
-    """``known`` plus the ``found`` relations it lacks, over its labels and the model's; None when both are empty."""
+    """``known`` plus the ``found`` relations it lacks, over its labels and the model's intents; None when both
+    are empty.
+
+    ``labels`` are the model's columns, "oos" among them under the train OOS rule: that column is the
+    out-of-scope verdict, no intent, so it joins no relations' labels (they would list it as one: in the
+    checkpoint, the bundle, an audit's relations built on them). A found relation naming it is refused
+    (``RelationsError``): ``discover_relations`` reads none (an "oos" row accepting an intent says nothing of
+    the intent), and ``Decision`` refuses relations that relate the verdict to an intent, which would only say
+    so after the relations were built."""
+    verdict = next((relation for relation in found if OOS_LABEL in relation.labels()), None)
+    if verdict is not None:
+        raise RelationsError(f"discovered relations: {verdict.type} {list(verdict.labels())} names {OOS_LABEL!r}, "
+                             "the out-of-scope verdict, which relates to no intent")
     if known is None and not found:
         return None
-    return extend_relations(known, labels, found, {"discovered": [relation.to_dict() for relation in found]})
+    intents = [label for label in labels if label != OOS_LABEL]
+    return extend_relations(known, intents, found, {"discovered": [relation.to_dict() for relation in found]})

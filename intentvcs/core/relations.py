@@ -23,6 +23,7 @@ The file's header and top-level fields are ``RELATIONS_FORMAT``
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import dataclass, field
@@ -188,7 +189,8 @@ class LabelRelations:
     ``relations`` typed relations over ``labels``.
     ``families``  family name -> member labels (the VCS builder groups each base
                   intent with its versions and splits); may be empty.
-    ``details``   free-form JSON object (builder or audit evidence), kept as is.
+    ``details``   free-form JSON object (builder, audit or discovery evidence), kept as is; merging
+                  relations (``extend_relations``) combines both sides' (``merge_details``).
     Construction validates everything and raises ``RelationsError``.
     """
 
@@ -361,10 +363,11 @@ class LabelRelations:
 
 def extend_relations(known: LabelRelations | None, labels: Iterable[str], relations: Iterable[Relation],
                      details: Mapping[str, Any]) -> LabelRelations:
-    """``known`` (or nothing) plus ``labels`` and the ``relations`` it lacks; ``details`` added to its own.
+    """``known`` (or nothing) plus ``labels`` and the ``relations`` it lacks; ``details`` added to its own
+    (``merge_details``).
 
     How proposed relations (the audit's fix, relations read off a model's answers) join the relations a
-    model already has: families and earlier details are kept.
+    model already has: families and earlier details are kept, and merging the same again changes nothing.
     """
     names = list(dict.fromkeys([*(known.labels if known is not None else ()), *labels]))
     merged: list[Relation] = list(known.relations) if known is not None else []
@@ -377,7 +380,46 @@ def extend_relations(known: LabelRelations | None, labels: Iterable[str], relati
             merged.append(relation)
     return LabelRelations(labels=tuple(names), relations=tuple(merged),
                           families=dict(known.families) if known is not None else {},
-                          details={**(dict(known.details) if known is not None else {}), **details})
+                          details=merge_details(known.details if known is not None else {}, details))
+
+
+def merge_details(held: Mapping[str, Any], added: Mapping[str, Any]) -> dict[str, Any]:
+    """``held`` details plus what ``added`` says that they lack, as ``extend_relations`` merges relations.
+
+    Details are the evidence of where relations came from (the builder's plan, an audit's findings, the
+    relations discovery read), and a merge keeps every relation it is given, so it keeps every merge's evidence
+    too. Replacing a top-level key by the later merge's (what ``{**held, **added}`` did) dropped, say, an earlier
+    discovery's ``"discovered"`` list or an earlier audit's findings while their relations stayed: relations
+    nothing explained any more. So: objects merge key by key (recursively); lists keep ``held``'s items, then
+    ``added``'s that ``held`` lacks (so merging the same again adds nothing: a merge applied twice is a merge
+    applied once); where both give one key two other values (two scalars, or an object and a list), ``held``
+    wins, as its relations win in ``extend_relations``: a relation already held is never replaced by a later
+    proposal of it, and neither is what was recorded of it. Neither argument is changed; the result shares no
+    list or object with them.
+    """
+    merged = copy.deepcopy(dict(held))
+    for key, value in added.items():
+        merged[key] = _merge_detail(merged[key], value) if key in merged else copy.deepcopy(value)
+    return merged
+
+
+def _merge_detail(held: Any, added: Any) -> Any:
+    if isinstance(held, Mapping) and isinstance(added, Mapping):
+        return merge_details(held, added)
+    if isinstance(held, (list, tuple)) and isinstance(added, (list, tuple)):  # a tuple is written as a list
+        seen = {_detail_key(item) for item in held}
+        merged = list(held)
+        for item in added:
+            if (key := _detail_key(item)) not in seen:
+                seen.add(key)
+                merged.append(copy.deepcopy(item))
+        return merged
+    return held
+
+
+def _detail_key(item: Any) -> str:
+    """One list item as a comparable key: JSON with sorted keys (items may be objects: unhashable)."""
+    return json.dumps(item, sort_keys=True, default=repr)
 
 
 class Closure:
