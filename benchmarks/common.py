@@ -18,6 +18,7 @@ import platform
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from intentvcs.core import atomic
@@ -92,6 +93,18 @@ def share_percent(share: float, digits: int = 1) -> str:
     answer of 2,000 differing) must not read "100.0" where the text says "identical"."""
     scale = 10 ** digits
     return f"{math.floor(round(100 * share * scale, 6)) / scale:.{digits}f}"
+
+
+def seeds_named(seeds: Sequence[int]) -> str:
+    """``seed 1`` or ``seeds 0, 2``: seeds named in a table."""
+    return f"seed{'s' if len(seeds) != 1 else ''} {', '.join(map(str, seeds))}"
+
+
+def seeds_not_found(record: dict) -> str:
+    """What a median's ``seeds_missing`` (the seeds asked for whose run was not found) says in a table:
+    ``seed 1 not found``; "" when it lacks none."""
+    missing = record.get("seeds_missing") or []
+    return f"{seeds_named(missing)} not found" if missing else ""
 
 
 def named_paths(values: list[str], flag: str) -> dict[str, Path]:

@@ -35,7 +35,9 @@ Figures (percent): intent accuracy = the accepted intent set is exactly the gold
 "intent accuracy"); intent F1 (micro over (row, intent)); overall = intents and the entity set
 exactly gold (AGIF's "overall accuracy"); slot F1 (CoNLL spans); placed = intents exact and every
 gold segment's intent named by a part that covers at least half of that segment. Medians over the
-seeds found, each seed's figures kept.
+seeds found, each seed's figures kept; a record names the seeds its median is over (``seeds_used``) and
+the seeds asked for whose checkpoint was not found (``seeds_missing``), and the tables say so beside the
+count.
 
     python -m benchmarks.mix_bench --threads 2
 """
@@ -47,10 +49,11 @@ import logging
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
-from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results
+from benchmarks.common import ROOT, SHARED_DATA, keep_previous, seeds_not_found, write_results
 
 DATASETS = ("atis", "snips")
 VARIANTS = ("standard", "hard")
@@ -168,7 +171,7 @@ def seed_records(part: str, dataset: str, bundles: list[Path], sets: dict[str, l
             for segment, learned_starts in modes:
                 figures = score(engine, rows, segment, learned_starts)
                 per_seed.setdefault((name, segment, learned_starts), []).append(
-                    {"bundle": str(bundle.relative_to(ROOT)), "quantized": engine.quantized, **figures})
+                    {"bundle": _bundle_name(bundle), "quantized": engine.quantized, **figures})
                 logging.info("%s %s %s segment=%s learned starts=%s: %s", part, dataset, name, segment,
                              learned_starts, figures)
     records = []
@@ -181,32 +184,65 @@ def seed_records(part: str, dataset: str, bundles: list[Path], sets: dict[str, l
     return records
 
 
-def found_checkpoints(part: str, dataset: str, checkpoints: list[Path]) -> list[Path]:
-    """The ``checkpoints`` (one per seed) that exist; a warning names each one missing, so that a median
-    of fewer seeds than asked for, or a data set left out, says why."""
-    found = [c for c in checkpoints if (c / "checkpoint.json").is_file()]
-    missing = [str(c) for c in checkpoints if c not in found]
+def _bundle_name(bundle: Path) -> str:
+    """How a record names a bundle: relative to the repository, or its whole path when elsewhere (``--runs``)."""
+    return str(bundle.relative_to(ROOT)) if bundle.is_relative_to(ROOT) else str(bundle)
+
+
+def found_checkpoints(part: str, dataset: str, checkpoints: dict[int, Path]) -> tuple[dict[int, Path], list[int]]:
+    """The ``checkpoints`` (by seed) that exist, and the seeds whose checkpoint does not; a warning names
+    each one missing, so that a median of fewer seeds than asked for, or a data set left out, says why."""
+    found = {seed: c for seed, c in checkpoints.items() if (c / "checkpoint.json").is_file()}
+    missing = [seed for seed in checkpoints if seed not in found]
     if missing:
-        logging.warning("%s %s: no checkpoint at %s (%s); %s", part, dataset, ", ".join(missing), RECIPES[part],
+        logging.warning("%s %s: no checkpoint at %s (%s); %s", part, dataset,
+                        ", ".join(str(checkpoints[seed]) for seed in missing), RECIPES[part],
                         f"scored on {len(found)} seed(s)" if found else "not scored, its recorded figures kept")
-    return found
+    return found, missing
+
+
+def seeded_records(part: str, dataset: str, checkpoints: dict[int, Path], sets: Callable[[], dict[str, list]],
+                   threads: int | None) -> list[dict]:
+    """``seed_records`` over the ``checkpoints`` (by seed) found, on the evaluation ``sets()`` (built only
+    then), each record naming the seeds its median is over (``seeds_used``) and, when any, the seeds asked
+    for whose checkpoint was not found (``seeds_missing``): a median of 2 seeds where 3 were asked for
+    must not read as the 3-seed median. None found: no record (the recorded ones are kept)."""
+    found, missing = found_checkpoints(part, dataset, checkpoints)
+    if not found:
+        return []
+    bundles = {seed: bundle_of(c) for seed, c in found.items()}
+    seed_of = {_bundle_name(bundle): seed for seed, bundle in bundles.items()}
+    return [_name_seeds(record, [seed_of[run["bundle"]] for run in record["runs"]], missing)
+            for record in seed_records(part, dataset, list(bundles.values()), sets(), threads)]
+
+
+def _name_seeds(record: dict, used: list[int], missing: list[int]) -> dict:
+    """``record`` with ``seeds_used`` (and ``seeds_missing`` when any) next to its ``seeds`` count."""
+    named = {}
+    for key, value in record.items():
+        named[key] = value
+        if key == "seeds":
+            named["seeds_used"] = used
+            if missing:
+                named["seeds_missing"] = list(missing)
+    return named
+
+
+def _test_sets(dataset: str, runs: Path, mix_runs: Path, single: bool) -> dict[str, list]:
+    """``dataset``'s Mix test sets (standard and hard) and, when ``single``, its single-intent test split."""
+    from intentvcs.core.dataio import read_jsonl
+
+    sets = {f"mix-{variant}": read_jsonl(mix_data(dataset, variant, mix_runs) / "test.jsonl") for variant in VARIANTS}
+    return sets | ({"single": read_jsonl(runs / "data" / f"{dataset}-test.jsonl")} if single else {})
 
 
 def product_part(runs: Path, mix_runs: Path, seeds: list[int], threads: int | None,
                  datasets: Sequence[str] = DATASETS) -> list[dict]:
-    from intentvcs.core.dataio import read_jsonl
-
     records = []
     for dataset in datasets:
-        checkpoints = found_checkpoints("product", dataset,
-                                        [runs / dataset / f"seed{seed}" / "checkpoint" for seed in seeds])
-        if not checkpoints:
-            continue
-        bundles = [bundle_of(c) for c in checkpoints]
-        sets = {f"mix-{variant}": read_jsonl(mix_data(dataset, variant, mix_runs) / "test.jsonl")
-                for variant in VARIANTS}
-        sets["single"] = read_jsonl(runs / "data" / f"{dataset}-test.jsonl")
-        records += seed_records("product", dataset, bundles, sets, threads)
+        checkpoints = {seed: runs / dataset / f"seed{seed}" / "checkpoint" for seed in seeds}
+        records += seeded_records("product", dataset, checkpoints,
+                                  partial(_test_sets, dataset, runs, mix_runs, single=True), threads)
     return records
 
 
@@ -214,20 +250,11 @@ def trained_part(part: str, runs: Path, mix_runs: Path, seeds: list[int], thread
                  datasets: Sequence[str] = DATASETS) -> list[dict]:
     """``standard``: Mix-trained checkpoints; ``chains``: single-intent data plus synthetic chains
     (``RECIPES``), trained by ``intentvcs train`` under ``<mix runs>/ckpt``."""
-    from intentvcs.core.dataio import read_jsonl
-
     records = []
     for dataset in datasets:
-        checkpoints = found_checkpoints(part, dataset, [mix_runs / "ckpt" / f"{dataset}-{part}-s{seed}"
-                                                         for seed in seeds])
-        if not checkpoints:
-            continue
-        bundles = [bundle_of(c) for c in checkpoints]
-        sets = {f"mix-{variant}": read_jsonl(mix_data(dataset, variant, mix_runs) / "test.jsonl")
-                for variant in VARIANTS}
-        if part == "chains":
-            sets["single"] = read_jsonl(runs / "data" / f"{dataset}-test.jsonl")
-        records += seed_records(part, dataset, bundles, sets, threads)
+        checkpoints = {seed: mix_runs / "ckpt" / f"{dataset}-{part}-s{seed}" for seed in seeds}
+        records += seeded_records(part, dataset, checkpoints,
+                                  partial(_test_sets, dataset, runs, mix_runs, single=part == "chains"), threads)
     return records
 
 
@@ -420,7 +447,7 @@ def render(records: list[dict]) -> str:
             continue
         served = r["segment"] and r.get("learned_starts", True)
         target = TARGETS[r["part"]][r["dataset"]] if served and r["evaluated_on"] == "mix-standard" else None
-        lines.append(f"| {r['part']} | {r['dataset']} | {r['evaluated_on']} | {_answered(r)} | {r['seeds']} "
+        lines.append(f"| {r['part']} | {r['dataset']} | {r['evaluated_on']} | {_answered(r)} | {_seeds(r)} "
                      f"| {r['intent_acc']:.2f} | {r['intent_f1']:.2f} | {_fig(r.get('overall_acc'))} "
                      f"| {_fig(r.get('slot_f1'))} | {_fig(r.get('placed_acc'))} | {_fig(target)} |")
     lines += ["", "| published | MixATIS intent acc / overall | MixSNIPS intent acc / overall |", "|---|---|---|"]
@@ -480,6 +507,12 @@ def render(records: list[dict]) -> str:
         lines += [f"| {r['evaluated_on']} | {_answered(r)} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['errors']} |"
                   for r in idle]
     return "\n".join(lines) + "\n"
+
+
+def _seeds(record: dict) -> str:
+    """The seeds a median is over, and the seeds asked for that were not found: ``2 (seed 1 not found)``."""
+    missing = seeds_not_found(record)
+    return f"{record['seeds']}" + (f" ({missing})" if missing else "")
 
 
 def _fig(value: float | None) -> str:

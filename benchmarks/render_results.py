@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from benchmarks.common import RESULTS, ROOT, share_percent
+from benchmarks.common import RESULTS, ROOT, seeds_named, seeds_not_found, share_percent
 from intentvcs.core import atomic
 
 RESULTS_DOC = ROOT / "docs" / "RESULTS.md"
@@ -232,8 +232,7 @@ def robustness_rows() -> list[Row]:
             if augmented is None or augmented.get("drop") is None:
                 continue
             before = "" if baseline is None or baseline.get("drop") is None else f" ({fmt(baseline['drop'])})"
-            parts.append(f"{dataset.upper()} {fmt(augmented['drop'])}{before}"
-                         + (" [1 seed]" if len(augmented["seeds"]) == 1 else ""))
+            parts.append(f"{dataset.upper()} {fmt(augmented['drop'])}{before}{_drop_seeds(means, dataset)}")
         if not parts:
             continue
         limit = set(limits.values())
@@ -241,6 +240,25 @@ def robustness_rows() -> list[Row]:
         rows.append((f"Random-set accuracy drop in points, augmented model (untreated baseline); {operators}",
                      ", ".join(parts), reference))
     return rows
+
+
+def _drop_seeds(means: dict[tuple, dict], dataset: str) -> str:
+    """Which seeds the Random drops of a robustness row are means of, where the label's "mean of the seeds"
+    does not say it: the augmented model's (and the baseline's, when other) where either is over other seeds
+    than its model's, or the two over different seeds; ``[1 seed]`` for one seed; else nothing."""
+    from benchmarks.robustness_bench import figure_seeds, seeds_apart
+
+    def drop(model: str) -> tuple[list[int] | None, bool]:
+        record, clean = means.get((dataset, model, "random")), means.get((dataset, model, "clean"))
+        if record is None or record.get("drop") is None:
+            return None, False
+        return figure_seeds(record, "drop"), seeds_apart(record, "drop", clean and clean["seeds"]) is not None
+
+    (ours, ours_apart), (theirs, theirs_apart) = drop("augmented"), drop("baseline")
+    other = theirs is not None and theirs != ours
+    if ours_apart or theirs_apart or other:
+        return f" [{seeds_named(ours)}" + (f"; baseline {seeds_named(theirs)}" if other else "") + "]"
+    return " [1 seed]" if len(ours) == 1 else ""
 
 
 def export_rows() -> list[Row]:
@@ -354,8 +372,11 @@ def mix_rows() -> list[Row]:
                 continue
             hard = found.get("mix-hard")
             seeds = found["mix-standard"]["seeds"]
+            # A median of fewer seeds than asked for names the ones not found (mix_bench's seeds_missing).
+            missing = seeds_not_found(found["mix-standard"])
             rows.append((f"Mix{dataset.upper()} intent accuracy (exact set), {names[part]}, served "
-                         f"({seeds} seed{'s, median' if seeds > 1 else ''}){'; hard variant' if hard else ''}",
+                         f"({seeds} seed{'s, median' if seeds > 1 else ''}{f'; {missing}' if missing else ''})"
+                         f"{'; hard variant' if hard else ''}",
                          f"{found['mix-standard']['intent_acc']:.2f}" + (f"; {hard['intent_acc']:.2f}" if hard else ""),
                          f"target {meta['targets'][part][dataset]}; TFMN {tfmn[dataset][0]}"))
     return rows

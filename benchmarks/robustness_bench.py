@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 
-from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results
+from benchmarks.common import ROOT, SHARED_DATA, keep_previous, seeds_named, write_results
 
 # name -> (loader format, path under SHARED_DATA)
 DATASETS = {"snips": ("snips", "snips"), "atis": ("atis", "atis"),
@@ -52,6 +52,7 @@ RECIPE_KEYS = {"epochs": EPOCHS_BEFORE_RECORDED, "augment_ratio": None, "augment
                # The backbone (None: the default) and the row limits (None: all rows) are recorded since
                # 2026-11-28: a seed of a smoke run (--limit-train) must not be averaged with full runs.
                "backbone": None, "limit_train": None, "limit_test": None}
+FIGURES = ("clean_acc", "perturbed_acc", "drop")  # each record's figures, averaged over the seeds
 TARGETS = (  # (name, limit in points)
     ("random mean drop", 1.5),
     ("casing drop", 0.5),
@@ -163,6 +164,9 @@ def seed_means(records: list[dict]) -> list[dict]:
     test set of ~900 rows (5 rows are 0.56 points), hence several seeds.
     Records from before seeds were recorded count as seed 0. Seeds trained
     with different recipes do not average: a ``ValueError`` names them.
+    ``seeds`` lists the seeds with a record of the set; a figure some of them
+    lack (None: e.g. an operator that changed none of that seed's rows) is the
+    mean over the others, which ``<figure>_seeds`` (e.g. ``drop_seeds``) names.
     """
     groups: dict[tuple, list[dict]] = {}
     for r in records:
@@ -176,11 +180,27 @@ def seed_means(records: list[dict]) -> list[dict]:
         # Per-run facts (seed, training time, best epoch) do not average; the raw records keep them.
         mean = {k: v for k, v in group[0].items() if k not in ("seed", "train_seconds", "best_epoch")}
         mean["seeds"] = sorted(r.get("seed", 0) for r in group)
-        for key in ("clean_acc", "perturbed_acc", "drop"):
-            values = [r[key] for r in group if r.get(key) is not None]
-            mean[key] = round(sum(values) / len(values), 2) if values else None
+        for key in FIGURES:
+            measured = [r for r in group if r.get(key) is not None]
+            mean[key] = round(sum(r[key] for r in measured) / len(measured), 2) if measured else None
+            if measured and len(measured) < len(group):
+                mean[f"{key}_seeds"] = sorted(r.get("seed", 0) for r in measured)
         means.append(mean)
     return means
+
+
+def figure_seeds(mean: dict, key: str) -> list[int]:
+    """The seeds a ``seed_means`` record's figure ``key`` is the mean of."""
+    return mean.get(f"{key}_seeds", mean["seeds"])
+
+
+def seeds_apart(mean: dict | None, key: str, model_seeds: list[int] | None) -> list[int] | None:
+    """The seeds ``mean``'s figure ``key`` is over where they are not ``model_seeds`` (the seeds of its
+    model's clean record; None: the record's own), so that a table names them; None where they are."""
+    if mean is None or mean.get(key) is None:
+        return None
+    over = figure_seeds(mean, key)
+    return None if over == (model_seeds or mean["seeds"]) else over
 
 
 def target_checks(records: list[dict]) -> list[dict]:
@@ -193,15 +213,19 @@ def target_checks(records: list[dict]) -> list[dict]:
         aug = {s: find.get((dataset, "augmented", s)) for s in ("random", "casing", "punctuation", "clean")}
         loss = find[(dataset, "baseline", "clean")]["clean_acc"] - aug["clean"]["clean_acc"]
         values = (aug["random"]["drop"], aug["casing"]["drop"], aug["punctuation"]["drop"], round(loss, 2))
-        for (name, limit), value in zip(TARGETS, values):
+        drops = (aug["random"], aug["casing"], aug["punctuation"], None)
+        for (name, limit), value, drop in zip(TARGETS, values, drops):
+            # A drop over other seeds than the model's (some seed lacks it) names them, as in the table.
+            apart = None if drop is None else seeds_apart(drop, "drop", aug["clean"]["seeds"])
             checks.append({"dataset": dataset, "target": name, "limit": limit, "value": value,
-                           "met": value is not None and value <= limit})
+                           **({"value_seeds": apart} if apart else {}), "met": value is not None and value <= limit})
     return checks
 
 
-def _cell(record: dict | None, key: str) -> str:
+def _cell(record: dict | None, key: str, seeds: list[int] | None = None) -> str:
+    """A figure to 2 decimals, or a dash; ``seeds``: the seeds it is a mean of, named after it."""
     value = None if record is None else record.get(key)
-    return "–" if value is None else f"{value:.2f}"
+    return "–" if value is None else f"{value:.2f}" + (f" ({seeds_named(seeds)})" if seeds else "")
 
 
 def render(records: list[dict], checks: list[dict], settings: dict) -> str:
@@ -221,6 +245,7 @@ def render(records: list[dict], checks: list[dict], settings: dict) -> str:
         random_text = f"Random: mean over {next(iter(every), settings['draws'])} draws."
     lines = [f"Intent accuracy (%) on each set and drop (points) against the same rows clean, averaged over "
              f"the seeds listed (each seed trains both models and draws its own perturbations). {random_text}", ""]
+    named_apart = False
     for dataset in dict.fromkeys(r["dataset"] for r in records):
         aug = find.get((dataset, "augmented", "clean"), {})
         base = find.get((dataset, "baseline", "clean"), {})
@@ -251,15 +276,21 @@ def render(records: list[dict], checks: list[dict], settings: dict) -> str:
                   "| augmented clean | augmented perturbed | augmented drop |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for name in dict.fromkeys(r["set"] for r in records if r["dataset"] == dataset):
-            pair = [find.get((dataset, m, name)) for m in MODELS]
-            first = next(r for r in pair if r is not None)
-            cells = [_cell(r, k) for r in pair for k in ("clean_acc", "perturbed_acc", "drop")]
+            pair = {m: find.get((dataset, m, name)) for m in MODELS}
+            first = next(r for r in pair.values() if r is not None)
+            # A mean over other seeds than its model's (a seed without the figure, or without the set) names them.
+            apart = {(m, k): seeds_apart(r, k, by_model.get(m)) for m, r in pair.items() for k in FIGURES}
+            named_apart = named_apart or any(apart.values())
+            cells = [_cell(r, k, apart[m, k]) for m, r in pair.items() for k in FIGURES]
             lines.append(f"| {name} | {first['family'] or '–'} | {first['n']} | " + " | ".join(cells) + " |")
         lines.append("")
     if checks:
         lines += ["| data set | target (augmented model) | value | limit | met |", "|---|---|---|---|---|"]
-        lines += [f"| {c['dataset']} | {c['target']} | {_cell(c, 'value')} | {c['limit']} | "
+        lines += [f"| {c['dataset']} | {c['target']} | {_cell(c, 'value', c.get('value_seeds'))} | {c['limit']} | "
                   f"{'yes' if c['met'] else 'no'} |" for c in checks]
+        named_apart = named_apart or any(c.get("value_seeds") for c in checks)
+    if named_apart:
+        lines[0] += " A figure averaged over other seeds than its model's names them."
     return "\n".join(lines) + "\n"
 
 
