@@ -263,7 +263,8 @@ class DecisionConfig:
         "keeps the retention share of the in-scope validation rows; threshold cuts the calibrated confidence where "
         "validation accuracy with OOS as a class is best when the validation data has OOS rows, else keeps "
         f"{oos.RETENTION:.0%} of in-scope rows; train makes OOS rows a class of their own (the training data needs "
-        "some); none for data without out-of-scope traffic",
+        f"some); none for data without out-of-scope traffic. With fewer than {oos.MIN_CUT_ROWS} in-scope validation "
+        "rows the distance and threshold cuts keep all of them, with a warning",
         tuple(oos.RULES))
     oos_retention: float = setting(
         oos.DISTANCE_RETENTION,

@@ -152,7 +152,7 @@ def _fit_oos_rule(rule: str, decision: Decision, valid: GraphOutputs, valid_obs,
         train_obs = observed_matrix(train_examples, labels)
         keep = train_obs.any(axis=1)
         inside = valid.rows(~is_oos)
-        return oos.DistanceRule.fit(train.pooled[keep], first_label_index(train_obs[keep]), inside.pooled,
+        return oos.DistanceRule.fit(train.pooled[keep], train_obs[keep], inside.pooled,
                                     train.pooled_mid[keep], inside.pooled_mid, config.oos_retention,
                                     part_retention=config.oos_part_retention)
     raise ValueError(f"unknown OOS rule {rule!r}; choose from {list(oos.RULES)}")

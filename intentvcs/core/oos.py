@@ -26,7 +26,11 @@ serialise to ``{"rule": name, ...}`` objects (JSON-safe; arrays as nested lists)
                standardised by its mean and deviation on in-scope validation
                rows. Needs no OOS data at all: statistics and bank come from
                training rows, scales and threshold from in-scope validation
-               rows (``DISTANCE_RETENTION`` of them are kept in scope).
+               rows (``DISTANCE_RETENTION`` of them are kept in scope). A
+               training row written with several labels (a chained request
+               "X and Y", a composite) counts toward the mean of each of them
+               and is centred, for the covariance, on the nearest of those
+               means (``DistanceRule.fit_statistics``).
 ``train``      OOS is an extra class named ``"oos"``; score = confidence of
                ``oos`` minus the best other confidence, threshold 0: OOS when
                ``oos`` is strictly the top label (the "oos-train" baseline).
@@ -41,6 +45,16 @@ row it keeps and the next higher score (``retention_cut``): at one row's own sco
 higher (ONNX against PyTorch, another batch) would put it out of scope. The cut
 with OOS rows is a midpoint for the same reason.
 
+Fewer than ``MIN_CUT_ROWS`` in-scope validation rows place no cut that keeps a
+share of them (``fit_cuts``): the cut read off them is the highest of them, one
+row's score, which keeps about n / (n + 1) of in-scope requests (n rows), and
+with OOS rows the accuracy optimum follows the OOS rows (one in-scope row among
+them: a cut under it, nearly every request refused). The rules then keep every
+in-scope validation row in scope, with a cut above the highest of them (halfway
+to the next higher validation score, an OOS row's, else a rounding margin above
+it), judge parts against that cut too, and log a warning; no in-scope validation
+row at all is refused.
+
 Parts of a chained request (``intentvcs.core.segmentation``) of a text the
 rule rejects as a whole are judged against a stricter cut, ``part_threshold``:
 the one keeping ``PART_RETENTION`` of the in-scope validation rows (never above
@@ -53,6 +67,7 @@ have none and judge parts as whole texts.
 from __future__ import annotations
 
 import base64
+import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -60,6 +75,8 @@ import numpy as np
 
 from intentvcs.core.outputs import non_finite_problem
 from intentvcs.core.scoring import retention_threshold
+
+log = logging.getLogger(__name__)
 
 OOS_LABEL = "oos"
 RETENTION = 0.95
@@ -80,6 +97,14 @@ PART_RETENTION = 0.90
 BANK_CHUNK = 1024
 # Keeps the shrunk covariance invertible when Ledoit–Wolf estimates ~0.
 MIN_SHRINKAGE = 1e-4
+# The fewest in-scope validation rows a cut that keeps a share of them is read off (``fit_cuts``). Below it the
+# cut would be the highest score (RETENTION's 95 % is then every row: ceil(0.95 n) = n for n < 20), and the
+# highest of n rows keeps n / (n + 1) of in-scope requests in expectation, under 95 % for n < 19: no cut read off
+# fewer rows keeps the share the rules promise. From 20 rows on the cuts are as documented above.
+MIN_CUT_ROWS = 20
+# With fewer rows and no higher (OOS) validation score, the cut lies this far above the highest in-scope score,
+# relative to it (at least 1): a hundred times the ~1e-6 by which served scores differ from fitted ones.
+ROUNDING_MARGIN = 1e-4
 
 
 class NonFiniteInput(ValueError):
@@ -109,14 +134,12 @@ def choose_threshold(
 
     With OOS rows: maximise ``(#in-scope correct and kept + #OOS rejected) / N``
     over cuts between consecutive distinct scores (the midpoint, so that the
-    cut sits inside the optimal plateau) or above all of them; ties go to the
-    lowest cut. Without: ``retention_cut`` of in-scope scores.
+    cut sits inside the optimal plateau) or at the highest score (every row
+    kept); ties go to the lowest cut. Without: ``retention_cut`` of in-scope
+    scores. The rules' fits call it through ``fit_cuts``, which places
+    the cut otherwise below ``MIN_CUT_ROWS`` in-scope rows.
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    is_oos = np.zeros(len(scores), bool) if is_oos is None else np.asarray(is_oos, dtype=bool)
-    correct = np.ones(len(scores), bool) if correct is None else np.asarray(correct, dtype=bool)
-    if not scores.ndim == 1 or not scores.shape == is_oos.shape == correct.shape:
-        raise ValueError("scores, is_oos and correct must be equal-length 1-D arrays")
+    scores, is_oos, correct = _validation_arrays(scores, is_oos, correct)
     if not np.any(is_oos):
         return retention_cut(scores, retention)
     distinct = np.unique(scores)
@@ -125,6 +148,60 @@ def choose_threshold(
     oos_scores = np.sort(scores[is_oos])
     rejected_oos = len(oos_scores) - np.searchsorted(oos_scores, cuts, side="right")
     return float(cuts[np.argmax(kept_correct + rejected_oos)])
+
+
+def _validation_arrays(scores: Any, is_oos: Any, correct: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``scores`` float ``[N]``, ``is_oos`` and ``correct`` bool ``[N]`` (None: all False / all True)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    is_oos = np.zeros(len(scores), bool) if is_oos is None else np.asarray(is_oos, dtype=bool)
+    correct = np.ones(len(scores), bool) if correct is None else np.asarray(correct, dtype=bool)
+    if not scores.ndim == 1 or not scores.shape == is_oos.shape == correct.shape:
+        raise ValueError("scores, is_oos and correct must be equal-length 1-D arrays")
+    return scores, is_oos, correct
+
+
+def fit_cuts(rule: str, scores: np.ndarray, is_oos: np.ndarray | None = None, correct: np.ndarray | None = None,
+             retention: float = RETENTION, part_retention: float = PART_RETENTION) -> tuple[float, float]:
+    """``(threshold, part_threshold)`` of the OOS rule named ``rule`` from its validation ``scores`` (arguments as
+    ``choose_threshold``).
+
+    With at least ``MIN_CUT_ROWS`` in-scope rows: ``choose_threshold``, and ``part_threshold`` on the in-scope
+    scores. With fewer, no share of them can be kept as promised (see ``MIN_CUT_ROWS``), and a cut read off them
+    is one row's score: the cut keeps every in-scope row instead (``_few_rows_cut``), the part cut is the same
+    cut (no stricter share is read off them either), and a warning says so. With none, a ``ValueError``.
+    """
+    scores, is_oos, correct = _validation_arrays(scores, is_oos, correct)
+    in_scope = scores[~is_oos]
+    if not len(in_scope):
+        raise ValueError(_no_in_scope_rows(rule))
+    if len(in_scope) >= MIN_CUT_ROWS:
+        threshold = choose_threshold(scores, is_oos, correct, retention)
+        return threshold, part_threshold(in_scope, threshold, part_retention)
+    threshold = _few_rows_cut(in_scope, scores)
+    n = len(in_scope)
+    log.warning("the %s OOS rule: %d in-scope validation row(s) are too few to read its cut off; it needs at least %d "
+                "(a cut read off fewer is one row's score, and one above all %d keeps about %.0f%% of in-scope "
+                "requests). Its cut (%.6g) keeps every in-scope validation row in scope%s, and parts of a chained "
+                "request are judged against it too; refit with more validation rows (intentvcs refit --valid)",
+                rule, n, MIN_CUT_ROWS, n, 100 * n / (n + 1), threshold,
+                ", whatever the OOS validation rows say" if is_oos.any() else "")
+    return threshold, threshold
+
+
+def _no_in_scope_rows(rule: str) -> str:
+    return (f"the {rule} OOS rule places its cut on in-scope validation rows and got no in-scope validation row: "
+            f"give labelled validation rows, at least {MIN_CUT_ROWS} for the cut to keep a share of them in scope")
+
+
+def _few_rows_cut(in_scope: np.ndarray, scores: np.ndarray) -> float:
+    """The lowest cut keeping every ``in_scope`` score, above the highest of them, never on it: halfway to the next
+    higher of ``scores`` (an OOS row's), as a retention cut lies halfway to the next row; without one,
+    ``ROUNDING_MARGIN`` above it (no wider margin is read off so few rows)."""
+    top = float(in_scope.max())
+    higher = scores[scores > top]
+    if higher.size:
+        return float((top + higher.min()) / 2.0)
+    return top + ROUNDING_MARGIN * max(1.0, abs(top))
 
 
 def _as_matrix(array: Any, name: str, columns: int | None = None) -> np.ndarray:
@@ -189,7 +266,8 @@ def retention_cut(in_scope_scores: np.ndarray, retention: float) -> float:
     """The cut keeping at least ``retention`` of ``in_scope_scores`` in scope ("out of scope when score >
     cut"), halfway between the last score it keeps (``scoring.retention_threshold``) and the next higher one,
     so that a rounding-sized difference between fitted and served scores moves no row across it; that last
-    score itself when none is higher."""
+    score itself when none is higher (the rules' fits take it from ``MIN_CUT_ROWS`` in-scope rows on, where that
+    can still happen for a retention above 1 - 1 / n, e.g. 98 % of under 50 rows; fewer: ``fit_cuts``)."""
     kept = retention_threshold(in_scope_scores, retention)
     higher = np.asarray(in_scope_scores, dtype=np.float64)
     higher = higher[higher > kept]
@@ -236,11 +314,10 @@ class ThresholdRule(OOSRule):
             correct: np.ndarray | None = None, retention: float = RETENTION,
             part_retention: float = PART_RETENTION) -> "ThresholdRule":
         """Choose the threshold on validation confidences ``[N, L]`` (see ``choose_threshold``) and the part
-        cut on their in-scope rows (``part_threshold``)."""
+        cut on their in-scope rows (``part_threshold``); with fewer than ``MIN_CUT_ROWS`` in-scope rows, see
+        ``fit_cuts``."""
         scores = cls().score(confidences)
-        threshold = choose_threshold(scores, is_oos, correct, retention)
-        in_scope = scores if is_oos is None else scores[~np.asarray(is_oos, dtype=bool)]
-        return cls(threshold, part_threshold(in_scope, threshold, part_retention))
+        return cls(*fit_cuts(cls.name, scores, is_oos, correct, retention, part_retention))
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.name, "threshold": self.threshold, **self._part_field()}
@@ -341,7 +418,7 @@ def bank_sample(targets: np.ndarray, max_rows: int = MAX_BANK_ROWS, seed: int = 
 class DistanceRule(OOSRule):
     """Mahalanobis distance to the nearest class mean, plus an optional nearest-neighbour term.
 
-    ``means`` ``[C, H]`` (classes with training rows only), ``precision``
+    ``means`` ``[C, H]`` (labels with training rows only), ``precision``
     ``[H, H]`` (inverse shrunk covariance), ``normalize`` whether embeddings are
     L2-normalised first, ``shrinkage`` the weight used (recorded for reports).
     ``bank`` ``[M, H]`` L2-normalised middle-layer training embeddings and
@@ -425,21 +502,30 @@ class DistanceRule(OOSRule):
                        normalize: bool = True, shrinkage: float | None = None) -> "DistanceRule":
         """Class means and tied precision from in-scope training rows; threshold left at 0, no bank.
 
-        ``train_pooled`` ``[N, H]``; ``train_targets`` int ``[N]`` the observed
-        label index of each row; ``shrinkage`` None for Ledoit–Wolf, else a
-        fixed weight in [0, 1] on ``mu * I``.
+        ``train_pooled`` ``[N, H]``; ``train_targets`` the observed labels of
+        each row: bool (or 0/1 integer) ``[N, L]``, every label written on it
+        (``decision_fit.observed_matrix``), or int ``[N]``, one label index per
+        row; ``shrinkage`` None for Ledoit–Wolf, else a fixed weight in [0, 1]
+        on ``mu * I``. A row with several labels counts toward the mean of
+        each; one label per row gives the same numbers in either form.
         """
         x = _as_matrix(train_pooled, "train_pooled")
-        targets = _targets(train_targets, len(x))
+        rows, labels = _label_pairs(train_targets, len(x))
         if normalize:
             x = _l2_normalise(x)
-        classes, inverse = np.unique(targets, return_inverse=True)
+        # A row written "X and Y" is an utterance of X and one of Y: it counts toward both means.
+        classes, inverse = np.unique(labels, return_inverse=True)
         counts = np.bincount(inverse)
         means = np.zeros((len(classes), x.shape[1]))
-        np.add.at(means, inverse, x)
+        np.add.at(means, inverse, x[rows])
         means /= counts[:, None]
-        # Tied covariance: every row centred on its own class mean, pooled.
-        cov, weight = shrunk_covariance(x - means[inverse], shrinkage)
+        # Tied covariance: every row centred on its own class mean, pooled; a row of several labels on the nearest
+        # of theirs. The covariance is the spread of in-scope rows around the mean that scores them, and the score
+        # is the distance to the nearest mean; one residual per row also keeps each row counted once (n in
+        # Ledoit–Wolf). Centred on each of its means, a row "X and Y" would add the offset between X and Y, a
+        # between-intent direction, to the within-intent covariance and blunt the distance exactly there. Nearest
+        # by Euclidean distance: the precision is what is being fitted.
+        cov, weight = shrunk_covariance(x - means[_nearest_own_mean(x, rows, inverse, means)], shrinkage)
         precision = np.linalg.inv(cov)
         return cls(means, (precision + precision.T) / 2.0, 0.0, normalize, weight)
 
@@ -451,29 +537,35 @@ class DistanceRule(OOSRule):
         """Fit on training rows, scale and cut on in-scope validation rows; no OOS row is used.
 
         ``*_pooled`` / ``*_mid`` ``[N, H]`` final / middle-layer embeddings
-        (``valid_*`` in-scope rows only). With ``train_mid`` and ``valid_mid``
-        the rule gets the neighbour term (bank: ``bank_sample`` of the training
-        rows); without, it is the distance alone. The threshold keeps
-        ``retention`` of the validation rows in scope, the part cut
-        ``part_retention``.
+        (``valid_*`` in-scope rows only); ``train_targets`` as
+        ``fit_statistics``. With ``train_mid`` and ``valid_mid`` the rule gets
+        the neighbour term (bank: ``bank_sample`` of the training rows,
+        stratified by label set); without, it is the distance alone. The
+        threshold keeps ``retention`` of the validation rows in scope, the part
+        cut ``part_retention`` (``fit_cuts``: fewer than ``MIN_CUT_ROWS`` rows
+        are kept whole, with a warning; none is refused).
         """
         rule = cls.fit_statistics(train_pooled, train_targets, normalize, shrinkage)
         if (train_mid is None) != (valid_mid is None):
             raise ValueError("give both train_mid and valid_mid, or neither")
         distances = rule.distances(valid_pooled)
+        if not len(distances):
+            raise ValueError(_no_in_scope_rows(cls.name))
         if valid_mid is not None and len(valid_mid) != len(distances):
             raise ValueError(f"valid_mid has {len(valid_mid)} rows, valid_pooled {len(distances)}")
         if train_mid is not None:
             mid = _as_matrix(train_mid, "train_mid", rule.means.shape[1])
-            bank = _l2_normalise(mid[bank_sample(_targets(train_targets, len(mid)), max_bank_rows)])
+            if len(mid) != len(train_pooled):
+                raise ValueError(f"train_mid has {len(mid)} rows, train_pooled {len(train_pooled)}")
+            bank = _l2_normalise(mid[bank_sample(_strata(train_targets, len(mid)), max_bank_rows)])
             # Scales need the bank's distances and the bank needs scales: fit with
             # placeholder scales, then set the measured ones.
             rule = replace(rule, bank=bank, scales=np.array([[0.0, 1.0], [0.0, 1.0]]))
             neighbour = rule.neighbour_distances(valid_mid)
             rule.scales = np.array([_location_scale(distances, "distance"), _location_scale(neighbour, "neighbour")])
             distances = rule.combine(distances, neighbour)
-        rule.threshold = choose_threshold(distances, retention=retention)
-        rule.part_threshold = part_threshold(distances, rule.threshold, part_retention)
+        rule.threshold, rule.part_threshold = fit_cuts(cls.name, distances, retention=retention,
+                                                       part_retention=part_retention)
         return rule
 
     def to_dict(self) -> dict[str, Any]:
@@ -493,11 +585,56 @@ class DistanceRule(OOSRule):
                    _finite(d["shrinkage"], "oos.shrinkage"), bank, d.get("scales"), _optional_part_threshold(d))
 
 
-def _targets(train_targets: Any, n: int) -> np.ndarray:
+def _label_pairs(train_targets: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, labels)``, int ``[P]``: one pair per label written on each of the ``n`` rows, by row (then label).
+
+    ``train_targets``: int ``[n]`` one label index per row, or bool / 0-1 integer ``[n, L]`` label sets, each row
+    with at least one label. One label per row gives ``rows = arange(n)`` and its label indices in either form.
+    """
     targets = np.asarray(train_targets)
-    if targets.shape != (n,) or not np.issubdtype(targets.dtype, np.integer):
-        raise ValueError(f"train_targets must be {n} integer label indices")
-    return targets
+    if targets.ndim == 1 and targets.shape == (n,) and np.issubdtype(targets.dtype, np.integer):
+        return np.arange(n), targets
+    if targets.ndim != 2 or len(targets) != n:
+        raise ValueError(f"train_targets must be {n} integer label indices or an [{n}, L] multi-hot label matrix, "
+                         f"got shape {list(targets.shape)} ({targets.dtype})")
+    if targets.dtype != bool:
+        if not np.issubdtype(targets.dtype, np.integer):
+            raise ValueError(f"a train_targets label matrix must be bool or integer 0/1, got {targets.dtype}")
+        if not np.isin(targets, (0, 1)).all():
+            raise ValueError("a train_targets label matrix must hold 0 or 1 only")
+        targets = targets.astype(bool)
+    bare = np.flatnonzero(~targets.any(axis=1))
+    if bare.size:
+        raise ValueError(f"train_targets: {bare.size} row(s) carry no label (the first: row {bare[0]}); the "
+                         "distance rule's statistics come from in-scope training rows only")
+    rows, labels = np.nonzero(targets)
+    return rows, labels
+
+
+def _nearest_own_mean(x: np.ndarray, rows: np.ndarray, inverse: np.ndarray, means: np.ndarray) -> np.ndarray:
+    """For each row of ``x``, the index into ``means`` of the nearest (Euclidean; ties to the first label) of its
+    labels' means; ``rows`` / ``inverse`` the ``(row, mean)`` pairs, by row."""
+    if len(rows) == len(x):  # one label per row: its own mean, as always
+        return inverse
+    d2 = np.einsum("ph,ph->p", x[rows] - means[inverse], x[rows] - means[inverse])
+    order = np.lexsort((d2, rows))
+    first = np.r_[True, rows[order][1:] != rows[order][:-1]]
+    return inverse[order[first]]
+
+
+def _strata(train_targets: Any, n: int) -> np.ndarray:
+    """One stratum per row for ``bank_sample``: its label where it carries one (the same as ``train_targets`` as
+    label indices), its label set where it carries several, so that a label written only beside others keeps a
+    row in a sampled bank."""
+    rows, labels = _label_pairs(train_targets, n)
+    if len(rows) == n:
+        return labels
+    written = np.asarray(train_targets).astype(bool)
+    strata = labels[np.r_[True, rows[1:] != rows[:-1]]].astype(np.int64)  # the first label of each row
+    several = written.sum(axis=1) > 1
+    _, sets = np.unique(written[several], axis=0, return_inverse=True)
+    strata[several] = written.shape[1] + np.ravel(sets)
+    return strata
 
 
 def _location_scale(values: np.ndarray, name: str) -> tuple[float, float]:
