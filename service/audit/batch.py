@@ -50,6 +50,7 @@ from intentvcs.service.audit.containment import (
     acceptance_counts,
     existing_in_new,
     independent_accepted,
+    intent_columns,
     normalise,
     sample_rows,
     top_two,
@@ -283,8 +284,9 @@ def _score(model: Predictor, sample: BatchSample, config: AuditConfig,
     known = decision.relations
     return _Audit(
         config=config, labels=labels, decision=decision, examples=sample.rows, members=sample.members,
-        rows_per_intent=sample.rows_per_intent, confidences=result.confidences,
-        accepted=result.accepted, ranked=top_two(result.ranking), vectors=_vectors(outputs, config),
+        rows_per_intent=sample.rows_per_intent, confidences=result.confidences, ranking=result.ranking,
+        accepted=result.accepted, ranked=top_two(result.ranking, intent_columns(labels)),
+        vectors=_vectors(outputs, config),
         out_of_scope=served.oos.judge(result.confidences, outputs.pooled, outputs.pooled_mid)[0], oos_rule=served.oos,
         implication=(known.implication_matrix(labels) if known is not None else np.eye(len(labels), dtype=bool)),
         rng=np.random.default_rng(config.seed), should_stop=should_stop, progress=progress)
@@ -306,8 +308,9 @@ class _Audit:
     members: dict[str, list[int]]    # new intent -> indices into examples of its own sample
     rows_per_intent: dict[str, int]  # new intent -> its rows in the whole batch
     confidences: np.ndarray  # [n, L]
+    ranking: np.ndarray      # [n, L], the decision's (DecisionResult.ranking): confidences' ties at 1 broken
     accepted: np.ndarray     # bool [n, L]
-    ranked: np.ndarray       # bool [n, L], the row's two most confident labels
+    ranked: np.ndarray       # bool [n, L], the row's two most confident labels (by ``ranking``)
     out_of_scope: np.ndarray # bool [n], the served decision's OOS verdict
     oos_rule: Any            # the served decision's OOS rule
     vectors: np.ndarray      # unit-norm pooled [n, H], the layer AuditConfig.embedding names
@@ -341,7 +344,7 @@ class _Audit:
             return
         outputs = _infer(model, texts, self.config, "audit: references", self.should_stop, self.progress)
         vectors = _vectors(outputs, self.config)
-        ranked = top_two(self.decision.apply(*outputs.scores).ranking)
+        ranked = top_two(self.decision.apply(*outputs.scores).ranking, intent_columns(self.labels))
         offset = 0
         for name, ref in references.items():
             self.reference_vectors[name] = vectors[offset:offset + len(ref.examples)]
@@ -391,8 +394,10 @@ class _Audit:
             offset += 2 * n
             if not n:
                 continue
-            pairs = best_pairs(cuts[name], result.confidences[left], accepted[left],
-                               result.confidences[right], accepted[right], self.implication,
+            # The halves' top intents and strengths by the decision's ranking: by confidences, a half accepted
+            # as two intents capped at 1 read as the first of them in label order, whatever the model said.
+            pairs = best_pairs(cuts[name], result.ranking[left], accepted[left],
+                               result.ranking[right], accepted[right], self.implication,
                                len(sampled[name]))
             counted = Counter(p for p in pairs if p is not None)
             if counted:
@@ -450,7 +455,7 @@ class _Audit:
             ranked=self.ranked[np.ix_(rows, keep)], pair_baseline=self.pair_baseline(keep),
             implication=self.implication[np.ix_(keep, keep)], multi=multi, pivots=pivots,
             word_pivots=word_pivots, segmented=segmented, out_of_scope=novelty), config)
-        scored = Scored([self.examples[i] for i in rows], self.confidences[rows], accepted)
+        scored = Scored([self.examples[i] for i in rows], self.confidences[rows], accepted, self.ranking[rows])
         good, counter = examples(verdict, scored, self.labels, config.examples_cap)
         pairs = tuple(PairContainment(c, fwd, back, self.references[c].source if back is not None else None, pivot)
                       for c, fwd, back, pivot in zip(candidates, to_existing, to_new, pivots))

@@ -54,17 +54,19 @@ reduced modulo the bundle's known relations (duplicates collapse to one
 representative, a label implied by another accepted label is dropped), so that
 closure (child -> parent) is not mistaken for two intents carried at once.
 Co-ranking (for composites under single-label models): the two most confident
-labels of each utterance (``top_two``).
+intents of each utterance (``top_two``; the ``"oos"`` class is none).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 from statistics import NormalDist
 
 import numpy as np
+
+from intentvcs.core.oos import OOS_LABEL
 
 
 INSIDE_ODDS = 0.5  # an E utterance is counted in N when P(u in N) = min(1, odds) >= 1/2
@@ -92,6 +94,21 @@ class Count:
                 "ci_low": round(self.low, 4), "ci_high": round(self.high, 4)}
 
 
+def percent(share: float) -> str:
+    """``share`` (a fraction in [0, 1]) as the audit's text writes every share: a whole percent, except that a
+    share that is not exactly 1 never reads "100%" nor one that is not exactly 0 "0%": rounded, 299 of 300
+    rows read "100% of E lies in N" and 1 of 300 "only 0% of E resembles N". Those read ">99%" and "<1%":
+    they say on which side of all (or none) the share lies, keep the whole percents every other figure uses
+    (and thresholds are written in), and need no second rule, where one decimal would only move the problem
+    (99.96% reads "100.0%"). The exact count is in the report beside every rationale."""
+    shown = f"{share:.0%}"
+    if shown == "100%" and share < 1.0:
+        return ">99%"
+    if shown == "0%" and share > 0.0:
+        return "<1%"
+    return shown
+
+
 def wilson(k: int, n: int, level: float = 0.95) -> Count:
     """Wilson score interval of a binomial proportion ``k / n`` (``n = 0``: [0, 1])."""
     if n <= 0:
@@ -112,14 +129,24 @@ def acceptance_counts(accepted: np.ndarray) -> np.ndarray:
     return np.asarray(accepted, dtype=bool).sum(axis=0)
 
 
-def top_two(confidences: np.ndarray) -> np.ndarray:
-    """bool ``[n, L]``: the two most confident labels of each row (ties broken by label order)."""
-    confidences = np.asarray(confidences)
+def intent_columns(labels: Sequence[str]) -> np.ndarray:
+    """bool ``[L]``: the labels that are intents, as the decision layer reads them: every label but the
+    ``"oos"`` class, the train rule's verdict, which ``Decision`` never accepts."""
+    return np.array([label != OOS_LABEL for label in labels], dtype=bool)
+
+
+def top_two(confidences: np.ndarray, intents: np.ndarray | None = None) -> np.ndarray:
+    """bool ``[n, L]``: the two most confident labels of each row (ties broken by label order), among the
+    columns ``intents`` (bool ``[L]``, ``intent_columns``; default every column) only: ranked first or
+    second, the train rule's ``"oos"`` class became a new intent's candidate ("closest existing intent oos")
+    and pushed an intent out of a row's top two."""
+    confidences = np.asarray(confidences, dtype=np.float64)
+    intents = np.ones(confidences.shape[1], dtype=bool) if intents is None else np.asarray(intents, dtype=bool)
     out = np.zeros(confidences.shape, dtype=bool)
-    if confidences.shape[1] < 2:
-        out[:] = True
+    if intents.sum() < 2:
+        out[:, intents] = True
         return out
-    order = np.argsort(-confidences, axis=1, kind="stable")[:, :2]
+    order = np.argsort(-np.where(intents, confidences, -np.inf), axis=1, kind="stable")[:, :2]
     np.put_along_axis(out, order, True, axis=1)
     return out
 

@@ -3,10 +3,14 @@
 Examples come from the new intent's own rows. Each verdict marks the rows that
 back it (``Verdict.support``); rows are ranked by the model's mean confidence
 in the verdict's existing intents (for a novel intent, by the highest
-confidence in any existing intent, i.e. its nearest confusions). The best
+confidence in any existing intent, i.e. its nearest confusions), rows tied
+there (confidences capped at 1) by the same mean of the decision's ranking
+(``DecisionResult.ranking``, ``p / c`` before the cap), as the decision ranks
+labels, then by their order in the batch. The best
 supporting rows are the examples; the best non-supporting rows are the
 counter-examples: the utterances that come closest to contradicting the
-verdict, which is what a reviewer should read.
+verdict, which is what a reviewer should read. Each row's top intents are
+listed in the decision's ranking too, as the service answers them.
 
 The relabel list holds old utterances of existing intents (training sample,
 or the batch's own rows of them) that probably also belong to the new intent:
@@ -25,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from intentvcs.core.dataio import Example
-from intentvcs.service.audit.containment import INSIDE_ODDS, Membership
+from intentvcs.service.audit.containment import INSIDE_ODDS, Membership, intent_columns
 from intentvcs.service.audit.rules import Verdict
 
 TOP_INTENTS = 3
@@ -33,11 +37,15 @@ TOP_INTENTS = 3
 
 @dataclass(frozen=True)
 class Scored:
-    """Model outputs for a set of rows, aligned with ``examples``."""
+    """Model outputs for a set of rows, aligned with ``examples``: the confidences and accepted labels the report
+    shows, and the decision's ranking (``DecisionResult.ranking``), which orders rows and labels where
+    confidences tie at the cap of 1: sorted by confidences alone, the rows and labels capped at 1 kept their
+    batch and label order, whatever the model said of them."""
 
     examples: Sequence[Example]
     confidences: np.ndarray  # float [n, L]
     accepted: np.ndarray     # bool [n, L]
+    ranking: np.ndarray      # float [n, L]
 
 
 def _identity(example: Example) -> dict[str, Any]:
@@ -45,9 +53,9 @@ def _identity(example: Example) -> dict[str, Any]:
     return {"text": example.text} if example.id is None else {"text": example.text, "id": example.id}
 
 
-def _row(example: Example, confidences: np.ndarray, accepted: np.ndarray,
+def _row(example: Example, confidences: np.ndarray, accepted: np.ndarray, ranking: np.ndarray,
          labels: Sequence[str]) -> dict[str, Any]:
-    top = np.argsort(-confidences, kind="stable")[:TOP_INTENTS]
+    top = np.argsort(-ranking, kind="stable")[:TOP_INTENTS]  # as the service ranks its answer
     out = _identity(example)
     out["accepted"] = [labels[j] for j in np.flatnonzero(accepted)]
     out["top"] = [{"intent": labels[j], "confidence": round(float(confidences[j]), 4)} for j in top]
@@ -62,14 +70,17 @@ def examples(verdict: Verdict, scored: Scored, labels: Sequence[str],
     """
     columns = [labels.index(name) for name in verdict.existing]
     if columns:
-        score = scored.confidences[:, columns].mean(axis=1)
-    else:
-        score = scored.confidences.max(axis=1, initial=0.0)
-    order = np.argsort(-score, kind="stable")
+        score, tie = (values[:, columns].mean(axis=1) for values in (scored.confidences, scored.ranking))
+    else:  # the nearest existing intent: the train rule's "oos" class is none (the decision never accepts it)
+        intents = intent_columns(labels)
+        score, tie = (values[:, intents].max(axis=1, initial=0.0) for values in (scored.confidences, scored.ranking))
+    # By confidence, ties (at the cap) by the ranking, then by row: the order the decision ranks labels in.
+    order = sorted(range(len(score)), key=lambda i: (-score[i], -tie[i], i))
 
     def pick(mask: np.ndarray) -> list[dict[str, Any]]:
         chosen = [i for i in order if mask[i]][:cap]
-        return [_row(scored.examples[i], scored.confidences[i], scored.accepted[i], labels) for i in chosen]
+        return [_row(scored.examples[i], scored.confidences[i], scored.accepted[i], scored.ranking[i], labels)
+                for i in chosen]
 
     return pick(verdict.support), pick(~verdict.support)
 

@@ -1,9 +1,10 @@
-"""A self-contained HTML page for an audit report (stdlib only).
+"""A self-contained HTML page for an audit report (stdlib and the audit's own modules only).
 
 The page reads the report *dict* (``AuditReport.to_dict()`` or a saved
 report.json), so a stored report can be re-rendered. No external assets: the
 co-occurrence heatmap is inline SVG drawn here (matplotlib is not a serving
 dependency), styles are inline, and every string from the data is escaped.
+Shares are written as the rationales write them (``containment.percent``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from intentvcs.service.audit.config import AuditConfig
+from intentvcs.service.audit.containment import percent
 from intentvcs.service.audit.slots import format_p
 
 CELL = 30          # heatmap cell size, px
@@ -67,11 +69,11 @@ def heatmap_svg(cooccurrence: Mapping[str, Any], max_columns: int) -> str:
         for j, rate in enumerate(rates[i]):
             x = left + CELL * j
             parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{CELL}" height="{CELL}" fill="{_colour(rate)}" '
-                         f'stroke="#fff"><title>{_e(name)} -&gt; {_e(existing[j])}: {rate:.0%}</title></rect>')
+                         f'stroke="#fff"><title>{_e(name)} -&gt; {_e(existing[j])}: {_e(percent(rate))}</title></rect>')
             if rate >= 0.05:
                 ink = "#fff" if rate > 0.5 else "#222"
                 parts.append(f'<text x="{x + CELL / 2:.1f}" y="{y + CELL / 2 + 4:.1f}" text-anchor="middle" '
-                             f'font-size="10" fill="{ink}">{round(rate * 100)}</text>')
+                             f'font-size="10" fill="{ink}">{_e(percent(rate)[:-1])}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -80,8 +82,8 @@ def _count(count: Mapping[str, Any] | None) -> str:
     if count is None:
         return '<span class="muted">n/a</span>'
     rate = count["k"] / count["n"] if count["n"] else count["rate"]  # k / n, as the rationale, not rounded twice
-    return (f'{rate:.0%} <span class="muted">({count["k"]}/{count["n"]}, '
-            f'CI {count["ci_low"]:.0%}&ndash;{count["ci_high"]:.0%})</span>')
+    return (f'{_e(percent(rate))} <span class="muted">({count["k"]}/{count["n"]}, '
+            f'CI {_e(percent(count["ci_low"]))}&ndash;{_e(percent(count["ci_high"]))})</span>')
 
 
 def _top(top: list[Mapping[str, Any]]) -> str:
@@ -114,8 +116,8 @@ def _relabel_table(rows: list[Mapping[str, Any]]) -> str:
 def _same(test: Mapping[str, Any] | None) -> str:
     if test is None:
         return '<span class="muted">too few rows</span>'
-    return (f'{format_p(test["p_value"])} (same-sample neighbours {test["statistic"]:.0%}, '
-            f'{test["null_mean"]:.0%} expected)')
+    return (f'{format_p(test["p_value"])} (same-sample neighbours {_e(percent(test["statistic"]))}, '
+            f'{_e(percent(test["null_mean"]))} expected)')
 
 
 def _share(share: float, rows: int) -> float:
@@ -131,7 +133,8 @@ def _pivot(pivot: Mapping[str, Any] | None, alpha: float = AuditConfig.same_alph
     if pivot is None:
         return '<span class="muted">none</span>'
     new, old = _share(pivot["new_share"], pivot["new_rows"]), _share(pivot["existing_share"], pivot["existing_rows"])
-    text = f'{_e(pivot["entity"])}: on {new:.0%} of the new rows, {old:.0%} of the old ({format_p(pivot["p_value"])}'
+    text = (f'{_e(pivot["entity"])}: on {_e(percent(new))} of the new rows, {_e(percent(old))} of the old '
+            f'({format_p(pivot["p_value"])}')
     if pivot["p_value"] < alpha:
         return text + ")"
     return f'<span class="muted">{text}, not below {alpha:g}: does not tell them apart)</span>'

@@ -109,7 +109,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from intentvcs.service.audit.config import SEVERITIES, AuditConfig
-from intentvcs.service.audit.containment import Count, wilson
+from intentvcs.service.audit.containment import Count, percent, wilson
 from intentvcs.service.audit.slots import EntityPivot
 from intentvcs.service.audit.words import WordPivot
 
@@ -200,14 +200,17 @@ def _verdict(evidence: Evidence, config: AuditConfig, relation: str, existing: l
 
 
 def _under(rate: float, threshold: float) -> str:
-    """``rate`` as the rationale's whole percent, but one under ``threshold`` never read at or above it: rounded,
-    39.6% of B "lay in N (under 40%)" as "40%", and coverage of 29.7% read "cover only 30% (a superset needs
-    30%)". Such a rate is cut to the whole percent under the threshold's; every other rate is rounded as
-    before."""
-    shown = f"{rate:.0%}"
-    if rate < threshold and int(shown[:-1]) >= threshold * 100 - 1e-9:
-        return f"{math.ceil(threshold * 100 - 1e-9) - 1}%"
-    return shown
+    """``rate`` as the rationale's percent (``percent``), but one under ``threshold`` never read at or above it:
+    rounded, 39.6% of B "lay in N (under 40%)" as "40%", and coverage of 29.7% read "cover only 30% (a superset
+    needs 30%)". Such a rate is cut to the whole percent under the threshold's ("<1%" under a threshold of at
+    most 1%); every other rate is written by ``percent``."""
+    if rate < threshold and round(rate * 100) >= threshold * 100 - 1e-9:  # the whole percent ``percent`` rounds to
+        below = math.ceil(threshold * 100 - 1e-9) - 1
+        if below >= 1:
+            return f"{below}%"
+        if rate > 0:
+            return "<1%"
+    return percent(rate)
 
 
 def _most_specific(indices: list[int], implication: np.ndarray) -> list[int]:
@@ -239,8 +242,8 @@ def _co_accepted(ev: Evidence, config: AuditConfig) -> Verdict | None:
         return None
     names = [ev.candidates[j] for j in parts]
     support = ev.independent[:, parts].sum(axis=1) >= 2
-    rationale = (f"{ev.multi.rate:.0%} of {ev.intent}'s rows carry >= 2 existing intents at once "
-                 f"(threshold {config.composite_min:.0%}); parts {', '.join(names)}")
+    rationale = (f"{percent(ev.multi.rate)} of {ev.intent}'s rows carry >= 2 existing intents at once "
+                 f"(threshold {percent(config.composite_min)}); parts {', '.join(names)}")
     alternatives = ["novel"] if ev.multi.straddles(config.composite_min) else []
     return _verdict(ev, config, "composite", names, alternatives, rationale, support, ev.multi)
 
@@ -285,9 +288,9 @@ def _part_beside(ev: Evidence, j: int, config: AuditConfig) -> Verdict | None:
         return None
     b = max(beside, key=lambda i: ev.to_existing[i].rate)
     names = [ev.candidates[j], ev.candidates[b]]
-    rationale = (f"the model accepts {names[0]} on {ev.to_existing[j].rate:.0%} of {ev.intent}'s rows and "
-                 f"{names[1]}, an unrelated intent, on {ev.to_existing[b].rate:.0%} of them, and "
-                 f"{ev.to_new[b].rate:.0%} of {names[1]} lies in {ev.intent}: {ev.intent}'s rows carry both "
+    rationale = (f"the model accepts {names[0]} on {percent(ev.to_existing[j].rate)} of {ev.intent}'s rows and "
+                 f"{names[1]}, an unrelated intent, on {percent(ev.to_existing[b].rate)} of them, and "
+                 f"{percent(ev.to_new[b].rate)} of {names[1]} lies in {ev.intent}: {ev.intent}'s rows carry both "
                  f"(a subset of {names[0]} would carry {names[0]}'s alone)")
     alternatives = ["subset"] if ev.to_existing[b].straddles(config.part_min) else []
     return _verdict(ev, config, "composite", names, alternatives, rationale, ev.accepted[:, [j, b]].any(axis=1))
@@ -298,7 +301,7 @@ def _target_verdict(ev: Evidence, j: int, config: AuditConfig) -> Verdict:
     name, forward, backward = ev.candidates[j], ev.to_existing[j], ev.to_new[j]
     support = ev.accepted[:, j]
     alternatives = ["novel"] if forward.straddles(config.high) else []
-    head = f"the model accepts {name} on {forward.rate:.0%} of {ev.intent}'s rows"
+    head = f"the model accepts {name} on {percent(forward.rate)} of {ev.intent}'s rows"
     pivot = ev.pivots[j] if j < len(ev.pivots) else None
     by_entity = pivot is not None and pivot.p_value < config.same_alpha
     word = _word(ev, j, config)
@@ -311,15 +314,15 @@ def _target_verdict(ev: Evidence, j: int, config: AuditConfig) -> Verdict:
         return _verdict(ev, config, "subset", [name], alternatives, rationale, support)
     if by_entity and backward is not None and backward.rate >= config.back_high:
         relation = "subset"
-        tail = (f"and {backward.rate:.0%} of {name} lies in {ev.intent}, but {pivot.new_share:.0%} of "
-                f"{ev.intent}'s rows carry a '{pivot.entity}' entity against {pivot.existing_share:.0%} of "
+        tail = (f"and {percent(backward.rate)} of {name} lies in {ev.intent}, but {percent(pivot.new_share)} of "
+                f"{ev.intent}'s rows carry a '{pivot.entity}' entity against {percent(pivot.existing_share)} of "
                 f"{name}'s ({pivot.p_text}): {ev.intent} is {name} {pivot.direction} {pivot.entity}, too specific")
     elif word is not None:
         relation = "subset"
         tail = f"but {word.describe(ev.intent, name)}: {ev.intent} is {name} with '{word.word}', too specific"
     elif backward.rate >= config.back_high:
         relation = "duplicate"
-        tail = f"and {backward.rate:.0%} of {name} lies in {ev.intent}: same meaning"
+        tail = f"and {percent(backward.rate)} of {name} lies in {ev.intent}: same meaning"
     else:
         relation = "subset"
         tail = f"but only {_under(backward.rate, config.back_high)} of {name} lies in {ev.intent}: too specific"
@@ -334,8 +337,8 @@ def _co_segmented(ev: Evidence, config: AuditConfig) -> Verdict | None:
     if ev.segmented is None or ev.segmented[1].rate < config.segment_min:
         return None
     names, share = list(ev.segmented[0]), ev.segmented[1]
-    rationale = (f"split at a connector, {share.rate:.0%} of {ev.intent}'s sampled rows are {names[0]} and "
-                 f"{names[1]} half by half (threshold {config.segment_min:.0%})")
+    rationale = (f"split at a connector, {percent(share.rate)} of {ev.intent}'s sampled rows are {names[0]} and "
+                 f"{names[1]} half by half (threshold {percent(config.segment_min)})")
     support = np.ones(ev.n, dtype=bool)  # the split evidence is on a sample; the claim is on every row
     alternatives = ["novel"] if share.straddles(config.segment_min) else []
     return _verdict(ev, config, "composite", names, alternatives, rationale, support, share)
@@ -387,8 +390,8 @@ def _accepted_union(ev: Evidence, config: AuditConfig) -> Verdict | None:
     if coverage.rate < config.union_cover:
         return None
     names = [ev.candidates[j] for j in parts]
-    shares = ", ".join(f"{ev.candidates[j]} on {ev.to_existing[j].rate:.0%}" for j in parts)
-    rationale = (f"{ev.intent}'s rows are accepted as {shares}, together {coverage.rate:.0%} of them, and no two "
+    shares = ", ".join(f"{ev.candidates[j]} on {percent(ev.to_existing[j].rate)}" for j in parts)
+    rationale = (f"{ev.intent}'s rows are accepted as {shares}, together {percent(coverage.rate)} of them, and no two "
                  f"are ranked together as a composite's parts are: a union of those intents, too generic")
     return _verdict(ev, config, "superset", names, ["novel"] if coverage.straddles(config.union_cover) else [],
                     rationale, support, coverage)
@@ -415,7 +418,7 @@ def _superset(ev: Evidence, config: AuditConfig, min_accepted: float = 0.0) -> V
     doubtful = coverage.straddles(config.cover_min) or any(
         ev.to_new[j].straddles(config.superset_back_min) for j in parts)
     rationale = (f"{', '.join(names)} lie(s) inside {ev.intent} and together cover "
-                 f"{coverage.rate:.0%} of its rows: too generic")
+                 f"{percent(coverage.rate)} of its rows: too generic")
     return _verdict(ev, config, "superset", names, ["novel"] if doubtful else [], rationale, support, coverage)
 
 
@@ -435,10 +438,11 @@ def _co_ranked(ev: Evidence, config: AuditConfig) -> Verdict | None:
     excess, a, b, together = best
     share, baseline = wilson(together, ev.n, config.confidence), ev.pair_baseline[a, b]
     names = [ev.candidates[a], ev.candidates[b]]
-    rationale = (f"{names[0]} and {names[1]} are the model's two most confident intents on {share.rate:.0%} of "
-                 f"{ev.intent}'s rows but on only {baseline:.0%} of their own (excess {excess:.0%}, threshold "
-                 f"{config.corank_min:.0%}); accepted one at a time ({ev.to_existing[a].rate:.0%} and "
-                 f"{ev.to_existing[b].rate:.0%}){_inside_tail(ev, [a, b], config)}")
+    rationale = (f"{names[0]} and {names[1]} are the model's two most confident intents on {percent(share.rate)} "
+                 f"of {ev.intent}'s rows but on only {percent(baseline)} of their own (excess {percent(excess)}, "
+                 f"threshold {percent(config.corank_min)}); accepted one at a time "
+                 f"({percent(ev.to_existing[a].rate)} and {percent(ev.to_existing[b].rate)})"
+                 f"{_inside_tail(ev, [a, b], config)}")
     alternatives = ["novel"] if share.straddles(config.corank_min + baseline) else []
     return _verdict(ev, config, "composite", names, alternatives, rationale,
                     ev.ranked[:, a] & ev.ranked[:, b], share)
@@ -458,43 +462,45 @@ def _inside_tail(ev: Evidence, pair: list[int], config: AuditConfig) -> str:
     if not inside:
         if not unknown:
             return (f", and neither lies inside {ev.intent} ({figures} {verb} in it, under "
-                    f"{config.superset_back_min:.0%})")
+                    f"{percent(config.superset_back_min)})")
         missing = (f"how much of {' or '.join(unknown)} lies in {ev.intent} could not be estimated")
         if not known:
             return f"; {missing}"
-        return f"; {figures} {verb} in {ev.intent} (under {config.superset_back_min:.0%}), and {missing}"
+        return f"; {figures} {verb} in {ev.intent} (under {percent(config.superset_back_min)}), and {missing}"
     names = " and ".join(ev.candidates[j] for j in inside)
     if _refused(ev, config.superset_oos_max):
-        why = (f"the service answers {ev.out_of_scope.rate:.0%} of {ev.intent}'s rows out of scope "
-               f"(a superset needs under {config.superset_oos_max:.0%})")
+        why = (f"the service answers {percent(ev.out_of_scope.rate)} of {ev.intent}'s rows out of scope "
+               f"(a superset needs under {percent(config.superset_oos_max)})")
     else:
         parts = _most_general([j for j, c in enumerate(ev.to_new)
                                if c is not None and c.rate >= config.superset_back_min], ev.implication)
         _, coverage = _coverage(ev, parts, config)
         why = (f"the rows accepting {', '.join(ev.candidates[j] for j in parts)} cover only "
                f"{_under(coverage.rate, config.cover_min)} of {ev.intent}'s "
-               f"(a superset needs {config.cover_min:.0%})")
+               f"(a superset needs {percent(config.cover_min)})")
     tail = f"; {figures} {verb} in {ev.intent}"
     if unknown:
         tail += f" (how much of {' or '.join(unknown)} does could not be estimated)"
     return (f"{tail}: {names} {'lies' if len(inside) == 1 else 'lie'} inside {ev.intent} "
-            f"(from {config.superset_back_min:.0%}), yet {ev.intent} is no superset: {why}")
+            f"(from {percent(config.superset_back_min)}), yet {ev.intent} is no superset: {why}")
 
 
 def _novel(ev: Evidence, config: AuditConfig) -> Verdict:
     if ev.candidates:
         best, back = ev.candidates[0], ev.to_new[0]
-        rationale = (f"closest existing intent {best} is accepted on {ev.to_existing[0].rate:.0%} of "
+        rationale = (f"closest existing intent {best} is accepted on {percent(ev.to_existing[0].rate)} of "
                      f"{ev.intent}'s rows; no containment rule holds")
         if ev.to_existing[0].rate >= config.high and back is not None and back.rate < config.sub_min:
             rationale += (f" (only {_under(back.rate, config.sub_min)} of {best} resembles {ev.intent}: the "
                           f"model's forced choice, not containment)")
-        elif _refused(ev, config.target_oos_max):
-            rationale += (f" (the service answers {ev.out_of_scope.rate:.0%} of {ev.intent}'s rows out of scope: "
+        elif _refused(ev, config.target_oos_max) and ev.to_existing[0].k:
+            # Only where the classifier accepts it: a candidate ranked but accepted on none of N's rows is no
+            # "forced choice" to explain.
+            rationale += (f" (the service answers {percent(ev.out_of_scope.rate)} of {ev.intent}'s rows out of scope: "
                           f"they are not utterances of {best} it knows, and accepting {best} is the classifier's "
                           f"forced choice)")
         support = ~ev.accepted.any(axis=1)
     else:
-        rationale = f"no existing intent is accepted on {config.part_min:.0%} or more of {ev.intent}'s rows"
+        rationale = f"no existing intent is accepted on {percent(config.part_min)} or more of {ev.intent}'s rows"
         support = np.ones(ev.n, dtype=bool)
     return _verdict(ev, config, "novel", [], [], rationale, support)

@@ -59,8 +59,9 @@ def best_pairs(cuts: Sequence[Split], left: np.ndarray, left_accepted: np.ndarra
                right_accepted: np.ndarray, implication: np.ndarray, rows: int) -> list[tuple[int, int] | None]:
     """Per sampled row, the label pair ``(a, b)`` (a < b) its best split shows, or ``None``.
 
-    ``left`` / ``right``: the halves' confidences ``[S, L]`` over the existing
-    labels, ``*_accepted`` the decision layer's bool masks. A split counts
+    ``left`` / ``right``: the halves' ranking ``[S, L]`` over the existing
+    labels (the decision's uncapped ``DecisionResult.ranking``, so that capped
+    confidences do not tie), ``*_accepted`` the decision layer's bool masks. A split counts
     when both halves' top labels are accepted, differ, and neither implies
     the other (``implication`` bool ``[L, L]``). Among a row's counting
     splits, the one whose weaker half is most confident wins.

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from intentvcs.core.dataio import Example
+from intentvcs.service.audit.containment import percent
 from intentvcs.service.audit.slots import fisher_exact_p, format_p, gap_under
 
 WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
@@ -51,7 +52,7 @@ class WordPivot:
     tested: int
 
     def describe(self, new: str, existing: str) -> str:
-        return (f"'{self.word}' is in {self.new_share:.0%} of {new}'s rows and {self.existing_share:.0%} of "
+        return (f"'{self.word}' is in {percent(self.new_share)} of {new}'s rows and {percent(self.existing_share)} of "
                 f"{existing}'s ({format_p(self.p_value)})")
 
 
