@@ -119,3 +119,10 @@ def test_discovery_itself_reads_no_relation_of_the_verdict():
     observed = np.repeat(np.eye(2, dtype=bool), 10, axis=0)
     accepted = np.ones_like(observed)
     assert discover_relations(accepted, observed, labels, 0.8) == []
+
+
+def test_an_audits_fix_over_a_train_rule_models_labels_lists_no_out_of_scope_verdict():
+    """``extend_relations`` is where every merge (an audit's fix over ``model.labels``, discovery) drops the train
+    rule's "oos" column: the audit's fix listed it among the relations' labels."""
+    merged = extend_relations(None, ["a", "b", OOS_LABEL, "new"], [Subset("new", "a")], {"audit": {}})
+    assert merged.labels == ("a", "b", "new")

@@ -166,16 +166,14 @@ def with_discovered(known: LabelRelations | None, found: Sequence[Relation],
     are empty.
 
     ``labels`` are the model's columns, "oos" among them under the train OOS rule: that column is the
-    out-of-scope verdict, no intent, so it joins no relations' labels (they would list it as one: in the
-    checkpoint, the bundle, an audit's relations built on them). A found relation naming it is refused
-    (``RelationsError``): ``discover_relations`` reads none (an "oos" row accepting an intent says nothing of
-    the intent), and ``Decision`` refuses relations that relate the verdict to an intent, which would only say
-    so after the relations were built."""
+    out-of-scope verdict, no intent, so it joins no relations' labels (``extend_relations``). A found
+    relation naming it is refused (``RelationsError``): ``discover_relations`` reads none (an "oos" row
+    accepting an intent says nothing of the intent), and ``Decision`` refuses relations that relate the
+    verdict to an intent, which would only say so after the relations were built."""
     verdict = next((relation for relation in found if OOS_LABEL in relation.labels()), None)
     if verdict is not None:
         raise RelationsError(f"discovered relations: {verdict.type} {list(verdict.labels())} names {OOS_LABEL!r}, "
                              "the out-of-scope verdict, which relates to no intent")
     if known is None and not found:
         return None
-    intents = [label for label in labels if label != OOS_LABEL]
-    return extend_relations(known, intents, found, {"discovered": [relation.to_dict() for relation in found]})
+    return extend_relations(known, labels, found, {"discovered": [relation.to_dict() for relation in found]})

@@ -34,6 +34,7 @@ import numpy as np
 from intentvcs.core import atomic
 from intentvcs.core.dataio import MAX_NESTING, DuplicateKey, line_nested_past, read_utf8, strict_loads
 from intentvcs.core.formats import FileFormat, json_list, json_object, message_error, non_empty_string
+from intentvcs.core.oos import OOS_LABEL
 
 RELATION_TYPES = ("duplicate", "subset", "composite", "cover")
 
@@ -368,8 +369,11 @@ def extend_relations(known: LabelRelations | None, labels: Iterable[str], relati
 
     How proposed relations (the audit's fix, relations read off a model's answers) join the relations a
     model already has: families and earlier details are kept, and merging the same again changes nothing.
+    ``labels`` may be a model's columns: the train OOS rule's "oos" column among them is the out-of-scope
+    verdict, no intent, and joins no relations' labels.
     """
-    names = list(dict.fromkeys([*(known.labels if known is not None else ()), *labels]))
+    names = list(dict.fromkeys([*(known.labels if known is not None else ()),
+                                *(label for label in labels if label != OOS_LABEL)]))
     merged: list[Relation] = list(known.relations) if known is not None else []
     # The same relation however written: Duplicate(b, a) is Duplicate(a, b), a composite's parts in any order.
     held = {(r.type, frozenset(r.implications())) for r in merged}
