@@ -108,8 +108,8 @@ def test_cli_writes_the_build_and_refuses_bad_arguments(data_root, tmp_path, cap
                  "--train-rows", "30", "--valid-rows", "5", "--test-rows", "5"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["benchmark"] == "MixATIS" and summary["counts"] == {"train": 30, "valid": 5, "test": 5}
-    assert sorted(p.name for p in out.iterdir()) == ["info.json", "test.jsonl", "train.jsonl", "valid-known.jsonl",
-                                                     "valid.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == ["info.json", "test-known.jsonl", "test.jsonl", "train.jsonl",
+                                                     "valid-known.jsonl", "valid.jsonl"]
     assert main(["build-mix", "--dataset", "atis", "--data-root", str(data_root), "--out", str(out),
                  "--train-rows", "0"]) == 2
     mine = tmp_path / "mine"

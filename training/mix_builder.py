@@ -21,10 +21,13 @@ casing and punctuation as people type them (a capital first letter, a final
 Every row's ``meta.segments`` gives each segment's character span and intent,
 so an answer that names where each intent sits can be scored. Rows are seeded
 (``seed``) and the build is written atomically with an ``info.json`` data card.
-Beside ``valid.jsonl`` it writes ``valid-known.jsonl``, the same rows without
-the spans of types the training split never shows: what ``intentvcs train``
-accepts as validation data for a model trained on the Mix training split (the
-standard protocol), since it refuses a type the model cannot learn.
+Beside ``valid.jsonl`` and ``test.jsonl`` it writes ``valid-known.jsonl`` and
+``test-known.jsonl``, the same rows without the spans of types the training
+split never shows: what ``intentvcs train`` accepts as validation and test
+data, and ``intentvcs evaluate`` as test data, for a model trained on the Mix
+training split (the standard protocol), since they refuse a type the model
+cannot learn (MixATIS test has such types). ``test.jsonl`` stays as built:
+the benchmark scores it.
 """
 
 from __future__ import annotations
@@ -41,8 +44,14 @@ from intentvcs.core.oos import OOS_LABEL
 from intentvcs.training.vcs_builder import check_earlier_build
 
 INFO_FILE = "info.json"
-MIX_HOLDS = (INFO_FILE, "*.jsonl")  # what a Mix directory holds, and nothing else
+SPLITS = ("train", "valid", "test")
 KNOWN_VALID_FILE = "valid-known.jsonl"
+KNOWN_TEST_FILE = "test-known.jsonl"
+KNOWN_FILES = {"valid": KNOWN_VALID_FILE, "test": KNOWN_TEST_FILE}  # split -> its rows with known span types only
+# What a Mix directory holds, and nothing else: the names a build writes (no pattern: a file of the user's
+# there, say predictions, is not ours and is replaced only with --force). Earlier versions wrote a subset
+# (no known-span files at first, then no test-known.jsonl), so their builds are replaced too.
+MIX_HOLDS = (INFO_FILE, *(f"{split}.jsonl" for split in SPLITS), *KNOWN_FILES.values())
 VARIANTS = ("standard", "hard")
 INTENT_COUNTS = (1, 2, 3)
 INTENT_SHARES = (0.3, 0.5, 0.2)
@@ -247,8 +256,11 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
     ones only at the released train size. (Kept so: a generator per split would change every build.)
 
     ``info.json`` also records what the build cannot show: ``source_rows_skipped`` (per split, the source
-    rows that are not segments, by reason: ATIS's multi-intent rows) and ``labels_missing_from_train``
-    (the intents of valid and test that the train split never shows, with their row counts)."""
+    rows that are not segments, by reason: ATIS's multi-intent rows), ``labels_missing_from_train``
+    (the intents of valid and test that the train split never shows, with their row counts) and, for
+    ``valid-known.jsonl`` and ``test-known.jsonl`` (``KNOWN_FILES``), what they leave out of valid and test:
+    ``<split>_known_spans_dropped`` (spans of types the train split never shows) and
+    ``<split>_known_rows_changed`` (the rows that lost one; every row is kept)."""
     from intentvcs.training.loaders import slot_folder
 
     if dataset not in SIZES:
@@ -263,7 +275,7 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
     sizes = {**SIZES[dataset], **(sizes or {})}
     root = Path(data_root) / dataset
     rng = random.Random(f"{dataset}-{variant}-{seed}")
-    sources = {split: slot_folder.load_split(root, split) for split in ("train", "valid", "test")}
+    sources = {split: slot_folder.load_split(root, split) for split in SPLITS}
     for split, rows in sources.items():
         if not single_intent_rows(rows):  # build_split refuses it too, without naming the files
             raise DataError(root / split, None, f"no single-intent row to build mixed rows from "
@@ -274,15 +286,32 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
                                                       for name in slot_folder.FILES])
     info["source_rows_skipped"] = {split: skipped_source_rows(rows) for split, rows in sources.items()}
     info["labels_missing_from_train"] = labels_missing_from_train(files)
-    known_valid = known_spans_only(files["valid"], {span.label for row in files["train"] for span in row.spans})
-    info["valid_known_spans_dropped"] = sum(len(row.spans) for row in files["valid"]) - sum(
-        len(row.spans) for row in known_valid)
+    known = {}
+    for split in KNOWN_FILES:
+        known[split], dropped = known_split(files[split], files["train"])
+        info[f"{split}_known_spans_dropped"] = dropped["spans"]
+        info[f"{split}_known_rows_changed"] = dropped["rows"]
     with atomic.directory(out, kind, force) as tmp:
         for split, rows in files.items():
             write_jsonl(tmp / f"{split}.jsonl", rows)
-        write_jsonl(tmp / KNOWN_VALID_FILE, known_valid)
+        for split, name in KNOWN_FILES.items():
+            write_jsonl(tmp / name, known[split])
         atomic.write_json(tmp / INFO_FILE, info)
     return info
+
+
+def source_paths(dataset: str, data_root: str | Path) -> list[Path]:
+    """The split folders of ``dataset`` under ``data_root`` that a build reads: the inputs an output folder
+    must neither be nor hold (``atomic.check_folder_target``), since replacing it would delete them."""
+    return [Path(data_root) / dataset / split for split in SPLITS]
+
+
+def known_split(rows: Sequence[Example], train: Sequence[Example]) -> tuple[list[Example], dict[str, int]]:
+    """``rows`` (valid or test) without the spans of types no ``train`` row has, every row kept
+    (``known_spans_only``), and what that dropped: ``spans`` and ``rows`` (the rows that lost a span)."""
+    known = known_spans_only(rows, {span.label for row in train for span in row.spans})
+    changed = [len(before.spans) - len(after.spans) for before, after in zip(rows, known)]
+    return known, {"spans": sum(changed), "rows": sum(n > 0 for n in changed)}
 
 
 def check_sizes(dataset: str, sizes: dict[str, int]) -> None:

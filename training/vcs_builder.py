@@ -92,7 +92,11 @@ COMPOSITE_SEPARATOR = "&"
 SPLITS = ("train", "valid", "test")
 DIFFICULTIES = ("full", "easy", "hard")
 INFO_FILE = "info.json"  # what the benchmark is and how it was built; marks a benchmark directory
-BENCHMARK_HOLDS = (INFO_FILE, "relations.json", "*.jsonl")  # what a benchmark directory holds, and nothing else
+RELATIONS_FILE = "relations.json"
+FILES = ("train", "train_gold", "valid", "valid_gold", "test")  # Benchmark.files: each written as <name>.jsonl
+# What a benchmark directory holds, and nothing else: the names a build writes (no pattern: a file of the
+# user's there, say predictions, is not ours and is replaced only with --force).
+BENCHMARK_HOLDS = (INFO_FILE, RELATIONS_FILE, *(f"{name}.jsonl" for name in FILES))
 GROUPS = (1, 2, 4)
 TRAIN_FRACTION = 0.8
 
@@ -307,6 +311,12 @@ def relations_for(plan: Plan, labels: set[str], details: Mapping[str, Any]) -> L
     the versions of one split child; subset: each child version -> its intent;
     composite: each merge-friction composite -> its parts. ``families`` maps a
     base intent to its labels, and an opaque or merged composite to itself.
+
+    No ``cover``, though a split intent is covered by its child versions by
+    construction: a decision completes a parent accepted without any child under
+    a cover (``relations.Completion``), so covers here would change the recorded
+    "+ ground-truth closure" figures (``benchmarks/vcs_bench.py``'s
+    ``test_closure``, docs/RESULTS.md), which are closure alone.
     """
     relations: list = []
     families: dict[str, list[str]] = {}
@@ -362,6 +372,7 @@ def build_benchmark(
         rng = random.Random(f"{seed}/{split}")
         files[split] = [ex.with_labels((observed_label(plan, ex, rng),)) for ex in splits[split]]
         files[f"{split}_gold"] = gold
+    files = {name: files[name] for name in FILES}  # the order written, and no name BENCHMARK_HOLDS lacks
     labels = {lab for rows in files.values() for ex in rows for lab in ex.labels}
     details = {
         "benchmark": spec.name,
@@ -391,6 +402,20 @@ def split_by_dialogue(
     ]
 
 
+def source_paths(dataset: str, data_root: str | Path) -> list[Path]:
+    """What a build of ``dataset`` reads under ``data_root``: the ``train/``, ``valid/`` and ``test/`` folders
+    of SNIPS and ATIS, the val and test archives of MultiWOZ and CrossWOZ. The inputs an output folder must
+    neither be nor hold (``atomic.check_folder_target``), since replacing it would delete them."""
+    from intentvcs.training.loaders import convlab_zip
+
+    root = Path(data_root) / dataset
+    if dataset in ("snips", "atis"):
+        return [root / split for split in SPLITS]
+    if dataset in ("multiwoz", "crosswoz"):
+        return [convlab_zip.split_path(root, split) for split in ("valid", "test")]
+    raise ValueError(f"unknown dataset {dataset!r}; choose from {', '.join(SPECS)}")
+
+
 def load_sources(
     dataset: str, data_root: str | Path, skipped: dict[str, dict[str, int]] | None = None
 ) -> tuple[dict[str, list[Example]], list[Path], str]:
@@ -398,7 +423,7 @@ def load_sources(
     the splits were made (one sentence for ``info.json``). ``skipped``, when
     given, receives per source split the rows its loader left out, by reason
     (MultiWOZ/CrossWOZ user turns without an intent; none for SNIPS and ATIS)."""
-    from intentvcs.training.loaders import convlab_zip, crosswoz, multiwoz, slot_folder
+    from intentvcs.training.loaders import crosswoz, multiwoz, slot_folder
 
     root = Path(data_root) / dataset
     skipped = {} if skipped is None else skipped
@@ -413,7 +438,7 @@ def load_sources(
         skipped.update({"valid": {}, "test": {}})
         train, valid = split_by_dialogue(module.load_split(root, "valid", skipped["valid"]))
         splits = {"train": train, "valid": valid, "test": module.load_split(root, "test", skipped["test"])}
-        files = [convlab_zip.split_path(root, split) for split in ("valid", "test")]
+        files = source_paths(dataset, data_root)
         _refuse_empty(splits, {"train": files[0], "valid": files[0], "test": files[1]}, "user turns with an intent")
         how = (
             f"{dataset} val dialogues split by dialogue id 80/20 into train/valid (ids ordered by "
@@ -446,8 +471,9 @@ def build(
     """Load ``dataset``, build its benchmark and write ``out`` atomically.
 
     An existing ``out`` is replaced when it is an earlier benchmark (it holds
-    ``info.json`` naming a DialogVCS benchmark) or empty,
-    any other folder only with ``force`` (``intentvcs.core.atomic.check_replaceable``).
+    ``info.json`` naming a DialogVCS benchmark, and nothing but the files a build
+    writes, ``BENCHMARK_HOLDS``) or empty, any other folder (a file of the user's
+    beside a benchmark's) only with ``force`` (``intentvcs.core.atomic.check_replaceable``).
 
     ``out`` receives ``train.jsonl``, ``train_gold.jsonl``, ``valid.jsonl``,
     ``valid_gold.jsonl``, ``test.jsonl``, ``relations.json`` and ``info.json``;
@@ -493,7 +519,7 @@ def build(
     with atomic.directory(out, kind, force) as tmp:
         for name, rows in bench.files.items():
             write_jsonl(tmp / f"{name}.jsonl", rows)
-        bench.relations.save(tmp / "relations.json")
+        bench.relations.save(tmp / RELATIONS_FILE)
         atomic.write_json(tmp / INFO_FILE, info)
     return info
 

@@ -48,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", required=True, choices=tuple(SPECS))
     add_data_root(p, "snips/, atis/, ...")
     p.add_argument("--out", required=True, help="benchmark directory to write (an earlier benchmark there, one "
-                   "whose info.json names a DialogVCS benchmark, is replaced; any other non-empty folder only "
-                   "with --force)")
+                   "whose info.json names a DialogVCS benchmark and that holds nothing but the files above, is "
+                   "replaced; any other non-empty folder only with --force; never, even with --force, a folder the "
+                   "build reads or one holding it)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier benchmark")
     p.add_argument("--seed", type=int, default=0, help="seed of the builder's draws (default: 0, the recorded one)")
     p.add_argument("--difficulty", default=DIFFICULTIES[0], choices=DIFFICULTIES,
@@ -63,13 +64,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Join 1-3 single-intent ATIS or SNIPS utterances of one split (30/50/20 per cent, distinct "
                     "intents) into multi-intent rows, as AGIF's MixATIS and MixSNIPS do, or as the hard "
                     "variant does (random order, more connectors, typed casing and punctuation); writes "
-                    "train.jsonl, valid.jsonl, test.jsonl and info.json (a data card) atomically.",
+                    "train.jsonl, valid.jsonl, test.jsonl, valid-known.jsonl, test-known.jsonl and info.json (a "
+                    "data card) atomically. valid-known.jsonl and test-known.jsonl are valid.jsonl and test.jsonl "
+                    "without the spans of types the train split never shows (every row kept; info.json counts "
+                    "what they dropped): what train --valid / --test and evaluate accept for a model trained on "
+                    "train.jsonl, which refuse such types (MixATIS test has some).",
     )
     p.add_argument("--dataset", required=True, choices=tuple(MIX_SIZES))
     p.add_argument("--variant", default=MIX_VARIANTS[0], choices=MIX_VARIANTS)
     add_data_root(p, "snips/ and atis/")
     p.add_argument("--out", required=True, help="directory to write (an earlier build there, one whose "
-                   "info.json names MixATIS or MixSNIPS, is replaced; any other non-empty folder only with --force)")
+                   "info.json names MixATIS or MixSNIPS and that holds nothing but the files above, is replaced; "
+                   "any other non-empty folder only with --force; never, even with --force, a folder the build reads "
+                   "or one holding it)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier build")
     p.add_argument("--seed", type=int, default=0, help="seed of the builder's draws (default: 0, the recorded one)")
     for split in ("train", "valid", "test"):
@@ -135,7 +142,9 @@ def run_build_vcs(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.training import vcs_builder as vcs
 
-    atomic.check_folder_target(args.out, inputs=[Path(args.data_root) / args.dataset])
+    # What the build reads (a split folder, an archive), not only the data set folder: an --out that is
+    # data-root/snips/train holds no data set folder, and replacing it deleted that split.
+    atomic.check_folder_target(args.out, inputs=vcs.source_paths(args.dataset, args.data_root))
     dataset_folder(args)
     info = vcs.build(args.dataset, args.data_root, args.out, seed=args.seed,
                      difficulty=args.difficulty, groups=args.groups, force=args.force)
@@ -151,7 +160,7 @@ def run_build_mix(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.training import mix_builder as mix
 
-    atomic.check_folder_target(args.out, inputs=[Path(args.data_root) / args.dataset])
+    atomic.check_folder_target(args.out, inputs=mix.source_paths(args.dataset, args.data_root))
     dataset_folder(args)
     # The sizes are checked by the builder before it reads anything (mix_builder.check_sizes); its messages
     # name test_rows and so on, which main() words as the options, --test-rows.
