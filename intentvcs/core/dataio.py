@@ -289,6 +289,12 @@ def line_and_column(text: str | bytes, offset: int) -> tuple[int, int]:
     return text.count(newline, 0, offset) + 1, offset - (text.rfind(newline, 0, offset) + 1) + 1
 
 
+def cr_only_lines(format_name: str) -> str:
+    """Why a file whose lines end in a carriage return alone (old Mac line endings) reads as one line."""
+    return (f"its lines end in a carriage return alone (old Mac line endings), which {format_name} does not read as "
+            "line ends: convert them to \\n")
+
+
 def without_bom(number: int, line: str) -> str:
     """Line ``number``'s text without the byte-order mark a first line may start with (Notepad's "UTF-8 with
     BOM"): no part of the first row, as in a CSV."""
@@ -319,8 +325,7 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
         reason = f"invalid JSON: {exc.msg} (column {exc.colno})"
         # Lines cut by a carriage return alone: the whole file is one "line", with data after its first value.
         if exc.msg == "Extra data" and "\r" in line.rstrip("\r\n"):
-            reason += ("; its lines end in a carriage return alone (old Mac line endings), which JSONL does not "
-                       "read as line ends: convert them to \\n")
+            reason += f"; {cr_only_lines('JSONL')}"
         raise DataError(path, number, reason) from None
     except ValueError as exc:
         # An integer of more digits than Python converts (sys.get_int_max_str_digits);

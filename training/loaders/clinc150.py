@@ -6,17 +6,19 @@ A ``data_*.json`` file is one object with the keys ``train``, ``val``,
 ``labels == ()`` whatever their intent field says (it is ``"oos"``). An in-scope
 intent with whitespace around it, and a text or intent holding a lone surrogate
 (a ``\\ud800`` escape), are refused naming the file, key and index; a key
-given twice in one object (JSON would keep only the last) is refused naming it.
+given twice in one object (JSON would keep only the last) is refused naming it,
+and so is JSON nested past Python's recursion limit or an integer of more digits
+than Python reads, with the line (:mod:`intentvcs.training.loaders.json_document`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from intentvcs.core.dataio import DataError, DuplicateKey, Example, check_unicode, read_utf8, strict_loads
+from intentvcs.core.dataio import DataError, Example, check_unicode, read_utf8
+from intentvcs.training.loaders import json_document
 
 SPLITS = ("train", "valid", "test")
 # Our split names → the file's key for that split.
@@ -43,13 +45,8 @@ def load_split(path: str | os.PathLike, split: str, *, include_oos: bool = True)
 def _read_object(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise DataError(path, None, "file not found")
-    try:
-        # Strict: a second "train" key replaced the first one's rows without a word.
-        data = strict_loads(read_utf8(path))
-    except DuplicateKey as exc:
-        raise DataError(path, None, str(exc)) from None
-    except json.JSONDecodeError as exc:
-        raise DataError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
+    # Strict: a second "train" key replaced the first one's rows without a word.
+    data = json_document.loads(path, read_utf8(path))
     if not isinstance(data, dict):
         raise DataError(path, None, f"expected a JSON object, got {type(data).__name__}")
     return data

@@ -23,9 +23,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intentvcs.core.dataio import DataError, Example, check_unicode
+from intentvcs.core.dataio import DataError, Example
 from intentvcs.training.loaders.alignment import AlignmentStats, align
-from intentvcs.training.loaders.convlab_zip import composite, read_dialogues, split_path
+from intentvcs.training.loaders.convlab_zip import check_text, composite, read_dialogues, split_path
 
 # Values that stand for no words of the message: ``none`` (General acts) and
 # the yes/no flags of hotel facilities (``酒店设施-早餐服务=是``). A substring
@@ -95,8 +95,11 @@ def _user_message(path: Path, where: str, message: object) -> tuple[str, list[li
             raise DataError(path, None, f"{where}: dialogue act {act!r} is not [act, domain, slot, value]")
         if act[0] != act[0].strip():  # the act type is the intent: "Inform " would be one of its own
             raise DataError(path, None, f"{where}: act type {act[0]!r} has leading or trailing whitespace")
-    try:  # a JSON escape can decode to a lone surrogate, which no later step can write or tokenize
-        check_unicode("'content'", text)
-    except ValueError as exc:
-        raise DataError(path, None, f"{where}: {exc}") from None
+    # A JSON escape can decode to a lone surrogate, which no later step can write or tokenize: the text, the act
+    # types (the label) and the slots (span labels) are refused here, naming the dialogue and the message.
+    check_text(path, where, "'content'", text)
+    for act in acts:
+        check_text(path, where, f"the act type {act[0]!r}", act[0])  # repr: a surrogate shown as \ud800
+        if isinstance(act[2], str):  # a slot that is no string is no span label (align passes it over)
+            check_text(path, where, f"the slot name {act[2]!r}", act[2])
     return text.strip(), acts

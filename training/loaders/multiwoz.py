@@ -36,9 +36,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intentvcs.core.dataio import DataError, Example, check_unicode
+from intentvcs.core.dataio import DataError, Example
 from intentvcs.training.loaders.alignment import AlignmentStats, align
-from intentvcs.training.loaders.convlab_zip import composite, read_dialogues, split_path
+from intentvcs.training.loaders.convlab_zip import check_text, composite, read_dialogues, split_path
 
 DIALOGVCS_DOMAINS = frozenset({"attraction", "hotel", "restaurant", "taxi", "train"})
 
@@ -110,10 +110,13 @@ def _user_turn(path: Path, where: str, turn: object) -> tuple[str, dict[str, lis
             raise DataError(path, None, f"{where}: dialogue act {key!r} is not 'Domain-Act'")
         if not (isinstance(pairs, list) and all(_is_pair(p) for p in pairs)):
             raise DataError(path, None, f"{where}: dialogue act {key!r} is not a list of [slot, value]")
-    try:  # a JSON escape can decode to a lone surrogate, which no later step can write or tokenize
-        check_unicode("'text'", text)
-    except ValueError as exc:
-        raise DataError(path, None, f"{where}: {exc}") from None
+    # A JSON escape can decode to a lone surrogate, which no later step can write or tokenize: the text, the act
+    # names (their domain is the label) and the slots (span labels) are refused here, naming dialogue and turn.
+    check_text(path, where, "'text'", text)
+    for key, pairs in acts.items():
+        check_text(path, where, f"the dialogue act name {key!r}", key)  # repr: a surrogate shown as \ud800
+        for slot, _ in pairs:
+            check_text(path, where, f"the slot name {slot!r} of dialogue act {key!r}", slot)
     return text.strip(), acts
 
 

@@ -7,7 +7,13 @@ A data set folder has one sub-folder per split (``train``, ``valid``,
 ``seq.out``  one BIO slot tag per token (``O``, ``B-<slot>``, ``I-<slot>``);
 ``label``    the intent; multi-intent rows join intents with ``#``
              (ATIS ``atis_flight#atis_airfare``) and become several labels;
-             an intent with whitespace around it (``a # b``) is refused.
+             an intent with whitespace around it (``a # b``) or whitespace or
+             a control character inside it (``Play Music``) is refused.
+
+Lines end in ``\\n`` or ``\\r\\n``. A carriage return not followed by a line feed
+is refused naming file, line and column: old Mac line endings made the whole
+file one row (its intents joined by carriage returns into one label), and a
+stray one inside a line split a token in two without a word.
 
 The example text is the tokens joined by single spaces (the files carry
 trailing blanks), and the tags become character ``spans`` on that text. A stray
@@ -18,13 +24,18 @@ trailing blanks), and the tags become character ``spans`` on that text. A stray
 from __future__ import annotations
 
 import os
+import re
+import unicodedata
 from pathlib import Path
 
-from intentvcs.core.dataio import DataError, Example, Span, read_utf8
+from intentvcs.core.dataio import DataError, Example, Span, cr_only_lines, line_and_column, read_utf8
 
 SPLITS = ("train", "valid", "test")
 FILES = ("seq.in", "seq.out", "label")
 MULTI_INTENT_SEPARATOR = "#"
+_LONE_CR = re.compile(r"\r(?!\n)")
+# Names for the characters an intent can hold by mistake that a message would not show.
+_CHAR_NAMES = {" ": "a space", "\t": "a tab", "\r": "a carriage return"}
 
 
 def load_split(root: str | os.PathLike, split: str) -> list[Example]:
@@ -63,6 +74,13 @@ def load_folder(folder: str | os.PathLike, id_prefix: str = "") -> list[Example]
                 # "AddToPlaylist", and the canonical reader refuses it.
                 raise DataError(folder / "label", number,
                                 f"intent {intent!r} has leading or trailing whitespace (in {label_line.strip()!r})")
+            odd = next((i for i, char in enumerate(intent) if _invisible(char)), None)
+            if odd is not None:
+                # The field is one token: "PlayMusic\x0bRateBook" (or "Play\u200bMusic", a look-alike of
+                # PlayMusic) would be an intent of its own; no data set names an intent with a space.
+                raise DataError(folder / "label", number,
+                                f"intent {intent!r} has {_char_name(intent[odd])} inside (character {odd + 1}); "
+                                "an intent is one token")
         try:
             spans = bio_to_spans(tokens, bio)
         except ValueError as exc:
@@ -102,15 +120,46 @@ def bio_to_spans(tokens: list[str], tags: list[str]) -> tuple[Span, ...]:
     return tuple(spans)
 
 
+def _invisible(char: str) -> bool:
+    """Whitespace, or a control or format character (``\\x00``, ``\\u200b``): nothing an intent name holds."""
+    return char.isspace() or unicodedata.category(char) in ("Cc", "Cf")
+
+
+def _char_name(char: str) -> str:
+    return _CHAR_NAMES.get(char, f"U+{ord(char):04X}")
+
+
 def _read_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise DataError(path, None, "file not found")
-    # Split on newlines only: str.splitlines would also break on U+2028
-    # and friends inside an utterance and misalign the three files.
     # A leading byte-order mark (Windows editors) is no part of the first row: kept, it made the first
     # intent one of its own ("\ufeffPlayMusic"), which the whitespace check below does not see.
-    lines = [line.rstrip("\r") for line in read_utf8(path).removeprefix("\ufeff").split("\n")]
+    text = read_utf8(path).removeprefix("\ufeff")
+    _check_line_ends(path, text)
+    # Split on newlines only: str.splitlines would also break on U+2028
+    # and friends inside an utterance and misalign the three files.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
     # A final empty line is a trailing newline artefact, not a row.
     while lines and not lines[-1].strip():
         lines.pop()
     return lines
+
+
+def _check_line_ends(path: Path, text: str) -> None:
+    """Refuse a carriage return not followed by a line feed (``\\r\\n`` is a line end like ``\\n``).
+
+    A file whose lines end in one (old Mac line endings: more such than line feeds) was one line: its three rows one
+    row, its intents one label joined by carriage returns. Such a file is told so in the JSONL reader's words
+    (``intentvcs.core.dataio.decode_line``); a stray one inside a line of a file that has line feeds, which
+    ``str.split`` took for a space between two tokens, is named by its column.
+    """
+    match = _LONE_CR.search(text)
+    if match is None:
+        return
+    line, column = line_and_column(text, match.start())
+    if len(_LONE_CR.findall(text)) >= text.count("\n"):  # most lines end so (a final \n added or none)
+        reason = cr_only_lines("this format")
+    else:
+        reason = (f"a carriage return not followed by a line feed (column {column}): lines end in \\n or \\r\\n, "
+                  "and a carriage return is no part of a token, a tag or an intent")
+    raise DataError(path, line, reason)
