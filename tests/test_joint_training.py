@@ -93,7 +93,7 @@ def test_validation_rows_that_cannot_validate_are_refused_before_training(backbo
     assert _train(backbone, tmp_path / "b", valid=TRAIN) == 2
     assert "is the --train file; give held-out rows" in capsys.readouterr().err
     assert _train(backbone, tmp_path / "c", "--max-length", "100000") == 2
-    assert "max_length: expected at most" in capsys.readouterr().err
+    assert "--max-length: expected at most" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["oos.jsonl"]  # no checkpoint, no temporary folder
 
 

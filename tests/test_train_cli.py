@@ -167,7 +167,7 @@ def test_consistency_without_augmentation_is_a_clear_error(tmp_path, backbone, c
     code = main(["train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
                  "--out", str(tmp_path / "ckpt"), "--backbone", str(backbone), "--consistency", "1"])
     assert code == 2
-    assert "--consistency needs augment_ratio > 0" in capsys.readouterr().err
+    assert "--consistency needs --augment > 0" in capsys.readouterr().err
 
 
 def test_a_max_length_past_the_backbones_positions_is_refused_before_training(tmp_path, backbone, capsys):
@@ -175,7 +175,7 @@ def test_a_max_length_past_the_backbones_positions_is_refused_before_training(tm
     code = main(["train", "--train", str(DEFAULT_DATA / "train.jsonl"), "--valid", str(DEFAULT_DATA / "valid.jsonl"),
                  "--out", str(out), "--backbone", str(backbone), "--max-length", "200"])
     assert code == 2
-    assert "max_length: expected at most 128, the encoder's position limit, got 200" in capsys.readouterr().err
+    assert "--max-length: expected at most 128, the encoder's position limit, got 200" in capsys.readouterr().err
     assert not out.exists()
 
 

@@ -69,6 +69,27 @@ def _check_choices(config: Any) -> None:
                              f"choose from {sorted(choices)}")
 
 
+def _check_augment_mix(mix: Any) -> None:
+    """Refuse an ``augment_mix`` the perturbation registry would refuse when it draws the copies (after the
+    backbone has loaded): a weight that is no number, an unknown operator or family, a negative weight, no
+    positive one. The registry's own check, with every operator usable: which value operators the rows can
+    feed (they need entity values) only the rows tell, and training checks that again."""
+    if not isinstance(mix, dict):
+        raise ValueError(f"augment_mix: expected an object of operator or family names to weights, got {mix!r}")
+    for key, weight in mix.items():
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise ValueError(f"augment_mix: the weight of {key!r} must be a finite number, got {weight!r}")
+    # Imported here: the operators' modules are a fifth of a second, and only a mix needs them.
+    from intentvcs.core.dataio import Example, Span
+    from intentvcs.core.perturb import EntityValues, perturbed_copies
+
+    every_operator = EntityValues.build([Example("value", (), spans=(Span(0, 5, "type"),))])
+    try:
+        perturbed_copies([], 0.0, mix, values=every_operator)  # no rows: the weights' check alone
+    except ValueError as exc:
+        raise ValueError(f"augment_mix: {exc}") from None
+
+
 # What runs recorded before a setting existed did: copies were drawn once, no
 # entity head was trained, and the validation loss picked the epoch.
 LEGACY_SETTINGS = {"augment_resample": False, "entity_weight": 0.0, "chain_ratio": 0.0, "select_by": "loss",
@@ -189,23 +210,12 @@ class TrainConfig:
             raise ValueError(f"threads must be >= 1 (or unset: every core), got {self.threads}")
         if self.augment_ratio < 0:
             raise ValueError(f"augment_ratio must be >= 0, got {self.augment_ratio}")
-        if not self.augment_ratio:
-            # Nothing to draw: recorded as off, so runs without augmentation
-            # compare equal whatever the resampling default was when they ran.
-            self.augment_resample = False
-        if not self.chain_ratio:
-            # No chains, no boundaries to learn: recorded as off, likewise.
-            self.boundary_weight = 0.0
-        if not self.entity_weight:
-            # No entity head, no tagger to read the intents: recorded as off, likewise.
-            self.tags_read_intents = False
+        # Every range first: the rewrites below record a setting that does nothing as off, and would let a value
+        # out of range through unseen (a negative boundary_weight without chains read 0.0).
         if self.chain_ratio < 0:
             raise ValueError("chain_ratio must be >= 0")
         if self.extend_vocab < 0:
             raise ValueError("extend_vocab must be >= 0")
-        if self.extend_vocab and self.freeze_embeddings:
-            raise ValueError("extend_vocab needs trained embeddings (freeze_embeddings off): the new rows must "
-                             "be learnt")
         if not 0.0 < self.focal_alpha < 1.0:
             raise ValueError("focal_alpha must be in (0, 1)")
         if not 0.0 <= self.ema_decay < 1.0:
@@ -219,12 +229,27 @@ class TrainConfig:
                              f"got {self.tagger_learning_rate}")
         if self.consistency_weight < 0:
             raise ValueError("consistency_weight must be >= 0")
+        if self.augment_mix is not None:
+            _check_augment_mix(self.augment_mix)
+        if self.extend_vocab and self.freeze_embeddings:
+            raise ValueError("extend_vocab needs trained embeddings (freeze_embeddings off): the new rows must "
+                             "be learnt")
         if self.consistency_weight > 0 and self.augment_ratio <= 0:
             raise ValueError("consistency_weight needs augment_ratio > 0: it compares rows with their perturbed copies")
         if self.augment_mix is not None and self.augment_ratio <= 0:
             raise ValueError("augment_mix needs augment_ratio > 0: it weighs the operators of the perturbed copies")
         if self.validate_perturbed and self.augment_ratio <= 0:
             raise ValueError("validate_perturbed needs augment_ratio > 0: it validates on the training mix's copies")
+        if not self.augment_ratio:
+            # Nothing to draw: recorded as off, so runs without augmentation
+            # compare equal whatever the resampling default was when they ran.
+            self.augment_resample = False
+        if not self.chain_ratio:
+            # No chains, no boundaries to learn: recorded as off, likewise.
+            self.boundary_weight = 0.0
+        if not self.entity_weight:
+            # No entity head, no tagger to read the intents: recorded as off, likewise.
+            self.tags_read_intents = False
 
     @classmethod
     def from_stored(cls, stored: dict) -> "TrainConfig":

@@ -22,6 +22,7 @@ import traceback
 
 from intentvcs import __version__
 from intentvcs.cli import commands, exit_codes
+from intentvcs.cli.options import in_option_words
 
 # Every module of the package logs under it (the training, export and service folders install as
 # intentvcs.training and so on).
@@ -101,15 +102,11 @@ def configure_logging(verbose: bool) -> int:
 
 
 def _named_as_option(message: str, parser: argparse.ArgumentParser, command: str) -> str:
-    """A setting's refusal in the words of the command line: a message that begins with a setting's field
-    name ("learning_rate must be > 0", raised where the setting is checked, for every caller) begins with the
-    command's option for it ("--lr must be > 0")."""
-    field = message.split(" ", 1)[0]
+    """A setting's refusal in the words of the command line: field names (raised where the setting is
+    checked, for every caller: "learning_rate must be > 0", "needs augment_ratio > 0") become the command's
+    options ("--lr must be > 0", "needs --augment > 0"); ``intentvcs.cli.options.in_option_words``."""
     sub = _subparser(parser, command)
-    for action in sub._actions if sub is not None else ():
-        if action.dest == field and action.option_strings:
-            return action.option_strings[-1] + message[len(field):]
-    return message
+    return in_option_words(message, sub) if sub is not None else message
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -58,6 +59,54 @@ def config_from_args(config: type[Config], args: argparse.Namespace) -> Config:
     """``config`` built from the parsed options named after its fields (``add_option``'s);
     the fields without an option keep their defaults."""
     return config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config) if hasattr(args, f.name)})
+
+
+def option_words(parser: argparse.ArgumentParser) -> dict[str, tuple[str, str | None, str | None]]:
+    """How a message names each setting of ``parser``'s command: its field (``dest``) -> (the option, what
+    "<field> on" reads as, what "<field> off" reads as; None for a setting that is no flag).
+
+    The option is the one the user types: ``--lr`` for ``learning_rate``, a ``--flag/--no-flag`` pair by its
+    positive form, a long option before a short one. A flag that turns its setting off (``--train-embeddings``
+    sets ``freeze_embeddings`` off) reads as given for "off", as left out for "on"."""
+    words: dict[str, tuple[str, str | None, str | None]] = {}
+    for action in parser._actions:
+        if not action.option_strings or action.dest in words or action.dest == argparse.SUPPRESS:
+            continue
+        strings = [s for s in action.option_strings if not s.startswith("--no-")] or action.option_strings
+        option = next((s for s in strings if s.startswith("--")), strings[0])
+        if isinstance(action, argparse.BooleanOptionalAction):
+            words[action.dest] = (option, option, action.option_strings[-1])
+        elif isinstance(action, argparse._StoreConstAction) and action.const is False:  # store_false
+            words[action.dest] = (option, f"without {option}", option)
+        elif isinstance(action, argparse._StoreConstAction) and action.const is True:  # store_true
+            words[action.dest] = (option, option, f"without {option}")
+        else:
+            words[action.dest] = (option, None, None)
+    return words
+
+
+# A field's name as a word of its own: not part of a longer name, a path (/tmp/max_length/x), a dotted key
+# (decision.oos_rule, max_length.json) or a quoted key ('max_length', a file's).
+_NAME = r"(?<![\w/.'\"-])({})(?![\w/'\"-]|\.\w)(?: (on|off)\b)?"
+
+
+def in_option_words(message: str, parser: argparse.ArgumentParser) -> str:
+    """A setting's refusal in the words of ``parser``'s command line (``option_words``): each field written
+    with an underscore ("needs augment_ratio > 0", "max_length: expected ...") and a one-word field that is the
+    message's first word ("epochs must be >= 1") name the option ("needs --augment > 0", "--epochs must
+    ..."). Checks raise in field names, for every caller; the command line translates them here."""
+    words = option_words(parser)
+
+    def named(match: re.Match) -> str:
+        option, on, off = words[match.group(1)]
+        state = match.group(2)
+        return {"on": on, "off": off}.get(state) or option + (f" {state}" if state else "")
+
+    for field in words:
+        # A plain word ("train", "relations") names a setting only as the subject of the message.
+        if "_" in field or message.startswith(field + " "):
+            message = re.sub(_NAME.format(re.escape(field)), named, message, count=0 if "_" in field else 1)
+    return message
 
 
 def share(text: str) -> float:

@@ -469,3 +469,34 @@ def _entity_object(path: Path, line: int, match: re.Match) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise DataError(path, line, f"entity annotation {source!r} is not a JSON object")
     return value
+
+
+def out_of_scope_as_such(path: str | os.PathLike, rows: Sequence[tuple[int, Example]],
+                         oos_rule: str) -> list[tuple[int, Example]]:
+    """``rows`` (line, row) with a row labelled ``"oos"`` alone (CLINC150's out-of-scope rows) read as an
+    out-of-scope row, ``labels []``, whatever the OOS rule (``oos_rule``, its name): ``"oos"`` names the
+    out-of-scope verdict, and the decision layer answers no intent of that name. Trained as one, it was a
+    column the model could never answer (distance, threshold, none), and scored as one, a miss on every such
+    row; the train rule makes out-of-scope rows that class again. A row naming it beside an intent is a
+    ``DataError``: a request is out of scope or it is not. Read by ``train``, ``refit`` and ``evaluate``."""
+    from intentvcs.core.oos import OOS_LABEL
+
+    read: list[tuple[int, Example]] = []
+    named = 0
+    for line, example in rows:
+        if OOS_LABEL in example.labels:
+            if len(example.labels) > 1:
+                raise DataError(path, line, f"labels {list(example.labels)} name {OOS_LABEL!r}, the out-of-scope "
+                                "verdict, beside an intent; an out-of-scope row carries no label (labels [] in "
+                                "JSONL, an empty intent in a CSV)")
+            example = example.with_labels(())
+            named += 1
+        read.append((line, example))
+    if named:
+        # Under the train rule these rows are its class, as the data meant: said, not warned of.
+        log.log(logging.INFO if oos_rule == "train" else logging.WARNING,
+                "%s: %d row(s) labelled %r are read as out-of-scope rows (labels []): %r names the service's "
+                "out-of-scope verdict, no intent it can answer; %s", path, named, OOS_LABEL, OOS_LABEL,
+                "the OOS rule train learns them as its out-of-scope class" if oos_rule == "train" else
+                "write labels [] for such rows")
+    return read

@@ -36,13 +36,13 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.evaluation import check_known_labels, evaluate, headline
     from intentvcs.core.segmentation import decide_segmented
-    from intentvcs.core.team_formats import read_numbered
+    from intentvcs.core.team_formats import out_of_scope_as_such, read_numbered
 
     check_run(args, (args.out, args.heatmap), inputs=[args.data])
     check_heatmap(args.heatmap)
-    rows = read_numbered(args.data)
-    examples = [example for _, example in rows]
     model = load_predictor(args)
+    rows = out_of_scope_as_such(args.data, read_numbered(args.data), model.decision.oos.name)
+    examples = [example for _, example in rows]
     check_known_labels(args.data, examples, model.labels)
     check_scored_data(args.data, rows, model)
     graph, segmented = decide_segmented(model.decision, model.infer, [ex.text for ex in examples], args.segment)

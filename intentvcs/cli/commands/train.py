@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from intentvcs.cli.options import add_option, config_from_args, floor_or_fit, json_object, share
+from intentvcs.core.dataio import Example
 from intentvcs.core.team_formats import FORMATS_HELP
 # Torch-free (the settings only): parsing arguments must not import torch.
 from intentvcs.training.config import DecisionConfig, TrainConfig
@@ -79,13 +80,16 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.training.checkpoint import CHECKPOINT_OUTPUT
 
-    atomic.check_targets((args.result,), inputs=[args.train, args.valid, args.test, args.relations])
-    atomic.check_folder_target(args.out, inputs=[args.train, args.valid, args.test, args.relations],
-                               outputs=[args.result])
+    # The backbone is read too: an --out that is or holds it (MODELS/tiny into MODELS, an earlier
+    # checkpoint's encoder into that checkpoint) would delete or overwrite the weights it starts from.
+    inputs = [args.train, args.valid, args.test, args.relations, args.backbone]
+    atomic.check_targets((args.result,), inputs=inputs)
+    atomic.check_folder_target(args.out, inputs=inputs, outputs=[args.result])
     # A folder this command did not write, refused before torch loads (train_pipeline checks it again).
     atomic.check_replaceable(args.out, CHECKPOINT_OUTPUT, args.force)
     config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)  # options first
     train, valid, test = read_splits(args.train, args.valid, args.test, decision.oos_rule)
+    check_augment_mix(config, train, valid)
     from intentvcs.training.pipeline import train_pipeline  # torch: seconds to import, after the data's checks
 
     result = train_pipeline(
@@ -120,12 +124,13 @@ def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rul
     they never show cannot be learnt, only missed; data without spans trains no entity head, and its spans
     are not read), some validation row of a trained label; then ``warn_about_data``."""
     from intentvcs.core.evaluation import check_known_labels
-    from intentvcs.core.team_formats import check_span_types, read_examples, read_numbered
+    from intentvcs.core.team_formats import check_span_types, out_of_scope_as_such, read_numbered
 
     check_held_out(train_path, valid_path, test_path)
-    train = read_examples(train_path)
+    train = [example for _, example in out_of_scope_as_such(train_path, read_numbered(train_path), oos_rule)]
     check_train(train)
-    held_out = {path: read_numbered(path) for path in (valid_path, test_path) if path}
+    held_out = {path: out_of_scope_as_such(path, read_numbered(path), oos_rule)
+                for path in (valid_path, test_path) if path}
     types = {span.label for ex in train for span in ex.spans}
     for path, rows in held_out.items() if types else ():
         check_span_types(path, types, rows)
@@ -139,6 +144,22 @@ def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rul
         check_known_labels(test_path, test, sorted(learnt))
     warn_about_data(train, valid, train_path, valid_path, oos_rule)
     return train, valid, test
+
+
+def check_augment_mix(config: TrainConfig, train: Sequence[Example], valid: Sequence[Example]) -> None:
+    """Refuse, before the model loads, an ``augment_mix`` the rows cannot feed: its own weights were checked
+    with the settings (``TrainConfig``), with every operator usable; the value operators (slot value
+    replacement, unseen entities) draw only from the rows' entity values, and a mix of them alone over rows
+    without any draws nothing. The validation rows are drawn from too with ``validate_perturbed``."""
+    if config.augment_mix is None or config.augment_ratio <= 0:
+        return
+    from intentvcs.core.perturb import mix_values, perturbed_copies
+
+    for rows in (train, valid) if config.validate_perturbed else (train,):
+        try:
+            perturbed_copies([], 0.0, config.augment_mix, values=mix_values(rows, config.augment_mix))
+        except ValueError as exc:
+            raise ValueError(f"augment_mix: {exc}") from None
 
 
 def check_held_out(train_path: str, valid_path: str, test_path: str | None = None) -> None:
