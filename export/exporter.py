@@ -87,13 +87,15 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     meta, decision = check_export(checkpoint_dir, out_dir, parity_data=parity_data, result_file=result_file,
                                   opset=opset, force=force)
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
-    # Before any heavy work: a bad file fails fast, and rows the model cannot score are named.
-    held_out = held_out_rows(parity_data, decision.labels, entity_types(checkpoint_tags(meta)) if entities else ())
+    # Before any heavy work: a bad file fails fast, and rows the model cannot score are named (or refused,
+    # as evaluate refuses them, when none carries a label of the model's).
+    held_out = held_out_rows(parity_data, decision.labels,
+                             entity_types(checkpoint_tags(meta, checkpoint_dir / META_FILE)) if entities else ())
     max_length = meta["max_length"]
     model, tokenizer = _load_model(checkpoint_dir, meta, decision)
     if not entities:
         model.tagger = None
-    tags = checkpoint_tags(meta) if model.tagger is not None else []
+    tags = checkpoint_tags(meta, checkpoint_dir / META_FILE) if model.tagger is not None else []
     spelling = read_checkpoint_spelling(checkpoint_dir)
 
     also: dict[str | os.PathLike, str] = {}  # filled in below, once the result is known
@@ -233,7 +235,7 @@ def _load_model(checkpoint_dir: Path, meta: dict[str, Any], decision: Decision) 
     if model.head.out_features != len(decision.labels):
         raise ValueError(f"{checkpoint_dir}: the head has {model.head.out_features} outputs "
                          f"but {META_FILE} lists {len(decision.labels)} labels")
-    tags = checkpoint_tags(meta)
+    tags = checkpoint_tags(meta, meta_path)
     outputs = 0 if model.tagger is None else model.tagger.out_features
     if outputs != len(tags):
         raise ValueError(f"{checkpoint_dir}: the entity head has {outputs} outputs but {meta_path} lists "
@@ -291,7 +293,8 @@ def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decis
     ``fp32_run``: the fp32 session and its outputs on the held-out texts (from
     parity). The ``METHODS`` of ``intentvcs.export.quantize`` are tried in
     order, and the first whose accuracy gate passes is kept (the first when
-    none does, or when there are no labels to gate on); the report lists the
+    none does, or when there are no labels to gate on: unlabelled rows, or no in-scope row of a
+    label of the model's); the report lists the
     others tried (``not_kept``: each one's method, timing and gate).
     Agreement and speed are read on the held-out texts as the graphs see them;
     the accuracy gate, on labelled held-out rows only, on the answers the
@@ -331,15 +334,18 @@ def _quantize(directory: Path, fp32_run: tuple[OnnxSession, GraphOutputs], decis
     for path, _ in candidates:
         path.unlink(missing_ok=True)
     if kept["gate"] is None:
-        log.warning("int8 graph written but not gated: the parity rows (%s) carry no labels; the service "
-                    "serves it only when asked (INTENTVCS_QUANTIZED=on)", held_out.source)
+        log.warning("int8 graph written but not gated: the parity rows (%s) %s; the service serves it only when "
+                    "asked (INTENTVCS_QUANTIZED=on)", held_out.source,
+                    "carry no labels" if held_out.examples is None else
+                    "hold no in-scope row with a label of the model's")
     return kept
 
 
 def _int8_report(path: Path, settings: dict, fp32_run: tuple[OnnxSession, GraphOutputs], fp32_served: tuple | None,
                  decision: Decision, held_out: HeldOut, spelling: Spelling | None) -> dict:
-    """The report of the int8 graph at ``path``: settings, agreement, speed and gate (None without labels;
-    ``fp32_served``: the fp32 graph's ``read_as_served``, the gate's reference)."""
+    """The report of the int8 graph at ``path``: settings, agreement, speed and gate (None without labels, or
+    without an in-scope row of a label of the model's; ``fp32_served``: the fp32 graph's ``read_as_served``, the
+    gate's reference)."""
     fp32, fp32_outputs = fp32_run
     int8 = OnnxSession(path, fp32.tokenizer, provider="cpu", tags=fp32.tags)
     texts = held_out.texts
@@ -353,6 +359,8 @@ def _int8_report(path: Path, settings: dict, fp32_run: tuple[OnnxSession, GraphO
     int8_read, _, int8_decided = read_as_served(int8, spelling, decision, texts, outputs=int8_outputs)
     report["gate"] = accuracy_gate(fp32_read, int8_read, decision, held_out.examples, held_out.source,
                                    results=(fp32_decided.result, int8_decided.result))
+    if report["gate"] is None:  # no in-scope row of a label the model knows: nothing to judge int8 on
+        return report
     log.info("int8 (%s) accuracy gate %s: %s", settings["method"], "passed" if report["gate"]["passed"] else "FAILED",
              ", ".join(f"{name} {f['fp32']:.4f} -> {f['int8']:.4f}" for name, f in report["gate"]["figures"].items()))
     return report

@@ -43,6 +43,7 @@ import numpy as np
 from intentvcs.core.dataio import Example
 from intentvcs.core.team_formats import check_scored_rows, read_numbered
 from intentvcs.core.decision import Decision
+from intentvcs.core.evaluation import check_known_labels
 from intentvcs.core.outputs import GraphOutputs
 
 PARITY_ATOL = 1e-4
@@ -169,16 +170,20 @@ def held_out_rows(path: str | os.PathLike | None, labels: Sequence[str] | None =
     """The rows of a data file (JSONL, Rasa YAML or CSV), or the built-in sample.
 
     Given the model's ``labels`` and the ``entity_types`` its graph tags, the rows are checked against them
-    (``check_scored_rows``: the int8 gate scores them) before any heavy work.
+    before any heavy work, as ``intentvcs evaluate`` checks its data (the int8 gate scores them): rows of which
+    no in-scope one carries a label of the model's are refused (``check_known_labels``: every in-scope row
+    would count as missed by both graphs, and a gate of figures that read 0 for both would pass), a label
+    the model lacks is named and a span type it cannot tag is refused (``check_scored_rows``).
     """
     if path is None:
         return HeldOut(list(SAMPLE_UTTERANCES), "built-in sample", None)
     rows = read_numbered(path)
     if not rows:
         raise ValueError(f"{path}: no utterances for the parity check")
-    if labels is not None:
-        check_scored_rows(path, rows, labels, entity_types)
     examples = [example for _, example in rows]
+    if labels is not None:
+        check_known_labels(str(path), examples, list(labels))
+        check_scored_rows(path, rows, labels, entity_types)
     return HeldOut([example.text for example in examples], str(path), examples, [line for line, _ in rows])
 
 

@@ -1,8 +1,9 @@
 """The int8 graph (``model.int8.onnx``), its agreement with fp32 and its accuracy gate.
 
 Two quantisations, tried in this order (``METHODS``); the export keeps the
-first whose accuracy gate passes, or the first when none does (or when the
-rows are unlabelled and nothing is gated). Chosen by measurement
+first whose accuracy gate passes, or the first when none does (or when
+nothing is gated: the rows are unlabelled, or no in-scope row carries one of
+the model's labels). Chosen by measurement
 (all-MiniLM-L6-v2; 2 CPU threads, AVX-512 VNNI; figures in docs/RESULTS.md
 "Performance" and "Which int8 graph"):
 
@@ -32,15 +33,17 @@ boundaries, where int8 rounding moved whole entities.
 
 The export records agreement with the fp32 graph (label sets, OOS verdicts,
 entity sets, gaps) and the speed-up on the parity utterances, and, when those
-rows are labelled, the *accuracy gate*: every task figure the rows support
-(``GATED_FIGURES``) computed for both graphs through the decision layer. The
+rows are labelled (an in-scope row with a label of the model's at least), the
+*accuracy gate*: every task figure the rows support (``GATED_FIGURES``)
+computed for both graphs through the decision layer. The
 gate passes when no figure loses more than ``MAX_LOSS`` (0.5 points; 0.005 of
 AUROC), or one row's share where a figure rests on fewer rows than that
 resolves (a figure over 150 rows moves in steps of 0.67 points), as long as one
 row is at most ``MAX_ROW_SHARE`` of the figure (20 rows): on fewer, one row is a
 loss too large to wave through (the only labelled row wrong passed), so no loss
-is allowed and a graph that loses one is served fp32. The service
-serves int8 by default only when the gate passed (``INTENTVCS_QUANTIZED``).
+is allowed and a graph that loses one is served fp32 (rows of labels the
+model lacks do not count towards the 20). The service serves int8 by default
+only when the gate passed (``INTENTVCS_QUANTIZED``).
 """
 
 from __future__ import annotations
@@ -190,15 +193,28 @@ def answers_differ(first: GraphOutputs, second: GraphOutputs, decision: Decision
 
 def accuracy_gate(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, decision: Decision,
                   examples: Sequence[Example], source: str,
-                  results: tuple[DecisionResult, DecisionResult] | None = None) -> dict[str, Any]:
-    """Every ``GATED_FIGURES`` figure that ``examples`` support, for both graphs, and whether int8 passes.
+                  results: tuple[DecisionResult, DecisionResult] | None = None) -> dict[str, Any] | None:
+    """Every ``GATED_FIGURES`` figure that ``examples`` support, for both graphs, and whether int8 passes;
+    None (not gated, as for unlabelled rows) when no in-scope row carries a label of ``decision``'s.
 
     A figure passes when int8 loses at most ``MAX_LOSS`` of it, or at most one
     row's share of the rows it is computed over when that is more and at most
     ``MAX_ROW_SHARE`` (a gain is never a loss). ``passed`` is true when every figure passes. ``results``: the
     two graphs' decisions as served (``intentvcs.service.engine.read_as_served``:
     chained requests part by part); without them each text is decided whole.
+
+    Rows of labels the model lacks are in scope for ``evaluate``, and always missed by both graphs: with no
+    in-scope row of a label it knows, the intent figures read 0 for both (a "loss" of nothing) and the only
+    figures left are the out-of-scope ones, so nothing says int8 answers the model's intents as fp32 does.
+    Nor does an in-scope row of a label the model lacks count towards the ``MAX_ROW_SHARE`` bound
+    (``known_in_scope_rows``: the rows whose labels it all knows): ten rows of its labels among thirty of
+    another's earn no one-row allowance.
     """
+    known = set(decision.labels)
+    in_scope = [example for example in examples if not example.is_out_of_scope]
+    if not any(known.intersection(example.labels) for example in in_scope):
+        return None
+    judged = sum(1 for example in in_scope if known.issuperset(example.labels))
     fp32_result, int8_result = results or (None, None)
     fp32 = headline(evaluate(decision, fp32_outputs, examples, include_tables=False, result=fp32_result))
     int8 = headline(evaluate(decision, int8_outputs, examples, include_tables=False, result=int8_result))
@@ -206,16 +222,19 @@ def accuracy_gate(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, decisi
     for name, rows_key in GATED_FIGURES.items():
         if name not in fp32:
             continue
-        allowed = MAX_LOSS if rows_key is None else _allowed_loss(fp32[rows_key])
+        allowed = MAX_LOSS if rows_key is None else \
+            _allowed_loss(fp32[rows_key], judged if rows_key == "n_in_scope" else None)
         loss = fp32[name] - int8[name]
         figures[name] = {"fp32": round(fp32[name], 5), "int8": round(int8[name], 5), "loss": round(loss, 5),
                          "allowed": round(allowed, 5), "passed": bool(loss <= allowed + 1e-12)}
-    return {"data": source, "rows": len(examples), "figures": figures,
+    return {"data": source, "rows": len(examples), "known_in_scope_rows": judged, "figures": figures,
             "passed": bool(figures) and all(figure["passed"] for figure in figures.values())}
 
 
-def _allowed_loss(rows: int) -> float:
+def _allowed_loss(rows: int, judged: int | None = None) -> float:
     """What a figure over ``rows`` rows may lose: ``MAX_LOSS``, or one row's share where that is more and at
-    most ``MAX_ROW_SHARE``."""
+    most ``MAX_ROW_SHARE``. ``judged``: how many of the ``rows`` can tell the graphs apart (default all); the
+    share's bound is read on them, the share itself on ``rows`` (one row of the figure, never more)."""
     step = 1 / max(rows, 1)
-    return max(MAX_LOSS, step) if step <= MAX_ROW_SHARE else MAX_LOSS
+    judged = rows if judged is None else judged
+    return max(MAX_LOSS, step) if 1 / max(judged, 1) <= MAX_ROW_SHARE else MAX_LOSS

@@ -136,7 +136,7 @@ def serving_graph(manifest: dict, quantized: str, path: str | os.PathLike = MANI
     if gpu:
         return MODEL_FILE, GPU_INT8_REASON
     if gate is None:
-        return MODEL_FILE, "the int8 graph was not gated (its export had no labelled parity rows)"
+        return MODEL_FILE, "the int8 graph was not gated (its export had no parity row labelled with one of the model's intents)"
     failed = [name for name, figure in gate["figures"].items() if not figure["passed"]]
     if failed:
         return MODEL_FILE, f"the int8 graph failed its accuracy gate on {', '.join(failed)}"

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from intentvcs.core import atomic
 from intentvcs.core.dataio import Example, read_utf8
-from intentvcs.core.formats import HEADER, FileFormat, anything, is_int
+from intentvcs.core.formats import HEADER, FileFormat, anything, is_int, json_object, non_empty_string, nullable
 from intentvcs.core.references import REFERENCES_FILE, write_references
 from intentvcs.core.spelling import SPELLING_FILE, Spelling
 from intentvcs.training.config import METHOD_NAMES, MIN_LENGTH
@@ -39,12 +39,28 @@ def _method(value: Any) -> str | None:
     return None if value in METHOD_NAMES else f"expected one of {list(METHOD_NAMES)}, got {value!r}"
 
 
+def _entities(value: Any) -> str | None:
+    """``entities`` as training writes it (``training.pipeline._entities_summary``): an object whose ``tags`` is
+    the entity head's tag vocabulary, a list of strings (its other fields are a report); the export checks the
+    tags against the head's outputs and the bundle's form of them."""
+    if (error := json_object(value)) is not None:
+        return error
+    tags = value.get("tags")
+    if not isinstance(tags, list) or not all(isinstance(tag, str) and tag for tag in tags):
+        return f"tags: expected a list of tag names (strings), got {tags!r}"
+    return None
+
+
 # A checkpoint's metadata cannot be refitted when its own header is stale
 # (``intentvcs refit`` reads it first), so the remedy is a new training run.
+# ``backbone``, ``metrics`` and ``entities`` become the bundle's ``backbone``, ``evaluation`` and ``entities``:
+# checked here, a hand-edited value is refused naming checkpoint.json when it is read, not the bundle's field
+# after the whole export. ``metrics`` and ``entities`` may be absent (checkpoints of earlier versions).
 CHECKPOINT_FORMAT = FileFormat(
     "intentvcs-checkpoint", 1, "checkpoint", "retrain it (intentvcs train)",
-    fields={**dict.fromkeys(("labels", "backbone"), anything), "max_length": _max_length,
-            "method": _method, "decision": anything},
+    fields={"labels": anything, "backbone": non_empty_string, "max_length": _max_length,
+            "method": _method, "decision": anything, "metrics": json_object, "entities": nullable(_entities)},
+    optional=frozenset({"metrics", "entities"}),
 )
 META_FILE = "checkpoint.json"
 # What a checkpoint folder holds (training.model writes the encoder folder and the heads' safetensors):
@@ -163,6 +179,14 @@ def max_length_problem(max_length: int, encoder_config) -> str | None:
     return None
 
 
-def checkpoint_tags(meta: dict[str, Any]) -> list[str]:
-    """The entity head's tag vocabulary (``intentvcs.core.entities``); [] for a model without one."""
-    return list((meta.get("entities") or {}).get("tags", []))
+def checkpoint_tags(meta: dict[str, Any], source: str | os.PathLike = META_FILE) -> list[str]:
+    """The entity head's tag vocabulary (``intentvcs.core.entities``); [] for a model without one.
+
+    ``meta`` as ``read_checkpoint_meta`` returns it has been checked; one built otherwise with a bad
+    ``entities`` is refused here too (``ValueError`` naming ``source``, the file it came from)."""
+    entities = meta.get("entities")
+    if entities is None:
+        return []
+    if (reason := _entities(entities)) is not None:
+        raise CHECKPOINT_FORMAT.error(str(source), reason, "entities")
+    return list(entities["tags"])

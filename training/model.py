@@ -125,7 +125,10 @@ class IntentModel(nn.Module):
 
     @classmethod
     def from_checkpoint(cls, checkpoint_dir: str | os.PathLike) -> "IntentModel":
+        """The model of a checkpoint folder (``save``'s). Its ``encoder`` folder is checked first
+        (``check_encoder_files``): a file missing there is named before any weight loads."""
         checkpoint_dir = Path(checkpoint_dir)
+        check_encoder_files(checkpoint_dir / ENCODER_DIR)
         state, head_metadata = _load_weights(checkpoint_dir / HEAD_FILE)
         recorded = head_metadata.get(MID_LAYER_KEY)
         tagger_path = checkpoint_dir / TAGGER_FILE
@@ -198,8 +201,35 @@ def _tensors(layer: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu().contiguous() for k, v in layer.state_dict().items()}
 
 
+# What a checkpoint's encoder folder holds for the export and every reader of it (``IntentModel.save``: the HF
+# encoder's configuration, and the fast tokenizer, which always writes tokenizer.json), with what each is.
+ENCODER_FILES = {"config.json": "the encoder's configuration",
+                 "tokenizer.json": "the fast tokenizer that training used and the bundle ships"}
+
+
+def check_encoder_files(encoder_dir: str | os.PathLike) -> None:
+    """Refuse (``ValueError`` naming the folder and what is missing) a checkpoint's encoder folder without the
+    files ``save`` wrote there (``ENCODER_FILES``): a copy cut short, or a file removed by hand, would
+    otherwise surface after the weights loaded, as a transformers error (a TypeError for a missing tokenizer)."""
+    encoder_dir = Path(encoder_dir)
+    if not encoder_dir.is_dir():
+        raise ValueError(f"{encoder_dir}: missing (the checkpoint's encoder and tokenizer); copy the checkpoint "
+                         "again or retrain it (intentvcs train)")
+    missing = [f"{name} ({what})" for name, what in ENCODER_FILES.items() if not (encoder_dir / name).is_file()]
+    if missing:
+        raise ValueError(f"{encoder_dir}: incomplete checkpoint encoder folder: missing {', '.join(missing)}; "
+                         "copy the checkpoint again or retrain it (intentvcs train)")
+
+
 def load_tokenizer(path: str | os.PathLike):
-    tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=True)
+    """The fast tokenizer of a backbone or checkpoint encoder folder; ``ValueError`` naming ``path`` when its
+    tokenizer files are missing (transformers then raises a TypeError about a ``None`` vocabulary path)."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=True)
+    except TypeError as exc:
+        present = sorted(p.name for p in Path(path).iterdir()) if Path(path).is_dir() else []
+        raise ValueError(f"{path}: no tokenizer there: expected tokenizer.json (or the vocabulary files its "
+                         f"tokenizer_config.json names), found {present or 'no files'} ({exc})") from None
     if not tokenizer.is_fast:
         raise ValueError(f"{path}: a fast tokenizer (tokenizer.json) is required for export and serving")
     return tokenizer

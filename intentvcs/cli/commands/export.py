@@ -3,8 +3,9 @@
 Progress and a human summary go to stderr, the result object as JSON to
 stdout (and to ``--result`` when given, committed with the bundle: both or
 neither). Exit status: 0 on success, 1 when
-the parity check fails (no bundle is written; the result carries the parity
-report), 2 on a data or usage error.
+the parity check fails (nothing is written, neither bundle nor ``--result``, and
+an earlier one of each is left as it was; the failure's result object, with the
+parity report, goes to stdout and its message to stderr), 2 on a data or usage error.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="bundle directory to write (atomically); an earlier bundle there is replaced, any other "
                         "non-empty folder only with --force")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier bundle")
-    p.add_argument("--name", help="the model's name in the manifest, /status and the metrics (default: the folder "
-                                  "holding the checkpoint, e.g. 'default' for runs/default/checkpoint)")
+    p.add_argument("--name", help="the model's name in the manifest, /status and the metrics (default: the "
+                                  "checkpoint folder's own name, or the name of the folder holding it when it is "
+                                  "named 'checkpoint': 'default' for runs/default/checkpoint, 'v2' for runs/v2)")
     p.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=True,
                    help="also write model.int8.onnx (dynamic int8 of the fused graph, or weight-only int8 when the "
                         "dynamic graph fails its accuracy gate) with its agreement, speed-up and gate; the service "
@@ -50,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default: Optimum's for the backbone; one "
                                                             "the exporter cannot write is refused before any work)")
     p.add_argument("--result", metavar="FILE.json",
-                   help="also write the result JSON here, with the bundle (both or neither); not inside --checkpoint")
+                   help="also write the result JSON here, with the bundle (both or neither: a failed parity "
+                        "check writes neither, and its report goes to stdout only); not inside --checkpoint")
     p.set_defaults(func=run)
 
 
@@ -72,9 +75,12 @@ def run(args: argparse.Namespace) -> int:
                                parity_data=args.parity_data, opset=args.opset, force=args.force,
                                name=args.name, references=args.references, result_file=args.result)
     except ParityError as exc:
-        _emit({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
-               "parity": exc.report}, args.result)
-        print(f"intentvcs export: {exc}; no bundle written", file=sys.stderr)
+        # Nothing written: --result comes with a bundle or not at all (an earlier result file stays beside the
+        # earlier bundle it describes); the failure's report goes to stdout.
+        _print({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
+                "parity": exc.report})
+        print(f"intentvcs export: {exc}; no bundle written"
+              + (f", nor {args.result}" if args.result else ""), file=sys.stderr)
         return exit_codes.GATE_FAILED
     _summarise(result)
     _print(result)
@@ -121,20 +127,12 @@ def _summarise(result: dict[str, Any]) -> None:
 def _gate_line(gate: dict[str, Any] | None) -> str:
     """The accuracy gate in one line: verdict, then each figure fp32 -> int8."""
     if gate is None:
-        return "not measured (the parity rows carry no labels; give --parity-data): served only when asked"
+        return ("not measured (no in-scope parity row carries a label of the model's; give labelled "
+                "--parity-data): served only when asked")
     figures = ", ".join(f"{name} {f['fp32']:.2%} -> {f['int8']:.2%}" + ("" if f["passed"] else " (FAILED)")
                         for name, f in gate["figures"].items())
     verdict = "passed: served by default" if gate["passed"] else "failed: the fp32 graph serves by default"
     return f"{verdict}, on {gate['rows']} rows: {figures}"
-
-
-def _emit(result: dict[str, Any], path: str | None) -> None:
-    """A result that comes with no bundle: to ``path`` when given, then to stdout."""
-    from intentvcs.core import atomic
-
-    if path:
-        atomic.write_json(path, result)
-    _print(result)
 
 
 def _print(result: dict[str, Any]) -> None:
