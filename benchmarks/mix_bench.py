@@ -309,7 +309,7 @@ def _oos_chain_records(dataset: str, bundle: Path, valid: list, test: list, thre
     engine = Engine(bundle, provider="cpu", threads=threads)
     served, rule = engine.decision, engine.decision.oos
     off = replace(served, oos=replace(rule, part_threshold=None))
-    base = {"part": "oos-chains", "dataset": dataset, "bundle": str(bundle.relative_to(ROOT)),
+    base = {"part": "oos-chains", "dataset": dataset, "bundle": _bundle_name(bundle),
             "quantized": engine.quantized}
     records = []
     for kind, rows in oos_chains(test, OOS_CHAIN_ROWS).items():

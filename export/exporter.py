@@ -90,7 +90,8 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     # Before any heavy work: a bad file fails fast, and rows the model cannot score are named (or refused,
     # as evaluate refuses them, when none carries a label of the model's).
     held_out = held_out_rows(parity_data, decision.labels,
-                             entity_types(checkpoint_tags(meta, checkpoint_dir / META_FILE)) if entities else ())
+                             entity_types(checkpoint_tags(meta, checkpoint_dir / META_FILE)) if entities else (),
+                             oos_rule=decision.oos.name)
     max_length = meta["max_length"]
     model, tokenizer = _load_model(checkpoint_dir, meta, decision)
     if not entities:

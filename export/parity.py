@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 import numpy as np
 
 from intentvcs.core.dataio import Example
-from intentvcs.core.team_formats import check_scored_rows, read_numbered
+from intentvcs.core.team_formats import check_scored_rows, out_of_scope_as_such, read_numbered
 from intentvcs.core.decision import Decision
 from intentvcs.core.evaluation import check_known_labels
 from intentvcs.core.outputs import GraphOutputs
@@ -166,18 +166,20 @@ def overflow_text(count_tokens: Callable[[str], int], max_length: int) -> str:
 
 
 def held_out_rows(path: str | os.PathLike | None, labels: Sequence[str] | None = None,
-                  entity_types: Iterable[str] = ()) -> HeldOut:
+                  entity_types: Iterable[str] = (), oos_rule: str | None = None) -> HeldOut:
     """The rows of a data file (JSONL, Rasa YAML or CSV), or the built-in sample.
 
     Given the model's ``labels`` and the ``entity_types`` its graph tags, the rows are checked against them
     before any heavy work, as ``intentvcs evaluate`` checks its data (the int8 gate scores them): rows of which
     no in-scope one carries a label of the model's are refused (``check_known_labels``: every in-scope row
     would count as missed by both graphs, and a gate of figures that read 0 for both would pass), a label
-    the model lacks is named and a span type it cannot tag is refused (``check_scored_rows``).
+    the model lacks is named and a span type it cannot tag is refused (``check_scored_rows``). Rows labelled
+    "oos" alone are out-of-scope rows, as evaluate reads them (``out_of_scope_as_such``; ``oos_rule``, the
+    model's rule's name, only sets how loudly that is said).
     """
     if path is None:
         return HeldOut(list(SAMPLE_UTTERANCES), "built-in sample", None)
-    rows = read_numbered(path)
+    rows = out_of_scope_as_such(path, read_numbered(path), oos_rule or "none")
     if not rows:
         raise ValueError(f"{path}: no utterances for the parity check")
     examples = [example for _, example in rows]

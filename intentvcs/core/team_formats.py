@@ -478,20 +478,18 @@ def out_of_scope_as_such(path: str | os.PathLike, rows: Sequence[tuple[int, Exam
     out-of-scope verdict, and the decision layer answers no intent of that name. Trained as one, it was a
     column the model could never answer (distance, threshold, none), and scored as one, a miss on every such
     row; the train rule makes out-of-scope rows that class again. A row naming it beside an intent is a
-    ``DataError``: a request is out of scope or it is not. Read by ``train``, ``refit`` and ``evaluate``."""
+    ``DataError``: a request is out of scope or it is not. Read by ``train``, ``refit``, ``evaluate``,
+    ``robustness`` and the export's parity rows; the audit reads its batch rows by ``out_of_scope_row``."""
     from intentvcs.core.oos import OOS_LABEL
 
     read: list[tuple[int, Example]] = []
     named = 0
     for line, example in rows:
-        if OOS_LABEL in example.labels:
-            if len(example.labels) > 1:
-                raise DataError(path, line, f"labels {list(example.labels)} name {OOS_LABEL!r}, the out-of-scope "
-                                "verdict, beside an intent; an out-of-scope row carries no label (labels [] in "
-                                "JSONL, an empty intent in a CSV)")
-            example = example.with_labels(())
-            named += 1
-        read.append((line, example))
+        try:
+            read.append((line, out_of_scope_row(example)))
+        except ValueError as exc:
+            raise DataError(path, line, str(exc)) from None
+        named += OOS_LABEL in example.labels
     if named:
         # Under the train rule these rows are its class, as the data meant: said, not warned of.
         log.log(logging.INFO if oos_rule == "train" else logging.WARNING,
@@ -500,3 +498,16 @@ def out_of_scope_as_such(path: str | os.PathLike, rows: Sequence[tuple[int, Exam
                 "the OOS rule train learns them as its out-of-scope class" if oos_rule == "train" else
                 "write labels [] for such rows")
     return read
+
+
+def out_of_scope_row(example: Example) -> Example:
+    """``example``, or the out-of-scope row (``labels []``) it is when labelled ``"oos"`` alone
+    (``out_of_scope_as_such``); ``ValueError`` when ``"oos"`` stands beside an intent."""
+    from intentvcs.core.oos import OOS_LABEL
+
+    if OOS_LABEL not in example.labels:
+        return example
+    if len(example.labels) > 1:
+        raise ValueError(f"labels {list(example.labels)} name {OOS_LABEL!r}, the out-of-scope verdict, beside an "
+                         "intent; an out-of-scope row carries no label (labels [] in JSONL, an empty intent in a CSV)")
+    return example.with_labels(())

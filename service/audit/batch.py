@@ -44,6 +44,7 @@ from intentvcs.core.oos import NoRule
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.predictor import Predictor
 from intentvcs.core.references import reference_sample
+from intentvcs.core.team_formats import out_of_scope_row
 from intentvcs.service.audit.config import AuditConfig
 from intentvcs.service.audit.containment import (
     Count,
@@ -111,16 +112,16 @@ def validate_rows(rows: Iterable[Any], name: str = "rows") -> list[Example]:
 def row_checker(rows: Iterable[Any], name: str) -> Callable[[int, Any], Example]:
     """``check(index, row)``: the row as an ``Example``, or ``AuditInputError`` naming ``name[index]``.
 
-    Refuses at once a ``rows`` that is one value rather than a collection of rows.
+    Refuses at once a ``rows`` that is one value rather than a collection of rows. A row labelled "oos"
+    alone is an out-of-scope row (``labels []``), as train and evaluate read it (``out_of_scope_row``): as a
+    new intent it would be one no model answers, and its proposed relations would name the verdict.
     """
     if isinstance(rows, (str, bytes, Mapping)):
         raise AuditInputError(f"{name}: expected a list of rows, got {type(rows).__name__}")
 
     def check(i: int, row: Any) -> Example:
-        if isinstance(row, Example):
-            return row
         try:
-            return parse_row(row)
+            return out_of_scope_row(row if isinstance(row, Example) else parse_row(row))
         except ValueError as exc:
             raise AuditInputError(f"{name}[{i}]: {exc}") from None
 

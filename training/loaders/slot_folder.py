@@ -33,7 +33,7 @@ from intentvcs.core.dataio import DataError, Example, Span, cr_only_lines, line_
 SPLITS = ("train", "valid", "test")
 FILES = ("seq.in", "seq.out", "label")
 MULTI_INTENT_SEPARATOR = "#"
-_LONE_CR = re.compile(r"\r(?!\n)")
+_LONE_CR = re.compile(r"\r(?!\r*\n)")  # carriage returns before a line feed end the line with it
 # Names for the characters an intent can hold by mistake that a message would not show.
 _CHAR_NAMES = {" ": "a space", "\t": "a tab", "\r": "a carriage return"}
 
@@ -138,7 +138,7 @@ def _read_lines(path: Path) -> list[str]:
     _check_line_ends(path, text)
     # Split on newlines only: str.splitlines would also break on U+2028
     # and friends inside an utterance and misalign the three files.
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    lines = [line.rstrip("\r") for line in text.split("\n")]
     # A final empty line is a trailing newline artefact, not a row.
     while lines and not lines[-1].strip():
         lines.pop()
@@ -146,7 +146,8 @@ def _read_lines(path: Path) -> list[str]:
 
 
 def _check_line_ends(path: Path, text: str) -> None:
-    """Refuse a carriage return not followed by a line feed (``\\r\\n`` is a line end like ``\\n``).
+    """Refuse a carriage return not followed by a line feed (``\\r\\n``, and ``\\r\\r\\n`` of a CRLF file converted
+    again, is a line end like ``\\n``).
 
     A file whose lines end in one (old Mac line endings: more such than line feeds) was one line: its three rows one
     row, its intents one label joined by carriage returns. Such a file is told so in the JSONL reader's words

@@ -43,14 +43,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.robustness import expand_operators, render_markdown, run_suite
-    from intentvcs.core.team_formats import read_examples, read_numbered
+    from intentvcs.core.team_formats import out_of_scope_as_such, read_examples, read_numbered
 
     operators = expand_operators(args.operators)  # a typo fails before the model loads
     check_run(args, (args.out, args.md), inputs=[args.data, args.train])
     rows = read_numbered(args.data)
-    examples = [example for _, example in rows]
     train = read_examples(args.train) if args.train else None
     model = load_predictor(args)
+    rows = out_of_scope_as_such(args.data, rows, model.decision.oos.name)
+    examples = [example for _, example in rows]
     check_known_labels(args.data, examples, model.labels)
     check_scored_data(args.data, rows, model)
     report = run_suite(examples, model, operators, args.draws, args.seed, args.metric, train=train,

@@ -117,20 +117,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rule: str,
-                check_train: Callable[[list], None] = lambda rows: None) -> tuple[list, list, list | None]:
+                check_train: Callable[[list], None] = lambda rows: None,
+                oos_is_intent: bool = False) -> tuple[list, list, list | None]:
     """The training, validation and (optional) test rows of ``train`` and ``refit``, checked before any model
     loads: held out from each other (``check_held_out``), the training rows by ``check_train`` (``refit``: the
     checkpoint's labels, before anything is judged against them), span types the training rows show (a type
     they never show cannot be learnt, only missed; data without spans trains no entity head, and its spans
-    are not read), some validation row of a trained label; then ``warn_about_data``."""
+    are not read), some validation row of a trained label; then ``warn_about_data``. Rows labelled "oos"
+    alone are out-of-scope rows (``out_of_scope_as_such``), unless ``oos_is_intent``: ``refit`` of a
+    checkpoint trained before that, whose "oos" is one of its intents (its rows must be its own)."""
     from intentvcs.core.evaluation import check_known_labels
     from intentvcs.core.team_formats import check_span_types, out_of_scope_as_such, read_numbered
 
     check_held_out(train_path, valid_path, test_path)
-    train = [example for _, example in out_of_scope_as_such(train_path, read_numbered(train_path), oos_rule)]
+    def read(path: str) -> list:
+        rows = read_numbered(path)
+        return rows if oos_is_intent else out_of_scope_as_such(path, rows, oos_rule)
+
+    train = [example for _, example in read(train_path)]
     check_train(train)
-    held_out = {path: out_of_scope_as_such(path, read_numbered(path), oos_rule)
-                for path in (valid_path, test_path) if path}
+    held_out = {path: read(path) for path in (valid_path, test_path) if path}
     types = {span.label for ex in train for span in ex.spans}
     for path, rows in held_out.items() if types else ():
         check_span_types(path, types, rows)
