@@ -58,6 +58,12 @@ DECISION_FORMAT = FileFormat(
 )
 
 
+
+def intent_columns(labels: Sequence[str]) -> np.ndarray:
+    """bool ``[L]``: the labels that are intents: every label but the ``"oos"`` class, the train rule's
+    out-of-scope verdict, which a decision never accepts."""
+    return np.array([label != OOS_LABEL for label in labels], dtype=bool)
+
 @dataclass(frozen=True)
 class DecisionResult:
     """Output of ``Decision.apply`` for N rows and L labels.
@@ -173,7 +179,7 @@ class Decision:
                             ("thresholds", thresholds), ("support_noise", noise), ("support_intents", intents),
                             ("entity_floor", floor),
                             ("_intent_ids", intent_ids), ("_inv_scale", 1.0 / scale),
-                            ("_intent_columns", np.array([x != OOS_LABEL for x in labels])),
+                            ("_intent_columns", intent_columns(labels)),
                             ("_closure", closure), ("_completion", completion)):
             object.__setattr__(self, name, value)
 

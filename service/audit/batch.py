@@ -39,7 +39,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from intentvcs.core.dataio import Example, parse_row
-from intentvcs.core.decision import Decision
+from intentvcs.core.decision import Decision, intent_columns
 from intentvcs.core.oos import NoRule
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.predictor import Predictor
@@ -51,7 +51,6 @@ from intentvcs.service.audit.containment import (
     acceptance_counts,
     existing_in_new,
     independent_accepted,
-    intent_columns,
     normalise,
     sample_rows,
     top_two,

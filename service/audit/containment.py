@@ -61,13 +61,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 from statistics import NormalDist
 
 import numpy as np
-
-from intentvcs.core.oos import OOS_LABEL
-
 
 INSIDE_ODDS = 0.5  # an E utterance is counted in N when P(u in N) = min(1, odds) >= 1/2
 
@@ -129,15 +126,9 @@ def acceptance_counts(accepted: np.ndarray) -> np.ndarray:
     return np.asarray(accepted, dtype=bool).sum(axis=0)
 
 
-def intent_columns(labels: Sequence[str]) -> np.ndarray:
-    """bool ``[L]``: the labels that are intents, as the decision layer reads them: every label but the
-    ``"oos"`` class, the train rule's verdict, which ``Decision`` never accepts."""
-    return np.array([label != OOS_LABEL for label in labels], dtype=bool)
-
-
 def top_two(confidences: np.ndarray, intents: np.ndarray | None = None) -> np.ndarray:
     """bool ``[n, L]``: the two most confident labels of each row (ties broken by label order), among the
-    columns ``intents`` (bool ``[L]``, ``intent_columns``; default every column) only: ranked first or
+    columns ``intents`` (bool ``[L]``, ``intentvcs.core.decision.intent_columns``; default every column) only: ranked first or
     second, the train rule's ``"oos"`` class became a new intent's candidate ("closest existing intent oos")
     and pushed an intent out of a row's top two."""
     confidences = np.asarray(confidences, dtype=np.float64)

@@ -29,7 +29,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from intentvcs.core.dataio import Example
-from intentvcs.service.audit.containment import INSIDE_ODDS, Membership, intent_columns
+from intentvcs.core.decision import intent_columns
+from intentvcs.service.audit.containment import INSIDE_ODDS, Membership
 from intentvcs.service.audit.rules import Verdict
 
 TOP_INTENTS = 3
