@@ -200,25 +200,18 @@ def test_the_integer_past_the_limit_is_located_past_long_digit_strings_and_float
 
 
 @pytest.mark.parametrize("fmt, good", [("multiwoz", MW_GOOD), ("crosswoz", CW_GOOD)])
-def test_convlab_json_nested_past_the_recursion_limit_names_member_and_line(tmp_path, fmt, good):
-    raw = json.dumps(good)[:-1] + ',\n"d2": ' + DEEP + "}"
+@pytest.mark.parametrize("value, says", [
+    (DEEP, "nested deeper than Python's recursion limit"),
+    ("-" + BIG, "Exceeds the limit"),
+], ids=["nested past the recursion limit", "integer past the digit limit"])
+def test_convlab_json_past_a_parser_limit_names_member_and_line(tmp_path, fmt, good, value, says):
+    raw = json.dumps(good)[:-1] + ',\n"x": ' + value + "}"
     folder = convlab_folder(tmp_path, raw)
     with pytest.raises(DataError) as caught:
         loaders.load(fmt, folder, "valid")
     error = caught.value
     assert (error.path, error.line) == (f"{folder / 'val.json.zip'}!val.json", 2)
-    assert "nested deeper than Python's recursion limit" in error.reason
-
-
-@pytest.mark.parametrize("fmt, good", [("multiwoz", MW_GOOD), ("crosswoz", CW_GOOD)])
-def test_convlab_integer_past_the_digit_limit_names_member_and_line(tmp_path, fmt, good):
-    raw = json.dumps(good)[:-1] + ',\n"x": -' + BIG + "}"
-    folder = convlab_folder(tmp_path, raw)
-    with pytest.raises(DataError) as caught:
-        loaders.load(fmt, folder, "valid")
-    error = caught.value
-    assert (error.path, error.line) == (f"{folder / 'val.json.zip'}!val.json", 2)
-    assert "Exceeds the limit" in error.reason and "set_int_max_str_digits" not in error.reason
+    assert says in error.reason and "set_int_max_str_digits" not in error.reason
 
 
 def test_convlab_member_not_utf8_names_line_and_column(tmp_path):
