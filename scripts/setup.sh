@@ -24,8 +24,15 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "setup.sh: intentvcs needs Python 3.11 or later; $PYTHON is $("$PYTHON" --version 2>&1) (set PYTHON=python3.11)" >&2
   exit 1
 fi
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+# A venv is done when it has its activate script and a working pip: .venv/bin/python alone is what a first
+# run leaves where `python3 -m venv` failed half-way (Debian without python3-venv: no ensurepip, so neither
+# pip nor activate) or was interrupted, and every rerun then failed at `. .venv/bin/activate`. Such a venv
+# (or one whose interpreter is gone) is made again from nothing.
+if ! { [ -f .venv/bin/activate ] && .venv/bin/python -m pip --version >/dev/null 2>&1; }; then
+  if [ -e .venv ]; then
+    echo "setup.sh: .venv is incomplete (no activate script or no working pip); recreating it" >&2
+  fi
+  "$PYTHON" -m venv --clear .venv
 fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip

@@ -44,10 +44,15 @@ predicts the chunks; the driver writes the answers in order, and publishes
 them only when they are as many as the scan counted rows. Each actor's process
 starts with one OpenBLAS thread and a tokenizer pool of its CPUs
 (``actor_env``). ``address=None`` starts a local cluster of ``workers *
-cpus_per_worker`` CPUs that is shut down at the end, whatever ``$RAY_ADDRESS``
-or a ``ray start`` on this machine would have ``ray.init`` join; an address
-(``"auto"``, ``"HOST:PORT"``) joins a running cluster, whose every node needs
-intentvcs installed and the bundle at the same path.
+cpus_per_worker`` CPUs (``workers`` unset: this machine's cores, rounded down to
+whole actors), and with ``provider="cuda"`` the GPUs Ray finds, that is shut
+down at the end, whatever ``$RAY_ADDRESS`` or a ``ray start`` on this machine
+would have ``ray.init`` join; an address (``"auto"``, ``"HOST:PORT"``) joins a
+running cluster, whose every node needs intentvcs installed and the bundle at
+the same path. An actor runs on one node: a cluster none of whose live nodes
+has ``cpus_per_worker`` CPUs (and, with ``"cuda"``, a GPU) is refused before
+any work (Ray Data would wait for that actor forever), and the pool has no
+more actors than the nodes can host at once.
 """
 
 from __future__ import annotations
@@ -517,7 +522,7 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
 
     ``workers`` actors (default: one per ``cpus_per_worker`` CPUs of the
     cluster, or one per GPU with ``provider="cuda"``; any other provider runs on CPUs; never more than
-    the file has chunks of ``chunk_rows``), each with
+    the file has chunks of ``chunk_rows``, nor than the cluster's nodes can host at once), each with
     ``cpus_per_worker`` CPUs (its ONNX Runtime threads) and, with ``"cuda"``,
     one GPU. ``address`` None starts a local cluster (shut down at the end);
     a Ray session already open in this process is used as it is.
@@ -549,7 +554,9 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
         # (exit 143, "terminated") is put back, so SIGTERM ends the run as it ends a local one; the
         # temporary output is removed and the local cluster shut down (below) either way.
         sigterm = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
-        _ray_init(ray, address, None if address or provider == "cuda" else
+        # As many CPUs as the actors take, with "cuda" too (Ray finds the GPUs itself): None gave that
+        # cluster every CPU of the machine.
+        _ray_init(ray, address, None if address else
                   (workers or max(1, usable_cores() // cpus_per_worker)) * cpus_per_worker)
         if callable(sigterm):
             signal.signal(signal.SIGTERM, sigterm)
@@ -567,10 +574,13 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
         gpu = provider == "cuda"
         if gpu and resources.get("GPU", 0) < 1:
             raise EngineError(f"provider 'cuda' requested but the Ray cluster has no GPU ({resources})")
+        room = _actor_room(ray, resources, cpus_per_worker, gpu)
         if workers is None:
             workers = max(1, int(resources.get("GPU", 0) if gpu else resources.get("CPU", 1) // cpus_per_worker))
-        # An actor per chunk of rows at most: one more loads the model and never answers.
-        workers = min(workers, -(-total // chunk_rows))
+        # An actor per chunk of rows at most: one more loads the model and never answers. And no more than
+        # the nodes can host at once: one more never starts (Ray Data runs without it), and the summary
+        # counted it.
+        workers = min(workers, -(-total // chunk_rows), room)
         context.execution_options.preserve_order = True  # answers in input order
         context.enable_progress_bars = False  # ours counts rows
         engine = {"bundle": bundle, "provider": "cuda" if gpu else "cpu", "threads": cpus_per_worker,
@@ -585,6 +595,40 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
         ray_data_log.setLevel(saved_level)
         if started:
             ray.shutdown()
+
+
+def _actor_room(ray, resources: dict[str, float], cpus_per_worker: int, gpu: bool) -> int:
+    """How many actors of ``cpus_per_worker`` CPUs (and one GPU each with ``gpu``) the cluster's live nodes
+    can host at once; ``ValueError`` when it is none.
+
+    An actor runs on one node, and Ray Data waits for its actors without a limit (``DataContext
+    .wait_for_min_actors_s`` is -1), so an actor no node can host was a run that waited forever, saying
+    nothing (its log is silenced without --verbose). No finite wait is set as a backstop: Ray Data's waits
+    for every actor of the pool, its engine loaded, so any fixed limit also fails runs that are only slow
+    to start or wait for a busy cluster's CPUs (``RAY_DATA_DEFAULT_WAIT_FOR_MIN_ACTORS_S`` sets one; its
+    timeout is a ``TimeoutError``, exit 2). The nodes counted are those alive now: an autoscaler's nodes
+    yet to come are not (as the cluster's resources, which the default ``workers`` and the GPU check read).
+    """
+    if ray.is_initialized():
+        nodes = [node.get("Resources") or {} for node in ray.nodes() if node.get("Alive")]
+    else:  # only where a caller stands in for the cluster (a test): its resources as one node
+        nodes = [resources]
+
+    def room(node: dict[str, float]) -> int:
+        actors = int(node.get("CPU", 0) // cpus_per_worker)
+        return min(actors, int(node.get("GPU", 0))) if gpu else actors
+
+    hosts = sum(room(node) for node in nodes)
+    if hosts:
+        return hosts
+    candidates = [node for node in nodes if node.get("GPU", 0) >= 1] if gpu else nodes
+    largest = max((node.get("CPU", 0) for node in candidates), default=0)
+    need = f"{cpus_per_worker} CPU{'s' * (cpus_per_worker > 1)}" + (" and one GPU" if gpu else "")
+    where = "node with a GPU" if gpu else "node"
+    advice = f"give --cpus-per-worker {int(largest)} or less, or " if largest >= 1 else ""
+    raise ValueError(f"no node of the Ray cluster can host one actor: --cpus-per-worker {cpus_per_worker}"
+                     f"{' with --provider cuda' if gpu else ''} needs {need} on one node, and its largest {where} "
+                     f"has {largest:g} CPU{'s' * (largest != 1)}; {advice}use a cluster with a larger node")
 
 
 def _write_answers(answers, out: str | os.PathLike, total: int, progress: bool | None,

@@ -4,6 +4,12 @@ Everything lands in a temporary sibling first and is renamed into place, which
 is atomic on POSIX within one file system. A file is written as ``open`` would
 write it: through a symbolic link, onto the file it names, and keeping an
 existing file's permissions.
+
+An output path that exists, itself or through a link, as a stream rather than a
+file (a FIFO, or a character device: /dev/null, /dev/stdout, a terminal) is
+written to as ``open`` would write it, and never replaced or removed: a stream
+cannot be swapped for another, so there is no atomicity there, and a failure
+leaves what was written. A block device or a socket is refused (``ValueError``).
 """
 
 from __future__ import annotations
@@ -61,15 +67,23 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
     temporary file behind. ``directory`` nested inside commits its folder
     first, then these files (a command's folder and the files that describe it;
     ``directory``'s ``also`` does the same for files known only at its end).
-    The commit itself is renames only, each atomic, one after another: a
+    The commit itself is renames only (after the writes to streams, below), each atomic, one after another: a
     process killed between two of them (no data is written then) leaves the
     earlier ones done; a rename that fails leaves no temporary file behind.
+    A target that is a stream (``_is_stream``: a FIFO, a character device) is no
+    file of ours: its content is written to it when the block ends, before the
+    renames (a write that fails changes no file), and it is never removed.
     """
     targets = check_targets(contents, probe=False)
+    streams = {target for target in targets if _is_stream(target)}
     written: list[tuple[str, Path]] = []
+    to_streams: list[tuple[Path, bytes]] = []
     try:
         for target, content in zip(targets, contents.values()):
             if content is None:
+                continue
+            if target in streams:
+                to_streams.append((target, content.encode("utf-8") if isinstance(content, str) else content))
                 continue
             destination, mode = _destination(target)
             destination.parent.mkdir(parents=True, exist_ok=True)
@@ -87,6 +101,9 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
                 os.unlink(tmp)
         raise
     try:
+        for target, data in to_streams:
+            with open(target, "wb") as handle:
+                handle.write(data)
         for tmp, target in written:
             os.replace(tmp, target)
     except BaseException:
@@ -95,7 +112,7 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
                 os.unlink(tmp)  # those not yet renamed
         raise
     for target, content in zip(targets, contents.values()):
-        if content is None:
+        if content is None and target not in streams:
             target.unlink(missing_ok=True)
 
 
@@ -106,9 +123,16 @@ def streamed(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     The streaming counterpart of ``write_files``, for outputs too large to
     hold in memory: a uniquely named temporary sibling, flushed to disk and
     renamed into place; on any failure it is removed and ``path`` is left as
-    it was.
+    it was. A ``path`` that is a stream (``_is_stream``: a FIFO, a character
+    device such as /dev/stdout or /dev/null) is written to directly, as the
+    block writes, with no atomicity: a failure leaves what was written.
     """
-    target, mode = _destination(check_targets([path], probe=False)[0])
+    target = check_targets([path], probe=False)[0]
+    if _is_stream(target):
+        with open(target, "wb") as handle:  # through a link, as open() follows it (/dev/stdout's /proc link too)
+            yield handle
+        return
+    target, mode = _destination(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
@@ -122,6 +146,35 @@ def streamed(path: str | os.PathLike) -> Iterator[IO[bytes]]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _is_stream(target: Path) -> bool:
+    """Whether ``target`` exists, itself or through symbolic links, as a stream that an output is written to
+    rather than replaced: a FIFO or a character device. ``ValueError`` for a block device or a socket.
+
+    Renaming a file onto such a path replaced it: as root ``--out /dev/null`` deleted the system's
+    /dev/null, a FIFO's reader waited forever for a writer that never came, and ``--out /dev/stdout`` (a
+    pipe: /proc's link "pipe:[N]" resolves to no path) failed naming a temporary file in /proc. Written to
+    as ``open`` writes it instead: ``--out /dev/stdout | jq``, ``--out /dev/null`` (a timing run) and a FIFO
+    are what the user asks for, and what any program does with them; there is no atomicity to keep for a
+    stream, whose reader takes the bytes as they come. A block device is refused: it is a disk, and an
+    output written onto it destroys what the disk holds (no command's output is meant for one); a socket
+    cannot be opened as a file at all (``open`` fails with "No such device or address").
+
+    The kernel follows the links (``os.stat``): ``Path.resolve`` cannot follow /proc's links to pipes.
+    """
+    try:
+        mode = os.stat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return False
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        return True
+    kind = ("a block device (a disk)" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a regular file")
+    raise ValueError(f"{target} is {kind}; an output is written to a file, a FIFO or a character device "
+                     "(/dev/stdout, /dev/null): give another path")
 
 
 def _destination(target: Path) -> tuple[Path, int]:
@@ -153,8 +206,9 @@ def check_targets(paths: Iterable[str | os.PathLike | None],
                   inputs: Iterable[str | os.PathLike | None] = (), probe: bool = True) -> list[Path]:
     """The output file paths (None skipped), refusing one that is a directory, two that name the
     same file (one output would silently replace the other) and one that is one of the command's
-    ``inputs`` (the output would replace the data it was computed from), and one in a folder that takes
-    no new file.
+    ``inputs`` (the output would replace the data it was computed from), one in a folder that takes
+    no new file, and one that is a block device or a socket (``_is_stream``; a FIFO or a character
+    device is written to as it is, and must open for writing).
 
     Commands call it before their long work, so a bad output path fails in
     a second instead of after the model has run. ``probe=False`` leaves out the
@@ -174,6 +228,12 @@ def check_targets(paths: Iterable[str | os.PathLike | None],
     for target in targets:
         if target.is_dir():
             raise IsADirectoryError(f"{target} is a directory; give a file path")
+        if _is_stream(target):
+            # Written to as it is: no file is made in its folder; whether it opens for writing is what
+            # counts (asked without opening it: opening a FIFO waits for its reader).
+            if probe and not os.access(target, os.W_OK):
+                raise PermissionError(f"cannot write {target}: permission denied")
+            continue
         folder = next(parent for parent in target.parents if parent.exists())  # "/" always exists
         if not folder.is_dir():
             raise NotADirectoryError(f"cannot write {target}: {folder} is a file, not a folder")

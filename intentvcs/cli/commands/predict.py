@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from intentvcs.cli.model_options import add_quantized_argument, add_segment_argument
@@ -17,6 +18,8 @@ DESCRIPTION = """\
 Stream the rows of a JSONL, CSV or Parquet file in chunks, predict them with a bundle's ONNX engine (the
 service's), and write one JSON answer per row, in input order, with the row's id when it has one. The answers
 go to a temporary file renamed to --out at the end: a failed run leaves no output. Memory stays flat.
+An --out that is a stream (/dev/stdout, /dev/null, a FIFO) is written to as the answers come instead (a failed
+run leaves what was written); with --out /dev/stdout the run's summary goes to standard error.
 
 Rows: JSONL lines are canonical rows (docs: the data format) whose "labels" may be left out, so
 {"text": "...", "id": "..."} is a row and a labelled test set predicts as it is; CSV is comma-separated
@@ -26,7 +29,9 @@ file:line (JSONL, CSV) or the row number (Parquet).
 
 --engine ray runs the same engine on Ray Data: one read task on this node streams the rows, a fixed pool of
 --workers actors (each --cpus-per-worker CPUs, and one GPU with --provider cuda) loads the engine once each
-and predicts, this process writes the answers in order; the answers equal a local run's, byte for byte.
+and predicts, this process writes the answers in order; the answers equal a local run's, byte for byte. An
+actor runs on one node: a cluster where no node has --cpus-per-worker CPUs (and, with cuda, a GPU) is refused
+at once, and the pool is no larger than the nodes can host at a time.
 Without --ray-address a local cluster is started for the run and shut down after it (RAY_ADDRESS is not
 used); with one (e.g. auto, or HOST:PORT of a cluster this machine is a node of) every node needs intentvcs
 installed and the bundle at the same path; the data file is read on this node only. Needs the batch extra
@@ -67,7 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                          "default: start a local cluster for this run, RAY_ADDRESS or not")
     p.add_argument("--workers", type=int,
                    help="ray: actors, each with its own engine (default: the cluster's CPUs / --cpus-per-worker, "
-                        "or its GPUs with --provider cuda; a local cluster gets this machine's cores)")
+                        "or its GPUs with --provider cuda; a local cluster gets this machine's cores; never more "
+                        "than the cluster's nodes can host at a time)")
     # None: not given, so that --engine local refuses it rather than ignore it.
     p.add_argument("--cpus-per-worker", type=int,
                    help=f"ray: CPUs reserved per actor, its ONNX Runtime threads (default: {DEFAULT_CPUS_PER_WORKER})")
@@ -93,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
     atomic.check_outside(args.bundle, [args.out])
     # The input is opened (file, format, header or schema) before any model loads.
     source = batch_predict.Source.open(args.data, args.format, args.text_column, args.id_column)
+    # `--out /dev/stdout | jq`: the summary line would end the answers, read as one more (malformed) answer.
+    report = sys.stderr if _is_stdout(out) else sys.stdout
     if args.engine == "ray":
         summary = batch_predict.predict_ray(
             source, out, args.bundle, provider=args.provider, quantized=args.quantized, spelling=args.spelling,
@@ -105,6 +113,15 @@ def run(args: argparse.Namespace) -> int:
         engine = Engine(args.bundle, provider=args.provider, threads=args.threads, quantized=args.quantized,
                         max_batch=args.batch_size, spelling=args.spelling, segment=args.segment)
         summary = batch_predict.predict_local(source, out, engine, top_k=args.top_k, chunk_rows=args.chunk_rows)
-    json.dump(summary, sys.stdout)
-    print()
+    json.dump(summary, report)
+    print(file=report)
     return 0
+
+
+def _is_stdout(path) -> bool:
+    """Whether ``path`` is what this process's standard output writes to (``/dev/stdout``, or the file or
+    pipe that it is redirected to)."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):  # no such file yet; stdout no file (a test's capture)
+        return False
