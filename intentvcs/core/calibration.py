@@ -43,6 +43,13 @@ ACTIVATIONS = ("softmax", "sigmoid")
 ECE_BINS = 15
 # Temperatures outside this range mean a broken model or data, not calibration.
 TEMPERATURE_BOUNDS = (0.05, 20.0)
+# An NLL that moves by no more than this over all of ``bounds`` (nats, relative to the NLL where it is above 1)
+# is flat: the validation set says nothing about the temperature (one class, equal logits, sigmoid logits of 0,
+# rows all right by margins of hundreds of logits), and ``fit_temperature`` returns 1 (no scaling), not the
+# bound that a search breaking ties one way reaches (0.05 sharpened later logits twentyfold). Well above the
+# rounding of an NLL (~1e-16 relative per row), far below any change a temperature makes to real logits (tenths
+# of a nat across the bounds).
+FLAT_NLL = 1e-9
 
 
 def check_activation(activation: str) -> str:
@@ -172,6 +179,8 @@ def fit_temperature(
 
     Golden-section search on ``log T`` until the bracket is narrower than
     ``tol`` (relative in T). A minimum outside ``bounds`` returns the nearer bound.
+    An NLL flat over all of ``bounds`` (within ``FLAT_NLL``) returns 1.0, no scaling
+    (the point of ``bounds`` nearest to 1 where they leave 1 out).
     Non-finite logits raise ``ValueError``: their NLL is NaN at every T, and the
     search would return the upper bound.
     """
@@ -182,13 +191,31 @@ def fit_temperature(
     problem = non_finite_problem(z, "fit_temperature: logits")
     if problem:
         raise ValueError(problem)
-    log_t = _golden_section(lambda u: nll(z, targets, activation, math.exp(u)),
-                            math.log(bounds[0]), math.log(bounds[1]), tol)
+
+    def objective(u: float) -> float:
+        return nll(z, targets, activation, math.exp(u))
+
+    lo, hi = math.log(bounds[0]), math.log(bounds[1])
+    log_t = _golden_section(objective, lo, hi, tol)
+    # NLL is unimodal in log T: its largest value over the bounds is at one of them, its smallest (to ``tol``)
+    # where the search ended. A NaN (logits overflowing at a small T) compares False: not flat, T as found.
+    best = objective(log_t)
+    rise = np.array([objective(lo), objective(hi)]) - best
+    if np.all(rise <= FLAT_NLL * max(1.0, abs(best))):
+        return float(min(max(1.0, bounds[0]), bounds[1]))
     return float(math.exp(log_t))
 
 
 def _golden_section(f: Callable[[float], float], lo: float, hi: float, tol: float) -> float:
-    """Minimiser of a unimodal ``f`` on ``[lo, hi]``; one evaluation per step."""
+    """Minimiser of a unimodal ``f`` on ``[lo, hi]``; one evaluation per step.
+
+    A tie (``f(c) == f(d)``) drops the upper side. Away from the bottom of a minimum (where, within rounding,
+    either side is as good) the NLLs fitted here tie only where they are flat throughout (``fit_temperature``
+    answers 1 there) or where a set the model separates perfectly saturates at a small T (its terms underflow
+    to exactly 0): there the minimum is at the lower end, which this finds.
+    Ties toward T = 1 would stop at the temperature where the underflow begins instead ([[2, 0, 0]] read as
+    label 0: 0.059, not 0.05), an artefact of float precision.
+    """
     inv_phi = (math.sqrt(5.0) - 1.0) / 2.0
     c, d = hi - inv_phi * (hi - lo), lo + inv_phi * (hi - lo)
     fc, fd = f(c), f(d)

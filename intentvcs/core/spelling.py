@@ -79,10 +79,6 @@ INFORMAL_WORDS = frozenset({
     "theyre", "theyve", "theyll", "whats", "thats", "theres", "heres", "wheres", "whos", "hows", "lets",
     "hes", "shes", "weve", "gonna", "wanna", "gotta", "pls", "plz", "thx", "thanx", "lol", "btw", "asap",
 })
-# Runs of letters (any script): digits, amounts and times are not spelling, and
-# splitting at apostrophes leaves contractions' short halves ("s") under MIN_LENGTH.
-# What the vocabulary is read with (``vocabulary``, ``entity_vocabulary``).
-_LETTERS = re.compile(r"[^\W\d_]+")
 # Non-blank runs that are addresses or code, not words: a URL (a scheme, "www.", a domain of a common top-level
 # domain), an email address or a handle ("@"), an identifier ("_"). Tried from the start of a run only: from every
 # character of a long run, each try scanning the rest of it, the search is quadratic (8,000 letters: 0.7 s).
@@ -111,11 +107,44 @@ def _mark_class() -> str:
 
 @functools.cache
 def _word_pattern() -> re.Pattern:
-    r"""The words ``rewrite`` corrects: runs of letters, each letter with the combining marks after it, which
-    ``re`` counts as \W. Text in decomposed form (NFD: "e" + U+0301 for "é") would otherwise split a word at
-    every accent and "correct" the pieces ("re\u0301sume\u0301" -> "résomé"). Built on first use, not at
-    import: every command imports this module, few rewrite a text."""
+    r"""The words ``rewrite`` corrects: runs of letters (any script: digits, amounts and times are not
+    spelling, and splitting at apostrophes leaves contractions' short halves, "s", under MIN_LENGTH), each
+    letter with the nonspacing marks after it, which ``re`` counts as \W. Text in decomposed form (NFD: "e" +
+    U+0301 for "é") would otherwise split a word at every accent and "correct" the pieces ("re\u0301sume\u0301"
+    -> "résomé"), as would Hebrew niqqud, Arabic harakat and the nonspacing vowel signs and viramas of Indic
+    scripts ("बजे"). Spacing vowel signs (category Mc: Devanagari "ा", most Bengali and Tamil ones) still end a
+    word, in the vocabulary as here. Built on first use, not at import: every command imports this module,
+    few rewrite a text."""
     return re.compile(rf"[^\W\d_](?:[^\W\d_]|[{_mark_class()}])*")
+
+
+def _words(text: str) -> list[re.Match]:
+    """The words of ``text`` as the normaliser reads them: what ``rewrite`` corrects and what the vocabulary
+    (``vocabulary``, ``entity_vocabulary``) counts, looked up and stored in their ``_lookup_form``. One reading
+    for both: a vocabulary read otherwise (in runs of letters, which end at a combining mark) held "cafe" and
+    "बज" for the training words "café" (decomposed) and "बजे", which ``rewrite`` then "corrected" to them."""
+    return list(_word_pattern().finditer(text))
+
+
+def _lookup_form(word: str) -> str:
+    """``word`` as the vocabulary holds it and the index is asked for it: composed, out of its compatibility
+    forms (NFKC: "ﬁnd", "ｆｉｎｄ" -> "find"; a decomposed accent composed), lowercase."""
+    return unicodedata.normalize("NFKC", word).lower()
+
+
+def _is_word(word: str) -> bool:
+    """A letter, then letters and combining marks: what a vocabulary entry may be. A capital may lowercase to
+    a letter and a mark ("İ" -> "i" + U+0307)."""
+    return bool(word) and word[0].isalpha() and all(
+        ch.isalpha() or unicodedata.category(ch).startswith("M") for ch in word[1:])
+
+
+def _vocabulary_words(text: str) -> list[str]:
+    """The words of ``text`` (``_words``) that are vocabulary entries, in their ``_lookup_form``: words of
+    letters and marks as written and as looked up. Numerals are "word" characters to ``re`` (Roman, fractions:
+    "Ⅷ", "½" -> "1⁄2"), and a few presentation forms stand for a phrase ("ﷺ", with spaces)."""
+    words = (match.group(0) for match in _words(text))
+    return [form for word in words if _is_word(word) and _is_word(form := _lookup_form(word))]
 
 
 class SpellingError(FormatError):
@@ -139,11 +168,9 @@ def english_words() -> frozenset[str]:
 
 
 def vocabulary(texts: Iterable[str]) -> dict[str, int]:
-    """Lowercase word counts of ``texts`` (the words ``Spelling`` may correct to)."""
-    words = (word.lower() for text in texts for word in _LETTERS.findall(text))
-    # isalpha: a few numerals (Roman, fractions) are "word" characters, and a few
-    # capitals lowercase to a letter plus a combining mark.
-    return dict(Counter(word for word in words if word.isalpha()))
+    """Lowercase word counts of ``texts`` (the words ``Spelling`` may correct to), each word as ``rewrite``
+    reads it (``_words``: with its combining marks) and looks it up (``_lookup_form``: NFKC, lowercase)."""
+    return dict(Counter(word for text in texts for word in _vocabulary_words(text)))
 
 
 def entity_vocabulary(examples: Iterable[Example]) -> dict[str, list[str]]:
@@ -151,8 +178,7 @@ def entity_vocabulary(examples: Iterable[Example]) -> dict[str, list[str]]:
     words: dict[str, set[str]] = {}
     for ex in examples:
         for span in ex.spans:
-            words.setdefault(span.label, set()).update(
-                word.lower() for word in _LETTERS.findall(ex.text[span.start:span.end]) if word.isalpha())
+            words.setdefault(span.label, set()).update(_vocabulary_words(ex.text[span.start:span.end]))
     return {label: sorted(found) for label, found in sorted(words.items())}
 
 
@@ -170,11 +196,14 @@ class Spelling:
     """
 
     def __init__(self, counts: Mapping[str, int], entity_words: Mapping[str, Iterable[str]] | None = None):
+        # Combining marks are part of a word (``_is_word``); files of the former reading, which cut words at
+        # them, hold only letters and load as they are (their pieces stay the words: refit to mend them).
         bad = [word for word, count in counts.items()
-               if not (isinstance(word, str) and word.isalpha() and word == word.lower())
+               if not (isinstance(word, str) and _is_word(word) and word == word.lower())
                or not isinstance(count, int) or isinstance(count, bool) or count < 1]
         if bad:
-            raise ValueError(f"vocabulary entries must be lowercase letters with a positive count: {bad[:5]}")
+            raise ValueError("vocabulary entries must be lowercase letters (with any combining marks) "
+                             f"with a positive count: {bad[:5]}")
         self.counts = dict(counts)
         self._index = SymSpell(max_dictionary_edit_distance=MAX_EDIT_DISTANCE, prefix_length=7)
         for word, count in self.counts.items():
@@ -196,7 +225,7 @@ class Spelling:
 
     def holds(self, entity_type: str, word: str) -> bool:
         """Whether training spans of ``entity_type`` hold ``word`` (never, without ``entity_words``)."""
-        return self.entity_words is not None and word.lower() in self.entity_words.get(entity_type, ())
+        return self.entity_words is not None and _lookup_form(word) in self.entity_words.get(entity_type, ())
 
     def __len__(self) -> int:
         return len(self.counts)
@@ -210,7 +239,7 @@ class Spelling:
     def rewrite(self, text: str, protected: Sequence[tuple[int, int]] = ()) -> "Rewrite":
         """``text`` normalised, with where each corrected word came from (to map offsets back); a word that
         overlaps a ``protected`` span ``(start, end)`` is kept as written (in plain letters: ``_folded``)."""
-        words = list(_word_pattern().finditer(text))
+        words = _words(text)
         # Capitals mark names only where case is used at all: not in all-lowercase,
         # ALL-CAPS or Title Case text, where every word is corrected alike.
         names_marked = any(m.group(0)[0].islower() for m in words) and any(
@@ -236,11 +265,11 @@ class Spelling:
         return Rewrite(text, "".join(pieces) + text[end:], tuple(edits))
 
     def _correct_word(self, word: str) -> str:
-        # Looked up composed (NFC), as the vocabulary's words are written; a word kept is kept as sent, but for
-        # its compatibility forms (a ligature pasted from a PDF, "ﬁnd"; full-width letters, "ｆｉｎｄ"): it is
-        # read in its plain letters (NFKC, ``_folded``), which the tokenizer knows (looked up as written, "ﬁnd"
-        # was one edit from "and"; kept as written, "ｂｏｓｔｏｎ" was read as [UNK]).
-        lower = unicodedata.normalize("NFKC", word).lower()
+        # Looked up in ``_lookup_form`` (composed, plain letters), the form the vocabulary holds; a word kept is
+        # kept as sent, but for its compatibility forms (a ligature pasted from a PDF, "ﬁnd"; full-width letters,
+        # "ｆｉｎｄ"): it is read in its plain letters (NFKC, ``_folded``), which the tokenizer knows (looked up
+        # as written, "ﬁnd" was one edit from "and"; kept as written, "ｂｏｓｔｏｎ" was read as [UNK]).
+        lower = _lookup_form(word)
         if len(lower) < MIN_LENGTH or _UNSPACED.search(lower) or lower in self._known:
             return _folded(word)
         distance = 1 if len(lower) <= SHORT_WORD else MAX_EDIT_DISTANCE
