@@ -57,6 +57,10 @@ def parse_answer(answer: Mapping[str, Any], fallback_intent: str) -> dict[str, A
 
     ``intent`` is the top-ranked label when in scope (as Rasa's classifiers
     answer; ``accepted`` keeps the multi-label decision), else the fallback.
+    A chained request ("X and Y") names its first request's intent, ranked
+    first: its requests' intents all rank near the top (several capped at
+    1.0), and an assistant acting on ``intent`` alone should act on what the
+    user asked first, not on whichever of them ranks highest.
     """
     ranking = [{"name": ranked["intent"], "confidence": ranked["confidence"]} for ranked in answer["intents"]]
     if answer["out_of_scope"]:
@@ -64,7 +68,9 @@ def parse_answer(answer: Mapping[str, Any], fallback_intent: str) -> dict[str, A
         intent = {"name": fallback_intent, "confidence": 1.0 - top}
         ranking = [intent, *ranking]
     else:
-        intent = ranking[0]
+        first = _first_request_intent(answer)
+        intent = next((ranked for ranked in ranking if ranked["name"] == first), ranking[0])
+        ranking = [intent, *(ranked for ranked in ranking if ranked is not intent)]
     return {
         "text": answer["text"],
         "intent": intent,
@@ -73,6 +79,15 @@ def parse_answer(answer: Mapping[str, Any], fallback_intent: str) -> dict[str, A
         "accepted": list(answer["accepted"]),
         "out_of_scope": bool(answer["out_of_scope"]),
     }
+
+
+def _first_request_intent(answer: Mapping[str, Any]) -> str | None:
+    """The first intent of the first in-scope request of a chained answer (its ``parts`` in text order), or
+    None for an answer of one request."""
+    requests = [part for part in answer.get("parts") or () if part["accepted"] and not part["out_of_scope"]]
+    if len(requests) < 2:
+        return None
+    return min(requests, key=lambda part: part["start"])["accepted"][0]
 
 
 def rasa_entity(entity: Mapping[str, Any]) -> dict[str, Any]:

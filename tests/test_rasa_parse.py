@@ -80,6 +80,22 @@ def test_mapping_in_scope_keeps_the_ranking_and_names_the_extractor():
     assert (parsed["text"], parsed["accepted"], parsed["out_of_scope"]) == ("rain in paris", ["GetWeather"], False)
 
 
+def test_a_chained_request_names_its_first_requests_intent():
+    """Both requests' intents capped at 1.0: the ranking put the second request's first (the README's demo:
+    "play some jazz and turn off the lights" named turn_off_lights), where Rasa acts on the first."""
+    chained = {**ANSWER, "text": "play some jazz and rain in paris", "accepted": ["GetWeather", "PlayMusic"],
+               "intents": [{"intent": "GetWeather", "confidence": 1.0}, {"intent": "PlayMusic", "confidence": 1.0},
+                           {"intent": "BookRestaurant", "confidence": 0.1}],
+               "parts": [{"start": 19, "end": 32, "text": "rain in paris", "accepted": ["GetWeather"],
+                          "out_of_scope": False},
+                         {"start": 0, "end": 14, "text": "play some jazz", "accepted": ["PlayMusic"],
+                          "out_of_scope": False}]}
+    parsed = parse_answer(chained, "nlu_fallback")
+    assert parsed["intent"] == {"name": "PlayMusic", "confidence": 1.0}
+    assert [r["name"] for r in parsed["intent_ranking"]] == ["PlayMusic", "GetWeather", "BookRestaurant"]
+    assert parsed["accepted"] == ["GetWeather", "PlayMusic"]
+
+
 def test_mapping_out_of_scope_puts_the_fallback_first():
     parsed = parse_answer({**ANSWER, "accepted": [], "out_of_scope": True}, "my_fallback")
     assert parsed["intent"] == {"name": "my_fallback", "confidence": pytest.approx(0.3)}
