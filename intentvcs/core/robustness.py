@@ -65,7 +65,9 @@ from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision, DecisionResult
 from intentvcs.core.evaluation import PRIMARY_METRICS, evaluate, gold_matrix, row_verdicts
 from intentvcs.core.outputs import GraphOutputs
-from intentvcs.core.perturb import FAMILIES, FAMILY_OF, OPERATORS, EntityValues, perturb, random_set, usable
+from intentvcs.core.perturb import (FAMILIES, FAMILY_OF, OPERATORS, EntityValues, perturb, random_set, unusable,
+                                    usable)
+from intentvcs.core.perturb.registry import NO_ENTITY_VALUES
 from intentvcs.core.predictor import Predictor
 from intentvcs.core.segmentation import DEFAULT_SEGMENT, decide_segmented
 
@@ -93,7 +95,7 @@ def expand_operators(names: Sequence[str] | None) -> list[str]:
     return [name for name in OPERATORS if name in chosen]
 
 
-# Why an operator cannot run on the rows given (``perturb.usable``: the value operators without entity values).
+# Why a value operator cannot run on the rows given when they have no entity values (``perturb.unusable``).
 _NO_VALUES = "needs entity values, and no row of the data has a span"
 
 
@@ -108,7 +110,7 @@ def choose_operators(names: Sequence[str] | None, values: EntityValues | None) -
     """
     chosen = expand_operators(names)
     runnable = usable(chosen, values)
-    skipped = {name: _NO_VALUES for name in chosen if name not in runnable}
+    skipped = {name: _NO_VALUES if why == NO_ENTITY_VALUES else why for name, why in unusable(chosen, values).items()}
     if skipped and names and set(chosen) != set(OPERATORS):
         raise ValueError("; ".join(f"operator {name} {why}: leave it out (the default set skips it)"
                                    for name, why in skipped.items()))

@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from intentvcs.core.team_formats import out_of_scope_as_such, read_examples, read_numbered
 
     operators = expand_operators(args.operators)  # a typo fails before the model loads
+    if args.draws < 1:  # as run_suite refuses it, but before the model loads
+        raise ValueError(f"draws must be >= 1, got {args.draws}")
     check_run(args, (args.out, args.md), inputs=[args.data, args.train])
     rows = read_numbered(args.data)
     train = read_examples(args.train) if args.train else None

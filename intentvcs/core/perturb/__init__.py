@@ -32,6 +32,7 @@ from intentvcs.core.perturb.registry import (
     perturb,
     perturbed_copies,
     random_set,
+    unusable,
     usable,
 )
 from intentvcs.core.perturb.values import EntityValues
@@ -50,4 +51,4 @@ def warm_up() -> None:
 
 
 __all__ = ["FAMILIES", "FAMILY_OF", "OPERATORS", "VALUE_OPERATORS", "EntityValues", "augment", "mix_values",
-           "perturb", "perturbed_copies", "random_set", "usable", "warm_up"]
+           "perturb", "perturbed_copies", "random_set", "unusable", "usable", "warm_up"]

@@ -104,6 +104,17 @@ DROPPABLE_PHRASES = tuple(sorted((tuple(p.split()) for p in (
     "i want to", "i need to", "i wanna", "please", "for me", "i would like",
     "i'd like", "a", "an", "the", "just", "kindly",
 )), key=len, reverse=True))
+# The request scaffolding among them goes only where a clause starts (the first word, or
+# after a punctuation mark or a CLAUSE_OPENERS word): inside a clause it is the question's
+# own subject and modal ("how old will you be", "what can you do", "do i need to change
+# my oil" are no "how old be", "what do", "do change my oil"). The single words and
+# "for me" go wherever they stand.
+CLAUSE_START_PHRASES = frozenset(p for p in DROPPABLE_PHRASES if len(p) > 1 and p != ("for", "me"))
+# Words after which a new clause (or a request) starts: coordinating conjunctions,
+# greetings, politeness words and interjections ("book a flight and i need to rent a car",
+# "please could you play the news", "okay so can you"). Not the subordinating ones:
+# "what happens if i need to cancel" keeps its subject.
+CLAUSE_OPENERS = INTERJECTIONS | frozenset({"and", "but", "or", "so", "then", "please", "kindly", "thanks", "well"})
 
 # A thesaurus for stop words (WordNet has none): near-synonyms a speaker could
 # swap in without changing the request. A preposition keeps its own word where

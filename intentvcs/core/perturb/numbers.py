@@ -6,7 +6,9 @@
 dollars fifty cents``, ``3rd`` -> ``third``, ``2019`` -> ``twenty nineteen``,
 ``40%`` -> ``forty percent``, ``3.5`` -> ``three point five``, long digit
 strings (card numbers, PINs with a leading zero) digit by digit. Words come
-from num2words in US style (no "and", no hyphens).
+from num2words in US style (no "and", no hyphens). Numbers that are only read
+whole stay as written: ``12:30:45``, ``1.2.3``, ``$5.5``, ``555-1234``
+(``_WHOLE``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,22 @@ import re
 from num2words import num2words
 
 _INT = r"\d{1,3}(?:,\d{3})+|\d+"
-_AMPM = r"(?P<{name}>[ap])\.?\s?m\b\.?"
+# "am", "a m", "a.m.", "a. m.": the dot after the "m" is taken only in the "a.m." form; after "am" it
+# ends the sentence ("wake me at 7 am." -> "seven a m.").
+_AMPM = r"(?P<{name}>[ap])(?:\.\s?m\b\.?|\s?m\b)"
+# Numbers read whole, or not at all: matched first and left as written (``spoken_numbers`` skips them),
+# since spelling out a part tears them apart ("12:30:45" -> "twelve thirty:forty five", "$5.5" ->
+# "five dollars.five", "555-1234" -> "five hundred fifty five-twelve thirty four"): three or more groups
+# of digits joined by "." or ":" (a clock time with seconds, a version, an address), an amount with
+# other than two decimals, and phone-like runs of digits joined by "-" (three groups or more, or a
+# 3-digit group and a 4-digit one: "555-1234"; a range such as "3-5" or "1994-2009" is said part by part).
+# Each alternative starts where no digit precedes, so that no digit run is scanned from each of its digits.
+_WHOLE = (r"(?<![\d,])\$?\d[\d,]*(?:[.:]\d+){2,}"
+          r"|\$\d[\d,]*\.(?!\d{2}\b)\d+"
+          r"|(?<!\d)(?:\d+(?:-\d+){2,}|\d{3}-\d{4})(?!\d)")
 _PATTERN = re.compile(
-    r"(?P<time>\b(?P<th>\d{1,2}):(?P<tm>\d{2})\b(?:\s?" + _AMPM.format(name="tap") + r")?)"
+    r"(?P<whole>" + _WHOLE + r")"
+    r"|(?P<time>\b(?P<th>\d{1,2}):(?P<tm>\d{2})\b(?:\s?" + _AMPM.format(name="tap") + r")?)"
     r"|(?P<hour>\b(?P<hh>\d{1,2})\s?" + _AMPM.format(name="hap") + r")"
     r"|(?P<money>\$(?P<dollars>" + _INT + r")(?:\.(?P<cents>\d{2}))?\b)"
     r"|(?P<percent>\b(?P<pnum>(?:" + _INT + r")(?:\.\d+)?)\s?%)"
@@ -110,5 +125,6 @@ def _say(m: re.Match) -> str:
 
 
 def spoken_numbers(text: str) -> list[tuple[int, int, str]]:
-    """Every written number in ``text`` as ``(start, end, spoken words)``."""
-    return [(m.start(), m.end(), _say(m)) for m in _PATTERN.finditer(text)]
+    """Every written number in ``text`` as ``(start, end, spoken words)``, less those read only
+    whole (``_WHOLE``: ``12:30:45``, ``$5.5``, ``555-1234``, ``1.2.3``), which stay as written."""
+    return [(m.start(), m.end(), _say(m)) for m in _PATTERN.finditer(text) if not m.group("whole")]

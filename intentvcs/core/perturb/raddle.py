@@ -108,9 +108,12 @@ for _phrase in lexicon.DROPPABLE_PHRASES:  # stays longest first within each lis
 def simplify(example: Example, rng: random.Random) -> Example | None:
     """Terse rewrite: drop articles, politeness and request scaffolding
     (``lexicon.DROPPABLE_PHRASES``, outside spans, within one clause):
-    ``can you please book a table for me`` -> ``book table``. Words joined to
-    another stay (``Utterance.stands_alone``: the ``a`` of ``6 a.m.`` is no
-    article). Deterministic: ``rng`` is unused."""
+    ``can you please book a table for me`` -> ``book table``. The scaffolding
+    (``lexicon.CLAUSE_START_PHRASES``: ``can you``, ``i need to``, ...) goes only
+    where a clause starts, so a question keeps its subject and modal (``how old
+    will you be``, not ``how old be``). Words joined to another stay
+    (``Utterance.stands_alone``: the ``a`` of ``6 a.m.`` is no article).
+    Deterministic: ``rng`` is unused."""
     utt = Utterance(example)
     free = set(utt.free_words(whole=True))
     doomed: list[int] = []
@@ -118,6 +121,8 @@ def simplify(example: Example, rng: random.Random) -> Example | None:
     while i < len(utt.tokens):
         step = 1
         for phrase in _DROPPABLE_BY_FIRST.get(utt.tokens[i].lower, ()) if i in free else ():
+            if phrase in lexicon.CLAUSE_START_PHRASES and not _starts_clause(utt, i):
+                continue
             span = range(i, i + len(phrase))
             if span[-1] < len(utt.tokens) and all(
                 k in free and utt.tokens[k].lower == w and (k == i or utt.prev_word(k) is not None)
@@ -130,6 +135,17 @@ def simplify(example: Example, rng: random.Random) -> Example | None:
     if not doomed or len(doomed) == len(utt.word_indices()):
         return None
     return apply_edits(example, [utt.delete(k) for k in doomed])
+
+
+def _starts_clause(utt: Utterance, i: int) -> bool:
+    """Whether token ``i`` starts a clause: it is the first token, or follows a punctuation mark
+    (``hi, can you``) or a ``lexicon.CLAUSE_OPENERS`` word (``and``, ``please``, ``okay``)."""
+    if i == 0:
+        return True
+    before = utt.tokens[i - 1]
+    if not before.is_word:
+        return unicodedata.category(before.text[0]).startswith("P")
+    return before.lower in lexicon.CLAUSE_OPENERS
 
 
 # -- casing and punctuation --------------------------------------------------------
@@ -192,9 +208,16 @@ def _strip_punctuation(utt: Utterance, i: int) -> Edit | None:
     return utt.replace(i, "")
 
 
+def _is_punctuation(token: str) -> bool:
+    """A punctuation mark (Unicode category P): what ``remove`` drops. Symbols (category S: ``+``, ``=``,
+    ``<``, ``^``, ``|``, ``~``, emoji) write something, as the ``+`` of ``4 + 4`` or ``c++`` does, and stay."""
+    return unicodedata.category(token[0]).startswith("P")
+
+
 def punctuation(example: Example, rng: random.Random) -> Example | None:
     """Punctuation change, a random applicable mode: ``remove`` all punctuation
-    and apostrophes outside spans (``what's the time?`` -> ``whats the time``),
+    (Unicode category P, not symbols: ``4 + 4`` keeps its ``+``) and apostrophes
+    outside spans (``what's the time?`` -> ``whats the time``),
     ``add`` a missing end mark (``?`` for questions), or ``alter`` the end mark
     (``?`` -> ``.``, ``??``, ``?!``)."""
     utt = Utterance(example)
@@ -206,7 +229,7 @@ def punctuation(example: Example, rng: random.Random) -> Example | None:
         if mode == "remove":
             stripped = (_strip_punctuation(utt, i) for i, t in enumerate(utt.tokens)
                         if not t.protected and not _of_an_amount(t.text)
-                        and (not t.is_word or "'" in t.text or "\u2019" in t.text))
+                        and (_is_punctuation(t.text) if not t.is_word else "'" in t.text or "\u2019" in t.text))
             edits = [e for e in stripped if e is not None]
         elif mode == "add" and last is not None and last.text not in _TERMINAL:
             question = sentence_type(utt) in ("question", "request")

@@ -9,11 +9,12 @@
   weight (``perturbed_copies``: the copies alone, with their sources' indices).
 
 ``values`` (``perturb.values.EntityValues``) feeds the operators that replace
-entity values (``VALUE_OPERATORS``). Without it, or with no value in it, those
-operators are left out of random sets and mixes altogether, not just found
-inapplicable: the draws of every other operator then stay exactly what they
-were before these operators existed, so recorded training runs and reports on
-intent-only data reproduce.
+entity values (``VALUE_OPERATORS``). Without it, or with no value in the pool an
+operator draws from (``unusable``: unseen entities draw from ``values.unseen``,
+empty when every value is a training value), those operators are left out of
+random sets and mixes altogether, not just found inapplicable: the draws of
+every other operator then stay exactly what they were before these operators
+existed, so recorded training runs and reports on intent-only data reproduce.
 
 Each output carries ``meta["perturbation"]`` (the operator name, or ``None`` in
 a random set where nothing applied).
@@ -65,9 +66,31 @@ def _tagged(example: Example, name: str | None) -> Example:
                    {**example.meta, "perturbation": name})
 
 
+# Why a value operator cannot apply to any row (``unusable``): no pool to draw from.
+NO_ENTITY_VALUES = "needs entity values"
+NO_UNSEEN_VALUE = "has no unseen value to draw: every entity value of the rows is a training value"
+
+
+def unusable(names: Iterable[str], values: EntityValues | None = None) -> dict[str, str]:
+    """The value operators among ``names`` that ``values`` cannot feed, each with why: the pool it draws
+    from is empty (``values.data`` for the slot-value replacement, ``values.unseen`` for unseen
+    entities, which is empty when every value of the rows is a training value, as in augmentation)."""
+    why: dict[str, str] = {}
+    for name in names:
+        if name not in VALUE_OPERATORS:
+            continue
+        if not values:
+            why[name] = NO_ENTITY_VALUES
+        elif name == "unseen_entities" and not values.unseen:
+            why[name] = NO_UNSEEN_VALUE
+    return why
+
+
 def usable(names: Iterable[str], values: EntityValues | None = None) -> list[str]:
-    """``names`` less the value operators when ``values`` holds no value (see the module docstring)."""
-    return [name for name in names if name not in VALUE_OPERATORS or values]
+    """``names`` less the value operators ``values`` cannot feed (``unusable``; see the module docstring)."""
+    names = list(names)
+    left_out = unusable(names, values)
+    return [name for name in names if name not in left_out]
 
 
 def perturb(example: Example, op_name: str, seed: int | str = 0,
@@ -128,8 +151,11 @@ def _weights(mix: Mapping[str, float] | None, values: EntityValues | None = None
             weights[name] = weights.get(name, 0.0) + weight / len(names)
     weights = {k: w for k, w in weights.items() if w > 0}
     if not weights:
-        needy = [] if values else sorted(VALUE_OPERATORS & set(mix))
-        raise ValueError("mix has no positive weight" + (f" ({', '.join(needy)} need entity values)" if needy else ""))
+        needy = unusable(sorted(VALUE_OPERATORS & set(mix)), values)
+        starved = [name for name, why in needy.items() if why == NO_ENTITY_VALUES]
+        reasons = ([f"{', '.join(starved)} need entity values"] if starved else []) + [
+            f"{name} {why}" for name, why in needy.items() if why != NO_ENTITY_VALUES]
+        raise ValueError("mix has no positive weight" + (f" ({'; '.join(reasons)})" if reasons else ""))
     return weights
 
 
@@ -147,7 +173,9 @@ def mix_values(examples: Sequence[Example], mix: Mapping[str, float] | None) -> 
     Only by name: a uniform mix or a family keeps the draws it had before the
     value operators existed, so recorded training runs reproduce. Mention
     replacement (``{"slot_value_replacement": 1}``) teaches the entity head to read
-    an entity's context rather than learn its training values by heart.
+    an entity's context rather than learn its training values by heart. No value
+    of the rows is unseen, so unseen entities take no part (``unusable``): a mix of
+    it alone is refused, and its weight in a mix is left out.
     """
     if not mix or not VALUE_OPERATORS & set(mix):
         return None
@@ -166,8 +194,8 @@ def perturbed_copies(examples: Sequence[Example], ratio: float, mix: Mapping[str
     gains ``perturbation`` and ``augmented_from``. Stops early if a full pass
     over the data yields nothing. ``values`` lets the slot-value replacement
     take part: ``EntityValues.build(examples, train=examples)`` draws from the
-    training rows' own values, and unseen entities then never apply (every
-    value is a training value).
+    training rows' own values, and unseen entities are then left out (no value
+    is unseen; a mix of nothing else is refused).
     """
     if ratio < 0:
         raise ValueError("ratio must be >= 0")

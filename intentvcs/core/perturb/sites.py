@@ -69,15 +69,26 @@ def synonym_sites(utt: Utterance, rng: random.Random, pos: str | None = None, n:
     return _pick(rng, utt, [_content_words(utt)], lookup, n)
 
 
+# Modals whose synonym ("ought to", "have to") cannot invert with its subject: "should i use" is no
+# "ought to i use", "must we go" no "have to we go". Before a subject pronoun they keep their own word.
+_BEFORE_A_VERB_ONLY = frozenset({"should", "must"})
+_SUBJECTS = lexicon.SUBJECT_PRONOUNS | {"it"}
+
+
 def stopword_sites(utt: Utterance, rng: random.Random, n: int = 1) -> list[Site]:
     """Function words with a hand-listed near-synonym that fits where they stand
     (``lexicon.STOPWORD_SYNONYMS``): none for a verb's particle, a plural-only
-    one (``lexicon.PLURAL_ONLY``) only before a plural noun."""
+    one (``lexicon.PLURAL_ONLY``) only before a plural noun, none for ``should``
+    and ``must`` before a subject pronoun (a question: ``should i``)."""
 
     def lookup(i: int) -> tuple[str, ...]:
         found = stopword_synonyms(utt.tokens[i].lower)  # most words have none: asked first, it is the cheap test
         if not found or is_particle(utt, i):
             return ()
+        if utt.tokens[i].lower in _BEFORE_A_VERB_ONLY:
+            after = utt.next_word(i)
+            if after is not None and after.lower in _SUBJECTS:
+                return ()
         if not lexicon.PLURAL_ONLY.intersection(found):
             return found
         after = utt.next_word(i)
