@@ -24,13 +24,19 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "setup.sh: intentvcs needs Python 3.11 or later; $PYTHON is $("$PYTHON" --version 2>&1) (set PYTHON=python3.11)" >&2
   exit 1
 fi
-# A venv is done when it has its activate script and a working pip: .venv/bin/python alone is what a first
-# run leaves where `python3 -m venv` failed half-way (Debian without python3-venv: no ensurepip, so neither
-# pip nor activate) or was interrupted, and every rerun then failed at `. .venv/bin/activate`. Such a venv
-# (or one whose interpreter is gone) is made again from nothing.
-if ! { [ -f .venv/bin/activate ] && .venv/bin/python -m pip --version >/dev/null 2>&1; }; then
+# A venv is usable when its interpreter runs and it has its activate script: .venv/bin/python alone is what
+# a first run leaves where `python3 -m venv` failed half-way (Debian without python3-venv: no ensurepip, so
+# neither pip nor activate) or was interrupted, and every rerun then failed at `. .venv/bin/activate`. Such
+# a venv (or one whose interpreter is gone) is made again from nothing. One made without pip (`venv
+# --without-pip`, uv) keeps what it holds and gets pip from ensurepip; only where that fails is it remade.
+if [ -f .venv/bin/activate ] && .venv/bin/python -c '' >/dev/null 2>&1; then
+  if ! .venv/bin/python -m pip --version >/dev/null 2>&1 && ! .venv/bin/python -m ensurepip -q >/dev/null 2>&1; then
+    echo "setup.sh: .venv has no pip and ensurepip cannot add it; recreating it" >&2
+    "$PYTHON" -m venv --clear .venv
+  fi
+else
   if [ -e .venv ]; then
-    echo "setup.sh: .venv is incomplete (no activate script or no working pip); recreating it" >&2
+    echo "setup.sh: .venv is incomplete (no activate script or no working interpreter); recreating it" >&2
   fi
   "$PYTHON" -m venv --clear .venv
 fi

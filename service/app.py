@@ -50,6 +50,7 @@ import bentoml
 from bentoml.exceptions import ServiceUnavailable
 from starlette.responses import JSONResponse
 
+from intentvcs.core.oos import OOS_LABEL
 from intentvcs.service import prometheus_metrics, rejections, schemas
 from intentvcs.service.audit import AuditConfig, AuditInputError, AuditStopped, audit_batch
 from intentvcs.service.audit_control import AuditCancelled, AuditGate, AuditRunner, AuditTimeout, ClientGone
@@ -330,7 +331,8 @@ class IntentService:
         """Entanglement report of an upgrade batch's new intents (``intentvcs.service.audit.audit_batch``)."""
         served = self.served  # one read: the limit, the audit and the answer's name from one bundle
         ANSWERED_BY.set(served.header)
-        new = {label for row in rows for label in row.labels}.difference(served.engine.labels)
+        # A row labelled "oos" is an out-of-scope row to the audit (``team_formats.out_of_scope_row``), no new intent.
+        new = {label for row in rows for label in row.labels}.difference(served.engine.labels, {OOS_LABEL})
         if len(new) > LIMITS.max_audit_new_intents:
             return _refused(ctx, 413, "too_many_new_intents",
                             f"the batch has {len(new)} new intents; the limit per request is "

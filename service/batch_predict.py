@@ -574,13 +574,22 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
         gpu = provider == "cuda"
         if gpu and resources.get("GPU", 0) < 1:
             raise EngineError(f"provider 'cuda' requested but the Ray cluster has no GPU ({resources})")
-        room = _actor_room(ray, resources, cpus_per_worker, gpu)
+        try:
+            room = _actor_room(ray, resources, cpus_per_worker, gpu)
+        except ValueError as exc:
+            if not address:  # the local cluster this command starts gains no node: refused, not waited for
+                raise
+            # A cluster given by --ray-address may add nodes on demand (an autoscaler; its head often has no
+            # CPU for actors): said, and waited for, as Ray Data waits.
+            logging.getLogger(__name__).warning("%s; waiting for the cluster to add one (an autoscaler) "
+                                                "without a limit: Ctrl-C stops the run", exc)
+            room = None
         if workers is None:
             workers = max(1, int(resources.get("GPU", 0) if gpu else resources.get("CPU", 1) // cpus_per_worker))
-        # An actor per chunk of rows at most: one more loads the model and never answers. And no more than
-        # the nodes can host at once: one more never starts (Ray Data runs without it), and the summary
-        # counted it.
-        workers = min(workers, -(-total // chunk_rows), room)
+        # An actor per chunk of rows at most: one more loads the model and never answers. And on the local
+        # cluster no more than its node can host: one more never starts (Ray Data runs without it), and the
+        # summary counted it; a cluster given by address may add nodes for the workers asked for.
+        workers = min(workers, -(-total // chunk_rows), *([room] if room is not None and not address else []))
         context.execution_options.preserve_order = True  # answers in input order
         context.enable_progress_bars = False  # ours counts rows
         engine = {"bundle": bundle, "provider": "cuda" if gpu else "cpu", "threads": cpus_per_worker,
@@ -607,7 +616,8 @@ def _actor_room(ray, resources: dict[str, float], cpus_per_worker: int, gpu: boo
     for every actor of the pool, its engine loaded, so any fixed limit also fails runs that are only slow
     to start or wait for a busy cluster's CPUs (``RAY_DATA_DEFAULT_WAIT_FOR_MIN_ACTORS_S`` sets one; its
     timeout is a ``TimeoutError``, exit 2). The nodes counted are those alive now: an autoscaler's nodes
-    yet to come are not (as the cluster's resources, which the default ``workers`` and the GPU check read).
+    yet to come are not (as the cluster's resources, which the default ``workers`` and the GPU check read):
+    the caller refuses only the local cluster it starts, and waits, saying so, for one given by address.
     """
     if ray.is_initialized():
         nodes = [node.get("Resources") or {} for node in ray.nodes() if node.get("Alive")]

@@ -89,3 +89,18 @@ def test_evaluate_refuses_a_bad_data_file_before_the_model_loads(tmp_path, monke
     code = main(["evaluate", "--bundle", str(tmp_path / "bundle"), "--data", str(data),
                  "--out", str(tmp_path / "out.json")])
     assert code == exit_codes.BAD_INPUT, capsys.readouterr().err
+
+
+def test_post_audit_counts_no_oos_rows_among_its_new_intents(tmp_path):
+    """The service's limit on new intents per request counted "oos" as one (a 413 for a batch within it)."""
+    from intentvcs.cli.commands.serve import running
+    from tests.helpers.bundle import make_tiny_bundle
+    from tests.helpers.http import post
+
+    bundle = make_tiny_bundle(tmp_path / "model")
+    rows = [{"text": f"totally new request number {i}", "labels": ["brand_new"]} for i in range(12)]
+    rows += [{"text": f"tell me a joke {i}", "labels": ["oos"]} for i in range(5)]
+    with running(bundle, extra_env={"INTENTVCS_MAX_AUDIT_NEW_INTENTS": "1"}) as base:
+        response = post(base, "/audit", {"rows": rows})
+    assert response.status_code == 200, response.text
+    assert [finding["intent"] for finding in response.json()["findings"]] == ["brand_new"]

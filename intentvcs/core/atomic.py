@@ -67,12 +67,16 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
     temporary file behind. ``directory`` nested inside commits its folder
     first, then these files (a command's folder and the files that describe it;
     ``directory``'s ``also`` does the same for files known only at its end).
-    The commit itself is renames only (after the writes to streams, below), each atomic, one after another: a
+    The commit itself is renames only, each atomic, one after another: a
     process killed between two of them (no data is written then) leaves the
     earlier ones done; a rename that fails leaves no temporary file behind.
     A target that is a stream (``_is_stream``: a FIFO, a character device) is no
-    file of ours: its content is written to it when the block ends, before the
-    renames (a write that fails changes no file), and it is never removed.
+    file of ours: its content is written to it on entry, after the temporary
+    files, before the block runs (a stream write that fails, say a reader gone,
+    changes no file and publishes no folder of a ``directory`` nested inside;
+    written at the end, it failed after that folder was published), and it is
+    never removed. A stream has no atomicity: a block that fails after it was
+    written leaves what it read.
     """
     targets = check_targets(contents, probe=False)
     streams = {target for target in targets if _is_stream(target)}
@@ -94,6 +98,9 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
                 handle.write(content.encode("utf-8") if isinstance(content, str) else content)
                 handle.flush()
                 os.fsync(handle.fileno())
+        for target, data in to_streams:
+            with open(target, "wb") as handle:
+                handle.write(data)
         yield targets
     except BaseException:
         for tmp, _ in written:
@@ -101,9 +108,6 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
                 os.unlink(tmp)
         raise
     try:
-        for target, data in to_streams:
-            with open(target, "wb") as handle:
-                handle.write(data)
         for tmp, target in written:
             os.replace(tmp, target)
     except BaseException:

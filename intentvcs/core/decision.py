@@ -58,11 +58,11 @@ DECISION_FORMAT = FileFormat(
 )
 
 
-
 def intent_columns(labels: Sequence[str]) -> np.ndarray:
     """bool ``[L]``: the labels that are intents: every label but the ``"oos"`` class, the train rule's
     out-of-scope verdict, which a decision never accepts."""
     return np.array([label != OOS_LABEL for label in labels], dtype=bool)
+
 
 @dataclass(frozen=True)
 class DecisionResult:

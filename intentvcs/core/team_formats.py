@@ -472,9 +472,10 @@ def _entity_object(path: Path, line: int, match: re.Match) -> dict[str, Any]:
 
 
 def out_of_scope_as_such(path: str | os.PathLike, rows: Sequence[tuple[int, Example]],
-                         oos_rule: str) -> list[tuple[int, Example]]:
+                         oos_rule: str | None = None) -> list[tuple[int, Example]]:
     """``rows`` (line, row) with a row labelled ``"oos"`` alone (CLINC150's out-of-scope rows) read as an
-    out-of-scope row, ``labels []``, whatever the OOS rule (``oos_rule``, its name): ``"oos"`` names the
+    out-of-scope row, ``labels []``, whatever the OOS rule (``oos_rule``, its name, None where the data is
+    read before the model, as scoring commands read it; it only sets how loudly this is said): ``"oos"`` names the
     out-of-scope verdict, and the decision layer answers no intent of that name. Trained as one, it was a
     column the model could never answer (distance, threshold, none), and scored as one, a miss on every such
     row; the train rule makes out-of-scope rows that class again. A row naming it beside an intent is a

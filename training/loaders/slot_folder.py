@@ -33,7 +33,9 @@ from intentvcs.core.dataio import DataError, Example, Span, cr_only_lines, line_
 SPLITS = ("train", "valid", "test")
 FILES = ("seq.in", "seq.out", "label")
 MULTI_INTENT_SEPARATOR = "#"
-_LONE_CR = re.compile(r"\r(?!\r*\n)")  # carriage returns before a line feed end the line with it
+# A run of carriage returns not ending in a line feed (before one, they end the line with it), matched once per
+# run (possessive, from the run's start: "\r(?!\r*\n)" tried every position of a run, quadratic in its length).
+_LONE_CR = re.compile(r"(?<!\r)\r++(?!\n)")
 # Names for the characters an intent can hold by mistake that a message would not show.
 _CHAR_NAMES = {" ": "a space", "\t": "a tab", "\r": "a carriage return"}
 

@@ -40,10 +40,9 @@ def run(args: argparse.Namespace) -> int:
 
     check_run(args, (args.out, args.heatmap), inputs=[args.data])
     check_heatmap(args.heatmap)
-    rows = read_numbered(args.data)  # a bad file is refused before the model loads
-    model = load_predictor(args)
-    rows = out_of_scope_as_such(args.data, rows, model.decision.oos.name)
+    rows = out_of_scope_as_such(args.data, read_numbered(args.data))  # a bad file is refused before the model loads
     examples = [example for _, example in rows]
+    model = load_predictor(args)
     check_known_labels(args.data, examples, model.labels)
     check_scored_data(args.data, rows, model)
     graph, segmented = decide_segmented(model.decision, model.infer, [ex.text for ex in examples], args.segment)

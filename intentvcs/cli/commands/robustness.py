@@ -49,11 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if args.draws < 1:  # as run_suite refuses it, but before the model loads
         raise ValueError(f"draws must be >= 1, got {args.draws}")
     check_run(args, (args.out, args.md), inputs=[args.data, args.train])
-    rows = read_numbered(args.data)
+    rows = out_of_scope_as_such(args.data, read_numbered(args.data))  # refused, where bad, before the model loads
+    examples = [example for _, example in rows]
     train = read_examples(args.train) if args.train else None
     model = load_predictor(args)
-    rows = out_of_scope_as_such(args.data, rows, model.decision.oos.name)
-    examples = [example for _, example in rows]
     check_known_labels(args.data, examples, model.labels)
     check_scored_data(args.data, rows, model)
     report = run_suite(examples, model, operators, args.draws, args.seed, args.metric, train=train,
