@@ -232,6 +232,23 @@ def test_predict_out_dev_stdout_gives_the_answers_alone_on_stdout(bundle, data, 
     assert summary["rows"] == len(ROWS)
 
 
+def test_evaluate_out_dev_stdout_gives_the_figures_alone_on_stdout(bundle, tmp_path):
+    """evaluate's headline followed its figures on standard output, two JSON documents where a reader of
+    ``--out /dev/stdout`` takes one: the headline goes to standard error then, as predict's summary does."""
+    from tests.helpers.bundle import DEFAULT_LABELS
+
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text("".join(json.dumps({"text": f"play song number {i}", "labels": [DEFAULT_LABELS[0]]}) + "\n"
+                                for i in range(4)), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "intentvcs.cli.main", "evaluate", "--bundle", str(bundle),
+                           "--data", str(labelled), "--out", "/dev/stdout"], cwd=ROOT, capture_output=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    figures = json.loads(done.stdout)  # one document: the figures
+    assert figures["n"] == 4 and "per_label" in figures
+    assert '"accuracy"' in done.stderr.decode()
+
+
 # --------------------------------------------------------------------------- refused: block devices, sockets
 def test_a_block_device_or_a_socket_is_refused_before_anything_is_written(bundle, data, tmp_path, capsys):
     short = Path(tempfile.mkdtemp(prefix="sock"))  # a socket's path must be short

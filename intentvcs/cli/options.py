@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
+import sys
 import types
 import typing
 from pathlib import Path
@@ -163,3 +165,19 @@ def _value_type(hint: Any) -> Any:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         return args[0] if len(args) == 1 else hint
     return hint
+
+
+def summary_stream(*outputs: str | os.PathLike | None):
+    """Where a command prints its summary: standard error when one of its ``outputs`` is what standard output
+    writes to (``--out /dev/stdout | jq``: the summary would follow the output as one more document, read as
+    part of it), else standard output."""
+    return sys.stderr if any(output is not None and _is_stdout(output) for output in outputs) else sys.stdout
+
+
+def _is_stdout(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is what this process's standard output writes to (``/dev/stdout``, or the file or
+    pipe that it is redirected to)."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):  # no such file yet; stdout no file (a test's capture)
+        return False

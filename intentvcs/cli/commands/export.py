@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from intentvcs.cli import exit_codes
+from intentvcs.cli.options import summary_stream
 from intentvcs.core.references import ROWS_PER_INTENT
 from intentvcs.core.team_formats import FORMATS_HELP
 from intentvcs.export.parity import PARITY_ATOL
@@ -78,12 +79,12 @@ def run(args: argparse.Namespace) -> int:
         # Nothing written: --result comes with a bundle or not at all (an earlier result file stays beside the
         # earlier bundle it describes); the failure's report goes to stdout.
         _print({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
-                "parity": exc.report})
+                "parity": exc.report}, None)  # --result is not written then
         print(f"intentvcs export: {exc}; no bundle written"
               + (f", nor {args.result}" if args.result else ""), file=sys.stderr)
         return exit_codes.GATE_FAILED
     _summarise(result)
-    _print(result)
+    _print(result, args.result)
     return 0
 
 
@@ -135,6 +136,7 @@ def _gate_line(gate: dict[str, Any] | None) -> str:
     return f"{verdict}, on {gate['rows']} rows: {figures}"
 
 
-def _print(result: dict[str, Any]) -> None:
-    json.dump(result, sys.stdout, indent=2)
-    print()
+def _print(result: dict[str, Any], result_file: str | None) -> None:
+    report = summary_stream(result_file)
+    json.dump(result, report, indent=2)
+    print(file=report)

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 
 from intentvcs.cli.model_options import add_quantized_argument, add_segment_argument
+from intentvcs.cli.options import summary_stream
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS, Settings
 
 DESCRIPTION = """\
@@ -100,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     # The input is opened (file, format, header or schema) before any model loads.
     source = batch_predict.Source.open(args.data, args.format, args.text_column, args.id_column)
     # `--out /dev/stdout | jq`: the summary line would end the answers, read as one more (malformed) answer.
-    report = sys.stderr if _is_stdout(out) else sys.stdout
+    report = summary_stream(out)
     if args.engine == "ray":
         summary = batch_predict.predict_ray(
             source, out, args.bundle, provider=args.provider, quantized=args.quantized, spelling=args.spelling,
@@ -116,12 +115,3 @@ def run(args: argparse.Namespace) -> int:
     json.dump(summary, report)
     print(file=report)
     return 0
-
-
-def _is_stdout(path) -> bool:
-    """Whether ``path`` is what this process's standard output writes to (``/dev/stdout``, or the file or
-    pipe that it is redirected to)."""
-    try:
-        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
-    except (OSError, ValueError, AttributeError):  # no such file yet; stdout no file (a test's capture)
-        return False

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from intentvcs.cli.options import add_option, config_from_args, floor_or_fit, json_object, share
+from intentvcs.cli.options import add_option, config_from_args, floor_or_fit, json_object, share, summary_stream
 from intentvcs.core.dataio import Example
 from intentvcs.core.team_formats import FORMATS_HELP
 # Torch-free (the settings only): parsing arguments must not import torch.
@@ -111,8 +110,9 @@ def run(args: argparse.Namespace) -> int:
     summary = {k: result[k] for k in ("checkpoint", "method", "best_epoch", "train_seconds")}
     summary.update({f"{split}_{k}": v for split in ("valid", "test") for k, v in
                     (result["metrics"].get(split) or {}).items() if not isinstance(v, (dict, list))})
-    json.dump(summary, sys.stdout, indent=2)
-    print()
+    report = summary_stream(args.result)
+    json.dump(summary, report, indent=2)
+    print(file=report)
     return 0
 
 
