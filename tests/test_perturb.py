@@ -569,13 +569,19 @@ def test_operators_are_fast_after_warm_up():
         "i lost my credit card yesterday", "how long should i cook the chicken",
     ]
     data = [Example(t, ("x",)) for t in sentences]
-    calls, start = 0, time.perf_counter()
-    for name in OPERATORS:
-        for e in data:
-            perturb(e, name, 11)
-            calls += 1
-    mean_ms = (time.perf_counter() - start) / calls * 1000
-    assert mean_ms < 1.0, f"{mean_ms:.3f} ms per operator call"
+    warm_up()
+    # A guard against an operator gone pathological (eda_swap once took 106 s on a long row), not a speed
+    # figure: about 0.03 ms a call here, so the bound is 30 times that, and the best of three passes is read
+    # so that a busy machine (a test run beside other work) does not fail it.
+    passes = []
+    for _ in range(3):
+        calls, start = 0, time.perf_counter()
+        for name in OPERATORS:
+            for e in data:
+                perturb(e, name, 11)
+                calls += 1
+        passes.append((time.perf_counter() - start) / calls * 1000)
+    assert min(passes) < 1.0, f"{min(passes):.3f} ms per operator call"
 
 
 def test_nothing_touches_the_network():
