@@ -249,6 +249,19 @@ def test_evaluate_out_dev_stdout_gives_the_figures_alone_on_stdout(bundle, tmp_p
     assert '"accuracy"' in done.stderr.decode()
 
 
+def test_a_character_device_may_be_several_outputs_and_an_input(tmp_path):
+    """/dev/null for two outputs was refused as "two outputs name the same file", and /dev/stdin read beside
+    /dev/stdout written on one terminal as "the output is the input": a device replaces nothing. Files and
+    FIFOs stay checked."""
+    assert atomic.check_targets(["/dev/null", "/dev/null"], inputs=["/dev/null"]) == [Path("/dev/null")] * 2
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="two outputs name the same file"):
+        atomic.check_targets([fifo, fifo])
+    with pytest.raises(ValueError, match="is the input"):
+        atomic.check_targets([fifo], inputs=[fifo])
+
+
 # --------------------------------------------------------------------------- refused: block devices, sockets
 def test_a_block_device_or_a_socket_is_refused_before_anything_is_written(bundle, data, tmp_path, capsys):
     short = Path(tempfile.mkdtemp(prefix="sock"))  # a socket's path must be short

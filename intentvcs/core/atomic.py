@@ -181,6 +181,14 @@ def _is_stream(target: Path) -> bool:
                      "(/dev/stdout, /dev/null): give another path")
 
 
+def _is_character_device(target: Path) -> bool:
+    """Whether ``target`` exists, itself or through links, as a character device (/dev/null, a terminal)."""
+    try:
+        return stat.S_ISCHR(os.stat(target).st_mode)
+    except OSError:
+        return False
+
+
 def _destination(target: Path) -> tuple[Path, int]:
     """The file a new content of ``target`` is renamed onto, and the permissions it gets: what a plain
     ``open(target, "w")`` would write. Through a symbolic link, the file it names (renaming onto the link
@@ -212,7 +220,8 @@ def check_targets(paths: Iterable[str | os.PathLike | None],
     same file (one output would silently replace the other) and one that is one of the command's
     ``inputs`` (the output would replace the data it was computed from), one in a folder that takes
     no new file, and one that is a block device or a socket (``_is_stream``; a FIFO or a character
-    device is written to as it is, and must open for writing).
+    device is written to as it is, and must open for writing; a character device is no file the two
+    first checks protect).
 
     Commands call it before their long work, so a bad output path fails in
     a second instead of after the model has run. ``probe=False`` leaves out the
@@ -222,6 +231,10 @@ def check_targets(paths: Iterable[str | os.PathLike | None],
     targets = [Path(path) for path in paths if path is not None]
     seen: dict[Path, Path] = {}
     for target in targets:
+        if _is_character_device(target):
+            # A device replaces nothing: two outputs on /dev/null, or /dev/stdin read and /dev/stdout written on
+            # one terminal, are what the user asks for (a FIFO stays checked: written as its own input, it waits).
+            continue
         resolved = _resolve(target)
         if resolved in seen:
             raise ValueError(f"two outputs name the same file, {seen[resolved]} and {target}; give each its own")
