@@ -95,6 +95,11 @@ def share_percent(share: float, digits: int = 1) -> str:
     return f"{math.floor(round(100 * share * scale, 6)) / scale:.{digits}f}"
 
 
+def shown_path(path: Path) -> Path:
+    """A path as results name it: relative to the repository when inside it, else whole (``--runs`` elsewhere)."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def seeds_named(seeds: Sequence[int]) -> str:
     """``seed 1`` or ``seeds 0, 2``: seeds named in a table."""
     return f"seed{'s' if len(seeds) != 1 else ''} {', '.join(map(str, seeds))}"

@@ -29,7 +29,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.common import ROOT, keep_previous, named_paths, write_results
+from benchmarks.common import keep_previous, named_paths, shown_path, write_results
 
 FIGURES = ("slot_precision", "slot_recall", "slot_f1", "entities_exact", "overall_accuracy", "accuracy")
 
@@ -61,7 +61,7 @@ def measure(name: str, bundle: Path, valid: Path, test: Path) -> dict:
             figures = headline(evaluate(decision, outputs, rows, include_tables=False, result=segmented.result))
             scored.setdefault(split, {})[which] = {figure: round(100 * figures[figure], 2) for figure in FIGURES}
     bundle = bundle.resolve()
-    shown = bundle.relative_to(ROOT) if bundle.is_relative_to(ROOT) else bundle
+    shown = shown_path(bundle)
     return {"model": name, "bundle": str(shown), "graph": engine.info["model_file"],
             "bundle_floor": engine.decision.entity_floor, "fitted_floor": floor,
             "valid_by_floor": {f: {k: round(100 * v, 2) for k, v in scores.items()} for f, scores in by_floor.items()},

@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
-from benchmarks.common import ROOT, SHARED_DATA, keep_previous, write_results
+from benchmarks.common import ROOT, SHARED_DATA, keep_previous, shown_path, write_results
 from intentvcs.training import DEFAULT_DATA
 
 MAX_LOSS_POINTS = 0.5
@@ -118,7 +118,7 @@ def measure(name: str, task: Task, out: Path) -> dict:
                            "loss_points": round(100 * loss, 2)}
     gate = result["quantization"]["gate"]
     # Paths under the project are recorded relative to it (every default; an override elsewhere stays absolute).
-    shown = task.checkpoint.relative_to(ROOT) if task.checkpoint.is_relative_to(ROOT) else task.checkpoint
+    shown = shown_path(task.checkpoint)
     return {"task": name, "checkpoint": str(shown), "test_rows": len(examples),
             "figures": figures, "test_loss_within_target": bool(kept),
             "gate": {"rows": gate["rows"], "passed": gate["passed"],

@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, keep_previous, named_paths, write_results
+from benchmarks.common import keep_previous, named_paths, shown_path, write_results
 
 TIMED_TEXTS, CALIBRATION_TEXTS, PERCENTILE = 256, 512, 99.99
 
@@ -137,7 +137,7 @@ def measure(name: str, bundle: Path, valid: Path, texts_path: Path, calibration:
     for method in sessions:
         gate = gates.get(method)
         records.append({
-            "bundle": name, "path": str(bundle.relative_to(ROOT) if bundle.is_relative_to(ROOT) else bundle),
+            "bundle": name, "path": str(shown_path(bundle)),
             "method": method, "shipped": method != "static",
             "utt_per_s_batch1": round(medians[method][1], 1), "utt_per_s_batch32": round(medians[method][32], 1),
             "speedup_batch1": round(medians[method][1] / medians["fp32"][1], 3),

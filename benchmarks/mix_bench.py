@@ -53,7 +53,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
-from benchmarks.common import ROOT, SHARED_DATA, keep_previous, seeds_not_found, write_results
+from benchmarks.common import ROOT, SHARED_DATA, keep_previous, seeds_not_found, shown_path, write_results
 
 DATASETS = ("atis", "snips")
 VARIANTS = ("standard", "hard")
@@ -171,7 +171,7 @@ def seed_records(part: str, dataset: str, bundles: list[Path], sets: dict[str, l
             for segment, learned_starts in modes:
                 figures = score(engine, rows, segment, learned_starts)
                 per_seed.setdefault((name, segment, learned_starts), []).append(
-                    {"bundle": _bundle_name(bundle), "quantized": engine.quantized, **figures})
+                    {"bundle": str(shown_path(bundle)), "quantized": engine.quantized, **figures})
                 logging.info("%s %s %s segment=%s learned starts=%s: %s", part, dataset, name, segment,
                              learned_starts, figures)
     records = []
@@ -182,11 +182,6 @@ def seed_records(part: str, dataset: str, bundles: list[Path], sets: dict[str, l
                         "seeds": len(runs), **{key: statistics.median(run[key] for run in runs) for key in keys},
                         "runs": runs})
     return records
-
-
-def _bundle_name(bundle: Path) -> str:
-    """How a record names a bundle: relative to the repository, or its whole path when elsewhere (``--runs``)."""
-    return str(bundle.relative_to(ROOT)) if bundle.is_relative_to(ROOT) else str(bundle)
 
 
 def found_checkpoints(part: str, dataset: str, checkpoints: dict[int, Path]) -> tuple[dict[int, Path], list[int]]:
@@ -211,7 +206,7 @@ def seeded_records(part: str, dataset: str, checkpoints: dict[int, Path], sets: 
     if not found:
         return []
     bundles = {seed: bundle_of(c) for seed, c in found.items()}
-    seed_of = {_bundle_name(bundle): seed for seed, bundle in bundles.items()}
+    seed_of = {str(shown_path(bundle)): seed for seed, bundle in bundles.items()}
     return [_name_seeds(record, [seed_of[run["bundle"]] for run in record["runs"]], missing)
             for record in seed_records(part, dataset, list(bundles.values()), sets(), threads)]
 
@@ -309,7 +304,7 @@ def _oos_chain_records(dataset: str, bundle: Path, valid: list, test: list, thre
     engine = Engine(bundle, provider="cpu", threads=threads)
     served, rule = engine.decision, engine.decision.oos
     off = replace(served, oos=replace(rule, part_threshold=None))
-    base = {"part": "oos-chains", "dataset": dataset, "bundle": _bundle_name(bundle),
+    base = {"part": "oos-chains", "dataset": dataset, "bundle": str(shown_path(bundle)),
             "quantized": engine.quantized}
     records = []
     for kind, rows in oos_chains(test, OOS_CHAIN_ROWS).items():

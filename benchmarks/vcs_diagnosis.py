@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import ROOT, keep_previous, write_results
+from benchmarks.common import ROOT, keep_previous, shown_path, write_results
 
 CLASSES = ("extra_in_family", "extra_other_family", "missing_implied", "missing")
 TOP_PAIRS = 8
@@ -144,7 +144,7 @@ def main() -> int:
             for bundle in sorted((work / "ckpt" / dataset).glob(f"{method}-s*-bundle")):
                 seed = int(bundle.name.removeprefix(f"{method}-s").removesuffix("-bundle"))
                 logging.info("diagnosing %s", bundle)
-                where = str(work.relative_to(ROOT) if work.is_relative_to(ROOT) else work)
+                where = str(shown_path(work))
                 support = f"support decoding (noise {args.support_noise:g})" if args.support_noise else ""
                 for rate in (0.0, args.discover_relations) if args.discover_relations else (0.0,):
                     decided = f"discovered relations, rate {rate:g}" if rate else "as trained"

@@ -60,7 +60,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision, DecisionResult
 from intentvcs.core.entities import span_set
-from intentvcs.core.evaluation import evaluate, headline
+from intentvcs.core.evaluation import evaluate, headline, knows_some
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.export.onnx_export import ENCODER_SCOPE, MODEL_SCOPE
 from intentvcs.export.parity import compare
@@ -210,10 +210,10 @@ def accuracy_gate(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, decisi
     (``known_in_scope_rows``: the rows whose labels it all knows): ten rows of its labels among thirty of
     another's earn no one-row allowance.
     """
+    if not knows_some(examples, decision.labels):
+        return None
     known = set(decision.labels)
     in_scope = [example for example in examples if not example.is_out_of_scope]
-    if not any(known.intersection(example.labels) for example in in_scope):
-        return None
     judged = sum(1 for example in in_scope if known.issuperset(example.labels))
     fp32_result, int8_result = results or (None, None)
     fp32 = headline(evaluate(decision, fp32_outputs, examples, include_tables=False, result=fp32_result))

@@ -583,13 +583,12 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
             # CPU for actors): said, and waited for, as Ray Data waits.
             logging.getLogger(__name__).warning("%s; waiting for the cluster to add one (an autoscaler) "
                                                 "without a limit: Ctrl-C stops the run", exc)
-            room = None
         if workers is None:
             workers = max(1, int(resources.get("GPU", 0) if gpu else resources.get("CPU", 1) // cpus_per_worker))
         # An actor per chunk of rows at most: one more loads the model and never answers. And on the local
         # cluster no more than its node can host: one more never starts (Ray Data runs without it), and the
         # summary counted it; a cluster given by address may add nodes for the workers asked for.
-        workers = min(workers, -(-total // chunk_rows), *([room] if room is not None and not address else []))
+        workers = min(workers, -(-total // chunk_rows), *(() if address else (room,)))
         context.execution_options.preserve_order = True  # answers in input order
         context.enable_progress_bars = False  # ours counts rows
         engine = {"bundle": bundle, "provider": "cuda" if gpu else "cpu", "threads": cpus_per_worker,

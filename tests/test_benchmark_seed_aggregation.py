@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import benchmarks.common
 from benchmarks import mix_bench, render_results
 from benchmarks.robustness_bench import render, seed_means, target_checks
 
@@ -49,6 +50,7 @@ def scored(monkeypatch):
 def test_a_mix_median_names_the_seeds_it_is_over_and_the_ones_not_found(tmp_path, monkeypatch, scored):
     """``--seeds 3`` with seed 1's checkpoint missing: a median of seeds 0 and 2, and the record says so."""
     monkeypatch.setattr(mix_bench, "ROOT", tmp_path)  # the bundles' names relative to it, as in the repository
+    monkeypatch.setattr(benchmarks.common, "ROOT", tmp_path)  # where shown_path reads it
     _checkpoints(tmp_path, "snips", [0, 2])
     records = mix_bench.product_part(tmp_path, tmp_path, [0, 1, 2], None, ["snips"])
     assert len(records) == 6  # 3 evaluation sets x (part by part, whole)
@@ -60,6 +62,7 @@ def test_a_mix_median_names_the_seeds_it_is_over_and_the_ones_not_found(tmp_path
 
 def test_a_mix_median_of_every_seed_asked_for_names_none_missing(tmp_path, monkeypatch, scored):
     monkeypatch.setattr(mix_bench, "ROOT", tmp_path)
+    monkeypatch.setattr(benchmarks.common, "ROOT", tmp_path)
     _checkpoints(tmp_path, "snips", [0, 1, 2])
     records = mix_bench.product_part(tmp_path, tmp_path, [0, 1, 2], None, ["snips"])
     assert all(r["seeds"] == 3 and r["seeds_used"] == [0, 1, 2] and "seeds_missing" not in r for r in records)

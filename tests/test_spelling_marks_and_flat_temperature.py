@@ -153,22 +153,9 @@ def test_flat_means_within_a_billionth_of_a_nat_over_the_bounds():
 
 
 def _former_fit(logits, targets, activation, bounds=TEMPERATURE_BOUNDS, tol=1e-5) -> float:
-    """``fit_temperature`` before a flat objective answered 1 (the search alone)."""
-    f = lambda u: nll(logits, targets, activation, math.exp(u))  # noqa: E731
-    lo, hi = math.log(bounds[0]), math.log(bounds[1])
-    inv_phi = (math.sqrt(5.0) - 1.0) / 2.0
-    c, d = hi - inv_phi * (hi - lo), lo + inv_phi * (hi - lo)
-    fc, fd = f(c), f(d)
-    while hi - lo > tol:
-        if fc <= fd:
-            hi, d, fd = d, c, fc
-            c = hi - inv_phi * (hi - lo)
-            fc = f(c)
-        else:
-            lo, c, fc = c, d, fd
-            d = lo + inv_phi * (hi - lo)
-            fd = f(d)
-    return float(math.exp((lo + hi) / 2.0))
+    """``fit_temperature`` before a flat objective answered 1: the golden-section search alone."""
+    objective = lambda u: nll(logits, targets, activation, math.exp(u))  # noqa: E731
+    return float(math.exp(calibration._golden_section(objective, math.log(bounds[0]), math.log(bounds[1]), tol)))
 
 
 def _realistic_cases():

@@ -287,8 +287,9 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
     info["source_rows_skipped"] = {split: skipped_source_rows(rows) for split, rows in sources.items()}
     info["labels_missing_from_train"] = labels_missing_from_train(files)
     known = {}
+    trained_types = {span.label for row in files["train"] for span in row.spans}
     for split in KNOWN_FILES:
-        known[split], dropped = known_split(files[split], files["train"])
+        known[split], dropped = known_split(files[split], trained_types)
         info[f"{split}_known_spans_dropped"] = dropped["spans"]
         info[f"{split}_known_rows_changed"] = dropped["rows"]
     with atomic.directory(out, kind, force) as tmp:
@@ -306,10 +307,10 @@ def source_paths(dataset: str, data_root: str | Path) -> list[Path]:
     return [Path(data_root) / dataset / split for split in SPLITS]
 
 
-def known_split(rows: Sequence[Example], train: Sequence[Example]) -> tuple[list[Example], dict[str, int]]:
-    """``rows`` (valid or test) without the spans of types no ``train`` row has, every row kept
-    (``known_spans_only``), and what that dropped: ``spans`` and ``rows`` (the rows that lost a span)."""
-    known = known_spans_only(rows, {span.label for row in train for span in row.spans})
+def known_split(rows: Sequence[Example], trained_types: set[str]) -> tuple[list[Example], dict[str, int]]:
+    """``rows`` (valid or test) without the spans of types no training row has (``trained_types``), every row
+    kept (``known_spans_only``), and what that dropped: ``spans`` and ``rows`` (the rows that lost a span)."""
+    known = known_spans_only(rows, trained_types)
     changed = [len(before.spans) - len(after.spans) for before, after in zip(rows, known)]
     return known, {"spans": sum(changed), "rows": sum(n > 0 for n in changed)}
 

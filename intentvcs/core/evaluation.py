@@ -60,6 +60,12 @@ def row_verdicts(decision, result: DecisionResult, gold: np.ndarray) -> RowVerdi
     return RowVerdicts(pred, top_right, set_right, np.where(gold.sum(axis=1) > 1, set_right, top_right))
 
 
+def knows_some(examples: Sequence[Example], labels: Sequence[str]) -> bool:
+    """Whether some in-scope row of ``examples`` carries one of ``labels``."""
+    known = set(labels)
+    return any(known.intersection(ex.labels) for ex in examples if not ex.is_out_of_scope)
+
+
 def check_known_labels(path: str, examples: Sequence[Example], labels: Sequence[str]) -> None:
     """Refuse (``ValueError``) rows to score of which no in-scope one carries a label of the model's ``labels``.
 
@@ -68,8 +74,7 @@ def check_known_labels(path: str, examples: Sequence[Example], labels: Sequence[
     alike. Rows all out of scope (no label to know) are scored.
     """
     in_scope = [ex for ex in examples if not ex.is_out_of_scope]
-    known = set(labels)
-    if in_scope and not any(known.intersection(ex.labels) for ex in in_scope):
+    if in_scope and not knows_some(in_scope, labels):
         shown = ", ".join(labels[:5]) + (f" and {len(labels) - 5} more" if len(labels) > 5 else "")
         raise ValueError(f"{path}: no row carries a label the model was trained on "
                          f"({counts_text(unknown_labels(in_scope, labels))}), so every in-scope row would count "

@@ -616,7 +616,8 @@ def _nearest_own_mean(x: np.ndarray, rows: np.ndarray, inverse: np.ndarray, mean
     labels' means; ``rows`` / ``inverse`` the ``(row, mean)`` pairs, by row."""
     if len(rows) == len(x):  # one label per row: its own mean, as always
         return inverse
-    d2 = np.einsum("ph,ph->p", x[rows] - means[inverse], x[rows] - means[inverse])
+    offsets = x[rows] - means[inverse]
+    d2 = np.einsum("ph,ph->p", offsets, offsets)
     order = np.lexsort((d2, rows))
     first = np.r_[True, rows[order][1:] != rows[order][:-1]]
     return inverse[order[first]]

@@ -65,8 +65,7 @@ from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision, DecisionResult
 from intentvcs.core.evaluation import PRIMARY_METRICS, evaluate, gold_matrix, row_verdicts
 from intentvcs.core.outputs import GraphOutputs
-from intentvcs.core.perturb import (FAMILIES, FAMILY_OF, OPERATORS, EntityValues, perturb, random_set, unusable,
-                                    usable)
+from intentvcs.core.perturb import FAMILIES, FAMILY_OF, OPERATORS, EntityValues, perturb, random_set, unusable
 from intentvcs.core.perturb.registry import NO_ENTITY_VALUES
 from intentvcs.core.predictor import Predictor
 from intentvcs.core.segmentation import DEFAULT_SEGMENT, decide_segmented
@@ -109,8 +108,9 @@ def choose_operators(names: Sequence[str] | None, values: EntityValues | None) -
     drop on rows nothing perturbed (a Random set of no operator is the clean set).
     """
     chosen = expand_operators(names)
-    runnable = usable(chosen, values)
-    skipped = {name: _NO_VALUES if why == NO_ENTITY_VALUES else why for name, why in unusable(chosen, values).items()}
+    left_out = unusable(chosen, values)
+    runnable = [name for name in chosen if name not in left_out]
+    skipped = {name: _NO_VALUES if why == NO_ENTITY_VALUES else why for name, why in left_out.items()}
     if skipped and names and set(chosen) != set(OPERATORS):
         raise ValueError("; ".join(f"operator {name} {why}: leave it out (the default set skips it)"
                                    for name, why in skipped.items()))
@@ -333,6 +333,12 @@ def _hard_report(decision: Decision, outputs: DistinctOutputs, examples: Sequenc
             "worst_operator": {name: counts[name] for name in sets.operators if counts[name]}}
 
 
+def check_draws(draws: int) -> None:
+    """Refuse fewer than one Random draw (a Random figure of no draw); the CLI asks before the model loads."""
+    if draws < 1:
+        raise ValueError(f"draws must be >= 1, got {draws}")
+
+
 def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence[str] | None,
               draws: int, seed: int = 0, metric: str = "auto", progress: bool = True,
               train: Sequence[Example] | None = None, segment: bool = DEFAULT_SEGMENT) -> dict:
@@ -358,8 +364,7 @@ def run_suite(examples: Sequence[Example], model: Predictor, operators: Sequence
     """
     if not examples:
         raise ValueError("no examples to perturb")
-    if draws < 1:
-        raise ValueError(f"draws must be >= 1, got {draws}")
+    check_draws(draws)
     values = EntityValues.build(examples, train)
     operators, skipped = choose_operators(operators, values)
     tracked_metrics(examples, metric)  # a bad metric fails before the model runs

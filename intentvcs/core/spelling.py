@@ -90,6 +90,7 @@ _UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3
                        "\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]")
 
 
+@functools.cache  # a scan of every code point, read by the normaliser's and the perturbation tokenizer's patterns
 def _mark_class() -> str:
     """A regex character class body holding every nonspacing mark (Unicode category Mn).
 

@@ -76,7 +76,7 @@ def examples(verdict: Verdict, scored: Scored, labels: Sequence[str],
         intents = intent_columns(labels)
         score, tie = (values[:, intents].max(axis=1, initial=0.0) for values in (scored.confidences, scored.ranking))
     # By confidence, ties (at the cap) by the ranking, then by row: the order the decision ranks labels in.
-    order = sorted(range(len(score)), key=lambda i: (-score[i], -tie[i], i))
+    order = np.lexsort((-tie, -score)).tolist()  # stable: the row order last
 
     def pick(mask: np.ndarray) -> list[dict[str, Any]]:
         chosen = [i for i in order if mask[i]][:cap]

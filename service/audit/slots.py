@@ -52,8 +52,7 @@ def cut_p(p_value: float) -> float:
     ``same_alpha``, said the pivot did not tell the intents apart when the verdict said it did."""
     if not math.isfinite(p_value) or p_value <= 0.0:
         return p_value
-    exponent = math.floor(math.log10(p_value)) - 5
-    return float(Decimal(repr(float(p_value))).quantize(Decimal(1).scaleb(exponent), rounding=ROUND_FLOOR))
+    return float(_cut(p_value, 6))
 
 
 def format_p(p_value: float) -> str:
@@ -67,10 +66,14 @@ def format_p(p_value: float) -> str:
         return f"p = {p_value}"
     if p_value < 1e-6:
         return "p < 1e-06"
-    exponent = math.floor(math.log10(p_value)) - 1  # of the second significant digit
-    # From the float's shortest decimal (repr), not its binary value: 0.0095 is stored as 0.00949999...
-    cut = Decimal(repr(float(p_value))).quantize(Decimal(1).scaleb(exponent), rounding=ROUND_FLOOR)
-    return f"p = {float(cut):.2g}"
+    return f"p = {float(_cut(p_value, 2)):.2g}"
+
+
+def _cut(p_value: float, digits: int) -> Decimal:
+    """``p_value`` (> 0) cut, not rounded, to ``digits`` significant digits, from the float's shortest decimal
+    (repr), not its binary value: 0.0095 is stored as 0.00949999..."""
+    exponent = math.floor(math.log10(p_value)) - (digits - 1)  # of the last significant digit kept
+    return Decimal(repr(float(p_value))).quantize(Decimal(1).scaleb(exponent), rounding=ROUND_FLOOR)
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
-    from intentvcs.core.robustness import expand_operators, render_markdown, run_suite
+    from intentvcs.core.robustness import check_draws, expand_operators, render_markdown, run_suite
     from intentvcs.core.team_formats import out_of_scope_as_such, read_examples, read_numbered
 
     operators = expand_operators(args.operators)  # a typo fails before the model loads
-    if args.draws < 1:  # as run_suite refuses it, but before the model loads
-        raise ValueError(f"draws must be >= 1, got {args.draws}")
+    check_draws(args.draws)  # as run_suite refuses it, but before the model loads
     check_run(args, (args.out, args.md), inputs=[args.data, args.train])
     rows = out_of_scope_as_such(args.data, read_numbered(args.data))  # refused, where bad, before the model loads
     examples = [example for _, example in rows]

@@ -144,7 +144,7 @@ def _starts_clause(utt: Utterance, i: int) -> bool:
         return True
     before = utt.tokens[i - 1]
     if not before.is_word:
-        return unicodedata.category(before.text[0]).startswith("P")
+        return _is_punctuation(before.text)
     return before.lower in lexicon.CLAUSE_OPENERS
 
 

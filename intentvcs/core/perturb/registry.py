@@ -22,6 +22,7 @@ a random set where nothing applied).
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -138,6 +139,9 @@ def _weights(mix: Mapping[str, float] | None, values: EntityValues | None = None
     """Operator weights; a family name spreads its weight over its usable operators."""
     if mix is None:
         return {name: 1.0 for name in usable(OPERATORS, values)}
+    for key, weight in mix.items():  # every weight a number before any name is read (a JSON mix may hold anything)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise ValueError(f"the weight of {key!r} must be a finite number, got {weight!r}")
     weights: dict[str, float] = {}
     for key, weight in mix.items():
         if weight < 0:
