@@ -89,14 +89,14 @@ def export_bundle(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike,
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
     # Before any heavy work: a bad file fails fast, and rows the model cannot score are named (or refused,
     # as evaluate refuses them, when none carries a label of the model's).
-    held_out = held_out_rows(parity_data, decision.labels,
-                             entity_types(checkpoint_tags(meta, checkpoint_dir / META_FILE)) if entities else (),
+    trained_tags = checkpoint_tags(meta, checkpoint_dir / META_FILE)
+    held_out = held_out_rows(parity_data, decision.labels, entity_types(trained_tags) if entities else (),
                              oos_rule=decision.oos.name)
     max_length = meta["max_length"]
-    model, tokenizer = _load_model(checkpoint_dir, meta, decision)
+    model, tokenizer = _load_model(checkpoint_dir, meta, decision, trained_tags)
     if not entities:
         model.tagger = None
-    tags = checkpoint_tags(meta, checkpoint_dir / META_FILE) if model.tagger is not None else []
+    tags = trained_tags if model.tagger is not None else []
     spelling = read_checkpoint_spelling(checkpoint_dir)
 
     also: dict[str | os.PathLike, str] = {}  # filled in below, once the result is known
@@ -226,17 +226,18 @@ def _write_manifest(directory: Path, checkpoint_dir: Path, meta: dict[str, Any],
     return body
 
 
-def _load_model(checkpoint_dir: Path, meta: dict[str, Any], decision: Decision) -> tuple[IntentModel, Any]:
+def _load_model(checkpoint_dir: Path, meta: dict[str, Any], decision: Decision,
+                tags: list[str]) -> tuple[IntentModel, Any]:
     """The checkpoint's PyTorch model and tokenizer, checked against its ``meta`` before any export work: the
-    head must have one output per label of ``decision``, the entity head one per tag (none without tags),
-    and ``max_length`` must fit the encoder (a mismatch would otherwise surface late, as the graph's)."""
+    head must have one output per label of ``decision``, the entity head one per tag of ``tags`` (``meta``'s,
+    none without an entity head), and ``max_length`` must fit the encoder (a mismatch would otherwise surface
+    late, as the graph's)."""
     log.info("loading checkpoint %s (%d labels)", checkpoint_dir, len(decision.labels))
     model = IntentModel.from_checkpoint(checkpoint_dir)
     meta_path = checkpoint_dir / META_FILE
     if model.head.out_features != len(decision.labels):
         raise ValueError(f"{checkpoint_dir}: the head has {model.head.out_features} outputs "
                          f"but {META_FILE} lists {len(decision.labels)} labels")
-    tags = checkpoint_tags(meta, meta_path)
     outputs = 0 if model.tagger is None else model.tagger.out_features
     if outputs != len(tags):
         raise ValueError(f"{checkpoint_dir}: the entity head has {outputs} outputs but {meta_path} lists "

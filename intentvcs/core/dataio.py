@@ -233,6 +233,15 @@ def line_nested_past(text: str, depth: int) -> int | None:
     return None
 
 
+def too_deep(text: str) -> tuple[int | None, str]:
+    """The line and the reason for a whole JSON ``text`` that Python's parser gave up on with a
+    ``RecursionError``: where the parser gave out is not known, so the line is where the value first nests
+    past ``MAX_NESTING`` levels (None when it never does), where the deep nesting starts."""
+    line = line_nested_past(text, MAX_NESTING)
+    return line, ("nested deeper than Python's recursion limit"
+                  f"{'' if line is None else f' (past {MAX_NESTING} levels from this line)'}")
+
+
 def iter_jsonl(path: str | os.PathLike, stored: bool = False) -> Iterator[Example]:
     """Yield examples from a JSONL file; blank lines are skipped (``stored``: ``parse_row``'s).
 

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping, Union
 import numpy as np
 
 from intentvcs.core import atomic
-from intentvcs.core.dataio import MAX_NESTING, DuplicateKey, line_nested_past, read_utf8, strict_loads
+from intentvcs.core.dataio import DuplicateKey, read_utf8, strict_loads, too_deep
 from intentvcs.core.formats import FileFormat, json_list, json_object, message_error, non_empty_string
 from intentvcs.core.oos import OOS_LABEL
 
@@ -264,11 +264,9 @@ class LabelRelations:
         except json.JSONDecodeError as exc:
             raise RelationsError(f"{path}: not JSON: {exc}") from None
         except RecursionError:
-            line = line_nested_past(text, MAX_NESTING)
-            # The line where it first nests past the data readers' limit: where Python's own gave out is not known.
+            line, reason = too_deep(text)
             raise RelationsError(f"{path}{'' if line is None else f':{line}'}: not JSON this intentvcs reads: "
-                                 f"nested deeper than Python's recursion limit"
-                                 f"{'' if line is None else f' (past {MAX_NESTING} levels from this line)'}") from None
+                                 f"{reason}") from None
         except ValueError as exc:  # an integer past Python's digit limit (int_max_str_digits)
             raise RelationsError(f"{path}: not JSON this intentvcs reads: {exc}") from None
         try:

@@ -5,7 +5,7 @@ file and, where it can be found, the line.
 * a key given twice in one object (``DuplicateKey``): JSON would keep only the last value;
 * invalid JSON, with the line;
 * nesting past Python's recursion limit, a ``RecursionError`` (a traceback) from the parser, named with the line
-  where the value first nests past ``MAX_NESTING`` levels, as ``intentvcs.core.relations`` does. There is no
+  where the value first nests past ``MAX_NESTING`` levels (``dataio.too_deep``, as relations files). There is no
   ``MAX_NESTING`` pre-check as on a JSONL line: a whole file always holds more brackets than that, and the exact
   (Python-speed) count doubled the time to read a ConvLab-2 split (1-2 s on 27-35 MB), while the public files
   nest 3 (CLINC150) to 9 (MultiWOZ) levels deep;
@@ -22,7 +22,7 @@ import re
 import sys
 from typing import Any
 
-from intentvcs.core.dataio import MAX_NESTING, DataError, DuplicateKey, line_and_column, line_nested_past, strict_loads
+from intentvcs.core.dataio import DataError, DuplicateKey, line_and_column, strict_loads, too_deep
 
 
 def loads(where: str | os.PathLike, text: str) -> Any:
@@ -34,11 +34,8 @@ def loads(where: str | os.PathLike, text: str) -> Any:
     except json.JSONDecodeError as exc:
         raise DataError(where, exc.lineno, f"invalid JSON: {exc.msg}") from None
     except RecursionError:
-        # Where Python's parser gave out is not known: the line where the value first nests past the data
-        # readers' limit is where the deep nesting starts.
-        line = line_nested_past(text, MAX_NESTING)
-        raise DataError(where, line, "invalid JSON: nested deeper than Python's recursion limit"
-                        f"{'' if line is None else f' (past {MAX_NESTING} levels from this line)'}") from None
+        line, reason = too_deep(text)
+        raise DataError(where, line, f"invalid JSON: {reason}") from None
     except ValueError as exc:  # an integer past the digit limit: the one other ValueError json raises
         raise DataError(where, _long_integer_line(text), f"invalid JSON: {str(exc).split(';')[0]}") from None
 
