@@ -11,7 +11,8 @@ queue does not:
 ``JobProgress``  where each job stands (stage, rows done of total, whether it
                  has ended), written as small JSON files in a folder every
                  worker of the server shares, so ``GET /audit/job/progress?task_id=``
-                 answers whichever worker ran the job; the folder is the
+                 answers whichever worker ran the job, from the answer to its
+                 submit (or retry) on; the folder is the
                  server's own (BentoML's task store starts empty with each
                  server start, so progress does too); a cancel request is a
                  marker file beside it, which the job checks between its steps
@@ -49,12 +50,15 @@ queue does not:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import os
 import re
 import threading
 import time
 from urllib.parse import parse_qs
+from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -86,7 +90,9 @@ TASK_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")  # fullmatch: BentoML's ids are he
 def progress_folder() -> Path:
     """This server's job-progress folder, which its workers share: under BentoML's home (one per
     server), named after the server process, whose children the workers are. A restarted server
-    starts an empty one, as BentoML starts its task store empty: no job outlives a restart."""
+    starts an empty one, as BentoML starts its task store empty: no job outlives a restart (one restarted
+    under the same process id, as a container's is, finds the folder of the one before, whose records
+    ``read_progress`` tells apart and answers as unknown)."""
     # BentoML's own default, a folder of the user's: under the shared temporary folder another local user
     # could create the tree first and link a server folder to files a prune would delete.
     home = os.environ.get("BENTOML_HOME") or os.path.join(os.path.expanduser("~"), "bentoml")
@@ -117,7 +123,7 @@ class JobProgress:
         self.cancel_path = folder / f"{task_id}{CANCEL_SUFFIX}"
         self.task_id, self.rows, self.min_interval_s = task_id, rows, min_interval_s
         self.stage, self.last, self.ended = "", 0.0, False
-        self.done, self.total = 0, rows  # the counts last written: where a job that ends early got to
+        self.done, self.total = 0, rows  # the counts last reported: where a job that ends early got to
         self.started = time.time()
 
     def __call__(self, stage: str, done: int, total: int, force: bool = False) -> None:
@@ -126,15 +132,19 @@ class JobProgress:
             # A stage's last count (done == total) is always written: throttled, a stage whose steps came
             # faster than min_interval_s stayed at its first count ("1 of 100 decided") while the next,
             # silent step ran on for seconds.
-            if self.ended or (not force and stage == self.stage and done < total
-                              and now - self.last < self.min_interval_s):
+            if self.ended:
+                return
+            if not force and stage == self.stage and done < total and now - self.last < self.min_interval_s:
+                # Not written, yet where the job got to: a job cancelled or stopped within min_interval_s of
+                # its last write ended on that write's count ("5 of 10" of a job at 9).
+                self.done, self.total = done, total
                 return
             self.stage, self.last = stage, now
             self._write(stage, done, total)
 
     def end(self, stage: str, done: int | None = None, total: int | None = None) -> None:
         """Write the job's last stage ("done", "cancelled", "stopped: deadline", "failed: ..."), with
-        ``done`` of ``total`` (default: the counts last written, where a job that ends early got to); later
+        ``done`` of ``total`` (default: the counts last reported, where a job that ends early got to); later
         calls, from a job thread that has not yet seen its stop flag, write nothing. A progress write
         under way on the job thread is waited for (a small file), not overwritten after this one."""
         with self._lock:
@@ -152,7 +162,7 @@ class JobProgress:
         self.done, self.total = done, total
         atomic.write_text(self.path, json.dumps({
             "task_id": self.task_id, "rows": self.rows, "stage": stage, "done": done, "total": total,
-            "ended": ended, "started_at": self.started, "updated_at": time.time()}))
+            "ended": ended, "started_at": self.started, "updated_at": time.time(), SERVER_KEY: server_instance()}))
 
 
 def prune(root: Path, cutoff: float, keep: Path) -> None:
@@ -185,12 +195,36 @@ def unknown_job(task_id: str) -> str:
 
 
 def read_progress(task_id: str) -> dict[str, Any] | None:
-    """The last progress ``task_id`` published on this server, or None."""
+    """The last progress ``task_id`` published on this server, or None (also for a record an earlier server of
+    the same process id left in its folder)."""
     path = progress_folder() / f"{task_id}{PROGRESS_SUFFIX}"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
+    # A restarted container runs its server under the same process id (PID 1: `intentvcs serve` execs BentoML),
+    # so in the same folder: the jobs of the server before were answered (a job killed mid-run "ended": false
+    # for a day, and cancelled with 202) while BentoML's own routes knew none of them.
+    return record if record.pop(SERVER_KEY, None) == server_instance() else None
+
+
+SERVER_KEY = "server"  # in the file only: which server wrote the record (``server_instance``)
+
+
+def server_instance() -> str:
+    """This worker's server, told apart from an earlier one of the same process id: ``<pid>:<start>``, its start
+    in clock ticks since boot (empty where there is no /proc: then the process id alone)."""
+    pid = os.getppid()
+    return f"{pid}:{_started(pid)}"
+
+
+@functools.cache
+def _started(pid: int) -> str:
+    try:
+        # Field 22 (starttime), counted after the command name, which may hold spaces and parentheses.
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
 
 
 async def progress_endpoint(request: Request) -> JSONResponse:
@@ -273,10 +307,12 @@ class JobGate:
                                      f"(setting INTENTVCS_MAX_AUDIT_JOBS); retry later",
                           headers=[(b"retry-after", str(self.retry_after_s).encode())])
             return
+        counted = self._counting_unknown(scope, send)  # a retry of a job this server does not know: 404
+        retried = read_progress(task_id_of(scope)) if scope["path"] == RETRY_ROUTE else None
+        if retried is not None:  # a new job of the same body: as a submit's, known as soon as it is answered
+            counted = _publishing_queued(counted, retried["rows"])
         self.slots.take()
         answered: dict[str, int] = {}
-
-        counted = self._counting_unknown(scope, send)  # a retry of a job this server does not know: 404
 
         async def watched(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -326,7 +362,8 @@ def task_id_of(scope: dict[str, Any]) -> str:
 
 class JobBodyCheck:
     """Wrap ``app``; the body of a submit to ``/audit/job`` must pass ``check(body)``, which returns None
-    or ``(reason, body)`` for a 400. Sits inside ``BodyLimit``, whose buffered body it reads."""
+    or ``(reason, body)`` for a 400. Sits inside ``BodyLimit``, whose buffered body it reads. A submit that
+    passes publishes its job's "queued" progress as BentoML answers its id (``_publishing_queued``)."""
 
     def __init__(self, app: Callable[..., Awaitable[None]],
                  check: Callable[[bytes], tuple[str, dict[str, Any]] | None],
@@ -337,7 +374,7 @@ class JobBodyCheck:
         if scope["type"] != "http" or scope["path"] != SUBMIT_ROUTE or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        messages = []
+        messages = deque()
         while True:
             message = await receive()
             messages.append(message)
@@ -347,17 +384,59 @@ class JobBodyCheck:
         # chunks held the event loop, every /predict and probe with it, for 12 s).
         body = b"".join(message.get("body", b"") for message in messages)
         # Pydantic and the row checks of a large body take seconds: on a thread, not on the event loop.
-        problem = await asyncio.to_thread(self.check, body)
+        problem, rows = await asyncio.to_thread(self._checked, body)
         if problem is not None:
             self.on_reject(scope, 400, problem[0])
             await respond_json(send, 400, problem[1])
             return
-        replay = iter(messages)
+        # The app returns only once the job has run (BentoML runs it as the submit's background task), and
+        # BentoML keeps the body it reads: kept here too, the joined body and its chunks held two more copies
+        # of up to INTENTVCS_MAX_BODY_BYTES for as long as the job was queued or ran.
+        del body
 
         async def replayed() -> dict[str, Any]:
-            return next(replay, None) or await receive()
+            return messages.popleft() if messages else await receive()
 
-        await self.app(scope, replayed, send)
+        await self.app(scope, replayed, send if rows is None else _publishing_queued(send, rows))
+
+    def _checked(self, body: bytes) -> tuple[tuple[str, dict[str, Any]] | None, int | None]:
+        """``check(body)``, and the rows of a body that passes it (None where a check passes a body without them:
+        no progress is then published before the job's own)."""
+        problem = self.check(body)
+        if problem is not None:
+            return problem, None
+        try:
+            return None, len(json.loads(body)["rows"])
+        except (ValueError, LookupError, TypeError):
+            return None, None
+
+
+def _publishing_queued(send: Callable, rows: int) -> Callable:
+    """``send``, publishing the "queued" progress of the job BentoML's answer (to a submit or a retry) names
+    before the answer goes on.
+
+    BentoML parses the body again, in the job's task, before the job publishes its progress: for that time
+    (a second of an 80,000-row submit) another worker answered the job's progress and cancel with 404, "no
+    audit job", and the cancel was lost; the job ran on, holding its slot."""
+    status: list[int] = []
+
+    async def publishing(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+        elif message["type"] == "http.response.body" and status == [200]:
+            status.append(0)  # once
+            try:
+                task_id = json.loads(message.get("body", b"")).get("task_id")
+            except (ValueError, AttributeError):  # no answer of BentoML's submit: no job to publish
+                task_id = None
+            if isinstance(task_id, str) and TASK_ID.fullmatch(task_id):
+                # A folder that cannot be written fails the job when it starts (its own progress, a 500), as
+                # before: raised here, it failed the answer instead, and the slot of a job never run was kept.
+                with contextlib.suppress(OSError):
+                    JobProgress(progress_folder(), task_id, rows)("queued", 0, rows, force=True)
+        await send(message)
+
+    return publishing
 
 
 def job_runner(timeout_s: float) -> AuditRunner:
