@@ -50,8 +50,10 @@ def encode(tokenizer, texts: Sequence[str], max_length: int, targets: np.ndarray
     boundary targets of each row's request starts (None for a row of one request); with
     ``need_words``, the words alone."""
     read_words = tag_index is not None or starts is not None or need_words
-    batch = tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True,
-                      return_offsets_mapping=read_words)
+    texts = list(texts)
+    # A fast tokenizer fails on an empty batch (IndexError): no texts are zero rows, as the engine answers them.
+    batch = (tokenizer(texts, truncation=True, max_length=max_length, add_special_tokens=True,
+                       return_offsets_mapping=read_words) if texts else {"input_ids": [], "offset_mapping": []})
     ids = batch["input_ids"]
     if not read_words:
         return Encoded(ids, targets)

@@ -2,9 +2,8 @@
 
 Layout (docs/ARCHITECTURE.md): ``encoder/`` (HF weights + tokenizer),
 ``head.safetensors``, ``tagger.safetensors`` (an entity head, when the training rows carry spans),
-``boundary.safetensors`` (a boundary head, when trained with chains), ``checkpoint.json``, unless training
-turned it off
-``spelling.json`` (``intentvcs.core.spelling``), and ``references.jsonl``, the
+``boundary.safetensors`` (a boundary head, when trained with chains), ``checkpoint.json``,
+``spelling.json`` (``intentvcs.core.spelling``; absent when training turned it off), and ``references.jsonl``, the
 audit's sample of the training rows (``intentvcs.core.references``). Written into a temporary sibling
 and renamed, so a crashed run never leaves a loadable half-checkpoint.
 ``checkpoint.json`` is a versioned file, ``CHECKPOINT_FORMAT``

@@ -53,7 +53,7 @@ def fit_decision(
 
     ``valid_*`` rows with ``labels == []`` are out-of-scope examples: they are
     left out of calibration and used only to place the ``threshold`` rule's
-    cut (the ``distance`` rule never reads them). ``train_outputs`` (the
+    cut (the ``distance`` rule never reads them); some row must carry one of ``labels``. ``train_outputs`` (the
     model's outputs on ``train_examples``) are needed for the ``pu`` prior
     (softmax heads) and the ``distance`` rule; pass None otherwise. ``config``:
     the OOS rule (and its operating point) and the threshold rule; its
@@ -62,6 +62,10 @@ def fit_decision(
     labels = list(labels)
     valid_obs = observed_matrix(valid_examples, labels)
     in_scope = valid_obs.any(axis=1)
+    if not in_scope.any():  # calibration's own error would say there were no rows at all
+        raise ValueError(f"none of the {len(valid_examples)} validation rows carries one of the model's labels (out "
+                         "of scope, or labels it was not trained on): the temperature and thresholds are fitted "
+                         "on rows of its labels")
     z_in = valid_outputs.logits[in_scope]
 
     # Softmax too reads every written label of a row (the first one alone, in the order of ``labels``,

@@ -87,7 +87,8 @@ def tag_scores(model: IntentModel, tokenizer, texts: Sequence[str], max_length: 
     logits: list = [None] * len(texts)
     for idx, result in _forward(model, tokenizer, encoded, batch_size):
         for row, i in enumerate(idx):
-            logits[i] = result[TAG_OUTPUT][row].float().numpy()
+            # Cut to the text's own tokens: past them lie its batch's padding positions.
+            logits[i] = result[TAG_OUTPUT][row, : len(encoded.input_ids[i])].float().numpy()
     return list(zip(logits, encoded.words))
 
 

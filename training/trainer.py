@@ -21,6 +21,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -205,7 +206,8 @@ class Trainer:
 
     def _labelled(self, train: Sequence[Example],
                   valid: Sequence[Example]) -> tuple[list[Example], list[Example], list[str]]:
-        """The rows with labels, and the label order (the configured one, or sorted from ``train``)."""
+        """The rows with labels, and the label order (the configured one, or sorted from ``train``); labels that
+        would train nothing, or that only the decision fit after the training would refuse, are refused."""
         # Out-of-scope rows (no label) carry no positive to learn from.
         train = [ex for ex in train if ex.labels]
         valid = [ex for ex in valid if ex.labels]
@@ -215,9 +217,25 @@ class Trainer:
             raise ValueError("validation data has no labelled rows; the validation rows pick the kept epoch and "
                              "fit the decision layer, so they need rows with labels the model learns")
         labels = list(self.config.labels) if self.config.labels else sorted({l for ex in train for l in ex.labels})
-        unseen = sorted({l for ex in train for l in ex.labels} - set(labels))
+        # Refused here, before the model loads, not by the decision fit after the whole training.
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise ValueError(f"the fixed label list repeats {repeated[:10]}: each label is one output of the model")
+        known = set(labels)
+        unseen = sorted({l for ex in train for l in ex.labels} - known)
         if unseen:
             raise ValueError(f"training labels missing from the fixed label list: {unseen[:10]}")
+        if self.method.activation == "softmax" and len(labels) < 2:
+            # A softmax over one output is 1 whatever the encoder says: the loss is 0, nothing is learnt.
+            raise ValueError(f"method {self.config.method} reads a softmax over the labels, and the training rows "
+                             f"have one ({labels[0]!r}): it would learn nothing; give rows of a second intent, "
+                             "out-of-scope rows with --oos-rule train (a class of their own), or a sigmoid method "
+                             "(--method bce)")
+        if not any(known.intersection(ex.labels) for ex in valid):  # likewise
+            given = sorted({l for ex in valid for l in ex.labels})
+            raise ValueError(f"no validation row carries a label the model learns ({len(valid)} rows, labels "
+                             f"{', '.join(given[:10])}{' ...' if len(given) > 10 else ''}); the validation rows "
+                             "pick the kept epoch and fit the decision layer, so they need some")
         return train, valid, labels
 
     def _with_chains(self, train: list[Example]) -> list[Example]:
@@ -241,6 +259,8 @@ class Trainer:
         without the synthetic chains, which repeat their rows' words a number of times the draw decides)."""
         cfg = self.config
         backbone = cfg.resolved_backbone()
+        if not Path(backbone).is_dir():  # transformers would read it as a Hub repository id and say so
+            raise FileNotFoundError(f"{backbone}: no such folder (the backbone: a local Hugging Face model directory)")
         tokenizer = load_tokenizer(backbone)
         model = IntentModel.from_backbone(backbone, len(labels), dropout=cfg.dropout, num_tags=num_tags,
                                           tags_read_intents=cfg.tags_read_intents, boundaries=self.boundaries)
