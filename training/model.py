@@ -26,6 +26,7 @@ ONNX graph's output names too.
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -116,6 +117,9 @@ class IntentModel(nn.Module):
         self.head = nn.Linear(hidden, num_labels)
         self.tagger = Tagger(hidden, num_tags, num_labels if tags_read_intents else 0) if num_tags else None
         self.boundary = nn.Linear(hidden, 1) if boundaries else None
+        # DistilBERT-style encoders have no segment embedding and refuse the argument (a TypeError); the
+        # batches always carry the zeros BERT-family encoders read.
+        self.reads_token_types = "token_type_ids" in inspect.signature(encoder.forward).parameters
 
     @classmethod
     def from_backbone(cls, backbone: str | os.PathLike, num_labels: int, dropout: float = 0.1,
@@ -151,7 +155,7 @@ class IntentModel(nn.Module):
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, "output_hidden_states": True}
-        if token_type_ids is not None:
+        if token_type_ids is not None and self.reads_token_types:
             kwargs["token_type_ids"] = token_type_ids
         states = self.encoder(**kwargs).hidden_states
         pooled = mean_pool(states[-1], attention_mask)
