@@ -168,7 +168,7 @@ def test_a_mix_the_rows_cannot_feed_is_refused_before_the_model_loads(tmp_path, 
 
     monkeypatch.setattr(pipeline, "train_pipeline", lambda **kwargs: pytest.fail("the model was loaded"))
     data = (jsonl(tmp_path / "t.jsonl", ("play some music", ["play"]), ("book a table", ["book"])),
-            jsonl(tmp_path / "v.jsonl", ("play a song", ["play"])))
+            jsonl(tmp_path / "v.jsonl", ("play a song", ["play"]), ("book a taxi", ["book"])))
     code = train(tmp_path, "--augment", "0.5", "--augment-mix", '{"slot_value_replacement": 1}', data=data)
     assert code == exit_codes.BAD_INPUT
     assert "--augment-mix: mix has no positive weight (slot_value_replacement need entity values)" in \
@@ -230,3 +230,18 @@ def test_a_negative_boundary_weight_is_refused_without_chains_too():
     with pytest.raises(ValueError, match="chain_ratio must be >= 0"):
         TrainConfig(chain_ratio=-1.0)
     assert TrainConfig().boundary_weight == 0.0  # off without chains, recorded as off
+
+
+def test_one_in_scope_validation_row_is_refused_before_training_under_the_distance_rule(tmp_path, monkeypatch,
+                                                                                        capsys):
+    """The distance rule standardises its two terms on the in-scope validation rows: with one, its fit failed
+    ("needs at least two validation rows with differing scores") after the whole training."""
+    seen = rows_reaching_the_model(monkeypatch)
+    data = clinc_style(tmp_path)
+    valid = jsonl(tmp_path / "one.jsonl", ("play a song", ["play"]), ("how tall is the moon", ["oos"]))
+    assert train(tmp_path, data=(data[0], valid)) == exit_codes.BAD_INPUT
+    assert (f"{valid}: one row carries a label of the training rows; the OOS rule distance standardises its two "
+            "terms on the validation rows, so it needs at least two") in capsys.readouterr().err
+    assert not seen
+    assert train(tmp_path, "--oos-rule", "threshold", data=(data[0], valid)) == exit_codes.BAD_INPUT
+    assert "the model would train now" in capsys.readouterr().err  # one row is enough for the threshold rule

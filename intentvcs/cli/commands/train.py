@@ -127,6 +127,7 @@ def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rul
     alone are out-of-scope rows (``out_of_scope_as_such``), unless ``oos_is_intent``: ``refit`` of a
     checkpoint trained before that, whose "oos" is one of its intents (its rows must be its own)."""
     from intentvcs.core.evaluation import check_known_labels
+    from intentvcs.core.oos import DistanceRule
     from intentvcs.core.team_formats import check_span_types, out_of_scope_as_such, read_numbered
 
     check_held_out(train_path, valid_path, test_path)
@@ -143,9 +144,13 @@ def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rul
     valid = [example for _, example in held_out[valid_path]]
     test = [example for _, example in held_out[test_path]] if test_path else None
     learnt = {label for ex in train for label in ex.labels}
-    if not any(learnt.intersection(ex.labels) for ex in valid):  # refused now, not after the training
+    in_scope = sum(1 for ex in valid if learnt.intersection(ex.labels))
+    if not in_scope:  # refused now, not after the training
         raise ValueError(f"{valid_path}: no row carries a label of the training rows; the validation rows pick "
                          "the kept epoch and fit the decision layer, so they need some")
+    if in_scope < 2 and oos_rule == DistanceRule.name:  # likewise: the rule's fit refused it after the training
+        raise ValueError(f"{valid_path}: one row carries a label of the training rows; the OOS rule distance "
+                         "standardises its two terms on the validation rows, so it needs at least two")
     if test is not None:  # as evaluate refuses them: every test figure would read 0, after the training
         check_known_labels(test_path, test, sorted(learnt))
     warn_about_data(train, valid, train_path, valid_path, oos_rule)
