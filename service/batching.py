@@ -37,12 +37,14 @@ Answer = TypeVar("Answer")
 
 
 class _Group:
-    """The jobs of one request (``BatchQueue.many``): once one has failed, the rest are not run."""
+    """The jobs of one request (``BatchQueue.many``): once one has failed, the rest are not run. ``since``: when
+    it arrived, then when its last engine call ended; its queued jobs wait from then."""
 
-    __slots__ = ("failed",)
+    __slots__ = ("failed", "since")
 
-    def __init__(self) -> None:
+    def __init__(self, arrived: float) -> None:
         self.failed = False
+        self.since = arrived
 
 
 class BatchQueue(Generic[Job, Answer]):
@@ -50,8 +52,9 @@ class BatchQueue(Generic[Job, Answer]):
 
     ``run`` is called on a thread of its own, one call at a time, with at most
     ``max_batch`` jobs; an exception it raises is every job's of that call.
-    A job still queued ``max_wait_s`` after it arrived is refused, as the next
-    call is formed (so once the call running then has ended), with the
+    A job still queued ``max_wait_s`` after it arrived (one of ``many``'s: after
+    its request arrived or its request's last call ended) is refused, as the
+    next call is formed (so once the call running then has ended), with the
     exception ``overloaded()`` returns (which may also count it).
     """
 
@@ -79,7 +82,8 @@ class BatchQueue(Generic[Job, Answer]):
         """Answer ``jobs`` (one request's), in order. They queue together, with one arrival time; the first
         exception among them is raised, and their jobs still queued are cancelled: no call runs them."""
         loop = asyncio.get_running_loop()
-        arrived, group = time.monotonic(), _Group()
+        arrived = time.monotonic()
+        group = _Group(arrived)
         futures = [loop.create_future() for _ in jobs]
         self._queue.extend((arrived, job, future, group) for job, future in zip(jobs, futures))
         if not futures:
@@ -116,6 +120,13 @@ class BatchQueue(Generic[Job, Answer]):
                         raise RuntimeError(f"{len(answers)} answers to {len(batch)} jobs")
                 except Exception as exc:  # the call's failure is each of its jobs'
                     answers = [exc] * len(batch)
+                ended = time.monotonic()
+                for _, _, group in batch:
+                    if group is not None:
+                        # Its jobs still queued waited on its own calls, not on other requests': no overload
+                        # (a request of more than max_batch utterances whose calls outlast max_wait_s was
+                        # refused on an idle queue, and on every retry), so their wait starts now.
+                        group.since = ended
                 for (_, future, group), answer in zip(batch, answers):
                     if future.done():  # a client that went away cancelled its future
                         continue
@@ -140,7 +151,7 @@ class BatchQueue(Generic[Job, Answer]):
             if group is not None and group.failed:
                 future.cancel()
                 continue
-            if arrived < deadline:
+            if (arrived if group is None else group.since) < deadline:
                 future.set_exception(self.overloaded())
                 if group is not None:
                     group.failed = True  # its request is refused once (direct_routes), its other jobs dropped

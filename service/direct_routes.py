@@ -34,11 +34,11 @@ from bentoml.exceptions import ServiceUnavailable
 from pydantic import BaseModel, ValidationError
 
 from intentvcs.service import prometheus_metrics, rejections
-from intentvcs.service.schemas import first_errors, rejection_reason, validation_error_body
+from intentvcs.service.schemas import CountedRequest, first_errors, rejection_reason, validation_error_body
 
 log = logging.getLogger(__name__)
 # A route's request model, and what answers a validated request: (service instance, request) -> answer.
-Route = tuple[type[BaseModel], Callable[[Any, Any], Awaitable[BaseModel]]]
+Route = tuple[type[CountedRequest], Callable[[Any, Any], Awaitable[BaseModel]]]
 UNEXPECTED = "An unexpected error has occurred, please check the server log."  # BentoML's words for a 500
 RETRY_AFTER_S = 1  # a 503's Retry-After: the queue's backlog is one engine call deep after a refusal
 
@@ -82,7 +82,7 @@ class DirectRoutes:
     async def _answer(self, scope: dict[str, Any], route: Route, body: bytes) -> tuple[int, bytes]:
         request_model, handler = route
         try:
-            request = request_model.model_validate_json(body or b"{}")
+            request = request_model.model_validate_json(body)  # {} when empty (schemas)
         except ValidationError as exc:
             errors = first_errors(exc)  # once: for a body failing many checks, each call writes them all
             rejections.refused(scope["method"], scope["path"], 400, rejection_reason(exc, errors))

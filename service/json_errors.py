@@ -36,11 +36,8 @@ class PlainErrorsAsJson:
         async def send_json_errors(message: dict[str, Any]) -> None:
             nonlocal answered
             if message["type"] == "http.response.start":
-                plain = message["status"] in PLAIN_STATUSES and _is_plain_text(message.get("headers", []))
-                if plain and scope.get("method") == "HEAD":  # no body to rewrite; counted all the same
-                    refused_scope(scope, message["status"], PLAIN_STATUSES[message["status"]])
-                elif plain:
-                    held.update(message)  # answered when its plain body comes
+                if message["status"] in PLAIN_STATUSES and _is_plain_text(message.get("headers", [])):
+                    held.update(message)  # answered when its plain body comes (a HEAD's too: the server drops it)
                     return
             elif held and message["type"] == "http.response.body":
                 # The JSON answer goes out at the first piece of the plain body; the rest of it is dropped
@@ -61,6 +58,8 @@ def _is_plain_text(headers: list[tuple[bytes, bytes]]) -> bool:
 
 def _error(scope: dict[str, Any], start: dict[str, Any]) -> str:
     method, path = scope.get("method", "?")[:20], logged_path(scope.get("path", "?"))
+    # A HEAD is answered with its GET's headers (RFC 9110), Content-Length included: its unsent body is the GET's.
+    method = "GET" if method == "HEAD" else method
     if start["status"] == 404:
         return f"no route {method} {path}"
     allowed = next((value.decode("latin-1") for name, value in start.get("headers", [])

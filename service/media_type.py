@@ -18,42 +18,61 @@ error body and count as every other refusal. So is a body declared compressed
 was refused as malformed at "line 1 column 1" (a gzip body), or accepted though
 the client said it was not JSON (a plain body declared gzip); RFC 9110 answers
 an unsupported content coding with 415 and ``Accept-Encoding`` (``identity``).
+A transfer coding but ``chunked`` (``Transfer-Encoding: gzip, chunked``) is
+refused likewise, with 501 as RFC 9112 answers it: the server takes such a body
+off the wire still coded, and it reached the JSON parser that way ("line 1
+column 1" again).
 """
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, NamedTuple
 
 from intentvcs.service.rejections import respond
 
 ACCEPTED = "application/json"
 CHARSETS = ("utf-8", "utf8")
 IDENTITY = "identity"  # the one content coding taken: none
+CHUNKED = "chunked"  # the one transfer coding taken: the server decodes it
 OnReject = Callable[[dict[str, Any], int, str], None]  # (scope, status, reason)
 
 
-def content_type(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
-    """The request's media type (lower case, without parameters) and its ``charset`` parameter (lower case,
-    unquoted), each None when absent; read in one pass, as every API request pays for it."""
+class BodyHeaders(NamedTuple):
+    """What a request's headers say of its body, each None when absent: its media type (lower case, without
+    parameters), its ``charset`` parameter (lower case, unquoted), and its content and transfer codings
+    (lower case) when they name one that nothing here decodes (a content coding but ``identity``, a
+    transfer coding but ``chunked``, which the server decodes)."""
+
+    media_type: str | None
+    charset: str | None
+    content_coding: str | None
+    transfer_coding: str | None
+
+
+def body_headers(headers: Iterable[tuple[bytes, bytes]]) -> BodyHeaders:
+    """:class:`BodyHeaders` read in one pass over ``headers``, as every API request pays for it."""
+    kind = charset = content_coding = transfer_coding = None
     for name, value in headers:
-        if name.lower() == b"content-type":
+        name = name.lower()
+        if name == b"content-type" and kind is None:  # the first one, as Starlette's request.headers reads it
             kind, *parameters = value.decode("latin-1").split(";")
+            kind = kind.strip().lower()
             for parameter in parameters:
-                key, _, declared = parameter.partition("=")
+                key, _, given = parameter.partition("=")
                 if key.strip().lower() == "charset":
-                    return kind.strip().lower(), declared.strip().strip('"').lower()
-            return kind.strip().lower(), None
-    return None, None
+                    charset = given.strip().strip('"').lower()
+                    break
+        elif name == b"content-encoding" and content_coding is None:
+            content_coding = _undecoded(value, IDENTITY)
+        elif name == b"transfer-encoding" and transfer_coding is None:
+            transfer_coding = _undecoded(value, CHUNKED)
+    return BodyHeaders(kind, charset, content_coding, transfer_coding)
 
 
-def content_coding(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """The request's ``Content-Encoding`` (lower case) when it names a coding other than ``identity``, else None."""
-    for name, value in headers:
-        if name.lower() == b"content-encoding":
-            codings = [coding.strip() for coding in value.decode("latin-1").lower().split(",")]
-            if any(coding not in ("", IDENTITY) for coding in codings):
-                return ", ".join(codings)
-    return None
+def _undecoded(value: bytes, decoded: str) -> str | None:
+    """A coding header's list (lower case) when it names a coding other than ``decoded``, else None."""
+    codings = [coding.strip() for coding in value.decode("latin-1").lower().split(",")]
+    return ", ".join(codings) if any(coding not in ("", decoded) for coding in codings) else None
 
 
 class JsonOnly:
@@ -74,8 +93,7 @@ class JsonOnly:
             await respond(send, 405, f"{scope['path']} takes POST with a JSON body, not {scope['method'][:20]}",
                           headers=[(b"allow", b"POST")])
             return
-        headers = scope.get("headers") or []
-        found, declared = content_type(headers)
+        found, declared, coding, transfer = body_headers(scope.get("headers") or [])
         if found != ACCEPTED or (declared is not None and declared not in CHARSETS):
             self.on_reject(scope, 415, "unsupported_media_type")
             what = (f"Content-Type {found[:100]!r}" if found else "no Content-Type") if found != ACCEPTED \
@@ -83,11 +101,15 @@ class JsonOnly:
             await respond(send, 415, f"unsupported media type: {what}; send the body as {ACCEPTED} in UTF-8",
                           headers=[(b"accept-post", ACCEPTED.encode())])
             return
-        coding = content_coding(headers)
         if coding is not None:
             self.on_reject(scope, 415, "unsupported_media_type")
             await respond(send, 415, f"unsupported Content-Encoding {coding[:40]!r}: send the body uncompressed "
                                      f"(no Content-Encoding, or {IDENTITY})",
                           headers=[(b"accept-encoding", IDENTITY.encode())])
+            return
+        if transfer is not None:
+            self.on_reject(scope, 501, "unsupported_media_type")
+            await respond(send, 501, f"unsupported Transfer-Encoding {transfer[:40]!r}: send the body with a "
+                                     f"Content-Length, or {CHUNKED} alone")
             return
         await self.app(scope, receive, send)

@@ -162,7 +162,9 @@ class ServiceStatus(BaseModel):
 _BODY = {408: f"The body did not arrive in full within {BODY_READ_TIMEOUT_S:g} s.",
          413: f"The body is larger than {LIMITS.max_body_bytes} bytes ({ENV_PREFIX}MAX_BODY_BYTES).",
          415: "The body is not declared application/json in UTF-8, or is declared compressed (a Content-Encoding "
-              "other than identity; Accept-Encoding: identity in the answer)."}
+              "other than identity; Accept-Encoding: identity in the answer).",
+         501: "The body is sent in a transfer coding other than chunked (Transfer-Encoding); send it with a "
+              "Content-Length, or chunked alone."}
 _API = {400: "The body is not JSON, or its schema refuses it (detail: each failed check, naming field and "
              "limit).", **_BODY, 500: "An unexpected error (logged on the server; no detail)."}
 _TASK_ID = {400: "task_id is missing or is not a job id.", 404: "No job with this id on this server."}

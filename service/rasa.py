@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from typing import Any, Mapping
 
@@ -106,8 +107,9 @@ def payload_answer(text: str) -> dict[str, Any] | None:
     confidence reads as 0, one over 1 as 1, and entity JSON that is not an object
     as no entities, each with a warning, as Rasa reads them; entities span the
     whole payload, as Rasa's do. Entity JSON that no answer can carry (nested
-    deeper than ``MAX_PAYLOAD_DEPTH``, or escaping a lone surrogate) also reads
-    as no entities, with a warning, where Rasa would keep it.
+    deeper than ``MAX_PAYLOAD_DEPTH``, escaping a lone surrogate, or a number
+    JSON cannot write: ``NaN``, ``Infinity``, ``1e400``) also reads as no
+    entities, with a warning, where Rasa would keep it.
     """
     payload = text.strip()
     match = PAYLOAD.fullmatch(payload)
@@ -143,8 +145,9 @@ def _payload_entities(given: str | None, payload: str, start: int, end: int) -> 
     if not _answerable(values, MAX_PAYLOAD_DEPTH):
         # Not read as Rasa reads them: no answer can carry them (which held the request until BentoML's
         # timeout, then answered a plain-text 500), so the payload's intent is answered without them.
-        log.warning("payload %r: its entities nest deeper than %d levels or hold an escaped lone surrogate, "
-                    "which no answer can carry; read as none", payload[:200], MAX_PAYLOAD_DEPTH)
+        log.warning("payload %r: its entities nest deeper than %d levels or hold an escaped lone surrogate or "
+                    "a non-finite number, which no answer can carry; read as none", payload[:200],
+                    MAX_PAYLOAD_DEPTH)
         return []
     return [{"entity": entity, "start": start, "end": end, "value": value, "confidence_entity": 1.0,
              "extractor": PAYLOAD_EXTRACTOR}
@@ -153,17 +156,21 @@ def _payload_entities(given: str | None, payload: str, start: int, end: int) -> 
 
 
 def _answerable(value: Any, levels: int) -> bool:
-    """Whether a JSON value (``json.loads``'s) can be sent in an answer: nested at most ``levels`` deep, and
-    every string (keys too) encodable as UTF-8, which an escaped lone surrogate (``"\\ud800"``) is not."""
+    """Whether a JSON value (``json.loads``'s) can be sent in an answer: nested at most ``levels`` deep, every
+    string (keys too) encodable as UTF-8, which an escaped lone surrogate (``"\\ud800"``) is not, and every
+    number finite: ``json.loads`` reads ``NaN``, ``Infinity`` and ``1e400`` as floats JSON has no word for,
+    which the answer wrote as ``null``, a value the payload never gave."""
     if isinstance(value, str):
         return _utf8(value)
+    if isinstance(value, float):
+        return math.isfinite(value)
     if isinstance(value, (dict, list)):
         if levels < 1:
             return False
         if isinstance(value, dict):
             return all(_utf8(key) and _answerable(item, levels - 1) for key, item in value.items())
         return all(_answerable(item, levels - 1) for item in value)
-    return True  # a number, a boolean or null
+    return True  # an integer, a boolean or null
 
 
 def _utf8(text: str) -> bool:

@@ -44,6 +44,7 @@ LANG_MAX_CHARS = 35  # a /model/parse lang: a BCP 47 tag, with room to spare
 MAX_REPORTED_ERRORS = 20
 # Unicode general categories of what a reader sees: letters, numbers, punctuation, symbols.
 VISIBLE_CATEGORIES = frozenset("LNPS")
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def readable(text: str) -> bool:
@@ -74,6 +75,18 @@ class CountedRequest(bentoml.IODescriptor):
     """Base of the request bodies: strict, closed, and counted when rejected."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> CountedRequest:
+        # The one reading of a request body: BentoML's JSON serde, direct_routes and job_body_problem all call
+        # this. An empty body is {} (as BentoML reads it; the /audit/job/submit check alone called it malformed
+        # JSON), and a leading UTF-8 byte order mark is skipped, as RFC 8259 lets a parser do and Python's
+        # json.loads does: refused, its answer named "line 1 column 1", where the client sees a "{".
+        if isinstance(json_data, str):
+            json_data = json_data.removeprefix("\ufeff")
+        else:
+            json_data = bytes(json_data).removeprefix(UTF8_BOM)
+        return super().model_validate_json(json_data or b"{}", **kwargs)
 
     @classmethod
     async def from_http_request(cls, request: Any, serde: Any) -> bentoml.IODescriptor:

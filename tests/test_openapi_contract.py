@@ -249,3 +249,12 @@ def test_the_job_status_timestamps_are_documented_as_bentoml_sets_them(url, spec
     assert "null while it runs" not in described["executed_at"]["description"]
     assert "UTC" in described["created_at"]["description"] and "server's time" not in \
         described["created_at"]["description"]
+
+
+# ------------------------------------------------------------------ refusals of the body's framing
+def test_a_transfer_coding_refusal_is_documented_on_every_route_with_a_body(spec):
+    """``media_type.JsonOnly`` answers a transfer coding other than chunked with 501: the routes that read a
+    body say so, in the body refusals' words."""
+    for path in ("/predict", "/model/parse", "/audit", "/audit/job/submit"):
+        described = spec["paths"][path]["post"]["responses"]["501"]["description"]
+        assert "transfer coding other than chunked" in described, path
