@@ -61,7 +61,7 @@ from intentvcs.service.batching import BatchQueue
 from intentvcs.service.body_limit import BodyLimit
 from intentvcs.service.direct_routes import DirectRoutes
 from intentvcs.service.engine import Engine
-from intentvcs.service.identity import ANSWERED_BY, HEADER, ModelHeader, header_value, status_app
+from intentvcs.service.identity import ANSWERED_BY, HEADER, STATUS_ROUTE, ModelHeader, header_value, status_app
 from intentvcs.service.json_errors import PlainErrorsAsJson
 from intentvcs.service.media_type import JsonOnly
 from intentvcs.service.openapi_document import AmendedDocs
@@ -360,12 +360,15 @@ class IntentService:
             raise
 
 
+# The service's own routes (BentoML adds its probes, docs and /metrics), also the request metrics' endpoint
+# labels (prometheus_metrics.known_routes).
+SERVICE_ROUTES = [*API_ROUTES, *JOB_READ_ROUTES, STATUS_ROUTE]
 # Outermost first: who may ask (auth) and in what form (media_type), both answered
 # before the body is read; how big, and how slow (body_limit, which reads the body in
 # full); then how many audits at once (audit_control) and audit jobs (audit_jobs): a
 # slot is taken only once the body has arrived, so a slow sender holds none.
-# /status too: it names every label and entity type a model answers, which is the API's to tell.
-PROTECTED_ROUTES = [*API_ROUTES, *JOB_READ_ROUTES, "/status",
+# /status is protected too: it names every label and entity type a model answers, which is the API's to tell.
+PROTECTED_ROUTES = [*SERVICE_ROUTES,
                     *(["/metrics"] if SETTINGS.metrics_token_required else [])] if SETTINGS.api_token else []
 # Outermost of all: a request whose client left unanswered is closed, for BentoML's request metrics.
 IntentService.add_asgi_middleware(prometheus_metrics.AnswerGoneClients)

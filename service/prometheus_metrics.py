@@ -216,13 +216,10 @@ def known_routes() -> frozenset[str]:
     """The paths BentoML's request metrics keep as their ``endpoint`` label: the service's routes."""
     from bentoml._internal.context import server_context
 
-    from intentvcs.service.audit_jobs import JOB_READ_ROUTES, SUBMIT_ROUTE  # here: they import this module
-    from intentvcs.service.identity import STATUS_ROUTE
+    from intentvcs.service.app import SERVICE_ROUTES  # here: it imports this module; also where BentoML's
+    # worker main did not list the routes
 
-    from intentvcs.service.app import API_ROUTES  # also where BentoML's worker main did not list them
-
-    return frozenset({*BENTOML_ROUTES, *server_context.service_routes, *API_ROUTES, *JOB_READ_ROUTES,
-                      SUBMIT_ROUTE, STATUS_ROUTE})
+    return frozenset({*BENTOML_ROUTES, *server_context.service_routes, *SERVICE_ROUTES})
 
 
 class _KnownEndpoints:
