@@ -61,6 +61,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -189,13 +190,19 @@ def _jsonl_rows(path: str, span: Span) -> Iterator[tuple[str, Any]]:
 
 def _jsonl_row(path: str, number: int, raw: bytes) -> tuple[str, Any] | None:
     """The row on one line, None for a blank line; ``DataError`` as ``dataio.iter_jsonl`` words it."""
-    obj = decode_line(path, number, raw)
-    if obj is None:
-        return None
     try:
+        obj = decode_line(path, number, raw)
+        if obj is None:
+            return None
         example = parse_row(obj, require_labels=False)  # a prediction needs only the text
     except ValueError as exc:
-        raise DataError(path, number, str(exc)) from None
+        reason = exc.reason if isinstance(exc, DataError) else str(exc)
+        if without_bom(number, raw.decode("utf-8", "replace")).lstrip().startswith("["):
+            # A .json file (a suffix read as JSON Lines) most often holds one JSON array: "invalid JSON" on its
+            # "[" line, or "expected a JSON object", read as if the file were broken.
+            reason += ("; predict reads JSON Lines, one object per line, not a JSON array: write each row on a line "
+                       "of its own")
+        raise DataError(path, number, reason) from None
     return example.text, example.id
 
 
@@ -354,27 +361,50 @@ def _parquet_rows(source: Source, span: Span) -> Iterator[tuple[str, Any]]:
         offset += size
     if not groups:
         return
-    columns = [source.text_column] + ([source.id_column] if source.id_column else [])
-    index = first
+    # Once, and read by name: an id column that is the text column (as a CSV allows) came back as one
+    # column, and the id's index was out of bounds.
+    columns = list(dict.fromkeys((source.text_column, source.id_column or source.text_column)))
+    index = first  # the file's row where the batch begins
     try:
         batches = parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=groups, columns=columns,
                                        use_threads=False)
         for batch in batches:
-            texts = batch.column(0).to_pylist()
-            ids = batch.column(1).to_pylist() if source.id_column else [None] * len(texts)
-            for text, ident in zip(texts, ids):
-                if start <= index < stop:
-                    problem = _text_problem(text, source.text_column)
-                    if problem:
-                        raise DataError(source.path, None, f"row {index + 1}: {problem}")
-                    yield text, None if ident == "" else ident  # an empty id is none, as a CSV's empty cell
-                index += 1
-                if index >= stop:
-                    return
+            # Only the span's rows become Python values: a Ray span late in a large row group (read from the
+            # group's start) converted every row before it, work growing with its offset.
+            low, high = min(max(start - index, 0), batch.num_rows), min(stop - index, batch.num_rows)
+            rows = batch.slice(low, high - low)
+            texts = _parquet_values(source.path, rows, source.text_column, index + low)
+            ids = (_parquet_values(source.path, rows, source.id_column, index + low) if source.id_column
+                   else [None] * len(texts))
+            for row, (text, ident) in enumerate(zip(texts, ids), start=index + low + 1):
+                problem = _text_problem(text, source.text_column)
+                if problem:
+                    raise DataError(source.path, None, f"row {row}: {problem}")
+                yield text, None if ident == "" else ident  # an empty id is none, as a CSV's empty cell
+            index += batch.num_rows
+            if index >= stop:
+                return
     except DataError:
         raise
     except Exception as exc:  # a corrupt page: pyarrow's own exception types
         raise DataError(source.path, None, f"row {index + 1}: cannot read it as Parquet: {exc}") from None
+
+
+def _parquet_values(path: str, rows, column: str, first: int) -> list[Any]:
+    """The Python values of ``column`` in the record batch ``rows``, whose first row is the file's row
+    ``first`` (from 0); a string that is not UTF-8 (pyarrow does not check what other tools wrote) is a
+    ``DataError`` naming its own row, where pyarrow's error names only a byte of the value."""
+    values = rows.column(column)
+    try:
+        return values.to_pylist()
+    except UnicodeDecodeError:
+        for row in range(len(values)):
+            try:
+                values[row].as_py()
+            except UnicodeDecodeError as exc:
+                raise DataError(path, None, f"row {first + row + 1}: {column!r} is not UTF-8: byte "
+                                            f"0x{exc.object[exc.start]:02x} at column {exc.start + 1}") from None
+        raise
 
 
 def plan_spans(source: Source, rows_per_span: int) -> tuple[list[Span], int]:
@@ -428,11 +458,21 @@ def answer_lines(engine, texts: Sequence[str], ids: Sequence[Any], top_k: int | 
 _LINE_BREAKS = {ord(char): f"\\u{ord(char):04x}" for char in "\x85\u2028\u2029"}
 
 
-def _progress(total: int | None, show: bool | None):
+def _progress(total: int | None, show: bool | None, out: str | os.PathLike):
+    """The row counter; ``show`` None: drawn on a terminal only (nothing in logs and CI output), and not on
+    the one ``out`` is (``--out /dev/stdout`` on a terminal: the bar's redraws began the answer lines)."""
     from tqdm import tqdm
 
-    # disable=None: a bar on a terminal only, nothing in logs and CI output.
-    return tqdm(total=total, unit=" rows", unit_scale=True, desc="predict", disable=None if show is None else not show)
+    if show is None:
+        show = hasattr(sys.stderr, "isatty") and sys.stderr.isatty() and not _same_file(out, sys.stderr)
+    return tqdm(total=total, unit=" rows", unit_scale=True, desc="predict", disable=not show)
+
+
+def _same_file(path: str | os.PathLike, stream: IO) -> bool:
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(stream.fileno()))
+    except (OSError, ValueError, AttributeError):  # no such file yet; a stream that is no file
+        return False
 
 
 def _write(handle: IO[bytes], lines: Sequence[str]) -> None:
@@ -444,7 +484,7 @@ def predict_local(source: Source, out: str | os.PathLike, engine, top_k: int | N
     """Predict every row of ``source`` with ``engine`` in this process; write ``out``; return a summary."""
     _check_positive(chunk_rows=chunk_rows)
     began, rows = time.perf_counter(), 0
-    with atomic.streamed(out) as handle, _progress(source.rows, progress) as bar:
+    with atomic.streamed(out) as handle, _progress(source.rows, progress, out) as bar:
         for texts, ids in iter_chunks(iter_rows(source), chunk_rows):
             _write(handle, answer_lines(engine, texts, ids, top_k))
             rows += len(texts)
@@ -535,7 +575,8 @@ def predict_ray(source: Source, out: str | os.PathLike, bundle: str | os.PathLik
     from intentvcs.service.bundle import open_bundle
     from intentvcs.service.onnx_session import EngineError
 
-    _check_positive(chunk_rows=chunk_rows, max_batch=max_batch, workers=workers, cpus_per_worker=cpus_per_worker)
+    _check_positive(chunk_rows=chunk_rows, max_batch=max_batch, workers=workers, cpus_per_worker=cpus_per_worker,
+                    top_k=top_k)
     if provider not in PROVIDERS:
         raise ValueError(f"provider must be one of {list(PROVIDERS)}, got {provider!r}")
     began = time.perf_counter()
@@ -649,7 +690,7 @@ def _write_answers(answers, out: str | os.PathLike, total: int, progress: bool |
     under the path the user gave (``given``: the path the tasks read, and that one).
     """
     rows = 0
-    with atomic.streamed(out) as handle, _progress(total, progress) as bar:
+    with atomic.streamed(out) as handle, _progress(total, progress, out) as bar:
         try:
             for block in answers.iter_batches(batch_size=None, batch_format="pyarrow"):
                 lines = block["answer"].to_pylist()

@@ -94,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{' and '.join(given)} apply to --engine ray only")
     elif args.threads is not None:
         raise ValueError("--threads is for --engine local; Ray actors run --cpus-per-worker threads each")
+    elif args.ray_address is not None and not args.ray_address.strip():
+        # `--ray-address "$HEAD"` with the variable unset: read as no address, the job meant for a cluster ran
+        # on a local one of this machine's cores, said only by the summary's empty ray_address.
+        raise ValueError("--ray-address is empty (an unset shell variable?): give the cluster's address (auto, "
+                         "HOST:PORT), or leave the option out to run on a local cluster")
     (out,) = atomic.check_targets([args.out], inputs=[args.data])
     atomic.check_outside(args.bundle, [args.out])
     # The input is opened (file, format, header or schema) before any model loads.
