@@ -464,15 +464,8 @@ def _progress(total: int | None, show: bool | None, out: str | os.PathLike):
     from tqdm import tqdm
 
     if show is None:
-        show = hasattr(sys.stderr, "isatty") and sys.stderr.isatty() and not _same_file(out, sys.stderr)
+        show = hasattr(sys.stderr, "isatty") and sys.stderr.isatty() and not atomic.writes_to(out, sys.stderr)
     return tqdm(total=total, unit=" rows", unit_scale=True, desc="predict", disable=not show)
-
-
-def _same_file(path: str | os.PathLike, stream: IO) -> bool:
-    try:
-        return os.path.samestat(os.stat(path), os.fstat(stream.fileno()))
-    except (OSError, ValueError, AttributeError):  # no such file yet; a stream that is no file
-        return False
 
 
 def _write(handle: IO[bytes], lines: Sequence[str]) -> None:

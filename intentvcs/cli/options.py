@@ -20,6 +20,8 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
+from intentvcs.core import atomic
+
 Config = TypeVar("Config")
 
 _PARSERS = {int, float, str}
@@ -171,13 +173,5 @@ def summary_stream(*outputs: str | os.PathLike | None):
     """Where a command prints its summary: standard error when one of its ``outputs`` is what standard output
     writes to (``--out /dev/stdout | jq``: the summary would follow the output as one more document, read as
     part of it), else standard output."""
-    return sys.stderr if any(output is not None and _is_stdout(output) for output in outputs) else sys.stdout
-
-
-def _is_stdout(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is what this process's standard output writes to (``/dev/stdout``, or the file or
-    pipe that it is redirected to)."""
-    try:
-        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
-    except (OSError, ValueError, AttributeError):  # no such file yet; stdout no file (a test's capture)
-        return False
+    return sys.stderr if any(output is not None and atomic.writes_to(output, sys.stdout) for output in outputs) \
+        else sys.stdout

@@ -9,7 +9,9 @@ An output path that exists, itself or through a link, as a stream rather than a
 file (a FIFO, or a character device: /dev/null, /dev/stdout, a terminal) is
 written to as ``open`` would write it, and never replaced or removed: a stream
 cannot be swapped for another, so there is no atomicity there, and a failure
-leaves what was written. A block device or a socket is refused (``ValueError``).
+leaves what was written. So is a regular file that one of this process's own descriptors is open on,
+when the path names the descriptor (/dev/stdout redirected to a file): written through the descriptor, so
+that ``>>`` appends. A block device or a socket is refused (``ValueError``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import errno
 import fnmatch
 import json
 import os
+import re
 import shutil
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Mapping, NamedTuple
@@ -99,7 +103,7 @@ def staged(contents: Mapping[str | os.PathLike, str | bytes | None]) -> Iterator
                 handle.flush()
                 os.fsync(handle.fileno())
         for target, data in to_streams:
-            with open(target, "wb") as handle:
+            with _open_stream(target) as handle:
                 handle.write(data)
         yield targets
     except BaseException:
@@ -133,7 +137,7 @@ def streamed(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     """
     target = check_targets([path], probe=False)[0]
     if _is_stream(target):
-        with open(target, "wb") as handle:  # through a link, as open() follows it (/dev/stdout's /proc link too)
+        with _open_stream(target) as handle:
             yield handle
         return
     target, mode = _destination(target)
@@ -166,11 +170,15 @@ def _is_stream(target: Path) -> bool:
     cannot be opened as a file at all (``open`` fails with "No such device or address").
 
     The kernel follows the links (``os.stat``): ``Path.resolve`` cannot follow /proc's links to pipes.
+    One of this process's own descriptors named by path (``_own_descriptor``: /dev/stdout, /dev/fd/N) is a
+    stream whatever it is open on, a regular file included (``>`` or ``>>`` on the command line).
     """
     try:
         mode = os.stat(target).st_mode
     except (FileNotFoundError, NotADirectoryError):
         return False
+    if stat.S_ISREG(mode) and _own_descriptor(target) is not None:
+        return True
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return False
     if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
@@ -179,6 +187,53 @@ def _is_stream(target: Path) -> bool:
             else "not a regular file")
     raise ValueError(f"{target} is {kind}; an output is written to a file, a FIFO or a character device "
                      "(/dev/stdout, /dev/null): give another path")
+
+
+def _own_descriptor(target: Path) -> int | None:
+    """The descriptor of this process that ``target`` names through /proc (/dev/stdout, /dev/stderr, /dev/fd/N,
+    /proc/self/fd/N, or a link to one of them), else None. Read link by link: the last link, /proc's, leads
+    to what the descriptor is open on, which may be any file."""
+    path = Path(os.path.abspath(target))
+    for _ in range(_MAX_LINKS):
+        where = Path(os.path.realpath(path.parent)) / path.name  # /proc/self (a link) reads as /proc/<pid>
+        found = _PROC_FD.fullmatch(str(where))
+        if found is not None and int(found[1]) == os.getpid():
+            return int(found[2])
+        if not where.is_symlink():
+            return None
+        path = Path(os.path.abspath(os.path.join(where.parent, os.readlink(where))))
+    return None
+
+
+_PROC_FD = re.compile(r"/proc/(\d+)/fd/(\d+)")
+_MAX_LINKS = 40  # as the kernel follows at most 40 links in one path
+
+
+def _open_stream(target: Path) -> IO[bytes]:
+    """A binary handle writing to the stream ``target``: through this process's own descriptor where it names
+    one, else opened as ``open`` opens it.
+
+    Opened by its path, /dev/stdout redirected to a file (``--out /dev/stdout >> answers.jsonl``) was that
+    file opened anew for writing: truncated, the user's earlier lines gone, and written from its start. The
+    descriptor keeps what the shell opened: its offset, and ``>>``'s appending."""
+    descriptor = _own_descriptor(target)
+    if descriptor is None:
+        return open(target, "wb")  # through a link, as open() follows it (a FIFO, /dev/null)
+    if descriptor == 1:
+        sys.stdout.flush()  # what Python printed before comes first
+    elif descriptor == 2:
+        sys.stderr.flush()
+    return os.fdopen(os.dup(descriptor), "wb")
+
+
+def writes_to(path: str | os.PathLike, stream: IO) -> bool:
+    """Whether ``path`` is what ``stream`` writes to: the same file, pipe or terminal (``/dev/stdout``, or the
+    file that standard output is redirected to, for ``sys.stdout``). False for a path that does not exist yet
+    and for a stream on no descriptor (a test's capture)."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(stream.fileno()))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _is_character_device(target: Path) -> bool:

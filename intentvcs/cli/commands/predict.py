@@ -18,7 +18,8 @@ Stream the rows of a JSONL, CSV or Parquet file in chunks, predict them with a b
 service's), and write one JSON answer per row, in input order, with the row's id when it has one. The answers
 go to a temporary file renamed to --out at the end: a failed run leaves no output. Memory stays flat.
 An --out that is a stream (/dev/stdout, /dev/null, a FIFO) is written to as the answers come instead (a failed
-run leaves what was written); with --out /dev/stdout the run's summary goes to standard error.
+run leaves what was written; /dev/stdout redirected to a file is written through, so >> appends); with --out
+/dev/stdout the run's summary goes to standard error.
 
 Rows: JSONL lines are canonical rows (docs: the data format) whose "labels" may be left out, so
 {"text": "...", "id": "..."} is a row and a labelled test set predicts as it is; CSV is comma-separated
