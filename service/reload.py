@@ -62,7 +62,7 @@ class BundleWatcher(Generic[Model]):
         is a stamp too, so it is loaded, and fails as the broken bundle it is (counted, ``failing``): taken
         for "between two renames", it was never reported, and the gauge stayed 0 for as long as it stayed."""
         try:
-            stats = [(path.name, path.stat()) for path in sorted(self.manifest.parent.iterdir())]
+            stats = [(path.name, _stat(path)) for path in sorted(self.manifest.parent.iterdir())]
         except OSError:  # between the two renames of a replacement (no folder), or a file gone: next round
             return None
         return tuple((name, stat.st_ino, stat.st_size, stat.st_mtime_ns) for name, stat in stats)
@@ -108,4 +108,19 @@ class BundleWatcher(Generic[Model]):
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.check()
+            try:
+                self.check()
+            except Exception:  # a swap or a report that fails must not end the watch for good
+                # The thread would end with it, and every later export would go unserved without a word.
+                log.exception("the bundle watch of %s failed this round; watching on", self.manifest.parent)
+
+
+def _stat(path: Path) -> os.stat_result:
+    """``path``'s stat, a link's own where it leads nowhere: a dangling link in the folder (an editor's lock
+    file) failed the stat of every round, and no export was noticed for as long as it stayed."""
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        if not path.is_symlink():
+            raise
+        return path.lstat()

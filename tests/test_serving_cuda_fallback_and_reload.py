@@ -117,3 +117,51 @@ def test_an_audit_reads_the_sample_of_the_bundle_it_serves_after_the_folder_is_r
     rows = [{"text": text, "labels": ["Lights"]} for text in ("turn on the lights", "lights off", "dim the lamp")]
     report = audit_batch(engine, rows, None).to_dict()
     assert report["engine"]["bundle_digest"] == read(first / MANIFEST_FILE)["digest"]
+
+
+def test_a_dangling_link_in_the_folder_does_not_stop_the_watch(tmp_path):
+    """An editor's lock file (a link to nowhere) failed the stat of every round: no export was noticed."""
+    from intentvcs.service.reload import BundleWatcher
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / MANIFEST_FILE).write_text("{}")
+    (served / ".#manifest.json").symlink_to(tmp_path / "nowhere")
+    loads = []
+    watcher = BundleWatcher(served, lambda: loads.append(1), lambda model: None, lambda exc: None,
+                            interval_s=3600, failing=lambda failing: None)
+    (served / MANIFEST_FILE).write_text('{"name": "next"}')
+    assert watcher.check() is True and loads == [1]
+
+
+def test_a_round_that_fails_does_not_end_the_watch(tmp_path, caplog):
+    """A swap (or a report) that raised ended the watcher's thread: every later export went unserved."""
+    import threading
+    import time
+
+    from intentvcs.service.reload import BundleWatcher
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / MANIFEST_FILE).write_text("{}")
+    swaps, second = [], threading.Event()
+
+    def swap(model):
+        swaps.append(model)
+        if len(swaps) == 1:
+            raise RuntimeError("the first swap fails")
+        second.set()
+
+    watcher = BundleWatcher(served, lambda: object(), swap, lambda exc: None, interval_s=0.05,
+                            failing=lambda failing: None)
+    watcher.start()
+    try:
+        (served / MANIFEST_FILE).write_text('{"n": 1}')
+        deadline = time.monotonic() + 10
+        while not swaps and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (served / MANIFEST_FILE).write_text('{"n": 22}')
+        assert second.wait(10), "the watch ended with the failed round"
+    finally:
+        watcher.stop()
+    assert "the bundle watch of" in caplog.text and "the first swap fails" in caplog.text
