@@ -93,8 +93,11 @@ def _check_targets(logits: np.ndarray, targets: np.ndarray, activation: str) -> 
         if n and (targets.min() < 0 or targets.max() >= n_labels):
             raise ValueError(f"softmax targets must lie in [0, {n_labels}); drop rows with no observed label")
         return targets
-    if targets.shape != logits.shape:
-        raise ValueError(f"sigmoid targets must be [N, L] = {list(logits.shape)}, got {list(targets.shape)}")
+    # 0/1 as softmax label sets are: a NaN target made every NLL NaN, which the temperature search read as
+    # "larger is better" (T = 20, in silence), and a 2 gave a negative NLL.
+    if targets.shape != logits.shape or targets.dtype.kind not in "biuf" or np.any((targets != 0) & (targets != 1)):
+        raise ValueError(f"sigmoid targets must be 0/1 [N, L] = {list(logits.shape)}, "
+                         f"got {targets.dtype} {list(targets.shape)}")
     return targets.astype(np.float64)
 
 

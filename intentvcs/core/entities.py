@@ -7,7 +7,8 @@ convention of JointBERT, Chen et al. 2019): so a decoded entity always covers
 whole words, and its character offsets are the tokenizer's offsets of its
 first and last pieces (widened by both runtimes, ``whole_words``, over the rest
 of a word that truncation cut and over the combining marks that end a word,
-which an accent-stripping normaliser leaves out of the offsets). Training (PyTorch, ``intentvcs.training``) and serving
+which an accent-stripping normaliser leaves out of the offsets, and cut of the space a SentencePiece word's
+offsets begin with). Training (PyTorch, ``intentvcs.training``) and serving
 (ONNX Runtime, ``intentvcs.service``) both call this module, so the two cannot
 disagree on what a tag means.
 
@@ -183,17 +184,21 @@ def decode_batch(tag_logits: np.ndarray, per_text_words: Sequence[Sequence[Word]
     continues = np.concatenate(([False], begin[best[1:]] == begin[best[:-1]])) & ~row_start
     for row in np.unique(rows[inside[best] & ~continues]):
         best[offsets[row]:offsets[row + 1]] = bio_path(log_probs[offsets[row]:offsets[row + 1]], tags)
-    chosen = np.concatenate(([0.0], np.cumsum(np.exp(log_probs[np.arange(len(best)), best]))))
+    chosen = np.exp(log_probs[np.arange(len(best)), best])
     # Well formed now: an entity is a B-x and the I-x words after it, so it ends at the next word
     # that is not an I- (a row never opens with one).
     not_inside = ~inside[best]
     starts = np.flatnonzero(not_inside & (best != tags.index(OUTSIDE)))
     breaks = np.append(np.flatnonzero(not_inside), len(best))
     ends = breaks[np.searchsorted(breaks, starts, side="right")]
+    # Each entity's own words summed (every other reduceat slice is the gap to the next entity; the 0 appended
+    # lets the last entity end at the batch's end). A running sum over the batch, differenced, answered 1 + 2e-16
+    # for a certain word after many others, and a text's confidences depended on the texts batched before it.
+    sums = np.add.reduceat(np.append(chosen, 0.0), np.ravel([starts, ends], order="F"))[::2] if len(starts) else []
     found: list[list[Entity]] = [[] for _ in per_text_words]
-    for first, last, row in zip(starts.tolist(), ends.tolist(), rows[starts].tolist()):
+    for first, last, row, total in zip(starts.tolist(), ends.tolist(), rows[starts].tolist(), sums):
         found[row].append(Entity(tags[best[first]][2:], flat[first].start, flat[last - 1].end,
-                                 float((chosen[last] - chosen[first]) / (last - first))))
+                                 float(total / (last - first))))
     return [tuple(entities) for entities in found]
 
 
@@ -241,6 +246,7 @@ def whole_words(found: Sequence[Entity], text: str, text_words: Sequence[Word]) 
     tag, read at its first piece, is the whole word's: it covers the word. And an end is carried over the
     combining marks that follow it, which a normaliser that strips accents drops from the offsets: a text
     in decomposed form (NFD, "Jose" + U+0301) would otherwise answer "Jose", the accent cut from its letter.
+    Whitespace at either end, which a SentencePiece word's offsets include, is left out.
     """
     if not found:
         return tuple(found)
@@ -256,6 +262,13 @@ def whole_words(found: Sequence[Entity], text: str, text_words: Sequence[Word]) 
             end = text_words[last].end
         while end < len(text) and unicodedata.category(text[end]).startswith("M"):
             end += 1
+        # A Metaspace pre-tokenizer (SentencePiece backbones) gives a word's first piece, "▁york", the offsets of
+        # the space it stands for: no entity starts or ends in whitespace (one of whitespace only is left as is).
+        if text[start:end].strip():
+            while text[start].isspace():
+                start += 1
+            while text[end - 1].isspace():
+                end -= 1
         widened.append(entity if (start, end) == (entity.start, entity.end)
                        else replace(entity, start=start, end=end))
     return tuple(widened)

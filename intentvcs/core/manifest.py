@@ -258,22 +258,41 @@ def validate(manifest: Any, path: str | os.PathLike = MANIFEST_FILE) -> dict[str
         raise BundleError(path, f"a references entry goes with {REFERENCES_FILE} and only with it",
                           field="references")
     # Last: a manifest with a bad field reports the field, a valid-looking edit the digest.
-    if manifest["digest"] != content_digest(manifest):
+    if manifest["digest"] != content_digest(manifest, path):
         raise BundleError(path, "does not match the manifest's content: the manifest was edited after export "
                                 "(re-export the bundle from its checkpoint: intentvcs export)", field="digest")
     return manifest
 
 
-def content_digest(manifest: Mapping[str, Any]) -> str:
-    """``"sha256:<hex>"`` of the manifest's fields but ``digest``, as canonical JSON (sorted keys, no spaces)."""
+def _finite_json(value: Any) -> bool:
+    """Whether ``value`` has a JSON form (``content_digest``'s): no NaN or Infinity anywhere in it."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        return False
+    return True
+
+
+def content_digest(manifest: Mapping[str, Any], path: str | os.PathLike = MANIFEST_FILE) -> str:
+    """``"sha256:<hex>"`` of the manifest's fields but ``digest``, as canonical JSON (sorted keys, no spaces).
+
+    A field holding NaN or Infinity has no canonical JSON: ``BundleError`` naming ``path`` and the field.
+    """
     body = {key: value for key, value in manifest.items() if key != "digest"}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        # A figure written as NaN, or a number such as 1e400, which json.loads reads as Infinity past ``read``'s
+        # literal check: json's own words ("Out of range float values...") name neither the file nor the field.
+        field = next(key for key, value in body.items() if not _finite_json(value))
+        raise BundleError(path, "holds a number JSON cannot carry (NaN, or Infinity: one too large for a float); "
+                                "re-export the bundle from its checkpoint (intentvcs export)", field=field) from None
     return f"sha256:{hashlib.sha256(canonical.encode('utf-8')).hexdigest()}"
 
 
-def seal(manifest: Mapping[str, Any]) -> dict[str, Any]:
+def seal(manifest: Mapping[str, Any], path: str | os.PathLike = MANIFEST_FILE) -> dict[str, Any]:
     """``manifest`` with its ``digest`` (re)computed: what the exporter writes."""
-    return {**manifest, "digest": content_digest(manifest)}
+    return {**manifest, "digest": content_digest(manifest, path)}
 
 
 def create(**fields: Any) -> dict[str, Any]:
@@ -283,7 +302,7 @@ def create(**fields: Any) -> dict[str, Any]:
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "intentvcs_version": __version__,
         **fields,
-    }), path="manifest (new)")
+    }, "manifest (new)"), path="manifest (new)")
 
 
 def read(path: str | os.PathLike) -> dict[str, Any]:
