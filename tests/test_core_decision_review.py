@@ -127,3 +127,22 @@ def test_a_valid_manifest_reads_back_as_written(tmp_path):
     written = manifest.create(**_manifest_fields())
     manifest.write(path, written)
     assert manifest.read(path) == json.loads(json.dumps(written))
+
+
+def test_gold_tags_over_metaspace_words_begin_at_the_entitys_first_word():
+    """Training's side of the test above: "▁new" begins at the space before "new", so read by its first
+    character the word lay outside the span "new york", was tagged O, and "▁york" opened the entity."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from intentvcs.core.dataio import Span
+    from intentvcs.core.entities import word_tags
+
+    tokenizer = Tokenizer(models.Unigram([("<unk>", 0.0), ("▁to", -1.0), ("▁new", -1.0), ("▁york", -1.0)], 0))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    encoding = tokenizer.encode("to new york")
+    text_words = words(encoding.word_ids, encoding.offsets)
+    assert word_tags([Span(3, 11, "city")], text_words) == ["O", "B-city", "I-city"]
+    assert word_tags([Span(7, 11, "city")], text_words) == ["O", "O", "B-city"]
+    # WordPiece words begin at their first letter: tagged as before.
+    assert word_tags([Span(3, 11, "city")], [Word(1, 0, 2), Word(2, 3, 6), Word(3, 7, 11)]) == \
+        ["O", "B-city", "I-city"]
