@@ -107,6 +107,18 @@ def test_request_panels_and_alerts_count_the_same_endpoints():
         assert not re.fullmatch(regex, endpoint), endpoint
 
 
+def test_request_panels_and_alerts_count_the_same_status_codes():
+    """What the error panels call refused and failed is what the alerts count: a 501 (a body in a transfer
+    coding the service does not take) is refused, the client's mistake, not a server error (the panel showed
+    it as one while the alerts counted it refused)."""
+    codes = re.compile(r'http_response_code(=~|!=|=)"([^"]*)"')
+    panels = {tuple(codes.findall(expr)) for _, expr in panel_queries(json.loads(DASHBOARD.read_text()))
+              if "http_response_code" in expr}
+    alerts = {tuple(codes.findall(rule["expr"])) for rule in alert_rules()
+              if rule["alert"] in ("IntentvcsHigh5xxRate", "IntentvcsRefusedRequests")}
+    assert panels == alerts == {(("=~", "4..|501"),), (("=~", "5.."), ("!=", "501"))}, (panels, alerts)
+
+
 def alert_rules() -> list[dict]:
     """Every rule of deploy/prometheus/alerts.yml (each a dict with ``alert``, ``expr``, ...)."""
     return [rule for group in yaml.safe_load(ALERTS.read_text())["groups"] for rule in group["rules"]]
