@@ -45,7 +45,7 @@ RULE_TESTS = DEPLOY / "prometheus" / "alerts.test.yml"  # promtool's unit tests 
 PROMETHEUS_CONFIGS = (DEPLOY / "prometheus" / "prometheus.yml", ROOT / "monitoring" / "prometheus.yml")
 DOCKERFILE = DEPLOY / "Dockerfile"
 GRAFANA_PROVISIONING = DEPLOY / "grafana" / "provisioning"
-LOOPBACK_BY_DEFAULT = "${PUBLISH_ADDRESS:-127.0.0.1}:"
+LOOPBACK_BY_DEFAULT = ("${PUBLISH_ADDRESS:-127.0.0.1}:", "${PROMETHEUS_PUBLISH_ADDRESS:-127.0.0.1}:")
 # Server-side reasons no alert needs: the client went away.
 UNALERTED_SERVER_REASONS = {"audit_cancelled"}
 
@@ -277,3 +277,13 @@ def test_bento_dockerfile_installs_the_wheel_without_torch(bento):
     # Same base image as deploy/Dockerfile's default.
     [base] = [args.split()[0] for op, args in steps if op == "FROM"]
     assert f"ARG PYTHON_IMAGE={base}" in DOCKERFILE.read_text()
+
+
+def test_exposing_the_stack_does_not_expose_prometheus():
+    """Prometheus has no login and runs with its lifecycle API (POST /-/quit stops it): PUBLISH_ADDRESS=0.0.0.0,
+    which exposes the service and Grafana behind their token and password, published it too."""
+    services = compose()["services"]
+    assert all(port.startswith("${PUBLISH_ADDRESS:-127.0.0.1}:")
+               for name in ("intentvcs", "grafana") for port in services[name]["ports"])
+    assert services["prometheus"]["ports"] == ["${PROMETHEUS_PUBLISH_ADDRESS:-127.0.0.1}:${PROMETHEUS_PORT:-9090}:9090"]
+    assert "PROMETHEUS_PUBLISH_ADDRESS" in (DEPLOY / "README.md").read_text()
