@@ -92,11 +92,13 @@ def cgroup_cpu_limit(root: Path) -> int | None:
 
 
 def _env_bool(name: str, default: bool, environ: Mapping[str, str] = os.environ) -> bool:
-    raw = environ.get(ENV_PREFIX + name, "").strip().lower()
+    given = environ.get(ENV_PREFIX + name, "")
+    raw = given.strip().lower()
     if raw == "":
         return default
     if raw not in ("1", "true", "yes", "0", "false", "no"):
-        raise ValueError(f"{ENV_PREFIX}{name}={raw!r} is not a boolean (1/0, true/false, yes/no)")
+        # Quoted as set, not as normalised: the user looks for the value they wrote.
+        raise ValueError(f"{ENV_PREFIX}{name}={given!r} is not a boolean (1/0, true/false, yes/no)")
     return raw in ("1", "true", "yes")
 
 
@@ -114,6 +116,18 @@ def _env_int(name: str, default: int, minimum: int = 1, environ: Mapping[str, st
     if maximum is not None and value > maximum:
         raise ValueError(f"{ENV_PREFIX}{name}={value} is above its maximum {maximum}")
     return value
+
+
+def _env_str(name: str, default: str, environ: Mapping[str, str] = os.environ) -> str:
+    """A word or path: unset, empty or blank, the default (as every reader here takes them: a compose file's
+    ``${VAR:-}`` sets an empty one); surrounding whitespace dropped (a value pasted with its space)."""
+    return environ.get(ENV_PREFIX + name, "").strip() or default
+
+
+def env_bundle(environ: Mapping[str, str] = os.environ) -> str:
+    """The bundle folder the service serves: ``INTENTVCS_BUNDLE``, else the demo's (``Settings.bundle``); here
+    so that ``intentvcs serve --bundle``'s default is the one the service itself reads."""
+    return _env_str("BUNDLE", Settings.bundle, environ)
 
 
 def _env_json_object(name: str, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
@@ -252,11 +266,11 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
         from intentvcs.service.onnx_session import default_workers
 
-        provider = environ.get(ENV_PREFIX + "PROVIDER", cls.provider)
+        provider = _env_str("PROVIDER", cls.provider, environ)
         workers = _env_int("WORKERS", default_workers(provider), environ=environ)
         threads = environ.get(ENV_PREFIX + "THREADS", "").strip()
         return cls(
-            bundle=environ.get(ENV_PREFIX + "BUNDLE", "").strip() or cls.bundle,  # empty: the default, as elsewhere
+            bundle=env_bundle(environ),
             provider=provider,
             quantized=environ.get(ENV_PREFIX + "QUANTIZED", "").strip().lower() or cls.quantized,
             # The cores shared out among the workers: no oversubscription.

@@ -110,8 +110,14 @@ def _named_as_option(message: str, parser: argparse.ArgumentParser, command: str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parse_args(parser, argv)
+    try:
+        parser = build_parser()
+        args = parse_args(parser, argv)
+    except KeyboardInterrupt:
+        # Ctrl-C as the command starts (its modules import numpy, a few tenths of a second): a line and 130, as
+        # later on, not an import's traceback.
+        print("intentvcs: interrupted", file=sys.stderr)
+        return exit_codes.INTERRUPTED
     if not getattr(args, "func", None):
         parser.print_help()
         return exit_codes.BAD_INPUT

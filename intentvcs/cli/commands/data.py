@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from intentvcs.cli.options import summary_stream
 # The loaders and the builder import numpy, not torch: cheap enough to offer their names as choices.
 from intentvcs.training.loaders import DATA_ENV, DEFAULT_DATA_ROOT, FORMATS, data_root
 from intentvcs.training.mix_builder import SIZES as MIX_SIZES
@@ -133,8 +134,10 @@ def run_convert(args: argparse.Namespace) -> int:
         # Source rows left out, by reason (MultiWOZ/CrossWOZ user turns without an intent).
         "skipped": dict(sorted(skipped.items())),
     }
-    json.dump(summary, sys.stdout, indent=2)
-    print()
+    # Not after the rows on standard output when --out is it (`--out /dev/stdout | jq`): one more "row".
+    report = summary_stream(args.out)
+    json.dump(summary, report, indent=2)
+    print(file=report)
     return 0
 
 

@@ -12,9 +12,11 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 from pathlib import Path
 
-from intentvcs.cli.commands.serve import DEFAULT_HOST, add_port_argument, check_port
+from intentvcs.cli.commands.serve import (DEFAULT_HOST, add_port_argument, check_installed, check_port,
+                                          check_settings)
 from intentvcs.cli.options import add_option, config_from_args
 from intentvcs.core import oos
 from intentvcs.service.settings import DEMO_DIR
@@ -69,7 +71,13 @@ def run(args: argparse.Namespace) -> int:
     config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)
     check_outputs(out, args.force)
     if not args.no_serve:
+        # What the last step serves with, BentoML and the INTENTVCS_* settings: refused now, not after the training.
+        try:
+            check_installed()
+        except ImportError as exc:
+            raise ImportError(f"{exc}, or run the demo with --no-serve") from None
         check_port(DEFAULT_HOST, args.port)
+        check_settings(os.environ)
 
     from intentvcs.export.exporter import export_bundle
     from intentvcs.core import atomic

@@ -6,6 +6,7 @@ import argparse
 
 from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_run, check_scored_data,
                                          load_predictor, model_source)
+from intentvcs.cli.options import summary_stream
 # Not from intentvcs.core.robustness: that imports the perturbation extra, which serving does not install.
 from intentvcs.core.evaluation import PRIMARY_METRICS, check_known_labels
 from intentvcs.core.team_formats import FORMATS_HELP
@@ -59,5 +60,6 @@ def run(args: argparse.Namespace) -> int:
     report["source"] = {**model_source(args, model), "data": args.data, **({"train": args.train} if args.train else {})}
     markdown = render_markdown(report)
     atomic.write_files({args.out: atomic.json_text(report), **({args.md: markdown} if args.md else {})})
-    print(markdown, end="")
+    # Not after the report on standard output when --out or --md is it (`--out /dev/stdout | jq`).
+    print(markdown, end="", file=summary_stream(args.out, args.md))
     return 0

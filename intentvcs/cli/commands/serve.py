@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib.util
 import os
 import signal
 import socket
@@ -30,9 +31,11 @@ from typing import NoReturn
 from intentvcs import BLAS_THREADS
 from intentvcs.cli.model_options import add_segment_argument
 from intentvcs.core.segmentation import DEFAULT_SEGMENT
-from intentvcs.service.settings import DEFAULT_QUANTIZED, ENV_PREFIX, PROVIDERS, QUANTIZED_MODES, Settings
+from intentvcs.service.settings import (DEFAULT_QUANTIZED, ENV_PREFIX, PROVIDERS, QUANTIZED_MODES, Settings,
+                                        env_bundle)
 
 SERVICE = "intentvcs.service.app:IntentService"
+SERVE_EXTRA = "pip install 'intentvcs[serve]'"
 # Loopback unless told otherwise: a model server on every interface is a decision, not a default.
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3000  # BentoML's, which its docs and the container use
@@ -48,17 +51,18 @@ def register(subparsers) -> None:
         f"This command binds --host (default {DEFAULT_HOST}); `bentoml serve` and the container bind 0.0.0.0, "
         "every interface, unless told otherwise.",
     )
-    parser.add_argument("--bundle", default=os.environ.get(f"{ENV_PREFIX}BUNDLE", Settings.bundle),
+    parser.add_argument("--bundle", default=env_bundle(),
                         help=f"bundle directory (default: ${ENV_PREFIX}BUNDLE or {Settings.bundle})")
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default loopback; 0.0.0.0 for all, "
                         "as `bentoml serve` and the container do by default: set INTENTVCS_API_TOKEN then)")
     add_port_argument(parser)
-    parser.add_argument("--workers", type=int, help="worker processes, each with its own engine "
-                        "(default: one per core on CPU, one on a GPU)")
+    # Left out, these two pass the environment's INTENTVCS_* through, as --provider and --quantized do.
+    parser.add_argument("--workers", type=int, help="worker processes, each with its own engine (sets "
+                        f"{ENV_PREFIX}WORKERS; default: ${ENV_PREFIX}WORKERS or one per core on CPU, one on a GPU)")
     parser.add_argument("--provider", choices=PROVIDERS, help=f"execution provider (sets {ENV_PREFIX}PROVIDER; "
                         f"default: ${ENV_PREFIX}PROVIDER or {Settings.provider})")
-    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker "
-                        "(default: cores / workers)")
+    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per worker (sets "
+                        f"{ENV_PREFIX}THREADS; default: ${ENV_PREFIX}THREADS or cores / workers)")
     parser.add_argument("--quantized", choices=QUANTIZED_MODES,
                         help="the graph that serves (sets INTENTVCS_QUANTIZED): auto, the int8 graph when its export "
                              f"passed the accuracy gate; on; off (default: $INTENTVCS_QUANTIZED or {DEFAULT_QUANTIZED})")
@@ -127,15 +131,16 @@ def service_env(bundle: str | os.PathLike, port: int, workers: int | None = None
     if threads is not None:
         env[f"{ENV_PREFIX}THREADS"] = str(threads)
     env.update(extra or {})
-    settings = _check_settings(env)
+    settings = check_settings(env)
     # The graph the workers will load: on CUDA, ``auto`` serves the fp32 graph (bundle.serving_graph).
     open_bundle(bundle, quantized=settings.quantized, gpu=uses_cuda(settings.provider))
     return env
 
 
-def _check_settings(env: Mapping[str, str]) -> Settings:
+def check_settings(env: Mapping[str, str]) -> Settings:
     """Read the service's settings from ``env`` as each worker will, so that a bad
-    ``INTENTVCS_*`` value is one error here, not a worker BentoML restarts forever."""
+    ``INTENTVCS_*`` value is one error here, not a worker BentoML restarts forever (and, in the demo,
+    before the minutes of training its last step serves)."""
     from intentvcs.service.audit import AuditConfig
     from intentvcs.service.onnx_session import check_provider
     from intentvcs.service.settings import Limits
@@ -167,6 +172,7 @@ def serve_bundle(bundle: str | os.PathLike, port: int = DEFAULT_PORT, host: str 
 
     ``provider`` and ``quantized`` None leave ``INTENTVCS_PROVIDER`` and ``INTENTVCS_QUANTIZED`` as the
     environment has them."""
+    check_installed()
     extra = {} if spelling else {f"{ENV_PREFIX}SPELLING": "0"}
     if not segment:
         extra[f"{ENV_PREFIX}SEGMENT"] = "0"
@@ -183,6 +189,14 @@ def serve_bundle(bundle: str | os.PathLike, port: int = DEFAULT_PORT, host: str 
     # exec: signals (Ctrl-C, SIGTERM from an orchestrator) reach BentoML directly.
     command = server_command(port, host)
     os.execve(command[0], command, env)
+
+
+def check_installed() -> None:
+    """``ImportError`` naming the extra to install when this interpreter has no BentoML (the serve extra), which
+    ``serve_bundle`` execs: exit 2 here, where the replaced process said "No module named bentoml" and exited 1,
+    the code of a gate that said no. Located, not imported: the server imports it, seconds later."""
+    if importlib.util.find_spec("bentoml") is None:
+        raise ImportError(f"serving needs BentoML, which is not installed: {SERVE_EXTRA}")
 
 
 class PortUnavailable(OSError):
