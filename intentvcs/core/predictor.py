@@ -12,7 +12,7 @@ shipped bundle.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from intentvcs.core.dataio import Example
 from intentvcs.core.decision import Decision
@@ -50,3 +50,25 @@ class Predictor(Protocol):
     def reference_rows(self) -> list[Example] | None: ...
 
     def infer(self, texts: Sequence[str]) -> GraphOutputs: ...
+
+
+Infer = Callable[[Sequence[str]], GraphOutputs]
+# Texts per model call of ``in_chunks``. The caller sorts them by length first, so each call's batches pad
+# little; chunking gives the progress bar something to count.
+CHUNK = 1024
+
+
+def in_chunks(infer: Infer, texts: Sequence[str], desc: str, progress: bool = True) -> GraphOutputs:
+    """``infer(texts)``, ``CHUNK`` texts at a time, with a progress bar on a terminal only (quiet in logs and
+    CI, and with ``progress`` False); the rows as one call gives them, in order."""
+    from tqdm.auto import tqdm
+
+    if not texts:
+        return GraphOutputs(*infer(texts))
+    parts = []
+    with tqdm(total=len(texts), desc=desc, unit="text", disable=None if progress else True) as bar:
+        for start in range(0, len(texts), CHUNK):
+            chunk = texts[start:start + CHUNK]
+            parts.append(GraphOutputs(*infer(chunk)))
+            bar.update(len(chunk))
+    return GraphOutputs.concatenate(parts)

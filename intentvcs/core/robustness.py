@@ -67,14 +67,9 @@ from intentvcs.core.evaluation import PRIMARY_METRICS, evaluate, gold_matrix, ro
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.perturb import FAMILIES, FAMILY_OF, OPERATORS, EntityValues, perturb, random_set, unusable
 from intentvcs.core.perturb.registry import NO_ENTITY_VALUES
-from intentvcs.core.predictor import Predictor
+from intentvcs.core.predictor import Infer, Predictor, in_chunks
 from intentvcs.core.segmentation import DEFAULT_SEGMENT, decide_segmented
 
-# Texts per model call. The texts are sorted by length first, so each call's
-# batches pad little; chunking only gives the progress bar something to count.
-CHUNK = 1024
-
-Infer = Callable[[Sequence[str]], GraphOutputs]
 SLOT_METRIC = "slot_f1"
 
 
@@ -217,13 +212,8 @@ def infer_distinct(infer: Infer, texts: Sequence[str], decision: Decision, segme
     """Run every distinct text of ``texts`` through ``infer`` once and decide it as served
     (``decide_segmented``; ``texts`` must not be empty)."""
     distinct = sorted(set(texts), key=lambda t: (len(t), t))
-    chunks = []
-    with tqdm(total=len(distinct), desc="inference", unit="text", disable=None if progress else True) as bar:
-        for start in range(0, len(distinct), CHUNK):
-            chunk = distinct[start:start + CHUNK]
-            chunks.append(GraphOutputs(*infer(chunk)))
-            bar.update(len(chunk))
-    outputs, segmented = decide_segmented(decision, infer, distinct, segment, outputs=GraphOutputs.concatenate(chunks))
+    outputs, segmented = decide_segmented(decision, infer, distinct, segment,
+                                          outputs=in_chunks(infer, distinct, "inference", progress))
     return DistinctOutputs(outputs, segmented.result, {t: i for i, t in enumerate(distinct)})
 
 

@@ -35,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from intentvcs.core import atomic
     from intentvcs.core.evaluation import check_known_labels, evaluate, headline
+    from intentvcs.core.predictor import in_chunks
     from intentvcs.core.segmentation import decide_segmented
     from intentvcs.core.team_formats import out_of_scope_as_such, read_numbered
 
@@ -45,7 +46,10 @@ def run(args: argparse.Namespace) -> int:
     model = load_predictor(args)
     check_known_labels(args.data, examples, model.labels)
     check_scored_data(args.data, rows, model)
-    graph, segmented = decide_segmented(model.decision, model.infer, [ex.text for ex in examples], args.segment)
+    texts = [ex.text for ex in examples]
+    # A bar on a terminal for the engine, which draws none of its own (a checkpoint's predictor does).
+    whole = in_chunks(model.infer, texts, "evaluate", progress=not args.checkpoint)
+    graph, segmented = decide_segmented(model.decision, model.infer, texts, args.segment, outputs=whole)
     figures = evaluate(model.decision, graph, examples, result=segmented.result)
     figures["segment"] = args.segment
     figures["source"] = {**model_source(args, model), "data": args.data}
