@@ -321,3 +321,13 @@ def test_diagnosis_puts_each_wrong_row_in_the_first_class_that_applies():
     # A missing version that the relations would add back, and one they would not.
     assert error_class({"Play", "Play_with_artist_v1"}, gold, gold, family) == "missing_implied"
     assert error_class({"Play"}, gold, {"Play"}, family) == "missing"
+
+
+@pytest.mark.parametrize("difficulty,groups,message", [
+    ("full", 1, "not allowed with full"), ("easy", 3, "must be one of"), ("medium", None, "unknown difficulty")])
+def test_bad_difficulty_arguments_are_refused_before_the_data_is_read(tmp_path, monkeypatch, difficulty, groups,
+                                                                      message):
+    """The checks no data can answer came after the data set was read (seconds for SNIPS, more for MultiWOZ)."""
+    monkeypatch.setattr(vcs, "load_sources", lambda *args: pytest.fail("the data was read"))
+    with pytest.raises(ValueError, match=message):
+        vcs.build("snips", tmp_path / "data", tmp_path / "out", difficulty=difficulty, groups=groups)

@@ -207,6 +207,17 @@ def _parts(label: str) -> list[str]:
 
 
 # ------------------------------------------------------------------- planning
+def check_difficulty(difficulty: str, groups: int | None) -> None:
+    """Refuse a difficulty and group count no data could make a plan of (``build`` asks before it loads the
+    data set: seconds of reading, then the refusal)."""
+    if difficulty not in DIFFICULTIES:
+        raise ValueError(f"unknown difficulty {difficulty!r}; choose from {', '.join(DIFFICULTIES)}")
+    if (difficulty == "full") != (groups is None):
+        raise ValueError("--groups k is required with easy/hard difficulty and not allowed with full")
+    if groups is not None and groups not in GROUPS:
+        raise ValueError(f"--groups must be one of {GROUPS}")
+
+
 def make_plan(
     spec: VCSSpec,
     splits: Mapping[str, Sequence[Example]],
@@ -221,10 +232,7 @@ def make_plan(
     from the sorted eligible list, so the choice is reproducible and does not
     depend on the label draws.
     """
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"unknown difficulty {difficulty!r}; choose from {', '.join(DIFFICULTIES)}")
-    if (difficulty == "full") != (groups is None):
-        raise ValueError("--groups k is required with easy/hard difficulty and not allowed with full")
+    check_difficulty(difficulty, groups)
     intents, composites = _inventory(ex for rows in splits.values() for ex in rows)
     train_intents, train_composites = _inventory(splits["train"])
     if difficulty == "full":
@@ -237,7 +245,7 @@ def make_plan(
     else:
         with_composite = {p for c in train_composites for p in _parts(c)} if spec.composites else set()
         eligible = sorted((set(spec.pivots) & set(train_intents)) | with_composite)
-    if groups not in GROUPS or groups > len(eligible):
+    if groups > len(eligible):
         raise ValueError(
             f"--groups must be one of {GROUPS} and at most the {len(eligible)} eligible families {eligible}"
         )
@@ -487,6 +495,7 @@ def build(
     kind = atomic.OutputKind(INFO_FILE, BENCHMARK_HOLDS,
                              named_by=("benchmark", frozenset({s.name for s in SPECS.values()} | {spec.name})))
     check_earlier_build(out, kind, force)
+    check_difficulty(difficulty, groups)
     skipped: dict[str, dict[str, int]] = {}
     splits, sources, how = load_sources(dataset, data_root, skipped)
     bench = build_benchmark(splits, spec, seed=seed, difficulty=difficulty, groups=groups)
