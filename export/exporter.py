@@ -50,7 +50,7 @@ from intentvcs.export.preflight import check_export
 from intentvcs.export.quiet import quiet_logger
 from intentvcs.export.parity import HeldOut, check_parity, compare, held_out_rows, probe_texts
 from intentvcs.export.quantize import METHODS, accuracy_gate, quantization_report, quantize_int8
-from intentvcs.service.engine import Engine, read_as_served
+from intentvcs.service.engine import Engine, on_whole_words, read_as_served
 from intentvcs.service.onnx_session import OnnxSession
 from intentvcs.service.tokenization import BundleTokenizer
 from intentvcs.training.checkpoint import (META_FILE, checkpoint_tags, max_length_problem,
@@ -257,9 +257,11 @@ def _check_parity(directory: Path, model: IntentModel, tokenizer, reading: tuple
     checked is the code path the service runs, on the held-out texts and on the
     probe texts (``intentvcs.export.parity.probe_texts``: the built-in sample's,
     one text longer than ``max_length``), whose report goes under ``probes``
-    with its longest text's token count. Returns the parity report, that
-    session and its outputs on the held-out texts; raises ``ParityError`` when
-    the graph does not reproduce PyTorch on either.
+    with its longest text's token count. Entities are compared as both sides
+    answer them, over whole words (``on_whole_words``). Returns the parity
+    report, that session and its raw outputs on the held-out texts (entities
+    not yet widened); raises ``ParityError`` when the graph does not reproduce
+    PyTorch on either.
     """
     max_length, tags = reading
     count_tokens = _token_counter(tokenizer)
@@ -270,12 +272,15 @@ def _check_parity(directory: Path, model: IntentModel, tokenizer, reading: tuple
                        tags=tags)
     reference = torch_infer(model, tokenizer, held_out.texts, max_length, tags=tags)
     outputs = fp32.infer(held_out.texts)
+    # PyTorch's entities lie over whole words as sent (a word max_length cut included), as the service answers
+    # them; the session's raw ones end at the cut. So the graph's are widened as served (``on_whole_words``).
     probed = None
     if probes:  # none only when the held-out rows hold every probe text already
-        probed = compare(torch_infer(model, tokenizer, probes, max_length, tags=tags), fp32.infer(probes), decision,
-                         probes)
+        probed = compare(torch_infer(model, tokenizer, probes, max_length, tags=tags),
+                         on_whole_words(fp32, fp32.infer(probes), probes), decision, probes)
         probed["longest_tokens"], probed["max_length"] = max(count_tokens(text) for text in probes), max_length
-    parity = check_parity(reference, outputs, decision, held_out.texts, held_out.source, probes=probed)
+    parity = check_parity(reference, on_whole_words(fp32, outputs, held_out.texts), decision, held_out.texts,
+                          held_out.source, probes=probed)
     log.info("parity passed: max |logit diff| %.2e", parity["max_abs_logit_diff"])
     return parity, fp32, outputs
 

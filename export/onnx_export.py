@@ -102,7 +102,10 @@ def export_onnx(model: IntentModel, path: str | Path, opset: int | None = None) 
         inputs, outputs = export(model=_Exportable(model), config=config, output=path, opset=opset)
     graph = onnx.load(str(path), load_external_data=False)
     if any(uses_external_data(tensor) for tensor in graph.graph.initializer):
-        raise RuntimeError(f"{path}: the exporter wrote external weight data; bundles hold single-file graphs (<2 GB)")
+        # The model's size is the input's limit, not a bug (ValueError: the CLI's one-line refusal); ``path`` lies in
+        # the export's temporary folder, gone by the time this is read, so it is not named.
+        raise ValueError("the model's ONNX graph is over protobuf's 2 GB, so the exporter wrote its weights as "
+                         "external data; a bundle holds single-file graphs: export a smaller backbone")
     return {
         "inputs": list(inputs),
         "outputs": list(outputs),

@@ -90,8 +90,10 @@ def quantize_int8(fp32_path: str | Path, int8_path: str | Path, settings: dict[s
     ``int8_path``; return a copy of ``settings``."""
     nodes = encoder_nodes(fp32_path, settings["op_types"])
     # The quantisers log one root-logger line per tensor they skip, and recommend
-    # pre-processing that the fusions (export/fusion.py) already did.
-    with quiet_logger(None, logging.ERROR):
+    # pre-processing that the fusions (export/fusion.py) already did. Their own loggers too: the MatMulNBits
+    # module, imported inside the block, calls logging.basicConfig(level=INFO), which lowers the root logger's
+    # level again where the caller configured no logging.
+    with quiet_logger(None, logging.ERROR), quiet_logger("onnxruntime.quantization", logging.ERROR):
         if settings["method"] == "dynamic":
             quantize_dynamic(Path(fp32_path), Path(int8_path), op_types_to_quantize=settings["op_types"],
                              per_channel=settings["per_channel"], weight_type=QuantType.QInt8,
@@ -180,14 +182,17 @@ def quantization_report(settings: dict[str, Any], fp32_outputs: GraphOutputs, in
 
 
 def answers_differ(first: GraphOutputs, second: GraphOutputs, decision: Decision) -> int:
-    """Rows whose answer differs between two readings: accepted set, OOS verdict or answered entity set (the
-    decision's entity floor applied)."""
+    """Rows whose answer differs between two readings: accepted set, OOS verdict, answered entity set (the
+    decision's entity floor applied) or, for a graph with a boundary head, request starts (where the service
+    cuts a chained request to answer it part by part)."""
     a, b = decision.apply(*first.scores), decision.apply(*second.scores)
     differ = np.any(a.accepted != b.accepted, axis=1) | (a.out_of_scope != b.out_of_scope)
     if first.entities is not None:
         differ |= np.array([span_set(x) != span_set(y) for x, y in zip(decision.kept_entities(first.entities),
                                                                        decision.kept_entities(second.entities))],
                            dtype=bool)
+    if first.starts is not None:
+        differ |= np.array([tuple(x) != tuple(y) for x, y in zip(first.starts, second.starts)], dtype=bool)
     return int(differ.sum())
 
 

@@ -28,8 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Export the checkpoint to one ONNX graph (token ids -> intent logits, the embeddings the "
                     "OOS rule and the audit read, and the entity and request-boundary heads' logits when the "
                     "model has them) with Optimum, write the tokenizer and a versioned manifest, and refuse to "
-                    "write the bundle unless ONNX reproduces PyTorch on held-out utterances and built-in probes (logits "
-                    f"and embeddings within {PARITY_ATOL:g}, identical label sets, OOS verdicts and entities).")
+                    "write the bundle unless ONNX reproduces PyTorch on held-out utterances and built-in probes "
+                    f"(logits, embeddings and entity confidences within {PARITY_ATOL:g}, identical label sets, OOS "
+                    "verdicts and entities).")
     p.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint directory (intentvcs train)")
     p.add_argument("--out", required=True, metavar="BUNDLE",
                    help="bundle directory to write (atomically); an earlier bundle there is replaced, any other "
@@ -90,12 +91,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _summarise(result: dict[str, Any]) -> None:
     parity, model = result["parity"], result["model"]
+    # The gate ran the probe texts too (none when the rows hold them all): the summary names them, and its
+    # figure is the largest gap of either.
+    probes = parity.get("probes")
+    probed = "" if probes is None else (f" and {probes['utterances']} probe texts (one of {probes['longest_tokens']} "
+                                        f"tokens, max_length {probes['max_length']})")
+    logit_diff = max(report["max_abs_logit_diff"] for report in (parity, probes or parity))
     lines = [
         f"bundle     {result['bundle']} ({result['labels']} labels, opset {model['opset']}, "
         f"{result['seconds']:.1f} s)",
         *(f"file       {name}: {entry['bytes'] / 1e6:.1f} MB" for name, entry in result["files"].items()),
-        f"parity     passed on {parity['utterances']} utterances: max |logit diff| "
-        f"{parity['max_abs_logit_diff']:.2e} (limit {parity['atol']:g})",
+        f"parity     passed on {parity['utterances']} utterances{probed}: max |logit diff| {logit_diff:.2e} "
+        f"(limit {parity['atol']:g})",
     ]
     references = result["references"]
     lines.append("references none (the audit needs training rows)" if references is None else
