@@ -41,8 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                   "named 'checkpoint': 'default' for runs/default/checkpoint, 'v2' for runs/v2)")
     p.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=True,
                    help="also write model.int8.onnx (dynamic int8 of the fused graph, or weight-only int8 when the "
-                        "dynamic graph fails its accuracy gate) with its agreement, speed-up and gate; the service "
-                        "serves it by default when the gate passed (default: on)")
+                        "dynamic graph fails its accuracy gate and the weight-only one passes; when both fail, the "
+                        "dynamic one, not served) with its agreement, speed-up and gate; the service serves it by "
+                        "default when the gate passed (default: on)")
     p.add_argument("--parity-data", metavar="FILE",
                    help=f"held-out rows ({FORMATS_HELP}) for the parity check and, being labelled, the int8 "
                         "accuracy gate; default: a built-in unlabelled sample (int8 then stays ungated, "
