@@ -82,6 +82,7 @@ def score(document: dict[str, Any], truth: dict[str, Any]) -> tuple[dict[str, An
     (``AuditReport.to_dict()``, or what ``POST /audit`` answered)."""
     expected = truth["expected"]
     rows = []
+    reported = {finding["intent"] for finding in document["findings"]}
     for finding in document["findings"]:
         want = expected[finding["intent"]]
         best = finding["containment"][0] if finding["containment"] else None
@@ -97,7 +98,13 @@ def score(document: dict[str, Any], truth: dict[str, Any]) -> tuple[dict[str, An
             "entity_pivot": (f"{pivot['direction']} {pivot['entity']} "
                              f"({pivot['new_share']:.0%} vs {pivot['existing_share']:.0%})" if pivot else None),
         })
-    new = {row["intent"] for row in rows}
+    # The truth's new intents, not the report's: a new intent the audit left without a finding is a miss (of its
+    # relation and its pairs), not a row left out of every denominator.
+    rows += [{"intent": intent, "expected": want["relation"], "expected_existing": sorted(want["existing"]),
+              "relation": "no finding", "existing": [], "severity": None, "borderline": None, "top_existing": None,
+              "new_in_existing": None, "existing_in_new": None, "reference": None, "entity_pivot": None}
+             for intent, want in expected.items() if intent not in reported]
+    new = set(expected)
     predicted = implications(LabelRelations.from_dict(document["fix"]["relations"]), new)
     gold = implications(LabelRelations.from_dict({k: v for k, v in truth.items() if k != "expected"}), new)
     typed_p, typed_r = _precision_recall(predicted, gold)
@@ -269,8 +276,9 @@ def main(argv: list[str] | None = None) -> int:
                         "provider": engine.provider, "seconds": round(seconds, 2),
                         "inference_s": round(big_report.timing_s["inference"], 2),
                         "utt_per_s": round(len(big) / seconds, 1)})
-    ran = {r["scenario"] for r in records if r["measure"] != "timing"}
-    records, command = keep_previous("audit", records, lambda r: r["scenario"] in ran or (
+    # A (scenario, path) this run measured replaces its records; a path it did not take (no --http) keeps them.
+    ran = {(r["scenario"], r.get("path", "cli")) for r in records if r["measure"] != "timing"}
+    records, command = keep_previous("audit", records, lambda r: (r["scenario"], r.get("path", "cli")) in ran or (
         r["measure"] == "timing" and args.timing_rows))
     markdown = _markdown(records)
     path = write_results("audit", records, markdown, command=command)

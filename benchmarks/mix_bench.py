@@ -53,7 +53,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
-from benchmarks.common import ROOT, SHARED_DATA, keep_previous, seeds_not_found, shown_path, write_results
+from benchmarks.common import RESULTS, ROOT, SHARED_DATA, keep_previous, seeds_not_found, shown_path, write_results
 
 DATASETS = ("atis", "snips")
 VARIANTS = ("standard", "hard")
@@ -560,6 +560,9 @@ def main(argv: list[str] | None = None) -> int:
         records += cost_part(args.runs, args.mix_runs, args.threads)
     if "idle" in args.parts:
         records += idle_part(args.runs, args.mix_runs)
+    if not records:  # nothing found to score (warned above): the file's command, machine and date stay its own
+        logging.warning("nothing measured: %s left as it was", shown_path(RESULTS / "mix.json"))
+        return 0
     # A (part, data set) this run measured replaces its recorded figures; one it found nothing of (no
     # checkpoint, no demo bundle: warned above) keeps them, with the command that measured them.
     measured = {(r["part"], r["dataset"]) for r in records}
