@@ -53,8 +53,10 @@ def where(meta: dict) -> str:
 
 
 def gpu_parts(meta: dict) -> list[str]:
-    """The GPU machines of a result's parts measured elsewhere (``perf_bench --gpu-only`` records its own)."""
-    return sorted({where(r) for r in meta["records"] if r.get("check") == "setup" and r.get("machine")})
+    """The machines of a result's parts measured elsewhere: records that carry a machine of their own other than
+    the result's (``perf_bench --gpu-only``'s setup record, ``mix_bench``'s GPU runs). A merged result's header
+    names the last run's machine; read alone, it put the H100's MixSNIPS standard rows on 2 CPU cores."""
+    return sorted({where(r) for r in meta["records"] if r.get("machine") and r["machine"] != meta["machine"]})
 
 
 def render_block(name: str) -> str:

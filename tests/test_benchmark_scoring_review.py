@@ -127,3 +127,20 @@ def test_a_mix_run_that_measured_nothing_leaves_the_results_file_as_it_was(tmp_p
         name, records, markdown, directory=tmp_path, **kw))
     assert mix_bench.main(["--parts", "standard"]) == 0
     assert (tmp_path / "mix.json").read_text() == text
+
+
+def test_a_results_block_names_the_machine_of_records_measured_elsewhere(tmp_path, monkeypatch):
+    """A merged result's header is the last run's: mix.json's MixSNIPS standard rows, measured on a lent H100,
+    were rendered as measured on the 2 CPU cores (only perf's GPU setup record was looked for)."""
+    from benchmarks import render_results
+
+    cpu = {"cores": 2, "cpu": "AMD EPYC", "gpu": None, "python": "3.11.7"}
+    gpu = {"cores": 16, "cpu": "Xeon", "gpu": "NVIDIA H100", "python": "3.12.3"}
+    (tmp_path / "mix.md").write_text("| table |\n")
+    meta = {"date": "2026-11-27", "machine": cpu, "command": "python -m benchmarks.mix_bench",
+            "records": [{"setting": "product"}, {"setting": "standard", "machine": gpu},
+                        {"setting": "chains", "machine": cpu}]}
+    monkeypatch.setattr(render_results, "RESULTS", tmp_path)
+    monkeypatch.setattr(render_results, "load", lambda name: meta)
+    block = render_results.render_block("mix")
+    assert "on 2 cores, AMD EPYC (GPU part: 16 cores, Xeon, GPU NVIDIA H100) with" in block
