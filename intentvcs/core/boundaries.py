@@ -22,14 +22,18 @@ from intentvcs.core.entities import IGNORE, Word
 
 def boundary_targets(starts: Sequence[int] | None, text_words: Sequence[Word], length: int) -> list[int]:
     """Per token of one encoded text: 1 on the first piece of a word that begins a request other than the
-    first (its character offset is in ``starts``), 0 on every other word's first piece, ``IGNORE`` elsewhere.
+    first (one of the character offsets ``starts`` lies in it), 0 on every other word's first piece,
+    ``IGNORE`` elsewhere.
 
     ``starts`` None: the row is one request (every word 0); a text's first word is never a boundary.
+    A start marks the word it lies in, not only one beginning at it: a SentencePiece word's offsets begin at
+    the space before it ("▁dim" is (9, 13) in "play jazz dim ..."), while a segment starts at its first letter,
+    so read by its first offset no word of such a backbone was ever a boundary (as ``entities.word_tags``).
     """
     targets = [IGNORE] * length
-    begins = set(starts or ())
+    begins = starts or ()
     for index, word in enumerate(text_words):
-        targets[word.token] = int(index > 0 and word.start in begins)
+        targets[word.token] = int(index > 0 and any(word.start <= start < word.end for start in begins))
     return targets
 
 

@@ -509,7 +509,9 @@ class DistanceRule(OOSRule):
         on ``mu * I``. A row with several labels counts toward the mean of
         each; one label per row gives the same numbers in either form.
         """
-        x = _as_matrix(train_pooled, "train_pooled")
+        # A NaN or inf row makes every statistic NaN, and the fit then fails on its shrinkage ("got nan"), which
+        # names a setting, not the model's outputs: refused here, as served embeddings are (``distances``).
+        x = _check_finite(_as_matrix(train_pooled, "train_pooled"), "train_pooled")
         rows, labels = _label_pairs(train_targets, len(x))
         if normalize:
             x = _l2_normalise(x)
@@ -554,7 +556,7 @@ class DistanceRule(OOSRule):
         if valid_mid is not None and len(valid_mid) != len(distances):
             raise ValueError(f"valid_mid has {len(valid_mid)} rows, valid_pooled {len(distances)}")
         if train_mid is not None:
-            mid = _as_matrix(train_mid, "train_mid", rule.means.shape[1])
+            mid = _check_finite(_as_matrix(train_mid, "train_mid", rule.means.shape[1]), "train_mid")
             if len(mid) != len(train_pooled):
                 raise ValueError(f"train_mid has {len(mid)} rows, train_pooled {len(train_pooled)}")
             bank = _l2_normalise(mid[bank_sample(_strata(train_targets, len(mid)), max_bank_rows)])

@@ -32,20 +32,35 @@ SEED = 0
 def reference_sample(rows: Sequence[Example], cap: int = ROWS_PER_INTENT, seed: int = SEED) -> list[Example]:
     """At most ``cap`` rows of each intent, drawn uniformly (seeded), in their original order.
 
-    A row with several labels counts for each; out-of-scope rows (no label, or
+    A row with several labels counts for each (toward its cap too); out-of-scope rows (no label, or
     the ``oos`` class of a model trained with one) are no intent's reference.
     Only text, labels, id and spans are kept.
     """
     rng = np.random.default_rng(seed)
+    intents = [[label for label in row.labels if label != OOS_LABEL] for row in rows]
     pools: dict[str, list[int]] = {}
-    for index, row in enumerate(rows):
-        for label in row.labels:
-            if label != OOS_LABEL:
-                pools.setdefault(label, []).append(index)
+    for index, labels in enumerate(intents):
+        for label in labels:
+            pools.setdefault(label, []).append(index)
     chosen: set[int] = set()
+    taken = dict.fromkeys(pools, 0)  # rows chosen that carry each intent
+
+    def room(index: int) -> bool:
+        return index not in chosen and all(taken[label] < cap for label in intents[index])
+
+    # A row of several intents fills the cap of each: drawn for one intent, it counts toward the others too, and
+    # joins only while each has room (drawing ``cap`` per intent regardless kept up to ~2 x cap of an intent
+    # whose rows are mostly chained). Single-label rows: one draw of ``cap`` per intent, every row drawn kept.
     for label in sorted(pools):
-        pool = pools[label]
-        chosen.update(pool if len(pool) <= cap else (int(i) for i in rng.choice(pool, size=cap, replace=False)))
+        pool = [i for i in pools[label] if room(i)]
+        while pool and taken[label] < cap:
+            need = cap - taken[label]
+            for index in pool if len(pool) <= need else (int(i) for i in rng.choice(pool, size=need, replace=False)):
+                if room(index):  # an intent of an earlier row drawn may have filled up since
+                    chosen.add(index)
+                    for other in intents[index]:
+                        taken[other] += 1
+            pool = [i for i in pool if room(i)]
     return [Example(rows[i].text, rows[i].labels, rows[i].id, rows[i].spans) for i in sorted(chosen)]
 
 

@@ -12,13 +12,14 @@ in text that is not all one case, capitalised words after the first (names:
 ``Gare du Nord``, ``my Amex``) and short ALL-CAPS words wherever they stand
 (acronyms: ``AMEX balance``, ``RBC balance please`` were read as "ALEX",
 "BBC"). Nor are the words of URLs, email addresses and identifiers
-(``www.balanse.com``, ``savngs@bank.com``, ``my_balanse_v2``): not spelling.
+(``www.balanse.com``, ``savngs@bank.com``, ``my_balanse_v2``, ``ordr123``): not spelling.
 Nor, for a model with an entity head, are
 words it reads as part of an entity (``infer_normalised``): names are the
 non-words a normaliser built from training words gets most wrong. Nor are
 runs of a script written without spaces (Han, kana, Thai, Lao, Khmer,
 Myanmar): such a run is a phrase, where one edit swaps a word ("我不想听音乐"
-is one deletion from "我想听音乐": the negation).
+is one deletion from "我想听音乐": the negation); nor Hangul words, where one
+edit swaps a syllable ("꺼주세요", "turn off", is one from "켜주세요", "turn on").
 
 The index is SymSpell's symmetric-delete lookup (``symspellpy``) over the
 training vocabulary only, so it is small (thousands of words, built in well
@@ -80,14 +81,20 @@ INFORMAL_WORDS = frozenset({
     "hes", "shes", "weve", "gonna", "wanna", "gotta", "pls", "plz", "thx", "thanx", "lol", "btw", "asap",
 })
 # Non-blank runs that are addresses or code, not words: a URL (a scheme, "www.", a domain of a common top-level
-# domain), an email address or a handle ("@"), an identifier ("_"). Tried from the start of a run only: from every
-# character of a long run, each try scanning the rest of it, the search is quadratic (8,000 letters: 0.7 s).
-_CODE = re.compile(r"(?<!\S)\S*?(?:://|@|_|\bwww\.|\w\.(?:com|org|net|edu|gov|io)(?!\w))\S*", re.IGNORECASE)
+# domain), an email address or a handle ("@"), an identifier ("_", or letters glued to a digit: an order number,
+# a user name, a flight or product code, "ordr123", "jonh42", whose letters were "corrected" to "order123",
+# "john42"). Tried from the start of a run only: from every character of a long run, each try scanning the rest
+# of it, the search is quadratic (8,000 letters: 0.7 s).
+_CODE = re.compile(r"(?<!\S)\S*?(?:://|@|_|\bwww\.|\w\.(?:com|org|net|edu|gov|io)(?!\w)|[^\W\d_]\d|\d[^\W\d_])\S*",
+                   re.IGNORECASE)
 # Letters of the scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han): a run
 # of them is a phrase, not a word, and one "edit" there swaps a word for another ("我不想听音乐", "I don't want
 # to hear music", is one deletion from "我想听音乐"; "后天" one substitution from "明天"), never mends a typo.
-_UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"
-                       "\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]")
+# And Hangul (jamo and syllables), spaced, but each letter a whole syllable: one "edit" swaps a syllable
+# ("불 꺼주세요", "turn the light off", was rewritten to the training words "불 켜주세요", "turn the light on").
+_UNEDITABLE = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f"
+                         "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
+                         "\uff66-\uff9f\U00020000-\U0003134f]")
 
 
 @functools.cache  # a scan of every code point, read by the normaliser's and the perturbation tokenizer's patterns
@@ -271,7 +278,7 @@ class Spelling:
         # "ｆｉｎｄ"): it is read in its plain letters (NFKC, ``_folded``), which the tokenizer knows (looked up
         # as written, "ﬁnd" was one edit from "and"; kept as written, "ｂｏｓｔｏｎ" was read as [UNK]).
         lower = _lookup_form(word)
-        if len(lower) < MIN_LENGTH or _UNSPACED.search(lower) or lower in self._known:
+        if len(lower) < MIN_LENGTH or _UNEDITABLE.search(lower) or lower in self._known:
             return _folded(word)
         distance = 1 if len(lower) <= SHORT_WORD else MAX_EDIT_DISTANCE
         suggestions = self._index.lookup(lower, Verbosity.CLOSEST, max_edit_distance=distance)
