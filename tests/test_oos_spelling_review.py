@@ -11,7 +11,7 @@ from intentvcs.core.dataio import Example
 from intentvcs.core.entities import IGNORE, words
 from intentvcs.core.oos import DistanceRule, NonFiniteInput
 from intentvcs.core.references import reference_sample
-from intentvcs.core.spelling import Spelling
+from intentvcs.core.spelling import Spelling, vocabulary
 
 
 # -- boundary targets over a SentencePiece-style pre-tokenizer -------------------------------------------------------
@@ -92,3 +92,21 @@ def test_the_reference_sample_of_single_label_rows_is_the_seeded_draw_per_intent
     expected = sorted(int(i) for label in ("x", "y")
                       for i in rng.choice([k for k, row in enumerate(rows) if row.labels == (label,)], 10, False))
     assert [rows.index(row) for row in reference_sample(rows, cap=10, seed=3)] == expected
+
+
+@pytest.mark.parametrize("trained, sent", [
+    ("включи свет", "выключи свет"),            # Cyrillic: "turn on the light" trained, "turn off ..." sent
+    ("άναψε το φως", "σβήσε το φως"),          # Greek
+    ("불 켜주세요", "불 꺼주세요"),              # Hangul
+])
+def test_a_word_in_a_script_other_than_latin_is_never_bent_into_a_training_word(trained, sent):
+    """The English list tells a real word from a typo in Latin letters only: "выключи" ("turn off"), absent
+    from the training rows, was one edit from the training word "включи" ("turn on") and was rewritten to it."""
+    spelling = Spelling(vocabulary([trained] * 5))
+    assert spelling.rewrite(sent).text == sent
+
+
+def test_latin_words_with_accents_are_still_mended():
+    spelling = Spelling(vocabulary(["book a table at the café", "straße"] * 5))
+    assert spelling.rewrite("book a tabel").text == "book a table"
+    assert spelling.rewrite("strase").text == "straße"

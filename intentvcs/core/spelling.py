@@ -16,10 +16,12 @@ in text that is not all one case, capitalised words after the first (names:
 Nor, for a model with an entity head, are
 words it reads as part of an entity (``infer_normalised``): names are the
 non-words a normaliser built from training words gets most wrong. Nor are
-runs of a script written without spaces (Han, kana, Thai, Lao, Khmer,
-Myanmar): such a run is a phrase, where one edit swaps a word ("我不想听音乐"
-is one deletion from "我想听音乐": the negation); nor Hangul words, where one
-edit swaps a syllable ("꺼주세요", "turn off", is one from "켜주세요", "turn on").
+words in a script other than Latin, the English list's: there a word the
+training rows lack may as well be a real word ("выключи", "turn off", one edit
+from a training word "включи", "turn on"; Hangul's "꺼주세요" and "켜주세요"),
+and in the scripts written without spaces (Han, kana, Thai, Lao, Khmer,
+Myanmar) a run of letters is a phrase, where one edit swaps a word
+("我不想听音乐" is one deletion from "我想听音乐": the negation).
 
 The index is SymSpell's symmetric-delete lookup (``symspellpy``) over the
 training vocabulary only, so it is small (thousands of words, built in well
@@ -87,14 +89,21 @@ INFORMAL_WORDS = frozenset({
 # of it, the search is quadratic (8,000 letters: 0.7 s).
 _CODE = re.compile(r"(?<!\S)\S*?(?:://|@|_|\bwww\.|\w\.(?:com|org|net|edu|gov|io)(?!\w)|[^\W\d_]\d|\d[^\W\d_])\S*",
                    re.IGNORECASE)
-# Letters of the scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han): a run
-# of them is a phrase, not a word, and one "edit" there swaps a word for another ("我不想听音乐", "I don't want
-# to hear music", is one deletion from "我想听音乐"; "后天" one substitution from "明天"), never mends a typo.
-# And Hangul (jamo and syllables), spaced, but each letter a whole syllable: one "edit" swaps a syllable
-# ("불 꺼주세요", "turn the light off", was rewritten to the training words "불 켜주세요", "turn the light on").
-_UNEDITABLE = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f"
-                         "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
-                         "\uff66-\uff9f\U00020000-\U0003134f]")
+# Only words in Latin letters are corrected: the English list, which tells a real word from a typo, is written
+# in them. A word in another script that the training rows lack may as well be a real word as a typo, and a
+# correction there bent its meaning: with "включи" ("turn on") among the training words, "выключи свет" ("turn
+# off the light") was rewritten to "включи свет". So too, with "불 켜주세요" ("turn the light on") trained, "불
+# 꺼주세요" ("... off"), one syllable away; and in the scripts written without spaces (Han, kana, Thai, Lao,
+# Khmer, Myanmar) a run of letters is a phrase, where one edit swaps a word ("我不想听音乐", "I don't want to
+# hear music", is one deletion from "我想听音乐").
+def _latin(word: str) -> bool:
+    """Whether every letter of ``word`` is a Latin one (accented letters too: "café", "straße")."""
+    return all(_latin_letter(char) for char in word if char.isalpha())
+
+
+@functools.lru_cache(maxsize=4096)
+def _latin_letter(char: str) -> bool:
+    return unicodedata.name(char, "").startswith("LATIN ")
 
 
 @functools.cache  # a scan of every code point, read by the normaliser's and the perturbation tokenizer's patterns
@@ -278,7 +287,7 @@ class Spelling:
         # "ｆｉｎｄ"): it is read in its plain letters (NFKC, ``_folded``), which the tokenizer knows (looked up
         # as written, "ﬁnd" was one edit from "and"; kept as written, "ｂｏｓｔｏｎ" was read as [UNK]).
         lower = _lookup_form(word)
-        if len(lower) < MIN_LENGTH or _UNEDITABLE.search(lower) or lower in self._known:
+        if len(lower) < MIN_LENGTH or not _latin(lower) or lower in self._known:
             return _folded(word)
         distance = 1 if len(lower) <= SHORT_WORD else MAX_EDIT_DISTANCE
         suggestions = self._index.lookup(lower, Verbosity.CLOSEST, max_edit_distance=distance)
