@@ -79,19 +79,28 @@ class BundleWatcher(Generic[Model]):
         except Exception as exc:  # any load failure keeps the old model serving
             if self._changed_since(stamp):
                 return False  # the folder changed meanwhile (a copy under way, another export): judge it still
-            log.error("the bundle at %s changed but cannot be served; still serving the previous one: %s",
-                      self.manifest.parent, exc)
-            self.failed(exc)
-            self.failing(True)
+            self._failed(exc)
             return False
         if self._changed_since(stamp):
             # Its files are read one by one, by path: the manifest of one bundle may have gone with the
             # graph of the next. Not served; loaded again next round, once the folder holds still.
             log.info("the bundle at %s changed while it was loaded; loading it again", self.manifest.parent)
             return False
-        self.swap(model)
+        try:
+            self.swap(model)
+        except Exception as exc:  # the old model goes on serving, as after a failed load
+            # Counted and reported as a failed load is (and, as one, tried again once a file changes): it went
+            # unserved with one log line from the watch's thread, the gauge and its alert quiet.
+            self._failed(exc)
+            return False
         self.failing(False)
         return True
+
+    def _failed(self, exc: Exception) -> None:
+        log.error("the bundle at %s changed but cannot be served; still serving the previous one: %s",
+                  self.manifest.parent, exc)
+        self.failed(exc)
+        self.failing(True)
 
     def _changed_since(self, stamp: tuple) -> bool:
         """Whether the folder changed since ``stamp`` (then the next round loads it again, whatever it holds)."""
@@ -116,11 +125,11 @@ class BundleWatcher(Generic[Model]):
 
 
 def _stat(path: Path) -> os.stat_result:
-    """``path``'s stat, a link's own where it leads nowhere: a dangling link in the folder (an editor's lock
+    """``path``'s stat, a link's own where it leads nowhere: a broken link in the folder (an editor's lock
     file) failed the stat of every round, and no export was noticed for as long as it stayed."""
     try:
         return path.stat()
-    except FileNotFoundError:
+    except OSError:  # also a link to itself (ELOOP) and one through a file (NotADirectoryError)
         if not path.is_symlink():
             raise
         return path.lstat()

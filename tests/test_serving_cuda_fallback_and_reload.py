@@ -135,7 +135,8 @@ def test_a_dangling_link_in_the_folder_does_not_stop_the_watch(tmp_path):
 
 
 def test_a_round_that_fails_does_not_end_the_watch(tmp_path, caplog):
-    """A swap (or a report) that raised ended the watcher's thread: every later export went unserved."""
+    """A round that raised (here the gauge's report) ended the watcher's thread: every later export went
+    unserved."""
     import threading
     import time
 
@@ -144,24 +145,60 @@ def test_a_round_that_fails_does_not_end_the_watch(tmp_path, caplog):
     served = tmp_path / "served"
     served.mkdir()
     (served / MANIFEST_FILE).write_text("{}")
-    swaps, second = [], threading.Event()
+    swaps, reports, second = [], [], threading.Event()
 
-    def swap(model):
-        swaps.append(model)
-        if len(swaps) == 1:
-            raise RuntimeError("the first swap fails")
+    def report(failing):
+        reports.append(failing)
+        if len(reports) == 1:
+            raise RuntimeError("the first report fails")
         second.set()
 
-    watcher = BundleWatcher(served, lambda: object(), swap, lambda exc: None, interval_s=0.05,
-                            failing=lambda failing: None)
+    watcher = BundleWatcher(served, lambda: object(), swaps.append, lambda exc: None, interval_s=0.05,
+                            failing=report)
     watcher.start()
     try:
         (served / MANIFEST_FILE).write_text('{"n": 1}')
         deadline = time.monotonic() + 10
-        while not swaps and time.monotonic() < deadline:
+        while not reports and time.monotonic() < deadline:
             time.sleep(0.02)
         (served / MANIFEST_FILE).write_text('{"n": 22}')
         assert second.wait(10), "the watch ended with the failed round"
     finally:
         watcher.stop()
-    assert "the bundle watch of" in caplog.text and "the first swap fails" in caplog.text
+    assert len(swaps) == 2
+    assert "the bundle watch of" in caplog.text and "the first report fails" in caplog.text
+
+
+def test_a_swap_that_fails_is_reported_as_a_failed_load(tmp_path):
+    """The old model goes on serving; the failure is counted and the gauge set (it was one log line)."""
+    from intentvcs.service.reload import BundleWatcher
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / MANIFEST_FILE).write_text("{}")
+    failed, failing = [], []
+
+    def swap(model):
+        raise RuntimeError("warm-up failed")
+
+    watcher = BundleWatcher(served, lambda: object(), swap, failed.append, interval_s=3600, failing=failing.append)
+    (served / MANIFEST_FILE).write_text('{"n": 1}')
+    assert watcher.check() is False
+    assert [str(exc) for exc in failed] == ["warm-up failed"] and failing == [True]
+    assert watcher.check() is False and len(failed) == 1  # one error, not one per round, until a file changes
+
+
+@pytest.mark.parametrize("broken", ["self", "through_a_file"])
+def test_a_link_to_itself_or_through_a_file_does_not_stop_the_watch(tmp_path, broken):
+    from intentvcs.service.reload import BundleWatcher
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / MANIFEST_FILE).write_text("{}")
+    link = served / ".#lock"
+    link.symlink_to(link if broken == "self" else served / MANIFEST_FILE / "x")
+    loads = []
+    watcher = BundleWatcher(served, lambda: loads.append(1), lambda model: None, lambda exc: None,
+                            interval_s=3600, failing=lambda failing: None)
+    (served / MANIFEST_FILE).write_text('{"name": "next"}')
+    assert watcher.check() is True and loads == [1]
