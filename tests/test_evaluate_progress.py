@@ -66,3 +66,20 @@ def test_evaluate_of_a_bundle_shows_its_progress_on_a_terminal(tmp_path, monkeyp
     assert main(["evaluate", "--bundle", str(bundle), "--data", str(data),
                  "--out", str(tmp_path / "figures.json")]) == exit_codes.OK
     assert "evaluate" in terminal.getvalue() and "2/2" in terminal.getvalue()
+
+
+def test_evaluate_of_a_checkpoint_reads_its_rows_in_one_call(tmp_path, monkeypatch):
+    """The checkpoint's predictor draws its own bar over a call: called in chunks, it drew one per chunk."""
+    from intentvcs.training.predict import TorchPredictor
+    from tests.helpers.bundle import make_tiny_checkpoint
+
+    checkpoint = make_tiny_checkpoint(tmp_path / "checkpoint")
+    data = tmp_path / "test.jsonl"
+    data.write_text("".join('{"text": "play some music %d", "labels": ["PlayMusic"]}\n' % i for i in range(5)))
+    calls = []
+    infer = TorchPredictor.infer
+    monkeypatch.setattr(TorchPredictor, "infer", lambda self, texts: calls.append(len(texts)) or infer(self, texts))
+    monkeypatch.setattr(predictor, "CHUNK", 2)
+    assert main(["evaluate", "--checkpoint", str(checkpoint), "--data", str(data),
+                 "--out", str(tmp_path / "figures.json")]) == exit_codes.OK
+    assert calls[0] == 5

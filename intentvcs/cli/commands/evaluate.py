@@ -47,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
     check_known_labels(args.data, examples, model.labels)
     check_scored_data(args.data, rows, model)
     texts = [ex.text for ex in examples]
-    # A bar on a terminal for the engine, which draws none of its own (a checkpoint's predictor does).
-    whole = in_chunks(model.infer, texts, "evaluate", progress=not args.checkpoint)
+    # A bar on a terminal for the engine, which draws none of its own; a checkpoint's predictor draws one over
+    # the whole call (called in chunks, it drew one per chunk).
+    whole = model.infer(texts) if args.checkpoint else in_chunks(model.infer, texts, "evaluate")
     graph, segmented = decide_segmented(model.decision, model.infer, texts, args.segment, outputs=whole)
     figures = evaluate(model.decision, graph, examples, result=segmented.result)
     figures["segment"] = args.segment
