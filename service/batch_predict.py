@@ -403,7 +403,8 @@ def _parquet_values(path: str, rows, column: str, first: int) -> list[Any]:
                 values[row].as_py()
             except UnicodeDecodeError as exc:
                 raise DataError(path, None, f"row {first + row + 1}: {column!r} is not UTF-8: byte "
-                                            f"0x{exc.object[exc.start]:02x} at position {exc.start + 1} of the value") from None
+                                            f"0x{exc.object[exc.start]:02x} at position {exc.start + 1} "
+                                            "of the value") from None
         raise
 
 

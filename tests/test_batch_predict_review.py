@@ -67,7 +67,8 @@ def test_a_parquet_text_that_is_not_utf8_is_named_by_its_row(bundle, tmp_path, c
     pq.write_table(pa.table({"text": raw_strings(texts)}), data)
     assert predict(bundle, data, tmp_path / "out.jsonl") == exit_codes.BAD_INPUT
     err = capsys.readouterr().err
-    assert err == f"intentvcs predict: error: {data}: row 7: 'text' is not UTF-8: byte 0xe9 at position 4 of the value\n", err
+    assert err == (f"intentvcs predict: error: {data}: row 7: 'text' is not UTF-8: byte 0xe9 at position 4 "
+                   "of the value\n"), err
     assert not (tmp_path / "out.jsonl").exists()
 
 
