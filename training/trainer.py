@@ -32,6 +32,7 @@ from transformers import get_linear_schedule_with_warmup
 from intentvcs.core.boundaries import segment_starts
 from intentvcs.core.dataio import Example
 from intentvcs.core.entities import IGNORE, aligned, span_set, tag_vocabulary
+from intentvcs.core.evaluation import knows_some
 from intentvcs.core.outputs import BOUNDARY_OUTPUT, TAG_OUTPUT
 from intentvcs.core.scoring import overall_accuracy, span_metrics
 from intentvcs.training.averaging import WeightAverage
@@ -221,8 +222,7 @@ class Trainer:
         repeated = sorted({label for label in labels if labels.count(label) > 1})
         if repeated:
             raise ValueError(f"the fixed label list repeats {repeated[:10]}: each label is one output of the model")
-        known = set(labels)
-        unseen = sorted({l for ex in train for l in ex.labels} - known)
+        unseen = sorted({l for ex in train for l in ex.labels} - set(labels))
         if unseen:
             raise ValueError(f"training labels missing from the fixed label list: {unseen[:10]}")
         if self.method.activation == "softmax" and len(labels) < 2:
@@ -231,7 +231,7 @@ class Trainer:
                              f"have one ({labels[0]!r}): it would learn nothing; give rows of a second intent, "
                              "out-of-scope rows with --oos-rule train (a class of their own), or a sigmoid method "
                              "(--method bce)")
-        if not any(known.intersection(ex.labels) for ex in valid):  # likewise
+        if not knows_some(valid, labels):  # likewise
             given = sorted({l for ex in valid for l in ex.labels})
             raise ValueError(f"no validation row carries a label the model learns ({len(valid)} rows, labels "
                              f"{', '.join(given[:10])}{' ...' if len(given) > 10 else ''}); the validation rows "

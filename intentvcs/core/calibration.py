@@ -79,9 +79,7 @@ def _check_targets(logits: np.ndarray, targets: np.ndarray, activation: str) -> 
         # A row written with several labels (a chained request) is read as the training loss reads it
         # (training.losses.observed_softmax_loss): each of its labels as likely as the others. One index per
         # row would pick one of them by the order of the model's labels.
-        if targets.shape != logits.shape or targets.dtype.kind not in "biuf" or np.any((targets != 0) & (targets != 1)):
-            raise ValueError(f"softmax label sets must be 0/1 [N, L] = {list(logits.shape)}, "
-                             f"got {targets.dtype} {list(targets.shape)}")
+        _check_zero_one(targets, logits.shape, "softmax label sets")
         counts = targets.sum(axis=1)
         if n and counts.min() < 1:
             raise ValueError("softmax label sets need one label or more per row; drop rows with no observed label")
@@ -95,10 +93,14 @@ def _check_targets(logits: np.ndarray, targets: np.ndarray, activation: str) -> 
         return targets
     # 0/1 as softmax label sets are: a NaN target made every NLL NaN, which the temperature search read as
     # "larger is better" (T = 20, in silence), and a 2 gave a negative NLL.
-    if targets.shape != logits.shape or targets.dtype.kind not in "biuf" or np.any((targets != 0) & (targets != 1)):
-        raise ValueError(f"sigmoid targets must be 0/1 [N, L] = {list(logits.shape)}, "
-                         f"got {targets.dtype} {list(targets.shape)}")
+    _check_zero_one(targets, logits.shape, "sigmoid targets")
     return targets.astype(np.float64)
+
+
+def _check_zero_one(targets: np.ndarray, shape: tuple[int, ...], what: str) -> None:
+    """``ValueError`` naming ``what`` unless ``targets`` is a numeric 0/1 matrix of ``shape``."""
+    if targets.shape != shape or targets.dtype.kind not in "biuf" or np.any((targets != 0) & (targets != 1)):
+        raise ValueError(f"{what} must be 0/1 [N, L] = {list(shape)}, got {targets.dtype} {list(targets.shape)}")
 
 
 def nll(logits: np.ndarray, targets: np.ndarray, activation: str, temperature: float = 1.0) -> float:
