@@ -79,6 +79,18 @@ _JOINER = (rf"(?:;|(?<!\d),|,(?!\d)|(?<![^\s{_INVISIBLE},;])"
 CONNECTOR = re.compile(rf"(?<!{_BLANK}){_BLANK}*{_JOINER}(?:{_BLANK}*{_JOINER})*{_BLANK}*", re.IGNORECASE)
 # The words of a connector: a part made of entities and these only names things ("apples and grapes").
 _JOINER_WORD = re.compile(rf"^{_JOINER}+$", re.IGNORECASE)
+# Stretches that hold one value, so that no connector inside them cuts (``_held``), protected as the entities
+# the model finds are: the model tags each end of a range as an entity of its own ("between boston and denver",
+# "between 4 and 5 pm": ATIS has some 400 such rows, cut "flights between 4" | "5 pm"), and may not tag a number
+# or a quotation at all ("transfer two hundred" | "fifty dollars", 'remind me to "call mom' | 'pay the rent"').
+# Double quotation marks only: a single one is as often an apostrophe ("rock ’n’ roll", "what’s").
+_QUOTED = re.compile(r'"[^"]*"|“[^”]*”|„[^“”]*[“”]|«[^»]*»|「[^」]*」|『[^』]*』')
+_RANGE = re.compile(r"\bbetween\b", re.IGNORECASE)  # its first bare "and" closes the range
+_SCALE = re.compile(r"\b(?:hundred|thousand|million|billion)$", re.IGNORECASE)  # "two hundred" and ...
+_NUMBER = re.compile(r"(?:\d|(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+                     r"|(?:thir|four|fif|six|seven|eigh|nine)teen|(?:twen|thir|for|fif|six|seven|eigh|nine)ty)\b)",
+                     re.IGNORECASE)  # ... "fifty", "20"
+_FRACTION = re.compile(rf"a{_BLANK}+(?:half|quarter)\b", re.IGNORECASE)  # "3 and a half", "7 weeks and a half"
 # A word without the marks before and after it (None: a word of marks only, "-", "&", which joins names).
 _WORD_CORE = re.compile(r"\w(?:\S*\w)?")
 # A self-repair ("turn off the lamps, sorry the lights", "please play, i mean transfer $75 to Alex"): what
@@ -140,7 +152,9 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
     No connector strictly inside a ``protected`` span cuts (an entity: "são
     tomé and príncipe", "neva alice and maggie parker"; a span that only
     starts or ends at the connector, as a tagger reading a chained text can
-    give, does not protect it), nor a start inside one, in a connector or at
+    give, does not protect it) or a stretch that holds one value (``_held``:
+    a quotation, "between 4 and 5 pm", "two hundred and fifty", "3 and a
+    half"), nor a start inside one, in a connector or at
     the word right after one: the connector cuts there, under the same rules
     (a start there once cut where the connector was refused, leaving parts
     such as "dallas and also"); nor one before a self-repair (``REPAIR``). A piece of fewer than ``MIN_WORDS`` words is
@@ -156,6 +170,7 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
     """
     text = _plain(text)  # same length: the spans index the text as sent
     connectors = [(match.start(), match.end()) for match in CONNECTOR.finditer(text)]
+    protected = [*protected, *_held(text, connectors)]
     # A start is a cut of no width: the text before it is one part, the text from it the next.
     points = sorted(connectors + [(start, start) for start in starts
                                   if not any(a <= start <= b for a, b in connectors)])
@@ -184,6 +199,27 @@ def cut(text: str, protected: Sequence[tuple[int, int]] = (), starts: Sequence[i
         kept[MAX_PARTS - 1][1] = kept[-1][1]
         del kept[MAX_PARTS:]
     return [_trim(text, start, end) for start, end in kept]
+
+
+def _held(text: str, connectors: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The stretches of ``text`` that hold one value (a quotation, a range, a number), as ``(start, end)`` spans
+    with the connector that lies inside each strictly inside it; ``connectors``: the connectors' spans."""
+    held = [match.span() for match in _QUOTED.finditer(text)]
+    previous = 0  # where the stretch before this connector begins: the end of the connector before it
+    for left, right in connectors:
+        after = _WORD.match(text, right)  # the word after the connector (None: it closes the text)
+        if after and text[left:right].strip(_BLANK_CHARS).lower() == "and":
+            before = text[previous:left]
+            opened = _RANGE.search(before)
+            if opened:
+                held.append((previous + opened.start(), after.end()))
+            elif left > previous and (_FRACTION.match(text, right)
+                                      or (_SCALE.search(before) and _NUMBER.match(text, right))):
+                # From the last character of the word before the "and" (a connector starts after no blank) to
+                # the end of the word after it: a learnt request start elsewhere in the stretch still cuts.
+                held.append((left - 1, after.end()))
+        previous = right
+    return held
 
 
 def _plain(text: str) -> str:
