@@ -337,9 +337,14 @@ def decode_line(path: str | os.PathLike, number: int, raw: bytes) -> Any:
             reason += f"; {cr_only_lines('JSONL')}"
         raise DataError(path, number, reason) from None
     except ValueError as exc:
-        # An integer of more digits than Python converts (sys.get_int_max_str_digits);
-        # its advice to call sys.set_int_max_str_digits is for programmers, not users.
-        raise DataError(path, number, f"invalid JSON: {str(exc).split(';')[0]}") from None
+        raise DataError(path, number, unconvertible_json(exc)) from None
+
+
+def unconvertible_json(exc: ValueError) -> str:
+    """Why ``json`` refused valid JSON with a ``ValueError`` of its own (not a ``JSONDecodeError``): an integer of
+    more digits than Python converts (``sys.get_int_max_str_digits``), in words for users: its advice to call
+    ``sys.set_int_max_str_digits`` is for programmers."""
+    return f"invalid JSON: {str(exc).split(';')[0]}"
 
 
 class DuplicateKey(ValueError):

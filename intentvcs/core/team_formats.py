@@ -16,10 +16,15 @@ entities on one text is refused, as overlapping spans are. A ``#`` line in an
 examples block is a comment Rasa skips: skipped with a warning. Synonym, regex
 and lookup entries carry no training rows and are skipped; any other entry (a
 misspelt ``intnet:``), a key Rasa's schema does not give an entry (a misspelt
-second ``exmaples:`` block), a key given twice in a mapping, and an examples
-block folded with ``>`` (its lines joined into one example) are refused, as
-silently dropped rows would be. Examples in a quoted string (what ``yaml.dump``
-writes) are named by the line the string begins on.
+second ``exmaples:`` block), a key given twice in a mapping, an examples
+block folded with ``>`` (its lines joined into one example), an intent whose
+examples are empty (``examples:``, ``[]``, only ``#`` lines) as one without
+them, and U+0085, U+2028 or U+2029 (line ends to PyYAML's YAML 1.1, text to
+Rasa's 1.2) are refused, as silently dropped or split rows would be. An intent's
+name is read without surrounding spaces, as Rasa reads it. Examples in a quoted
+string (what ``yaml.dump`` writes) are named by the line the string begins on.
+An entity annotation whose JSON Python cannot read (nested past its recursion
+limit, an integer of more digits than it converts) is refused at its line.
 
 CSV: a header row naming at least ``text`` and ``intent`` (``id`` is kept when
 present, other columns are ignored); an empty ``intent`` marks an out-of-scope
@@ -44,7 +49,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from intentvcs.core.csv_records import records
 from intentvcs.core.dataio import (DataError, DuplicateKey, Example, counts_text, decode_utf8,
                                    iter_jsonl_numbered, line_and_column, parse_row, read_utf8, strict_loads,
-                                   unknown_labels)
+                                   too_deep, unconvertible_json, unknown_labels)
 
 # How a command's help names the files it reads rows from (by suffix).
 FORMATS_HELP = "JSONL, a Rasa nlu.yml (.yml, .yaml) or a CSV of text,intent (.csv)"
@@ -68,6 +73,13 @@ RASA_SKIPPED = ("synonym", "regex", "lookup")
 # its rows dropped without a word.
 RASA_ENTRY_KEYS = {"intent": ("intent", "examples", "metadata"),
                    **{kind: (kind, "examples") for kind in RASA_SKIPPED}}
+# Characters PyYAML (YAML 1.1) reads as line ends and YAML 1.2 (Rasa's ruamel) and editors as text: inside an
+# example one split it into two examples, or made the parser refuse the file at a line past it.
+YAML11_LINE_BREAK_NAMES = {"\x85": "next line", "\u2028": "line separator", "\u2029": "paragraph separator"}
+YAML11_LINE_BREAKS = re.compile(f"[{''.join(YAML11_LINE_BREAK_NAMES)}]")
+# The end of a line of a double-quoted YAML string whose line break does not fold into a space: an odd run of
+# backslashes escapes the break itself, or ends in "\n", a line break of the value already.
+QUOTED_BREAK_KEPT = re.compile(r"(?<!\\)(?:\\\\)*\\n?$")
 log = logging.getLogger(__name__)
 
 
@@ -284,6 +296,13 @@ def _compose(path: Path) -> Any:
     import yaml
 
     text = read_utf8(path)
+    separator = YAML11_LINE_BREAKS.search(text)
+    if separator:
+        line, column = line_and_column(text, separator.start())
+        char = separator.group()
+        raise DataError(path, line, f"the character U+{ord(char):04X} ({YAML11_LINE_BREAK_NAMES[char]}) at column "
+                                    f"{column}: this reader's YAML (1.1) ends a line there, Rasa's (1.2) and editors "
+                                    "do not, so its lines would be read apart; replace it with a space")
     try:
         return yaml.compose(text, Loader=_nesting_loader())
     except yaml.reader.ReaderError as exc:
@@ -362,22 +381,52 @@ def _intent_rows(path: Path, fields: dict[str, Any]) -> Iterator[tuple[int, Exam
 
     intent, examples = fields["intent"], fields.get("examples")
     where = intent.start_mark.line + 1
-    if not isinstance(intent, yaml.ScalarNode) or not str(intent.value).strip():
+    if not isinstance(intent, yaml.ScalarNode) or not intent.value.strip():
         raise DataError(path, where, "'intent' must be a non-empty name")
+    # Stripped as Rasa strips it (TrainingData.sanitize_examples) and the CSV reader its intent cell: a quoted
+    # "greet " is Rasa's "greet", not a label refused at every example's line.
+    name = intent.value.strip()
     if isinstance(examples, yaml.SequenceNode):
         marked = _listed_examples(path, examples)
     elif isinstance(examples, yaml.ScalarNode) and examples.style == ">":
         # A folded block joins its lines: "- hello\n- bye" is one example "hello - bye", two rows lost as one.
-        raise DataError(path, examples.start_mark.line + 1, f"intent {intent.value!r}: an 'examples' block folded "
+        raise DataError(path, examples.start_mark.line + 1, f"intent {name!r}: an 'examples' block folded "
                                                             "with '>' joins its lines into one example; write '|'")
     elif isinstance(examples, yaml.ScalarNode):
+        folded = _folded_example_line(examples)
+        if folded is not None:
+            raise DataError(path, folded, f"intent {name!r}: this '- ' line of an 'examples' string (not a '|' block) "
+                                          "folds onto the line before it, both read as one example; write a '|' block")
         marked = _block_examples(path, examples)
     else:
-        raise DataError(path, where, f"intent {intent.value!r} has no 'examples' block of '- ' lines "
+        raise DataError(path, where, f"intent {name!r} has no 'examples' block of '- ' lines "
                                      "(nor a list of 'text' items)")
+    read = False
     for number, example in marked:
         text, spans = _annotated(path, number, example)
-        yield number, _row(path, number, {"text": text, "labels": [str(intent.value)], "spans": spans})
+        read = True
+        yield number, _row(path, number, {"text": text, "labels": [name], "spans": spans})
+    if not read:
+        # An empty block ("examples:", "[]", only '#' lines) is refused as a missing one is: the intent
+        # vanished without a word, absent from the model (Rasa warns that it "has no examples").
+        raise DataError(path, where, f"intent {name!r} has no examples: its 'examples' holds no '- ' line "
+                                     "(nor 'text' item); write them, or remove the intent")
+
+
+def _folded_example_line(examples: Any) -> int | None:
+    """The line of the file where a quoted (or plain) ``examples`` string folds a ``- `` line onto the line before
+    it, or None. A line break in such a string reads as a space, as in a '>' block: "- hi" and "- hello" on two
+    lines were one example "hi - hello". A blank line, or in double quotes a break escaped with '\\' (how
+    yaml.dump wraps a long string) or after a "\\n", keeps them apart."""
+    start, end = examples.start_mark, examples.end_mark
+    if examples.style == "|" or start.line == end.line or start.buffer is None:
+        return None
+    lines = start.buffer[start.index:end.index].splitlines()
+    for number, (before, line) in enumerate(zip(lines, lines[1:]), start=start.line + 2):
+        escaped = examples.style == '"' and QUOTED_BREAK_KEPT.search(before.rstrip(" \t"))
+        if line.lstrip(" \t").startswith("-") and before.strip() and not escaped:
+            return number
+    return None
 
 
 def _block_examples(path: Path, examples: Any) -> Iterator[tuple[int, str]]:
@@ -457,6 +506,11 @@ def _entity_object(path: Path, line: int, match: re.Match) -> dict[str, Any]:
         raise DataError(path, line, f"entity annotation {match.group(0)!r}: {exc}") from None
     except json.JSONDecodeError:
         value = None
+    except (RecursionError, ValueError) as exc:
+        # JSON that Python's parser cannot hold (nesting past its recursion limit, an integer of more digits
+        # than it converts) escaped as a traceback, or a ValueError naming neither file nor line.
+        reason = too_deep(source)[1] if isinstance(exc, RecursionError) else unconvertible_json(exc)
+        raise DataError(path, line, f"entity annotation [{match['text']}]: {reason}") from None
     if listed and isinstance(value, list):
         if len(value) > 1:
             # Rasa makes one entity of each object, all on the same text: spans that overlap, which the

@@ -22,7 +22,8 @@ import re
 import sys
 from typing import Any
 
-from intentvcs.core.dataio import DataError, DuplicateKey, line_and_column, strict_loads, too_deep
+from intentvcs.core.dataio import (DataError, DuplicateKey, line_and_column, strict_loads, too_deep,
+                                   unconvertible_json)
 
 
 def loads(where: str | os.PathLike, text: str) -> Any:
@@ -37,7 +38,7 @@ def loads(where: str | os.PathLike, text: str) -> Any:
         line, reason = too_deep(text)
         raise DataError(where, line, f"invalid JSON: {reason}") from None
     except ValueError as exc:  # an integer past the digit limit: the one other ValueError json raises
-        raise DataError(where, _long_integer_line(text), f"invalid JSON: {str(exc).split(';')[0]}") from None
+        raise DataError(where, _long_integer_line(text), unconvertible_json(exc)) from None
 
 
 def _long_integer_line(text: str) -> int | None:
