@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from typing import Any, Awaitable, Callable
+from urllib.parse import quote
 
 import bentoml
 from starlette.applications import Starlette
@@ -29,6 +30,8 @@ from intentvcs.service.audit_jobs import PROGRESS_ROUTE, progress_endpoint
 
 HEADER = "x-intentvcs-model"
 STATUS_ROUTE = "/status"
+# What a name keeps as it is in the header: printable ASCII (space included), but "%", the escape itself.
+HEADER_SAFE = "".join(chr(code) for code in range(0x20, 0x7F) if chr(code) != "%")
 Message = dict[str, Any]
 # The header value of the bundle that answers this request, set by the handler that chose its engine (a
 # request's own task, which the middleware's answer runs in); None: the one serving when the answer starts.
@@ -36,8 +39,14 @@ ANSWERED_BY: ContextVar[bytes | None] = ContextVar("intentvcs_answered_by", defa
 
 
 def header_value(info: dict[str, Any]) -> str:
-    """``<name>@sha256:<first 12 hex digits>``: short enough for a log line, enough to tell bundles apart."""
-    return f"{info['name']}@{info['bundle_digest'][:len('sha256:') + 12]}"
+    """``<name>@sha256:<first 12 hex digits>``: short enough for a log line, enough to tell bundles apart.
+
+    The name is percent-encoded (UTF-8) outside printable ASCII, and ``%`` itself: ``export --name`` takes
+    any string, and a control character in a header made uvicorn drop every API answer unanswered, while a
+    character outside Latin-1 failed every audit job (its header goes through Starlette, which writes
+    Latin-1); other non-ASCII bytes reach clients as mojibake (RFC 9110 leaves them opaque).
+    """
+    return f"{quote(info['name'], safe=HEADER_SAFE)}@{info['bundle_digest'][:len('sha256:') + 12]}"
 
 
 def status_app() -> Starlette:

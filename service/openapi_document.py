@@ -23,7 +23,10 @@ misled in these ways, each checked against the running server:
 - the document says ``openapi: 3.0.2``, but the request and response schemas
   BentoML writes (pydantic's) are in JSON Schema 2020-12's dialect: an optional
   field's ``{"type": "null"}``, which OpenAPI 3.0 tools refuse ("Unknown type
-  'null'"), where 3.0 says ``nullable`` (``openapi_30``).
+  'null'"), where 3.0 says ``nullable`` (``openapi_30``);
+- each request body was BentoML's inline copy of its schema, every optional
+  field's ``null`` dropped: Rasa's own ``/model/parse`` body (``message_id``
+  and ``token`` null) was invalid by the document (``_bodies_by_reference``).
 
 ``amend`` rewrites BentoML's document accordingly (and, with a token set,
 declares the bearer scheme on the protected routes), and ``AmendedDocs``
@@ -154,7 +157,8 @@ class ServiceStatus(BaseModel):
     request_boundaries: bool = Field(description="The model's boundary head also cuts chained requests.")
     spelling_words: int | None = Field(description="The spelling normaliser's vocabulary; null when it is off.")
     fallback_intent: str = Field(description="/model/parse's intent for an out-of-scope utterance.")
-    model: str = Field(description="The X-Intentvcs-Model header's value: <name>@sha256:<12 hex>.")
+    model: str = Field(description="The X-Intentvcs-Model header's value: <name>@sha256:<12 hex>, the name "
+                       "percent-encoded (UTF-8) outside printable ASCII and where it has a %.")
 
 
 # ------------------------------------------------------------------ what each operation answers
@@ -234,6 +238,7 @@ def amend(spec: dict[str, Any], protected: Iterable[str] = ()) -> dict[str, Any]
     if method_of(paths, CANCEL_ROUTE, "put"):  # BentoML names the cancel after the retry
         paths[CANCEL_ROUTE]["put"].update(operationId="intentvcs__audit_job_cancel",
                                           **{"x-bentoml-name": "audit_job_cancel"})
+    _bodies_by_reference(paths, schemas)
     for (route, method), refusals in REFUSALS.items():
         operation = method_of(paths, route, method)
         if operation is None:
@@ -246,6 +251,22 @@ def amend(spec: dict[str, Any], protected: Iterable[str] = ()) -> dict[str, Any]
     _secure(spec, protected)
     _in_openapi_30(spec)
     return spec
+
+
+def _bodies_by_reference(paths: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """Each request body's schema as a ``$ref`` to the component of its title. BentoML inlines a copy of the
+    request model's schema in which every optional field has lost its ``null`` (it flattens ``anyOf: [X,
+    null]`` to ``X``, and Rasa's ``token``, string or number or boolean, to a string): the body Rasa's client
+    posts to /model/parse (``message_id`` and ``token`` null), which the service answers, was invalid by the
+    document. The component of the same name is pydantic's own schema, which keeps them."""
+    for operations in paths.values():
+        for operation in operations.values():
+            if not isinstance(operation, dict):
+                continue
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                title = content.get("schema", {}).get("title")
+                if title in schemas:
+                    content["schema"] = {"$ref": f"#/components/schemas/{title}"}
 
 
 def _in_openapi_30(spec: dict[str, Any]) -> None:
