@@ -44,14 +44,18 @@ LANG_MAX_CHARS = 35  # a /model/parse lang: a BCP 47 tag, with room to spare
 MAX_REPORTED_ERRORS = 20
 # Unicode general categories of what a reader sees: letters, numbers, punctuation, symbols.
 VISIBLE_CATEGORIES = frozenset("LNPS")
+REPLACEMENT_CHARACTER = "\ufffd"
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def readable(text: str) -> bool:
     """Whether ``text`` holds something to read: a letter, digit, punctuation mark or symbol. Nothing else
     (white space, control and format characters such as a zero-width space or a BOM, lone combining
-    marks) tokenizes to anything."""
-    return any(unicodedata.category(char)[0] in VISIBLE_CATEGORIES for char in text)
+    marks) tokenizes to anything; nor does U+FFFD, the replacement character, a symbol that stands for bytes
+    that could not be decoded, which BERT's normaliser drops (a text of it alone was answered with the
+    model's guess for an empty string)."""
+    return any(char != REPLACEMENT_CHARACTER and unicodedata.category(char)[0] in VISIBLE_CATEGORIES
+               for char in text)
 
 
 def _not_blank(text: str) -> str:

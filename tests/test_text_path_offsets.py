@@ -230,3 +230,16 @@ def test_the_checkpoint_answers_the_whole_words_the_bundle_does(bundle, engine, 
     served = [sorted((e.start, e.end) for e in row) for row in engine.infer(texts).entities]
     read = [sorted((e.start, e.end) for e in row) for row in checkpoint.infer(texts).entities]
     assert read == served
+
+
+def test_a_text_of_replacement_characters_is_nothing_to_read_as_the_tokenizer_reads_it(bundle):
+    """U+FFFD, a symbol, passed the request check, yet the tokenizer drops it: ``/predict`` answered a text of it
+    alone with the model's guess for an empty string, where a blank text is refused (``empty_text``)."""
+    from intentvcs.service.schemas import PredictRequest, readable
+    from intentvcs.service.tokenization import BundleTokenizer
+
+    served = BundleTokenizer(bundle / "tokenizer.json", MAX_LENGTH).encode(["\ufffd", "", "a\ufffd"])
+    assert served[0].ids == served[1].ids != served[2].ids
+    assert not readable("\ufffd \ufffd") and readable("a\ufffd")
+    with pytest.raises(ValueError, match="non-whitespace"):
+        PredictRequest.model_validate_json('{"text": "\\ufffd"}')
