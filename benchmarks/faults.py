@@ -136,6 +136,7 @@ def bad_file(content: bytes, line: int, reason: str) -> Callable[[Workspace], tu
 
 
 GOOD = b'{"text": "play some music", "labels": ["PlayMusic"]}\n'
+ANOTHER = b'{"text": "book a table for two", "labels": ["BookRestaurant"]}\n'
 
 
 def output_is_a_directory(space: Workspace) -> tuple[str, bool]:
@@ -211,8 +212,10 @@ def bad_option_value(option: str, value: str, *needles: str) -> Callable[[Worksp
     def check(space: Workspace) -> tuple[str, bool]:
         folder = space.fresh("option")
         data, held_out = folder / "d.jsonl", folder / "v.jsonl"  # train refuses to validate on its training file
-        data.write_bytes(GOOD)
-        held_out.write_bytes(GOOD)
+        # Two intents and two validation rows: data train takes, so that the option is what it refuses (one
+        # validation row is refused under the distance rule, one intent under a softmax method).
+        data.write_bytes(GOOD + ANOTHER)
+        held_out.write_bytes(GOOD + ANOTHER)
         given = value.replace("{folder}", str(folder))
         if given.endswith(".json") and not Path(given).exists():
             Path(given).write_text("{not json")
