@@ -54,18 +54,25 @@ def command_line() -> str:
     return "python -m " + " ".join(shlex.quote(a) for a in [module, *sys.argv[1:]])
 
 
-def keep_previous(name: str, records: list[dict], redone, directory: Path = RESULTS) -> tuple[list[dict], str]:
+def keep_previous(name: str, records: list[dict], redone, directory: Path = RESULTS,
+                  host: dict | None = None) -> tuple[list[dict], str]:
     """Merge this run's ``records`` with an earlier run's that this run does not redo.
 
     ``redone(record)`` says whether an earlier record is covered by this run
     (e.g. same dataset). Lets one benchmark be run in parts (one data set per
     process); the command of a merged file lists every part, joined by ``&&``.
+    An earlier record measured on another machine than ``host`` (the header the
+    merged file gets: this machine by default, as ``write_results``) keeps its
+    own: it carries the earlier header's ``machine`` and ``date`` (the header names
+    the last run's only, and the results' blocks name a record's own machine).
     """
     path = directory / f"{name}.json"
     if not path.exists():
         return records, command_line()
     previous = json.loads(path.read_text(encoding="utf-8"))
-    kept = [r for r in previous["records"] if not redone(r)]
+    elsewhere = previous.get("machine") != (host or machine())
+    kept = [({"machine": previous["machine"], "date": previous["date"], **r} if elsewhere else r)
+            for r in previous["records"] if not redone(r)]
     commands = [c for c in previous["command"].split(" && ") if c != command_line()] if kept else []
     return kept + records, " && ".join(dict.fromkeys(commands + [command_line()]))
 

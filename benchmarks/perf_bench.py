@@ -215,7 +215,7 @@ def merge_gpu(args: argparse.Namespace) -> Path:
     threads = default_threads() if args.threads is None else args.threads
     records = gpu_records(args.bundle, args.checkpoint, load_texts(args.data, args.snips), args.repeats, threads)
     merged, command = keep_previous("perf", records, lambda r: r["component"] in ("gpu", "target"),
-                                    directory=args.results_dir)
+                                    directory=args.results_dir, host=previous["machine"])
     # Every GPU record is measured again, so an earlier --gpu-only command no longer made any of them.
     command = " && ".join(c for c in command.split(" && ") if "--gpu-only" not in c or c == command_line())
     merged += target_records(merged)

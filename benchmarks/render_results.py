@@ -48,22 +48,36 @@ def result_names() -> list[str]:
 
 
 def where(meta: dict) -> str:
-    m = meta["machine"]
+    """The machine a result's header names, in words."""
+    return host(meta["machine"])
+
+
+def host(m: dict) -> str:
+    """A machine (``common.machine``'s) in words."""
     return f"{m['cores']} cores, {m['cpu']}" + (f", GPU {m['gpu']}" if m.get("gpu") else "")
 
 
-def gpu_parts(meta: dict) -> list[str]:
+def parts_elsewhere(meta: dict) -> list[dict]:
     """The machines of a result's parts measured elsewhere: records that carry a machine of their own other than
-    the result's (``perf_bench --gpu-only``'s setup record, ``mix_bench``'s GPU runs). A merged result's header
-    names the last run's machine; read alone, it put the H100's MixSNIPS standard rows on 2 CPU cores."""
-    return sorted({where(r) for r in meta["records"] if r.get("machine") and r["machine"] != meta["machine"]})
+    the result's (``perf_bench --gpu-only``'s setup record, ``mix_bench``'s GPU runs, records an earlier run on
+    another machine left: ``common.keep_previous``). A merged result's header names the last run's machine;
+    read alone, it put the H100's MixSNIPS standard rows on 2 CPU cores."""
+    machines = {json.dumps(r["machine"], sort_keys=True): r["machine"] for r in meta["records"]
+                if r.get("machine") and r["machine"] != meta["machine"]}
+    return [machines[key] for key in sorted(machines)]
+
+
+def gpu_parts(meta: dict) -> list[str]:
+    """The GPU machines among ``parts_elsewhere``."""
+    return sorted({host(m) for m in parts_elsewhere(meta) if m.get("gpu")})
 
 
 def render_block(name: str) -> str:
     """One result's table plus the command, machine and date it was measured with."""
     table = (RESULTS / f"{name}.md").read_text(encoding="utf-8").strip()
     meta = load(name)
-    elsewhere = "".join(f" (GPU part: {host})" for host in gpu_parts(meta))
+    elsewhere = "".join(f" ({'GPU part' if m.get('gpu') else 'part measured on'}: {host(m)})"
+                        for m in parts_elsewhere(meta))
     return (f"{table}\n\nMeasured {meta['date']} on {where(meta)}{elsewhere} with `{meta['command']}` "
             f"(raw figures: `benchmarks/results/{name}.json`).")
 
@@ -411,7 +425,8 @@ def render_headline(results_doc: str) -> str:
             lines.append(f"| {name} | {figure} | {measured} | {reference} |")
     metas = [m for m in (load(n) for n in HEADLINE_SOURCES) if m is not None]
     dates = sorted({m["date"] for m in metas})
-    machines = sorted({where(m) for m in metas})
+    machines = sorted({where(m) for m in metas} | {host(p) for m in metas for p in parts_elsewhere(m)
+                                                    if not p.get("gpu")})
     gpus = sorted({host for m in metas for host in gpu_parts(m)})
     gpu = f"; GPU figures on {'; '.join(gpus)}" if gpus else (
         "" if any(m["machine"].get("gpu") for m in metas) else " (no GPU)")

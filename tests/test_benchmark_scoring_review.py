@@ -144,3 +144,30 @@ def test_a_results_block_names_the_machine_of_records_measured_elsewhere(tmp_pat
     monkeypatch.setattr(render_results, "load", lambda name: meta)
     block = render_results.render_block("mix")
     assert "on 2 cores, AMD EPYC (GPU part: 16 cores, Xeon, GPU NVIDIA H100) with" in block
+
+
+def test_records_kept_from_a_run_on_another_machine_keep_its_machine_and_date(tmp_path, monkeypatch):
+    """The merged file's header names this run's machine: the records an earlier run on another machine left
+    read as measured here (mix.json's product rows, measured on an AMD EPYC, under a later Xeon run's header)."""
+    from benchmarks import common, render_results
+
+    epyc = {"cores": 2, "cpu": "AMD EPYC", "gpu": None, "python": "3.11.7"}
+    xeon = {"cores": 2, "cpu": "Xeon", "gpu": None, "python": "3.11.7"}
+    h100 = {"cores": 16, "cpu": "Xeon", "gpu": "NVIDIA H100", "python": "3.12.3"}
+    earlier = {"command": "python -m benchmarks.mix_bench --parts product", "machine": epyc, "date": "2026-11-27",
+               "records": [{"part": "product"}, {"part": "standard", "machine": h100}, {"part": "chains"}]}
+    (tmp_path / "mix.json").write_text(json.dumps(earlier))
+    monkeypatch.setattr(common, "machine", lambda: xeon)
+    merged, _ = common.keep_previous("mix", [{"part": "chains", "new": True}], lambda r: r["part"] == "chains",
+                                     directory=tmp_path)
+    assert merged == [{"machine": epyc, "date": "2026-11-27", "part": "product"},
+                      {"machine": h100, "date": "2026-11-27", "part": "standard"},  # its own machine stays
+                      {"part": "chains", "new": True}]
+    same, _ = common.keep_previous("mix", [], lambda r: False, directory=tmp_path, host=epyc)
+    assert same == earlier["records"]  # merged under the earlier header: nothing to stamp
+    (tmp_path / "mix.md").write_text("| table |\n")
+    monkeypatch.setattr(render_results, "RESULTS", tmp_path)
+    monkeypatch.setattr(render_results, "load", lambda name: {**earlier, "machine": xeon, "records": merged})
+    block = render_results.render_block("mix")
+    assert "on 2 cores, Xeon (GPU part: 16 cores, Xeon, GPU NVIDIA H100) (part measured on: 2 cores, AMD EPYC) " \
+        "with" in block
