@@ -1,7 +1,8 @@
 """Evidence for a finding: example utterances and the PU relabel list.
 
 Examples come from the new intent's own rows. Each verdict marks the rows that
-back it (``Verdict.support``); rows are ranked by the model's mean confidence
+back it (``Verdict.support``; a novel intent's rows only where the service accepts no existing intent at all,
+the rule's support reading its candidates alone); rows are ranked by the model's mean confidence
 in the verdict's existing intents (for a novel intent, by the highest
 confidence in any existing intent, i.e. its nearest confusions), rows tied
 there (confidences capped at 1) by the same mean of the decision's ranking
@@ -78,12 +79,18 @@ def examples(verdict: Verdict, scored: Scored, labels: Sequence[str],
     # By confidence, ties (at the cap) by the ranking, then by row: the order the decision ranks labels in.
     order = np.lexsort((-tie, -score)).tolist()  # stable: the row order last
 
+    support = np.asarray(verdict.support, dtype=bool)
+    if verdict.relation == "novel":
+        # The rule's support is "no *candidate* accepted"; a row the service answers with any other existing
+        # intent contradicts "novel" (its ``accepted`` column says so): a counter-example, never an example.
+        support = support & ~scored.accepted[:, intent_columns(labels)].any(axis=1)
+
     def pick(mask: np.ndarray) -> list[dict[str, Any]]:
         chosen = [i for i in order if mask[i]][:cap]
         return [_row(scored.examples[i], scored.confidences[i], scored.accepted[i], scored.ranking[i], labels)
                 for i in chosen]
 
-    return pick(verdict.support), pick(~verdict.support)
+    return pick(support), pick(~support)
 
 
 @dataclass(frozen=True)

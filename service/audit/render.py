@@ -87,7 +87,8 @@ def _count(count: Mapping[str, Any] | None) -> str:
 
 
 def _top(top: list[Mapping[str, Any]]) -> str:
-    return ", ".join("%s %.2f" % (t["intent"], t["confidence"]) for t in top)
+    # Through ``percent`` as every figure of the page: "%.2f" read 0.996 "1.00" and 0.0001 "0.00".
+    return ", ".join(f'{t["intent"]} {percent(t["confidence"])}' for t in top)
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -110,7 +111,7 @@ def _relabel_table(rows: list[Mapping[str, Any]]) -> str:
         return ""
     return "<h4>Old utterances that probably also belong to this intent (add the label)</h4>" + _table(
         ["utterance", "labels now", "P(in new intent)", "from"],
-        ([_e(r["text"]), _e(", ".join(r["labels"])), f'{r["probability"]:.2f}', _e(r["source"])] for r in rows))
+        ([_e(r["text"]), _e(", ".join(r["labels"])), _e(percent(r["probability"])), _e(r["source"])] for r in rows))
 
 
 def _same(test: Mapping[str, Any] | None) -> str:
