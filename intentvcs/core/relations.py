@@ -97,6 +97,9 @@ class Composite:
     parts: tuple[str, ...]
     type = "composite"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parts", _names(self.parts, "composite parts"))
+
     def labels(self) -> tuple[str, ...]:
         return (self.composite, *self.parts)
 
@@ -116,6 +119,9 @@ class Cover:
     children: tuple[str, ...]
     type = "cover"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "children", _names(self.children, "cover children"))
+
     def labels(self) -> tuple[str, ...]:
         return (self.parent, *self.children)
 
@@ -130,6 +136,15 @@ class Cover:
 
 
 Relation = Union[Duplicate, Subset, Composite, Cover]
+
+
+def _names(names: Any, where: str) -> tuple:
+    """``names`` (a list or tuple of labels) as a tuple: given as a list, a composite's parts or a cover's children
+    were saved and loaded back as a tuple, unequal to what was saved (and unhashable); a string is no list of
+    names (it was read as its characters)."""
+    if isinstance(names, str):
+        raise RelationsError(f"{where}: expected a list of labels, got the string {names!r}")
+    return tuple(names)
 
 
 def _string(value: Any, where: str) -> str:
@@ -203,6 +218,7 @@ class LabelRelations:
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", tuple(self.labels))
         object.__setattr__(self, "relations", tuple(self.relations))
+        original_families = self.families
         object.__setattr__(self, "families", {k: tuple(v) for k, v in self.families.items()})
         seen: set[str] = set()
         for label in self.labels:
@@ -214,6 +230,11 @@ class LabelRelations:
             _check_relation_shape(relation, f"relations[{i}]")
             self._check_known(relation.labels(), f"relations[{i}] ({relation.type})")
         for name, members in self.families.items():
+            # What a relations file can hold: a family named "" was saved and then refused on load, one named 1
+            # loaded as "1"; members given as a string were read as its characters.
+            _string(name, "families key")
+            if isinstance(original_families[name], str):
+                raise RelationsError(f"families[{name!r}]: expected a list of labels, got a string")
             self._check_known(members, f"families[{name!r}]")
 
     def _check_known(self, names: Iterable[str], where: str) -> None:

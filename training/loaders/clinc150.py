@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from intentvcs.core.dataio import DataError, Example, check_unicode, read_utf8
+from intentvcs.core.dataio import DataError, Example, check_unicode, read_utf8, text_problem
 from intentvcs.training.loaders import json_document
 
 SPLITS = ("train", "valid", "test")
@@ -65,6 +65,8 @@ def _rows(path: Path, data: dict[str, Any], key: str, *, in_scope: bool) -> list
         text, intent = row
         if not text.strip():
             raise DataError(path, None, f"{where}: empty text")
+        if (problem := text_problem(text, "the text")) is not None:  # over the limit every reader refuses
+            raise DataError(path, None, f"{where}: {problem}")
         if in_scope and not intent.strip():
             raise DataError(path, None, f"{where}: empty intent")
         if in_scope and intent != intent.strip():

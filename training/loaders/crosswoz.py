@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intentvcs.core.dataio import DataError, Example
+from intentvcs.core.dataio import DataError, Example, text_problem
 from intentvcs.training.loaders.alignment import AlignmentStats, align
 from intentvcs.training.loaders.convlab_zip import check_text, composite, read_dialogues, split_path
 
@@ -88,6 +88,8 @@ def _user_message(path: Path, where: str, message: object) -> tuple[str, list[li
     text, acts = message.get("content"), message.get("dialog_act")
     if not isinstance(text, str) or not text.strip():
         raise DataError(path, None, f"{where}: 'content' is missing or empty")
+    if (problem := text_problem(text.strip(), "'content'")) is not None:  # over the limit every reader refuses
+        raise DataError(path, None, f"{where}: {problem}")
     if not isinstance(acts, list):
         raise DataError(path, None, f"{where}: 'dialog_act' is missing or not a list")
     for act in acts:
@@ -95,6 +97,10 @@ def _user_message(path: Path, where: str, message: object) -> tuple[str, list[li
             raise DataError(path, None, f"{where}: dialogue act {act!r} is not [act, domain, slot, value]")
         if act[0] != act[0].strip():  # the act type is the intent: "Inform " would be one of its own
             raise DataError(path, None, f"{where}: act type {act[0]!r} has leading or trailing whitespace")
+        if isinstance(act[2], str) and act[2] != act[2].strip():
+            # The slot is the span label: "名称 " was written as an entity type beside "名称", which every reader
+            # of the product refuses, naming the converted file's line instead of this dialogue.
+            raise DataError(path, None, f"{where}: slot name {act[2]!r} has leading or trailing whitespace")
     # A JSON escape can decode to a lone surrogate, which no later step can write or tokenize: the text, the act
     # types (the label) and the slots (span labels) are refused here, naming the dialogue and the message.
     check_text(path, where, "'content'", text)

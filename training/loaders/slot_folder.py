@@ -28,7 +28,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from intentvcs.core.dataio import DataError, Example, Span, cr_only_lines, line_and_column, read_utf8
+from intentvcs.core.dataio import DataError, Example, Span, cr_only_lines, line_and_column, read_utf8, text_problem
 
 SPLITS = ("train", "valid", "test")
 FILES = ("seq.in", "seq.out", "label")
@@ -63,6 +63,9 @@ def load_folder(folder: str | os.PathLike, id_prefix: str = "") -> list[Example]
         tokens, bio = text_line.split(), tag_line.split()
         if not tokens:
             raise DataError(folder / "seq.in", number, "empty utterance")
+        # Over the limit, the row was written and refused by every reader of the product, at its converted line.
+        if (problem := text_problem(" ".join(tokens), "the utterance")) is not None:
+            raise DataError(folder / "seq.in", number, problem)
         if len(tokens) != len(bio):
             raise DataError(
                 folder / "seq.out", number, f"{len(bio)} tags for {len(tokens)} tokens in seq.in"
