@@ -11,6 +11,7 @@ the README.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
 import os
@@ -29,6 +30,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 SHARED_DATA = Path(os.environ.get(DATA_ENV, ROOT.parent / "shared" / "data"))  # repo-relative, not cwd-relative
 
 
+@functools.cache  # a subprocess (nvidia-smi): asked once a run, by keep_previous and write_results
 def machine() -> dict:
     """Cores, CPU model and GPU (if ``nvidia-smi`` answers) of this machine."""
     cpu = platform.processor() or ""

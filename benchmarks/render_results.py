@@ -67,10 +67,6 @@ def parts_elsewhere(meta: dict) -> list[dict]:
     return [machines[key] for key in sorted(machines)]
 
 
-def gpu_parts(meta: dict) -> list[str]:
-    """The GPU machines among ``parts_elsewhere``."""
-    return sorted({host(m) for m in parts_elsewhere(meta) if m.get("gpu")})
-
 
 def render_block(name: str) -> str:
     """One result's table plus the command, machine and date it was measured with."""
@@ -425,9 +421,9 @@ def render_headline(results_doc: str) -> str:
             lines.append(f"| {name} | {figure} | {measured} | {reference} |")
     metas = [m for m in (load(n) for n in HEADLINE_SOURCES) if m is not None]
     dates = sorted({m["date"] for m in metas})
-    machines = sorted({where(m) for m in metas} | {host(p) for m in metas for p in parts_elsewhere(m)
-                                                    if not p.get("gpu")})
-    gpus = sorted({host for m in metas for host in gpu_parts(m)})
+    parts = [p for m in metas for p in parts_elsewhere(m)]
+    machines = sorted({where(m) for m in metas} | {host(p) for p in parts if not p.get("gpu")})
+    gpus = sorted({host(p) for p in parts if p.get("gpu")})
     gpu = f"; GPU figures on {'; '.join(gpus)}" if gpus else (
         "" if any(m["machine"].get("gpu") for m in metas) else " (no GPU)")
     when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"

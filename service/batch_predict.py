@@ -464,9 +464,9 @@ def _progress(total: int | None, show: bool | None, out: str | os.PathLike):
     the one ``out`` is (``--out /dev/stdout`` on a terminal: the bar's redraws began the answer lines)."""
     from tqdm import tqdm
 
-    if show is None:
-        show = hasattr(sys.stderr, "isatty") and sys.stderr.isatty() and not atomic.writes_to(out, sys.stderr)
-    return tqdm(total=total, unit=" rows", unit_scale=True, desc="predict", disable=not show)
+    # disable=None: tqdm's own terminal check of standard error.
+    disable = (True if atomic.writes_to(out, sys.stderr) else None) if show is None else not show
+    return tqdm(total=total, unit=" rows", unit_scale=True, desc="predict", disable=disable)
 
 
 def _write(handle: IO[bytes], lines: Sequence[str]) -> None:

@@ -13,6 +13,7 @@ and logged as one line without the input (``intentvcs.service.rejections``).
 
 from __future__ import annotations
 
+import codecs
 import json
 import unicodedata
 from typing import Annotated, Any
@@ -45,7 +46,6 @@ MAX_REPORTED_ERRORS = 20
 # Unicode general categories of what a reader sees: letters, numbers, punctuation, symbols.
 VISIBLE_CATEGORIES = frozenset("LNPS")
 REPLACEMENT_CHARACTER = "\ufffd"
-UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def readable(text: str) -> bool:
@@ -89,7 +89,7 @@ class CountedRequest(bentoml.IODescriptor):
         if isinstance(json_data, str):
             json_data = json_data.removeprefix("\ufeff")
         else:
-            json_data = bytes(json_data).removeprefix(UTF8_BOM)
+            json_data = bytes(json_data).removeprefix(codecs.BOM_UTF8)
         return super().model_validate_json(json_data or b"{}", **kwargs)
 
     @classmethod

@@ -272,7 +272,7 @@ class Settings:
         return cls(
             bundle=env_bundle(environ),
             provider=provider,
-            quantized=environ.get(ENV_PREFIX + "QUANTIZED", "").strip().lower() or cls.quantized,
+            quantized=_env_str("QUANTIZED", cls.quantized, environ).lower(),
             # The cores shared out among the workers: no oversubscription.
             threads=_env_int("THREADS", 0, environ=environ) if threads else max(1, usable_cores() // workers),
             workers=workers,
@@ -283,7 +283,7 @@ class Settings:
             ort_spin=_env_bool("ORT_SPIN", cls.ort_spin, environ),
             spelling=_env_bool("SPELLING", cls.spelling, environ),
             segment=_env_bool("SEGMENT", cls.segment, environ),
-            api_token=environ.get(ENV_PREFIX + "API_TOKEN", "").strip() or None,
+            api_token=_env_str("API_TOKEN", "", environ) or None,
             metrics_token_required=_env_bool("METRICS_TOKEN_REQUIRED", cls.metrics_token_required, environ),
             audit_config=_env_json_object("AUDIT_CONFIG", environ),
             gpus=_env_int("GPUS", cls.gpus, minimum=0, environ=environ),

@@ -78,13 +78,10 @@ def _check_augment_mix(mix: Any) -> None:
         raise ValueError(f"augment_mix: expected an object of operator or family names to weights, got {mix!r}")
     # Imported here: the operators' modules are a fifth of a second, and only a mix needs them.
     from intentvcs.core.dataio import Example, Span
-    from intentvcs.core.perturb import EntityValues, perturbed_copies
+    from intentvcs.core.perturb import EntityValues
+    from intentvcs.core.perturb.registry import check_mix
 
-    every_operator = EntityValues.build([Example("value", (), spans=(Span(0, 5, "type"),))])
-    try:
-        perturbed_copies([], 0.0, mix, values=every_operator)  # no rows: the weights' check alone
-    except ValueError as exc:
-        raise ValueError(f"augment_mix: {exc}") from None
+    check_mix(mix, EntityValues.build([Example("value", (), spans=(Span(0, 5, "type"),))]))  # every operator usable
 
 
 # What runs recorded before a setting existed did: copies were drawn once, no

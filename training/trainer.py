@@ -20,6 +20,7 @@ import logging
 import math
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -219,7 +220,7 @@ class Trainer:
                              "fit the decision layer, so they need rows with labels the model learns")
         labels = list(self.config.labels) if self.config.labels else sorted({l for ex in train for l in ex.labels})
         # Refused here, before the model loads, not by the decision fit after the whole training.
-        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        repeated = sorted(label for label, count in Counter(labels).items() if count > 1)
         if repeated:
             raise ValueError(f"the fixed label list repeats {repeated[:10]}: each label is one output of the model")
         unseen = sorted({l for ex in train for l in ex.labels} - set(labels))

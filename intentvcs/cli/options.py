@@ -175,3 +175,11 @@ def summary_stream(*outputs: str | os.PathLike | None):
     part of it), else standard output."""
     return sys.stderr if any(output is not None and atomic.writes_to(output, sys.stdout) for output in outputs) \
         else sys.stdout
+
+
+
+def print_summary(summary: Any, *outputs: str | os.PathLike | None) -> None:
+    """Print a command's summary as indented JSON where ``summary_stream(*outputs)`` says."""
+    report = summary_stream(*outputs)
+    json.dump(summary, report, indent=2)
+    print(file=report)

@@ -74,7 +74,7 @@ def check_known_labels(path: str, examples: Sequence[Example], labels: Sequence[
     alike. Rows all out of scope (no label to know) are scored.
     """
     in_scope = [ex for ex in examples if not ex.is_out_of_scope]
-    if in_scope and not knows_some(in_scope, labels):
+    if in_scope and not knows_some(examples, labels):
         shown = ", ".join(labels[:5]) + (f" and {len(labels) - 5} more" if len(labels) > 5 else "")
         raise ValueError(f"{path}: no row carries a label the model was trained on "
                          f"({counts_text(unknown_labels(in_scope, labels))}), so every in-scope row would count "

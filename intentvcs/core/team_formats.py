@@ -535,7 +535,7 @@ def out_of_scope_as_such(path: str | os.PathLike, rows: Sequence[tuple[int, Exam
     row; the train rule makes out-of-scope rows that class again. A row naming it beside an intent is a
     ``DataError``: a request is out of scope or it is not. Read by ``train``, ``refit``, ``evaluate``,
     ``robustness`` and the export's parity rows; the audit reads its batch rows by ``out_of_scope_row``."""
-    from intentvcs.core.oos import OOS_LABEL
+    from intentvcs.core.oos import OOS_LABEL, TrainRule
 
     read: list[tuple[int, Example]] = []
     named = 0
@@ -547,10 +547,10 @@ def out_of_scope_as_such(path: str | os.PathLike, rows: Sequence[tuple[int, Exam
         named += OOS_LABEL in example.labels
     if named:
         # Under the train rule these rows are its class, as the data meant: said, not warned of.
-        log.log(logging.INFO if oos_rule == "train" else logging.WARNING,
+        log.log(logging.INFO if oos_rule == TrainRule.name else logging.WARNING,
                 "%s: %d row(s) labelled %r are read as out-of-scope rows (labels []): %r names the service's "
                 "out-of-scope verdict, no intent it can answer; %s", path, named, OOS_LABEL, OOS_LABEL,
-                "the OOS rule train learns them as its out-of-scope class" if oos_rule == "train" else
+                "the OOS rule train learns them as its out-of-scope class" if oos_rule == TrainRule.name else
                 "write labels [] for such rows")
     return read
 

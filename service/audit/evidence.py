@@ -71,10 +71,10 @@ def examples(verdict: Verdict, scored: Scored, labels: Sequence[str],
     ``scored`` holds the new intent's rows, in the order of ``verdict.support``.
     """
     columns = [labels.index(name) for name in verdict.existing]
+    intents = intent_columns(labels)  # the train rule's "oos" class is no existing intent (never accepted)
     if columns:
         score, tie = (values[:, columns].mean(axis=1) for values in (scored.confidences, scored.ranking))
-    else:  # the nearest existing intent: the train rule's "oos" class is none (the decision never accepts it)
-        intents = intent_columns(labels)
+    else:  # the nearest existing intent
         score, tie = (values[:, intents].max(axis=1, initial=0.0) for values in (scored.confidences, scored.ranking))
     # By confidence, ties (at the cap) by the ranking, then by row: the order the decision ranks labels in.
     order = np.lexsort((-tie, -score)).tolist()  # stable: the row order last
@@ -83,7 +83,7 @@ def examples(verdict: Verdict, scored: Scored, labels: Sequence[str],
     if verdict.relation == "novel":
         # The rule's support is "no *candidate* accepted"; a row the service answers with any other existing
         # intent contradicts "novel" (its ``accepted`` column says so): a counter-example, never an example.
-        support = support & ~scored.accepted[:, intent_columns(labels)].any(axis=1)
+        support = support & ~scored.accepted[:, intents].any(axis=1)
 
     def pick(mask: np.ndarray) -> list[dict[str, Any]]:
         chosen = [i for i in order if mask[i]][:cap]

@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-from intentvcs.core.dataio import DataError, Example, check_unicode, decode_utf8
+from intentvcs.core.dataio import DataError, Example, check_unicode, decode_utf8, text_problem
 from intentvcs.training.loaders import json_document
 from intentvcs.training.loaders.alignment import AlignmentStats
 
@@ -65,6 +65,16 @@ def check_text(path: str | os.PathLike, where: str, what: str, value: str) -> No
         check_unicode(what, value)
     except ValueError as exc:
         raise DataError(path, None, f"{where}: {exc}") from None
+
+
+def check_utterance(path: str | os.PathLike, where: str, what: str, text: Any) -> None:
+    """Refuse a turn's text (the field ``what``) that is missing, empty, or longer than every reader of the
+    product takes (``text_problem``), naming the dialogue and turn (``where``): written, it was refused only
+    at the converted file's line."""
+    if not isinstance(text, str) or not text.strip():
+        raise DataError(path, None, f"{where}: {what} is missing or empty")
+    if (problem := text_problem(text.strip(), what)) is not None:
+        raise DataError(path, None, f"{where}: {problem}")
 
 
 def shown(value: str) -> str:

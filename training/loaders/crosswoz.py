@@ -23,9 +23,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intentvcs.core.dataio import DataError, Example, text_problem
+from intentvcs.core.dataio import DataError, Example
 from intentvcs.training.loaders.alignment import AlignmentStats, align
-from intentvcs.training.loaders.convlab_zip import check_text, composite, read_dialogues, split_path
+from intentvcs.training.loaders.convlab_zip import check_text, check_utterance, composite, read_dialogues, split_path
 
 # Values that stand for no words of the message: ``none`` (General acts) and
 # the yes/no flags of hotel facilities (``酒店设施-早餐服务=是``). A substring
@@ -86,10 +86,7 @@ def _user_message(path: Path, where: str, message: object) -> tuple[str, list[li
     if message.get("role") != "usr":
         return None
     text, acts = message.get("content"), message.get("dialog_act")
-    if not isinstance(text, str) or not text.strip():
-        raise DataError(path, None, f"{where}: 'content' is missing or empty")
-    if (problem := text_problem(text.strip(), "'content'")) is not None:  # over the limit every reader refuses
-        raise DataError(path, None, f"{where}: {problem}")
+    check_utterance(path, where, "'content'", text)
     if not isinstance(acts, list):
         raise DataError(path, None, f"{where}: 'dialog_act' is missing or not a list")
     for act in acts:

@@ -36,9 +36,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from intentvcs.core.dataio import DataError, Example, text_problem
+from intentvcs.core.dataio import DataError, Example
 from intentvcs.training.loaders.alignment import AlignmentStats, align
-from intentvcs.training.loaders.convlab_zip import check_text, composite, read_dialogues, split_path
+from intentvcs.training.loaders.convlab_zip import check_text, check_utterance, composite, read_dialogues, split_path
 
 DIALOGVCS_DOMAINS = frozenset({"attraction", "hotel", "restaurant", "taxi", "train"})
 
@@ -100,10 +100,7 @@ def _user_turn(path: Path, where: str, turn: object) -> tuple[str, dict[str, lis
     if not isinstance(turn, dict):
         raise DataError(path, None, f"{where}: expected an object")
     text, acts = turn.get("text"), turn.get("dialog_act")
-    if not isinstance(text, str) or not text.strip():
-        raise DataError(path, None, f"{where}: 'text' is missing or empty")
-    if (problem := text_problem(text.strip(), "'text'")) is not None:  # over the limit every reader refuses
-        raise DataError(path, None, f"{where}: {problem}")
+    check_utterance(path, where, "'text'", text)
     if not isinstance(acts, dict):
         raise DataError(path, None, f"{where}: 'dialog_act' is missing or not an object")
     for key, pairs in acts.items():

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from intentvcs.cli.options import summary_stream
+from intentvcs.cli.options import print_summary
 # The loaders and the builder import numpy, not torch: cheap enough to offer their names as choices.
 from intentvcs.training.loaders import DATA_ENV, DEFAULT_DATA_ROOT, FORMATS, data_root
 from intentvcs.training.mix_builder import SIZES as MIX_SIZES
@@ -135,9 +135,7 @@ def run_convert(args: argparse.Namespace) -> int:
         "skipped": dict(sorted(skipped.items())),
     }
     # Not after the rows on standard output when --out is it (`--out /dev/stdout | jq`): one more "row".
-    report = summary_stream(args.out)
-    json.dump(summary, report, indent=2)
-    print(file=report)
+    print_summary(summary, args.out)
     return 0
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_run, check_scored_data,
                                          load_predictor, model_source)
-from intentvcs.cli.options import summary_stream
+from intentvcs.cli.options import print_summary
 from intentvcs.core.team_formats import FORMATS_HELP
 
 
@@ -61,9 +60,7 @@ def run(args: argparse.Namespace) -> int:
         outputs[args.heatmap] = cooccurrence_png(figures["cooccurrence"]["counts"],
                                                  figures["cooccurrence"]["labels"])
     atomic.write_files(outputs)  # the JSON and the picture, or neither
-    report = summary_stream(args.out, args.heatmap)
-    json.dump(headline(figures), report, indent=2)
-    print(file=report)
+    print_summary(headline(figures), args.out, args.heatmap)
     return 0
 
 

@@ -11,12 +11,11 @@ parity report, goes to stdout and its message to stderr), 2 on a data or usage e
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from intentvcs.cli import exit_codes
-from intentvcs.cli.options import summary_stream
+from intentvcs.cli.options import print_summary
 from intentvcs.core.references import ROWS_PER_INTENT
 from intentvcs.core.team_formats import FORMATS_HELP
 from intentvcs.export.parity import PARITY_ATOL
@@ -80,13 +79,13 @@ def run(args: argparse.Namespace) -> int:
     except ParityError as exc:
         # Nothing written: --result comes with a bundle or not at all (an earlier result file stays beside the
         # earlier bundle it describes); the failure's report goes to stdout.
-        _print({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
+        print_summary({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
                 "parity": exc.report}, None)  # --result is not written then
         print(f"intentvcs export: {exc}; no bundle written"
               + (f", nor {args.result}" if args.result else ""), file=sys.stderr)
         return exit_codes.GATE_FAILED
     _summarise(result)
-    _print(result, args.result)
+    print_summary(result, args.result)
     return 0
 
 
@@ -143,8 +142,3 @@ def _gate_line(gate: dict[str, Any] | None) -> str:
     verdict = "passed: served by default" if gate["passed"] else "failed: the fp32 graph serves by default"
     return f"{verdict}, on {gate['rows']} rows: {figures}"
 
-
-def _print(result: dict[str, Any], result_file: str | None) -> None:
-    report = summary_stream(result_file)
-    json.dump(result, report, indent=2)
-    print(file=report)

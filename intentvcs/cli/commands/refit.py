@@ -10,7 +10,7 @@ from pathlib import Path
 
 from intentvcs.cli.commands.train import add_decision_options, read_splits
 from intentvcs.cli.model_options import check_checkpoint
-from intentvcs.core.oos import OOS_LABEL
+from intentvcs.core.oos import OOS_LABEL, TrainRule
 from intentvcs.core.team_formats import FORMATS_HELP
 from intentvcs.training.config import DecisionConfig
 
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     # rows first against the checkpoint (another file was blamed on --valid's span types).
     # A checkpoint trained before rows labelled "oos" were read as out of scope, under a rule other than train,
     # has an intent of that name: its rows are read as it was trained on them.
-    oos_is_intent = OOS_LABEL in meta["labels"] and decision.oos_rule != "train"
+    oos_is_intent = OOS_LABEL in meta["labels"] and decision.oos_rule != TrainRule.name
     train, valid, test = read_splits(args.train, args.valid, args.test, decision.oos_rule, check_train=lambda rows:
                                      check_refit_rows(args.checkpoint, rows, decision.oos_rule, args.train, meta),
                                      oos_is_intent=oos_is_intent)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from intentvcs.cli.options import add_option, config_from_args, floor_or_fit, json_object, share, summary_stream
+from intentvcs.cli.options import add_option, config_from_args, floor_or_fit, json_object, print_summary, share
 from intentvcs.core.dataio import Example
 from intentvcs.core.team_formats import FORMATS_HELP
 # Torch-free (the settings only): parsing arguments must not import torch.
@@ -110,9 +109,7 @@ def run(args: argparse.Namespace) -> int:
     summary = {k: result[k] for k in ("checkpoint", "method", "best_epoch", "train_seconds")}
     summary.update({f"{split}_{k}": v for split in ("valid", "test") for k, v in
                     (result["metrics"].get(split) or {}).items() if not isinstance(v, (dict, list))})
-    report = summary_stream(args.result)
-    json.dump(summary, report, indent=2)
-    print(file=report)
+    print_summary(summary, args.result)
     return 0
 
 
@@ -164,13 +161,11 @@ def check_augment_mix(config: TrainConfig, train: Sequence[Example], valid: Sequ
     without any draws nothing. The validation rows are drawn from too with ``validate_perturbed``."""
     if config.augment_mix is None or config.augment_ratio <= 0:
         return
-    from intentvcs.core.perturb import mix_values, perturbed_copies
+    from intentvcs.core.perturb import mix_values
+    from intentvcs.core.perturb.registry import check_mix
 
     for rows in (train, valid) if config.validate_perturbed else (train,):
-        try:
-            perturbed_copies([], 0.0, config.augment_mix, values=mix_values(rows, config.augment_mix))
-        except ValueError as exc:
-            raise ValueError(f"augment_mix: {exc}") from None
+        check_mix(config.augment_mix, mix_values(rows, config.augment_mix))
 
 
 def check_held_out(train_path: str, valid_path: str, test_path: str | None = None) -> None:

@@ -186,6 +186,15 @@ def mix_values(examples: Sequence[Example], mix: Mapping[str, float] | None) -> 
     return EntityValues.build(examples, train=examples)
 
 
+def check_mix(mix: Mapping[str, float], values: EntityValues | None) -> None:
+    """Refuse, before anything is drawn, a training ``augment_mix`` that ``perturbed_copies`` would refuse with
+    these ``values`` (``ValueError`` prefixed with the setting's name)."""
+    try:
+        _weights(mix, values)
+    except ValueError as exc:
+        raise ValueError(f"augment_mix: {exc}") from None
+
+
 def perturbed_copies(examples: Sequence[Example], ratio: float, mix: Mapping[str, float] | None = None,
                      seed: int | str = 0, values: EntityValues | None = None) -> list[tuple[int, Example]]:
     """``round(ratio * len(examples))`` perturbed copies, each with the index of its source.
