@@ -39,7 +39,7 @@ fields.
    unseen; see ``batch._Audit.new_pairs``.) When contain(E->N) cannot be
    estimated (no rows of E in the training sample or the batch) the verdict
    is subset, the weaker claim the evidence supports, and the rationale says
-   a duplicate is not excluded. A candidate with contain(E->N) < ``sub_min``
+   a duplicate is not excluded (or names the entity or word that excludes it). A candidate with contain(E->N) < ``sub_min``
    is no target: no utterance of E resembles N's, so the model accepting E
    on N's rows is its forced choice on unfamiliar input (a softmax must put
    its mass somewhere), not containment; unless a word pivot explains the
@@ -213,6 +213,18 @@ def _under(rate: float, threshold: float) -> str:
     return percent(rate)
 
 
+def _corank_excess(ev: Evidence, a: int, b: int) -> float:
+    """How much more often ``a`` and ``b`` are ranked first and second on N's rows than on their own (rule 4)."""
+    return float((ev.ranked[:, a] & ev.ranked[:, b]).mean()) - float(ev.pair_baseline[a, b])
+
+
+def _reaches(excess: float, threshold: float) -> bool:
+    """``excess >= threshold`` for a difference of two shares: in floats 70% - 40% is 0.2999..., and an excess of
+    exactly ``corank_min``, which the rule calls enough, read under it. A shortfall under 1e-9 is the subtraction's
+    rounding (shares of fewer than a billion rows are further apart)."""
+    return excess >= threshold - 1e-9
+
+
 def _most_specific(indices: list[int], implication: np.ndarray) -> list[int]:
     """Drop each index strictly implied by another (keep children, drop parents)."""
     return [j for j in indices
@@ -272,14 +284,17 @@ def _single_target(ev: Evidence, config: AuditConfig) -> Verdict | None:
     if not targets:
         return None
     j = targets[0]
-    verdict = _target_verdict(ev, j, config)
+    verdict, alternatives = _target_verdict(ev, j, config)
     if verdict.relation == "subset":
-        return _part_beside(ev, j, config) or verdict
+        return _part_beside(ev, j, config, alternatives) or verdict
     return verdict
 
 
-def _part_beside(ev: Evidence, j: int, config: AuditConfig) -> Verdict | None:
-    """Rule 2a's composite: an unrelated intent accepted beside subset target ``j`` on N's rows."""
+def _part_beside(ev: Evidence, j: int, config: AuditConfig, doubts: list[str]) -> Verdict | None:
+    """Rule 2a's composite: an unrelated intent accepted beside subset target ``j`` on N's rows.
+
+    ``doubts``: the subset's own alternatives. The composite stands on that subset, so what the subset's
+    intervals leave open (contain(N->E) under ``high``: no target, no rule 2a) is open for it too."""
     beside = [b for b in range(len(ev.candidates))
               if b != j and not (ev.implication[j, b] or ev.implication[b, j])
               and ev.to_existing[b].rate >= config.part_min and ev.to_new[b] is not None
@@ -292,12 +307,12 @@ def _part_beside(ev: Evidence, j: int, config: AuditConfig) -> Verdict | None:
                  f"{names[1]}, an unrelated intent, on {percent(ev.to_existing[b].rate)} of them, and "
                  f"{percent(ev.to_new[b].rate)} of {names[1]} lies in {ev.intent}: {ev.intent}'s rows carry both "
                  f"(a subset of {names[0]} would carry {names[0]}'s alone)")
-    alternatives = ["subset"] if ev.to_existing[b].straddles(config.part_min) else []
+    alternatives = [*doubts, *(["subset"] if ev.to_existing[b].straddles(config.part_min) else [])]
     return _verdict(ev, config, "composite", names, alternatives, rationale, ev.accepted[:, [j, b]].any(axis=1))
 
 
-def _target_verdict(ev: Evidence, j: int, config: AuditConfig) -> Verdict:
-    """Duplicate or subset of target ``j`` (rule 2)."""
+def _target_verdict(ev: Evidence, j: int, config: AuditConfig) -> tuple[Verdict, list[str]]:
+    """Duplicate or subset of target ``j`` (rule 2), and the alternatives its intervals allow."""
     name, forward, backward = ev.candidates[j], ev.to_existing[j], ev.to_new[j]
     support = ev.accepted[:, j]
     alternatives = ["novel"] if forward.straddles(config.high) else []
@@ -309,9 +324,13 @@ def _target_verdict(ev: Evidence, j: int, config: AuditConfig) -> Verdict:
         # existing_in_new needs min_rows on both sides: N's rows accepting E, and E's reference rows.
         short = (f"{forward.k} of {ev.intent}'s rows accept {name}" if forward.k < config.min_rows
                  else f"too few rows of {name}")
+        # A significant entity pivot tells N's rows from E's, which excludes a duplicate (as a word does, below).
+        why = (f"but {percent(pivot.new_share)} of {ev.intent}'s rows carry a '{pivot.entity}' entity against "
+               f"{percent(pivot.existing_share)} of {name}'s ({pivot.p_text}): {ev.intent} is {name} "
+               f"{pivot.direction} {pivot.entity}, too specific" if by_entity else "so a duplicate is not excluded")
         rationale = (f"{head}; contain({name}->{ev.intent}) could not be estimated ({short}, "
-                     f"{config.min_rows} needed), so a duplicate is not excluded")
-        return _verdict(ev, config, "subset", [name], alternatives, rationale, support)
+                     f"{config.min_rows} needed), {why}")
+        return _verdict(ev, config, "subset", [name], alternatives, rationale, support), alternatives
     if by_entity and backward is not None and backward.rate >= config.back_high:
         relation = "subset"
         tail = (f"and {percent(backward.rate)} of {name} lies in {ev.intent}, but {percent(pivot.new_share)} of "
@@ -330,7 +349,7 @@ def _target_verdict(ev: Evidence, j: int, config: AuditConfig) -> Verdict:
     # back_high it falls (the entity case marked such subsets borderline, "maybe a duplicate", for nothing).
     if backward is not None and backward.straddles(config.back_high) and word is None and not by_entity:
         alternatives.append("subset" if relation == "duplicate" else "duplicate")
-    return _verdict(ev, config, relation, [name], alternatives, f"{head} {tail}", support)
+    return _verdict(ev, config, relation, [name], alternatives, f"{head} {tail}", support), alternatives
 
 
 def _co_segmented(ev: Evidence, config: AuditConfig) -> Verdict | None:
@@ -384,7 +403,7 @@ def _accepted_union(ev: Evidence, config: AuditConfig) -> Verdict | None:
                              for a, b in itertools.combinations(parts, 2)):
         return None
     for a, b in itertools.combinations(parts, 2):
-        if (ev.ranked[:, a] & ev.ranked[:, b]).mean() - ev.pair_baseline[a, b] >= config.corank_min:
+        if _reaches(_corank_excess(ev, a, b), config.corank_min):
             return None
     support, coverage = _coverage(ev, parts, config)
     if coverage.rate < config.union_cover:
@@ -430,10 +449,10 @@ def _co_ranked(ev: Evidence, config: AuditConfig) -> Verdict | None:
         if related or not accepted:
             continue
         together = int((ev.ranked[:, a] & ev.ranked[:, b]).sum())
-        excess = together / ev.n - ev.pair_baseline[a, b]
+        excess = _corank_excess(ev, a, b)
         if best is None or excess > best[0]:
             best = (excess, a, b, together)
-    if best is None or best[0] < config.corank_min:
+    if best is None or not _reaches(best[0], config.corank_min):
         return None
     excess, a, b, together = best
     share, baseline = wilson(together, ev.n, config.confidence), ev.pair_baseline[a, b]
