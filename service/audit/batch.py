@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from intentvcs.core.dataio import Example, parse_row
+from intentvcs.core.dataio import Example, Span, parse_row
 from intentvcs.core.decision import Decision, intent_columns
 from intentvcs.core.oos import NoRule
 from intentvcs.core.outputs import GraphOutputs
@@ -115,16 +115,30 @@ def row_checker(rows: Iterable[Any], name: str) -> Callable[[int, Any], Example]
     alone is an out-of-scope row (``labels []``), as train and evaluate read it (``out_of_scope_row``): as a
     new intent it would be one no model answers, and its proposed relations would name the verdict.
     """
-    if isinstance(rows, (str, bytes, Mapping)):
+    # None or a number is one value too: it raised a bare TypeError from the loop that reads the rows.
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
         raise AuditInputError(f"{name}: expected a list of rows, got {type(rows).__name__}")
 
     def check(i: int, row: Any) -> Example:
         try:
-            return out_of_scope_row(row if isinstance(row, Example) else parse_row(row))
+            return out_of_scope_row(_checked_example(row) if isinstance(row, Example) else parse_row(row))
         except ValueError as exc:
             raise AuditInputError(f"{name}[{i}]: {exc}") from None
 
     return check
+
+
+def _checked_example(row: Example) -> Example:
+    """``row``, held to the rules ``parse_row`` holds a dict row to. An ``Example`` built in code skipped
+    them all: a blank text was scored, labels given as a string ("fresh") were one new intent per
+    character, and a row labelled twice with one intent was offered twice to its sample (one row, counted
+    as two)."""
+    if not isinstance(row.labels, (tuple, list)):
+        raise ValueError("'labels' must be a list of non-empty strings")
+    if not isinstance(row.spans, (tuple, list)) or not all(isinstance(span, Span) for span in row.spans):
+        raise ValueError("'spans' must be a list of {start, end, label} objects")
+    parse_row(row.to_dict())
+    return row
 
 
 def _progress(config: AuditConfig, total: int, desc: str) -> tqdm:
@@ -231,7 +245,8 @@ def audit_batch(model: Predictor, rows: Iterable[Any], training_rows: Iterable[A
                     "on? The audit reads the model's own rows of them where it keeps some", len(labels))
     known = model.decision.relations
     new_intents = sample.new_intents
-    timing = {"reading": time.perf_counter() - started}
+    # "inference" is a figure of every report (the package's report format), 0 where nothing new was scored.
+    timing = {"reading": time.perf_counter() - started, "inference": 0.0}
     findings, new_pairs, per_intent, missing = [], [], {}, []
     if sample.rows:
         audit = _score(model, sample, config, should_stop, progress)

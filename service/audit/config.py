@@ -8,6 +8,7 @@ report that records ``AuditConfig.to_dict()`` says exactly how it was decided.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -90,7 +91,8 @@ class AuditConfig:
                      apart, by the two-sample test in the embedding or by an
                      entity type's share (``intentvcs.service.audit.slots``): not
                      duplicates (a new intent that maps to E but is told apart
-                     from E is a subset).
+                     from E is a subset). Above 0, and above the least p-value
+                     of the two-sample test, 1 / (permutations + 1).
       entity_gap:    least difference in an entity type's share of rows
                      that can tell two intents apart.
       target_oos_max, superset_oos_max: the share of N's rows the served model
@@ -113,7 +115,8 @@ class AuditConfig:
                      the last layer blind to what an intent's utterances differ
                      in (one modifier word), so a subset defined by a word looks
                      like the whole intent there (benchmarks/results/audit_layers.md).
-      min_rows:      fewest rows on each side for contain(E->N) to be estimated.
+      min_rows:      fewest rows on each side for contain(E->N) to be estimated
+                     (``intent_cap`` and ``reference_cap`` are at least this).
       intent_cap:    most rows per new intent the model scores (a seeded
                      uniform sample; ``intentvcs.service.audit.sampling``):
                      a share's 95% interval is within 2.2 points from 2,000
@@ -193,6 +196,21 @@ class AuditConfig:
         if self.min_rows < 2:
             # The kNN test leaves each row out of its own neighbourhood.
             raise ValueError(f"AuditConfig.min_rows must be >= 2, got {self.min_rows}")
+        # Caps that keep fewer rows than an estimate needs: no contain(E->N), no two-sample test, ever.
+        for name in ("intent_cap", "reference_cap"):
+            if getattr(self, name) < self.min_rows:
+                raise ValueError(f"AuditConfig.{name} must be >= min_rows ({self.min_rows}), got "
+                                 f"{getattr(self, name)}: every estimate needs min_rows rows a side")
+        # No p-value is below 0, and a permutation test's is never below 1 / (permutations + 1): an alpha
+        # out of reach tells no two intents apart, and every pair the containment admits is a duplicate.
+        if self.same_alpha <= 0.0:
+            raise ValueError(f"AuditConfig.same_alpha must be in (0, 1], got {self.same_alpha}")
+        if 1.0 / (self.permutations + 1) >= self.same_alpha:
+            least = math.floor(1.0 / self.same_alpha)
+            least += 1.0 / (least + 1) >= self.same_alpha  # 1 / alpha a whole number: one more
+            raise ValueError(f"AuditConfig.permutations must be >= {least} for "
+                             f"same_alpha {self.same_alpha}, got {self.permutations}: the two-sample test's "
+                             f"least p-value, 1/{self.permutations + 1}, is never below it")
         severity = {**DEFAULT_SEVERITY, **dict(self.severity)}
         bad = {k: v for k, v in severity.items() if k not in RELATIONS or v not in SEVERITIES}
         if bad:

@@ -6,11 +6,13 @@ what's my routing number" gives nearly all its mass to one intent, so neither
 co-acceptance nor co-ranking reveals the second. Users write multi-intent
 requests with connectors ("X and Y", "X, then Y", "X; also Y"), and the
 halves are ordinary single-intent utterances. So: for a capped sample of a
-new intent's rows, every split at one of the connectors the service cuts
-chained requests at (``intentvcs.core.segmentation.CONNECTOR``; a narrower
-set the audit once had, without "after that" and a bare comma, typed the same
-verdicts on every scored scenario) with at least ``MIN_WORDS`` words on each
-side is scored; a row's split counts when both halves are
+new intent's rows, every split where the service cuts chained requests
+(``intentvcs.core.segmentation.cut``: at its ``CONNECTOR``s, also in
+full-width letters, never inside a quotation, a range or a number, nor before
+a self-repair, with at least ``MIN_WORDS`` words a part; a narrower set of
+connectors the audit once had, without "after that" and a bare comma, typed
+the same verdicts on every scored scenario) is scored, the parts before the
+cut against those after it; a row's split counts when both halves are
 accepted as two different, unrelated existing intents (the split with the
 most confident weaker half wins) and both halves are in scope for the
 served OOS rule (the halves of a novel request are not requests the model
@@ -26,9 +28,9 @@ from typing import Sequence
 
 import numpy as np
 
-from intentvcs.core.segmentation import CONNECTOR, MIN_WORDS
+from intentvcs.core.segmentation import MAX_PARTS, cut
 
-MAX_SPLITS = 3  # split points tried per utterance (the first ones)
+MAX_SPLITS = MAX_PARTS - 1  # split points tried per utterance (the first ones): 3
 
 
 @dataclass(frozen=True)
@@ -41,17 +43,17 @@ class Split:
 
 
 def splits(texts: Sequence[str]) -> list[Split]:
-    """Every connector split of each text with ``MIN_WORDS`` words a side (at most ``MAX_SPLITS`` each)."""
+    """Every split of each text where the service cuts it (``segmentation.cut``; at most ``MAX_SPLITS`` each).
+
+    Splitting at every ``CONNECTOR`` match of the raw text, as the audit did, found no connector in
+    full-width letters ("ｊａｚｚ ａｎｄ ｓｅｔ", which the service cuts) and cut inside a quotation, a range
+    or before a self-repair ('remind me to "buy milk' | 'pay the rent"'), which the service keeps whole.
+    """
     out = []
     for row, text in enumerate(texts):
-        found = 0
-        for match in CONNECTOR.finditer(text):
-            left, right = text[:match.start()].strip(), text[match.end():].strip()
-            if len(left.split()) >= MIN_WORDS and len(right.split()) >= MIN_WORDS:
-                out.append(Split(row, left, right))
-                found += 1
-                if found == MAX_SPLITS:
-                    break
+        parts = cut(text)
+        for k in range(1, min(len(parts), MAX_SPLITS + 1)):
+            out.append(Split(row, text[parts[0][0]:parts[k - 1][1]], text[parts[k][0]:parts[-1][1]]))
     return out
 
 
@@ -69,12 +71,12 @@ def best_pairs(cuts: Sequence[Split], left: np.ndarray, left_accepted: np.ndarra
     out: list[tuple[int, int] | None] = [None] * rows
     strength = np.full(rows, -1.0)
     top_left, top_right = left.argmax(axis=1), right.argmax(axis=1)
-    for i, cut in enumerate(cuts):
+    for i, split in enumerate(cuts):
         a, b = int(top_left[i]), int(top_right[i])
         if a == b or not (left_accepted[i, a] and right_accepted[i, b]) or implication[a, b] or implication[b, a]:
             continue
         weaker = min(left[i, a], right[i, b])
-        if weaker > strength[cut.row]:
-            strength[cut.row] = weaker
-            out[cut.row] = (min(a, b), max(a, b))
+        if weaker > strength[split.row]:
+            strength[split.row] = weaker
+            out[split.row] = (min(a, b), max(a, b))
     return out
