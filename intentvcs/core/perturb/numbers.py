@@ -2,8 +2,9 @@
 
 ``spoken_numbers(text)`` finds every written number and returns
 ``(start, end, words)`` triples: ``7`` -> ``seven``, ``7:30`` -> ``seven thirty``,
-``7:05`` -> ``seven oh five``, ``2 pm`` -> ``two p m``, ``$5.50`` -> ``five
-dollars fifty cents``, ``3rd`` -> ``third``, ``2019`` -> ``twenty nineteen``,
+``7:05`` -> ``seven oh five``, ``2 pm`` -> ``two p m``, ``7:30am`` and ``7.30 pm``
+-> ``seven thirty a m`` / ``p m``, ``$5.50`` -> ``five dollars fifty cents`` (``€``
+euros and cents, ``£`` pounds and pence), ``3rd`` -> ``third``, ``2019`` -> ``twenty nineteen``,
 ``40%`` -> ``forty percent``, ``3.5`` -> ``three point five``, long digit
 strings (card numbers, PINs with a leading zero) digit by digit. Words come
 from num2words in US style (no "and", no hyphens). Numbers that are only read
@@ -24,18 +25,19 @@ _AMPM = r"(?P<{name}>[ap])(?:\.\s?m\b\.?|\s?m\b)"
 # Numbers read whole, or not at all: matched first and left as written (``spoken_numbers`` skips them),
 # since spelling out a part tears them apart ("12:30:45" -> "twelve thirty:forty five", "$5.5" ->
 # "five dollars.five", "555-1234" -> "five hundred fifty five-twelve thirty four"): three or more groups
-# of digits joined by "." or ":" (a clock time with seconds, a version, an address), an amount with
-# other than two decimals, and phone-like runs of digits joined by "-" (three groups or more, or a
+# of digits joined by "." or ":" (a clock time with seconds, a version, an address), an amount ($, € or £)
+# with other than two decimals, and phone-like runs of digits joined by "-" (three groups or more, or a
 # 3-digit group and a 4-digit one: "555-1234"; a range such as "3-5" or "1994-2009" is said part by part).
 # Each alternative starts where no digit precedes, so that no digit run is scanned from each of its digits.
-_WHOLE = (r"(?<![\d,])\$?\d[\d,]*(?:[.:]\d+){2,}"
-          r"|\$\d[\d,]*\.(?!\d{2}\b)\d+"
+_WHOLE = (r"(?<![\d,])[$\u20ac\u00a3]?\d[\d,]*(?:[.:]\d+){2,}"
+          r"|[$\u20ac\u00a3]\d[\d,]*\.(?!\d{2}\b)\d+"
           r"|(?<!\d)(?:\d+(?:-\d+){2,}|\d{3}-\d{4})(?!\d)")
 _PATTERN = re.compile(
     r"(?P<whole>" + _WHOLE + r")"
-    r"|(?P<time>\b(?P<th>\d{1,2}):(?P<tm>\d{2})\b(?:\s?" + _AMPM.format(name="tap") + r")?)"
+    r"|(?P<time>\b(?P<th>\d{1,2})(?::|\.(?=[0-5]\d\s?[ap]\.?\s?m\b))(?P<tm>\d{2})"
+    r"(?:\s?" + _AMPM.format(name="tap") + r"|\b))"
     r"|(?P<hour>\b(?P<hh>\d{1,2})\s?" + _AMPM.format(name="hap") + r")"
-    r"|(?P<money>\$(?P<dollars>" + _INT + r")(?:\.(?P<cents>\d{2}))?\b)"
+    r"|(?P<money>(?P<currency>[$\u20ac\u00a3])(?P<dollars>" + _INT + r")(?:\.(?P<cents>\d{2}))?\b)"
     r"|(?P<percent>\b(?P<pnum>(?:" + _INT + r")(?:\.\d+)?)\s?%)"
     r"|(?P<ordinal>\b(?P<onum>" + _INT + r")(?:st|nd|rd|th)\b)"
     r"|(?P<decimal>\b(?P<dint>\d+)\.(?P<dfrac>\d+)\b)"
@@ -100,6 +102,11 @@ def _clock(hour: str, minute: str | None, ampm: str | None) -> str:
     return " ".join(words)
 
 
+# Currency sign -> (unit, units, hundredth, hundredths) as said after the amount.
+_CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "\u20ac": ("euro", "euros", "cent", "cents"),
+               "\u00a3": ("pound", "pounds", "penny", "pence")}
+
+
 def _say(m: re.Match) -> str:
     if m.group("time"):
         return _clock(m.group("th"), m.group("tm"), m.group("tap"))
@@ -107,10 +114,11 @@ def _say(m: re.Match) -> str:
         return _clock(m.group("hh"), None, m.group("hap"))
     if m.group("money"):
         dollars = m.group("dollars")
-        words = f"{cardinal(dollars)} dollar{'' if _plain(dollars) == '1' else 's'}"
+        unit, units, cent, cents_word = _CURRENCIES[m.group("currency")]
+        words = f"{cardinal(dollars)} {unit if _plain(dollars) == '1' else units}"
         cents = m.group("cents")
         if cents and int(cents):
-            words += f" {cardinal(cents)} cent{'' if int(cents) == 1 else 's'}"
+            words += f" {cardinal(cents)} {cent if int(cents) == 1 else cents_word}"
         return words
     if m.group("percent"):
         number = m.group("pnum")
@@ -124,7 +132,18 @@ def _say(m: re.Match) -> str:
     return _integer(m.group("num"))
 
 
+def _glued(text: str, m: re.Match) -> bool:
+    """Whether match ``m`` is only part of a number: a digit and a ``.`` or ``,`` join it to more digits
+    (``1.5k``, ``v2.0``, ``2,5``), a number no alternative reads whole; said in part, it tore apart
+    (``one.5k``, ``v2.zero``, ``two,five``)."""
+    start, end = m.start(), m.end()
+    return ((start >= 2 and text[start - 1] in ".," and text[start - 2].isdigit())
+            or (end + 1 < len(text) and text[end] in ".," and text[end + 1].isdigit()))
+
+
 def spoken_numbers(text: str) -> list[tuple[int, int, str]]:
     """Every written number in ``text`` as ``(start, end, spoken words)``, less those read only
-    whole (``_WHOLE``: ``12:30:45``, ``$5.5``, ``555-1234``, ``1.2.3``), which stay as written."""
-    return [(m.start(), m.end(), _say(m)) for m in _PATTERN.finditer(text) if not m.group("whole")]
+    whole (``_WHOLE``: ``12:30:45``, ``$5.5``, ``555-1234``, ``1.2.3``) and parts of a number
+    no alternative reads whole (``_glued``: ``1.5k``, ``v2.0``), which stay as written."""
+    return [(m.start(), m.end(), _say(m)) for m in _PATTERN.finditer(text)
+            if not m.group("whole") and not _glued(text, m)]

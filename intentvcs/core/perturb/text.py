@@ -340,15 +340,29 @@ def _merge_deletions(edits: list[Edit]) -> list[Edit]:
 def _tidy(edit: Edit, text: str) -> Edit:
     """A deletion that now ends the text (or meets closing punctuation) also
     takes the whitespace before it: "book a table for me" minus "for me" is
-    "book a table", not "book a table "."""
+    "book a table", not "book a table ".
+
+    A deletion of words leaves no comma orphaned either: one that meets a comma
+    (or ``;``/``:``) at the start of the text takes it and the space after it
+    ("Please, call mom" -> "call mom", not ", call mom"), and one between a comma
+    and closing punctuation takes the comma before it ("yes, please, book it" ->
+    "yes, book it", "tomorrow, would you?" -> "tomorrow?", not "yes,, book it"
+    and "tomorrow,?"). A deletion of punctuation alone is left as it is."""
     if edit.text or edit.start == edit.end:
         return edit
     if edit.end < len(text) and text[edit.end] not in ".?!,;:":
         return edit
-    start = edit.start
+    start, end = edit.start, edit.end
     while start > 0 and text[start - 1].isspace():
         start -= 1
-    return Edit(start, edit.end, "")
+    if any(c.isalnum() for c in text[edit.start:edit.end]):
+        if start == 0 and end < len(text) and text[end] in ",;:":
+            end += 1
+            while end < len(text) and text[end].isspace():
+                end += 1
+        elif start > 0 and text[start - 1] == ",":
+            start -= 1
+    return Edit(start, end, "")
 
 
 def _shift(span: Span, edits: Sequence[Edit]) -> Span:
