@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from intentvcs.core import atomic
-from intentvcs.core.dataio import DataError, Example, Span, known_spans_only, write_jsonl
+from intentvcs.core.dataio import MAX_TEXT_CHARS, DataError, Example, Span, known_spans_only, write_jsonl
 from intentvcs.core.manifest import file_digest
 from intentvcs.core.oos import OOS_LABEL
 from intentvcs.training.vcs_builder import check_earlier_build
@@ -282,6 +282,8 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
                                                 f"({len(rows)} rows in {', '.join(slot_folder.FILES)})")
     # One generator, drawn split after split: the order is part of every recorded build.
     files = {split: build_split(rows, sizes[split], variant, rng, split) for split, rows in sources.items()}
+    for split, rows in files.items():
+        check_lengths(rows, sources[split], root / split, split)
     info = data_card(dataset, variant, seed, files, [root / split / name for split in files
                                                       for name in slot_folder.FILES])
     info["source_rows_skipped"] = {split: skipped_source_rows(rows) for split, rows in sources.items()}
@@ -299,6 +301,23 @@ def build(dataset: str, data_root: str | Path, out: str | Path, *, seed: int = 0
             write_jsonl(tmp / name, known[split])
         atomic.write_json(tmp / INFO_FILE, info)
     return info
+
+
+def check_lengths(rows: Sequence[Example], source: Sequence[Example], folder: Path, split: str) -> None:
+    """``DataError`` on the first built row longer than ``MAX_TEXT_CHARS``, naming the ``seq.in`` line of its
+    longest segment: each source utterance is within the limit (the loader refuses longer ones), but two or
+    three joined may not be, and written, such a row made every reader of the product refuse the file."""
+    for number, row in enumerate(rows, start=1):
+        if len(row.text) <= MAX_TEXT_CHARS:
+            continue
+        parts = [row.text[s["start"]:s["end"]] for s in row.meta["segments"]]
+        lines = [next(int(ex.id.rpartition(":")[2]) for ex in source if part in (ex.text, capitalised(ex.text)))
+                 for part in parts]
+        longest = max(range(len(parts)), key=lambda i: len(parts[i]))
+        raise DataError(folder / "seq.in", lines[longest],
+                        f"row {number} of {split}.jsonl joins lines {', '.join(map(str, lines))} into "
+                        f"{len(row.text):,} characters, over the limit of {MAX_TEXT_CHARS:,} every reader of "
+                        f"the product holds to; this line has {len(parts[longest]):,}: shorten or remove it")
 
 
 def source_paths(dataset: str, data_root: str | Path) -> list[Path]:
