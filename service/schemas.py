@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import unicodedata
 from typing import Annotated, Any
 
 import bentoml
@@ -33,6 +32,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from intentvcs.core.dataio import readable
 from intentvcs.service import rejections
 from intentvcs.service.settings import ENV_PREFIX, Limits
 
@@ -43,21 +43,6 @@ LANG_MAX_CHARS = 35  # a /model/parse lang: a BCP 47 tag, with room to spare
 # fail millions of checks (one per unknown key): all listed, a 10 MB body took 14 s of the event loop, 1.4 GB
 # and a 141 MB answer; a client fixing its request reads the first few.
 MAX_REPORTED_ERRORS = 20
-# Unicode general categories of what a reader sees: letters, numbers, punctuation, symbols.
-VISIBLE_CATEGORIES = frozenset("LNPS")
-REPLACEMENT_CHARACTER = "\ufffd"
-
-
-def readable(text: str) -> bool:
-    """Whether ``text`` holds something to read: a letter, digit, punctuation mark or symbol. Nothing else
-    (white space, control and format characters such as a zero-width space or a BOM, lone combining
-    marks) tokenizes to anything; nor does U+FFFD, the replacement character, a symbol that stands for bytes
-    that could not be decoded, which BERT's normaliser drops (a text of it alone was answered with the
-    model's guess for an empty string)."""
-    return any(char != REPLACEMENT_CHARACTER and unicodedata.category(char)[0] in VISIBLE_CATEGORIES
-               for char in text)
-
-
 def _not_blank(text: str) -> str:
     # Refusing a text with nothing to read is clearer than answering with the model's guess for an empty string.
     if not readable(text):

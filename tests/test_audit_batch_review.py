@@ -15,6 +15,7 @@ quotation, a range or before a self-repair, which the service keeps whole.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from intentvcs.core.dataio import Example
@@ -114,3 +115,17 @@ def test_a_composite_chained_in_full_width_letters_is_found_by_splitting(world):
     v = report.findings[0].verdict
     assert (v.relation, sorted(v.existing)) == ("composite", ["B", "D"]), v.rationale
     assert "split at a connector" in v.rationale
+
+
+def test_an_intent_accepted_on_exactly_part_min_of_the_rows_is_a_candidate():
+    """7 of 100 rows is a part_min of 0.07, which the rules count as enough (7 / 100 >= 0.07); in floats
+    0.07 * 100 is 7.000000000000001, and the intent was no candidate."""
+    from intentvcs.service.audit.batch import _Audit
+
+    accepted = np.zeros((100, 2), dtype=bool)
+    accepted[:7, 0] = True
+    audit = _Audit(config=AuditConfig(part_min=0.07), labels=["a", "b"], decision=None, examples=[],
+                   members={"n": list(range(100))}, rows_per_intent={"n": 100}, confidences=None, ranking=None, accepted=accepted, ranked=accepted,
+                   out_of_scope=None, oos_rule=None, vectors=None, implication=np.zeros((2, 2), dtype=bool),
+                   rng=np.random.default_rng(0))
+    assert audit.candidates("n")[2] == [0]

@@ -4,6 +4,7 @@ intentvcs.core.dataio, intentvcs.core.atomic)."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -215,3 +216,15 @@ def test_writing_to_a_loop_of_symbolic_links_is_an_os_error(tmp_path):
     (tmp_path / "b").symlink_to(tmp_path / "a")
     with pytest.raises(OSError, match="a loop of symbolic links"):
         atomic.write_text(tmp_path / "a", "{}")
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\ufeff \u2060", "\ufffd", "\u0301"])
+def test_a_row_with_nothing_readable_is_refused_as_the_service_refuses_it(tmp_path, text):
+    """A zero-width space, a BOM, a replacement character or a lone accent tokenizes to nothing: the service
+    refuses such a text (schemas.readable), but a data file's row of it was trained on, and audited, as an
+    empty string."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"text": "play jazz", "labels": ["play"]}\n' + json.dumps({"text": text, "labels": ["play"]})
+                    + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"rows.jsonl:2: 'text' is empty"):
+        read_jsonl(path)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -190,9 +191,25 @@ def known_spans_only(rows: Iterable[Example], types: set[str]) -> list[Example]:
     return [replace(row, spans=tuple(span for span in row.spans if span.label in types)) for row in rows]
 
 
+# Unicode general categories of what a reader sees: letters, numbers, punctuation, symbols.
+VISIBLE_CATEGORIES = frozenset("LNPS")
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def readable(text: str) -> bool:
+    """Whether ``text`` holds something to read: a letter, digit, punctuation mark or symbol. Nothing else
+    (white space, control and format characters such as a zero-width space or a BOM, lone combining
+    marks) tokenizes to anything; nor does U+FFFD, the replacement character, a symbol that stands for bytes
+    that could not be decoded, which BERT's normaliser drops (a text of it alone was answered with the
+    model's guess for an empty string). The service's requests and every data file are held to it."""
+    return any(char != REPLACEMENT_CHARACTER and unicodedata.category(char)[0] in VISIBLE_CATEGORIES
+               for char in text)
+
+
 def text_problem(text: str, name: str) -> str | None:
-    """Why ``text`` (called ``name`` in the message) is no utterance to read: empty, or over the limit."""
-    if not text.strip():
+    """Why ``text`` (called ``name`` in the message) is no utterance to read: empty (nothing ``readable``: a
+    row of a zero-width space alone was trained on, and audited, as an empty string), or over the limit."""
+    if not readable(text):
         return f"{name} is empty"
     if len(text) > MAX_TEXT_CHARS:
         return f"{name} has {len(text)} characters; the limit is {MAX_TEXT_CHARS}"

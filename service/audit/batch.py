@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -347,7 +348,9 @@ class _Audit:
         rows = np.array(self.members[name])
         counts = acceptance_counts(self.accepted[rows])
         ranked = self.ranked[rows].sum(axis=0)
-        floor = max(1.0, self.config.part_min * len(rows))
+        # In whole rows: 0.07 * 100 is 7.000000000000001 in floats, and an intent accepted on exactly part_min
+        # of N's rows (7 of 100), which the rules count as enough (7 / 100 >= 0.07), was no candidate.
+        floor = max(1, math.ceil(self.config.part_min * len(rows) - 1e-9))
         order = np.lexsort((-ranked, -counts))  # by counts, then ranked, both descending
         keep = [int(j) for j in order if counts[j] >= floor or ranked[j] >= floor]
         return rows, counts, keep[:self.config.max_candidates]
