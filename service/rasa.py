@@ -18,7 +18,11 @@ score is not one (a distance rule's score is a distance), and Rasa's choice,
 the fallback threshold, has no counterpart for such rules. It can be lower
 than the top label's (an utterance at 0.55 under a 0.6 cut-off gets 0.45):
 a client decides on ``intent`` or ``out_of_scope``, never on the largest
-confidence in the ranking.
+confidence in the ranking. Under the ``train`` rule the ``oos`` class is that
+rule's verdict, no intent: it is left out of ``intent_ranking`` (and so never
+``intent``, nor the top label the fallback's confidence is read from), as
+Rasa's ranking holds intents and its two-stage fallback offers
+``intent_ranking[1]`` to the user to affirm.
 
 Two kinds of text are answered without the model, as Rasa's own server
 answers them. A button's payload (``"/affirm"``, ``'/set_alarm{"time": "7
@@ -37,6 +41,8 @@ import logging
 import math
 import re
 from typing import Any, Mapping
+
+from intentvcs.core.oos import OOS_LABEL, TrainRule
 
 EXTRACTOR = "intentvcs"  # Rasa names the component that found an entity
 # A button's payload, in the format of Rasa's RegexMessageHandler: "/" then the intent, an optional
@@ -63,12 +69,19 @@ def parse_answer(answer: Mapping[str, Any], fallback_intent: str) -> dict[str, A
     1.0), and an assistant acting on ``intent`` alone should act on what the
     user asked first, not on whichever of them ranks highest.
     """
-    ranking = [{"name": ranked["intent"], "confidence": ranked["confidence"]} for ranked in answer["intents"]]
+    verdict = _verdict_label(answer)
+    ranking = [{"name": ranked["intent"], "confidence": ranked["confidence"]} for ranked in answer["intents"]
+               if ranked["intent"] != verdict]
     if answer["out_of_scope"]:
         top = ranking[0]["confidence"] if ranking else 0.0
         intent = {"name": fallback_intent, "confidence": 1.0 - top}
         ranking = [intent, *ranking]
     else:
+        if not ranking:
+            # A ranking cut (top_k 1) to the train rule's oos class alone. In scope, a message decided whole
+            # ranks it first only when it ties the top intent (the rule's verdict is the oos class strictly above
+            # every other), whose confidence it then has: the most confident accepted intent takes its place.
+            ranking = [{"name": answer["accepted"][0], "confidence": answer["intents"][0]["confidence"]}]
         first = _first_request_intent(answer)
         intent = next((ranked for ranked in ranking if ranked["name"] == first), ranking[0])
         ranking = [intent, *(ranked for ranked in ranking if ranked is not intent)]
@@ -80,6 +93,11 @@ def parse_answer(answer: Mapping[str, Any], fallback_intent: str) -> dict[str, A
         "accepted": list(answer["accepted"]),
         "out_of_scope": bool(answer["out_of_scope"]),
     }
+
+
+def _verdict_label(answer: Mapping[str, Any]) -> str | None:
+    """The label that is the OOS rule's verdict, no intent (the train rule's ``oos`` class), or None."""
+    return OOS_LABEL if (answer.get("oos") or {}).get("rule") == TrainRule.name else None
 
 
 def _first_request_intent(answer: Mapping[str, Any]) -> str | None:
