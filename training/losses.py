@@ -70,9 +70,10 @@ def ls_focal_loss(
     smoothed = targets * (1.0 - beta) + beta / logits.shape[1]
     log_p = F.logsigmoid(logits)
     log_not_p = F.logsigmoid(-logits)
-    p = log_p.exp()
-    pos = alpha_pos * smoothed * (1.0 - p).pow(gamma) * log_p
-    neg = alpha_neg * (1.0 - smoothed) * p.pow(gamma) * log_not_p
+    # The focal factors (1 - p)^gamma and p^gamma from the log-probabilities: p rounds to exactly 1 (or 0) at
+    # large |logit|, where pow's gradient is infinite for gamma < 1 (-inf at logit 20, NaN at -200).
+    pos = alpha_pos * smoothed * (gamma * log_not_p).exp() * log_p
+    neg = alpha_neg * (1.0 - smoothed) * (gamma * log_p).exp() * log_not_p
     # Scaled by L so the magnitude matches a per-row loss, not a per-entry one.
     return -(pos + neg).sum(dim=1).mean()
 
