@@ -5,16 +5,16 @@ at load time: a service must refuse to start on a bad bundle rather than fail
 on its first request. Checks, in order: manifest (JSON, schema, version),
 payload files (every listed one present with its size; sha256 of those read), tokenizer.json (truncation agrees
 with the manifest), references.jsonl (when listed: read now, for the audit), spelling.json (when listed), the decision, and, once ONNX
-Runtime has parsed the graph, its output sizes against the manifest
-(``check_graph``).
+Runtime has parsed the graph, its output sizes against the manifest, and that no file read was replaced or
+rewritten since it was checked (``check_graph``).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from intentvcs.core.dataio import DataError, Example, read_jsonl
 from intentvcs.core.decision import Decision
@@ -35,6 +35,8 @@ from intentvcs.service.tokenization import BundleTokenizer
 
 # Why ``auto`` serves fp32 on CUDA (figures: docs/RESULTS.md "Performance", GPU).
 GPU_INT8_REASON = "fp32 on CUDA (the int8 graph is dynamically quantised for CPUs)"
+# What tells a file apart from its replacement or rewrite: device, inode, size, modification time (ns).
+Stamp = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,9 @@ class Bundle:
     spelling: Spelling | None
     graph_reason: str
     references: tuple[Example, ...] | None
+    # Each file read, as it was when checked (stamped before it was read): ``check_graph`` compares them once
+    # the graph is loaded, by path, after the checks.
+    stamps: tuple[tuple[Path, Stamp | None], ...] = field(default=(), compare=False)
 
     @property
     def labels(self) -> list[str]:
@@ -72,41 +77,78 @@ def open_bundle(directory: str | os.PathLike, quantized: str = DEFAULT_QUANTIZED
     directory = Path(directory)
     if not directory.is_dir():
         raise BundleError(directory, "not a directory")
+    stamps: list[tuple[Path, Stamp | None]] = [(directory / MANIFEST_FILE, _stamp(directory / MANIFEST_FILE))]
     manifest = read(directory / MANIFEST_FILE)
     check_listed(directory, manifest)
-    model_path, why = _served_path(directory, manifest, quantized, gpu)
-    tokenizer = BundleTokenizer(check_file(directory, manifest, TOKENIZER_FILE), manifest["max_length"])
+    checked = _checker(directory, manifest, stamps)
+    model_path, why = _served_path(directory, manifest, quantized, gpu, checked)
+    tokenizer = BundleTokenizer(checked(TOKENIZER_FILE), manifest["max_length"])
     references = None
     if REFERENCES_FILE in manifest["files"]:  # checked now, so a bundle without it never serves
         # Read now too, not when an audit asks: by then the folder may hold the next export's file (before the
         # swap, for the hour an audit job may run, or for good where that export cannot load), which failed
         # the audit with a 500 ("references.jsonl: ... the manifest says ...").
         try:
-            references = tuple(read_jsonl(check_file(directory, manifest, REFERENCES_FILE), stored=True))
+            references = tuple(read_jsonl(checked(REFERENCES_FILE), stored=True))
         except DataError as exc:
             raise BundleError(exc.path, exc.reason) from None
     spelling = None
     if manifest["spelling"] is not None:
         try:
-            spelling = Spelling.load(check_file(directory, manifest, SPELLING_FILE))
+            spelling = Spelling.load(checked(SPELLING_FILE))
         except SpellingError as exc:
             raise BundleError(exc.path, exc.reason) from None
     # validate() has already proven the decision parses.
     return Bundle(directory, manifest, model_path, tokenizer, Decision.from_dict(manifest["decision"]), spelling,
-                  why, references)
+                  why, references, tuple(stamps))
 
 
 def on_cpu(bundle: Bundle, quantized: str) -> Bundle:
     """``bundle``, opened for a CUDA session, with the graph (and its reason) a CPU session serves under
     ``quantized``: for a CUDA build whose CUDA did not start (``OnnxSession.cuda_fallback``)."""
-    model_path, why = _served_path(bundle.directory, bundle.manifest, quantized, gpu=False)
-    return replace(bundle, model_path=model_path, graph_reason=why)
+    stamps = list(bundle.stamps)
+    checked = _checker(bundle.directory, bundle.manifest, stamps)
+    model_path, why = _served_path(bundle.directory, bundle.manifest, quantized, False, checked)
+    return replace(bundle, model_path=model_path, graph_reason=why, stamps=tuple(stamps))
 
 
-def _served_path(directory: Path, manifest: dict, quantized: str, gpu: bool) -> tuple[Path, str]:
-    """``serving_graph``'s choice, checked against the manifest (``check_file``), and why."""
+def _served_path(directory: Path, manifest: dict, quantized: str, gpu: bool,
+                 checked: Callable[[str], Path]) -> tuple[Path, str]:
+    """``serving_graph``'s choice, checked against the manifest (``checked``: ``check_file``), and why."""
     model_file, why = serving_graph(manifest, quantized, directory / MANIFEST_FILE, gpu)
-    return check_file(directory, manifest, model_file), why
+    return checked(model_file), why
+
+
+def _checker(directory: Path, manifest: dict, stamps: list[tuple[Path, Stamp | None]]) -> Callable[[str], Path]:
+    """``check_file`` of ``directory``, each file stamped into ``stamps`` before it is hashed (and read)."""
+    def checked(name: str) -> Path:
+        stamps.append((directory / name, _stamp(directory / name)))
+        return check_file(directory, manifest, name)
+
+    return checked
+
+
+def _stamp(path: Path) -> Stamp | None:
+    """``path``'s stamp; None where it cannot be had (the check that follows says why, or it appeared since)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def check_unchanged(bundle: Bundle) -> None:
+    """Raise ``BundleError`` when a file ``bundle`` read was replaced or rewritten since it was checked.
+
+    The files are checked (sha256 against the manifest) and then read again by path, the graph by ONNX
+    Runtime only after ``open_bundle`` returned: a bundle renamed over this one meanwhile (``intentvcs
+    export --out``), or a file copied over in place, was served with the manifest, and so the decision,
+    the name and the digest, of the bundle checked. Loading it again reads one whole bundle.
+    """
+    for path, stamp in bundle.stamps:
+        if stamp is None or _stamp(path) != stamp:
+            raise BundleError(path, "changed while the bundle was loaded (replaced or rewritten after it was "
+                                    "checked); load it again once the folder holds still")
 
 
 def serving_graph(manifest: dict, quantized: str, path: str | os.PathLike = MANIFEST_FILE,
@@ -149,8 +191,10 @@ def check_graph(bundle: Bundle, output_widths: dict[str, int]) -> None:
 
     A graph whose ``logits`` width differs from ``labels`` would misalign every
     answer with its label name, and one whose ``pooled`` or ``pooled_mid``
-    width differs from ``hidden_size`` would break distance-based OOS statistics.
+    width differs from ``hidden_size`` would break distance-based OOS statistics. Called once ONNX Runtime
+    has read the graph, it also checks that no file read changed since it was checked (``check_unchanged``).
     """
+    check_unchanged(bundle)
     labels = len(bundle.labels)
     hidden = bundle.manifest["model"]["hidden_size"]
     if output_widths["logits"] != labels:

@@ -9,8 +9,8 @@ imported inside :class:`ServiceMetrics` (built on first use, in the worker)
 rather than at module import. (``bentoml.metrics``, which mirrored this API, is
 deprecated in BentoML 1.4 in favour of ``prometheus_client`` used this way.)
 
-Label cardinality is bounded by construction: ``intent`` takes only the
-bundle's labels plus ``out_of_scope``, and ``reason`` comes from the closed set
+Label cardinality is bounded by construction: ``intent`` takes only the labels of
+the bundles the worker has served (``bind_model``) plus ``out_of_scope``, and ``reason`` comes from the closed set
 in ``intentvcs.service.schemas.REJECTION_REASONS`` plus the server-side reasons below.
 BentoML's own request metrics label ``endpoint`` with the raw request path, so
 every path a scanner tried was a series in every worker's files, which ``/metrics`` read and wrote on every
@@ -53,6 +53,14 @@ BENTOML_ROUTES = ("/", "/docs.json", "/schema.json", "/livez", "/healthz", "/rea
 CONFIDENCE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
 LENGTH_BUCKETS = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# BentoML's request durations (bentoml_service_request_duration_seconds: the dashboard's /predict p50/p95/p99,
+# IntentvcsHighLatencyP99), in seconds. BentoML's default starts at 5 ms, so an idle p50 of ~2 ms read as
+# 2.5 ms whatever it was; these resolve 1-10 ms to within a millisecond or so, keep the alert's 0.5 s a bound,
+# and reach BentoML's request timeout (bound_request_endpoints; an operator's api_server.metrics.duration wins).
+REQUEST_DURATION_BUCKETS = (0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
+                            0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, float("inf"))
+PROMETHEUS_DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                              float("inf"))  # prometheus_client.Histogram.DEFAULT_BUCKETS
 CLIENT_CLOSED = 499  # nginx's "client closed request", the status rejections.CLIENT_CLOSED logs
 # Whether this request's failure was counted as internal_error already (by app._counted, which sees the
 # failures of the batch queue): direct_routes counts every other 500 it answers, and none twice. Each
@@ -128,14 +136,18 @@ class ServiceMetrics:
         self._model: dict[str, str] | None = None
 
     def bind_model(self, labels: Iterable[str], info: Mapping[str, Any], error_reasons: Iterable[str]) -> None:
-        """Fix the allowed intent labels and publish the model's identity.
+        """Allow the bundle's intent labels (those of bundles served before stay allowed) and publish the
+        model's identity.
 
         Every child series starts at zero so that ``rate()`` sees the first
         increment and dashboards show an intent or reason before it first occurs.
         """
-        self._intents = frozenset(labels) | {OUT_OF_SCOPE}
-        for intent in self._intents:
+        labels = frozenset(labels)
+        for intent in labels | {OUT_OF_SCOPE}:
             self.predictions.labels(intent=intent)
+        # Every bundle's labels this worker has served, not the last one's: after a swap the requests that read
+        # the previous engine are still answered by it, and its intents (their series made already) are counted.
+        self._intents = self._intents | labels | {OUT_OF_SCOPE}
         for reason in (*error_reasons, *SERVER_ERROR_REASONS):
             self.errors.labels(reason=reason)
         for result in ("ok", "failed"):
@@ -250,7 +262,8 @@ def bound_request_endpoints() -> None:
     and 0.05 s), so a longer scan outlasts the scrape timeout and blinds every alert. BentoML has no setting
     for it: its middleware (``RunnerTrafficMetricsMiddleware``, outside every middleware of the service) makes
     these metrics in ``_setup``, on its first request, which is wrapped here so that their ``labels`` bound
-    the endpoint; routing and the answer are untouched. A BentoML without that hook is left as it is. Run as
+    the endpoint; routing and the answer are untouched. Its request durations get ``REQUEST_DURATION_BUCKETS``
+    there too, unless the operator configured BentoML's. A BentoML without that hook is left as it is. Run as
     this module is imported (by the service's module, before the worker serves): a worker answers probes
     while its service is still loading, so the first request can come before ``ServiceMetrics`` is made.
     """
@@ -264,6 +277,8 @@ def bound_request_endpoints() -> None:
 
     @functools.wraps(setup)
     def bounded_setup(self, *args: Any, **kwargs: Any) -> None:
+        if len(args) < 2 and "duration_buckets" not in kwargs and _default_duration_buckets():
+            kwargs["duration_buckets"] = REQUEST_DURATION_BUCKETS
         setup(self, *args, **kwargs)
         routes = known_routes()
         for name in ("metrics_request_total", "metrics_request_duration", "metrics_request_in_progress",
@@ -275,6 +290,20 @@ def bound_request_endpoints() -> None:
 
     bounded_setup.intentvcs_bounded = True
     traffic._setup = bounded_setup
+
+
+def _default_duration_buckets() -> bool:
+    """Whether BentoML would make its request-duration histogram with its own default buckets (no
+    ``api_server.metrics.duration`` of the operator's), which cannot resolve the service's latencies."""
+    try:
+        from bentoml._internal.configuration.containers import BentoMLContainer
+        from bentoml._internal.utils.metrics import DEFAULT_BUCKET
+
+        # BentoML's default configuration lists prometheus_client's default buckets (not imported here: see
+        # the module docstring); DEFAULT_BUCKET is its fallback.
+        return tuple(BentoMLContainer.duration_buckets.get()) in (PROMETHEUS_DEFAULT_BUCKETS, tuple(DEFAULT_BUCKET))
+    except Exception:  # a BentoML without these: leave its buckets as they are
+        return False
 
 
 def _alive(pid: int) -> bool:
