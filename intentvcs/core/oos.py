@@ -37,10 +37,12 @@ serialise to ``{"rule": name, ...}`` objects (JSON-safe; arrays as nested lists)
 
 Threshold choice (``choose_threshold``): with OOS validation rows, the
 threshold maximising validation accuracy with OOS as its own class (CLINC150's
-oos-threshold protocol, used by ``threshold``); without, the cut keeping at
+oos-threshold protocol, used by ``threshold``; keeping every row, a rounding margin above
+the highest); without, the cut keeping at
 least ``retention`` of in-scope validation rows in scope (``threshold`` without
 OOS rows: 95 %; ``distance`` always: 98 %), placed halfway between the last
-row it keeps and the next higher score (``retention_cut``): at one row's own score
+row it keeps and the next higher score, a rounding margin above it when none is
+higher (``retention_cut``): at one row's own score
 (``scoring.retention_threshold``), a served score of that row a rounding error
 higher (ONNX against PyTorch, another batch) would put it out of scope. The cut
 with OOS rows is a midpoint for the same reason.
@@ -134,8 +136,8 @@ def choose_threshold(
 
     With OOS rows: maximise ``(#in-scope correct and kept + #OOS rejected) / N``
     over cuts between consecutive distinct scores (the midpoint, so that the
-    cut sits inside the optimal plateau) or at the highest score (every row
-    kept); ties go to the lowest cut. Without: ``retention_cut`` of in-scope
+    cut sits inside the optimal plateau) or a rounding margin above the highest
+    score (every row kept; ``_above``); ties go to the lowest cut. Without: ``retention_cut`` of in-scope
     scores. The rules' fits call it through ``fit_cuts``, which places
     the cut otherwise below ``MIN_CUT_ROWS`` in-scope rows.
     """
@@ -143,7 +145,7 @@ def choose_threshold(
     if not np.any(is_oos):
         return retention_cut(scores, retention)
     distinct = np.unique(scores)
-    cuts = np.r_[(distinct[:-1] + distinct[1:]) / 2.0, distinct[-1]]
+    cuts = np.r_[(distinct[:-1] + distinct[1:]) / 2.0, _above(distinct[-1])]
     kept_correct = np.searchsorted(np.sort(scores[~is_oos & correct]), cuts, side="right")
     oos_scores = np.sort(scores[is_oos])
     rejected_oos = len(oos_scores) - np.searchsorted(oos_scores, cuts, side="right")
@@ -201,7 +203,14 @@ def _few_rows_cut(in_scope: np.ndarray, scores: np.ndarray) -> float:
     higher = scores[scores > top]
     if higher.size:
         return float((top + higher.min()) / 2.0)
-    return top + ROUNDING_MARGIN * max(1.0, abs(top))
+    return _above(top)
+
+
+def _above(top: float) -> float:
+    """The cut keeping the highest validation score ``top`` when no higher one bounds it: ``ROUNDING_MARGIN`` above
+    it (relative to it, at least 1), never on it, so that its row served a rounding error higher (another batch,
+    ONNX against PyTorch) stays in scope as fitted."""
+    return float(top) + ROUNDING_MARGIN * max(1.0, abs(float(top)))
 
 
 def _as_matrix(array: Any, name: str, columns: int | None = None) -> np.ndarray:
@@ -265,13 +274,13 @@ def part_threshold(in_scope_scores: np.ndarray, threshold: float, retention: flo
 def retention_cut(in_scope_scores: np.ndarray, retention: float) -> float:
     """The cut keeping at least ``retention`` of ``in_scope_scores`` in scope ("out of scope when score >
     cut"), halfway between the last score it keeps (``scoring.retention_threshold``) and the next higher one,
-    so that a rounding-sized difference between fitted and served scores moves no row across it; that last
-    score itself when none is higher (the rules' fits take it from ``MIN_CUT_ROWS`` in-scope rows on, where that
-    can still happen for a retention above 1 - 1 / n, e.g. 98 % of under 50 rows; fewer: ``fit_cuts``)."""
+    so that a rounding-sized difference between fitted and served scores moves no row across it; when none is
+    higher (a retention above 1 - 1 / n, e.g. 98 % of under 50 rows, or tied top scores), a rounding margin above
+    that last score (``_above``), never on it."""
     kept = retention_threshold(in_scope_scores, retention)
     higher = np.asarray(in_scope_scores, dtype=np.float64)
     higher = higher[higher > kept]
-    return float((kept + higher.min()) / 2.0) if higher.size else kept
+    return float((kept + higher.min()) / 2.0) if higher.size else _above(kept)
 
 
 def _optional_part_threshold(d: Mapping[str, Any]) -> float | None:
