@@ -14,6 +14,7 @@ Torch-free, so that parsing the command line never loads torch.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -59,6 +60,19 @@ def _check_finite(config: Any) -> None:
         value = getattr(config, spec.name)
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{spec.name} must be a finite number, got {value}")
+
+
+def _check_integers(config: Any, names: tuple[str, ...]) -> None:
+    """Refuse a fraction or a bool where a count is meant: ``range`` and slicing refuse them only after the
+    backbone has loaded and the rows are encoded (epochs 1.5, batch_size 2.5), and ``True`` would read as 1."""
+    for name in names:
+        value = getattr(config, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+
+
+# torch's seeds (``torch.manual_seed``, ``torch.Generator.manual_seed``) are unsigned 64-bit integers.
+SEED_LIMIT = 2**64
 
 
 def _check_choices(config: Any) -> None:
@@ -187,6 +201,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _check_choices(self)
         _check_finite(self)
+        _check_integers(self, ("epochs", "batch_size", "max_length", "seed", "patience", "threads", "extend_vocab"))
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
@@ -200,6 +215,10 @@ class TrainConfig:
             raise ValueError("weight_decay must be >= 0, warmup_ratio in [0, 1] and dropout in [0, 1)")
         if self.patience < 0:
             raise ValueError(f"patience must be >= 0, got {self.patience}")
+        # torch refuses a seed outside the range only when training sets up, and random.Random takes a negative
+        # seed's absolute value: seed -3 would shuffle the batches exactly as seed 3 does.
+        if not 0 <= self.seed < SEED_LIMIT:
+            raise ValueError(f"seed must lie in [0, 2**64) (the seeds torch takes), got {self.seed}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1 (or unset: every core), got {self.threads}")
         if self.augment_ratio < 0:
@@ -212,6 +231,14 @@ class TrainConfig:
             raise ValueError("extend_vocab must be >= 0")
         if not 0.0 < self.focal_alpha < 1.0:
             raise ValueError("focal_alpha must be in (0, 1)")
+        # At beta 1 every target is smoothed to 1/L (nothing tells the labels apart), above it the gold labels'
+        # targets fall below the others', below 0 the other labels' fall below zero.
+        if not 0.0 <= self.focal_beta < 1.0:
+            raise ValueError(f"focal_beta must lie in [0, 1), got {self.focal_beta}")
+        # A share of the labels: at 0 or below the loss still draws one negative per row, above 1 no more than
+        # all of them (intentvcs.training.losses.negative_sampling_loss).
+        if not 0.0 < self.negative_theta <= 1.0:
+            raise ValueError(f"negative_theta must lie in (0, 1], got {self.negative_theta}")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"ema_decay must lie in [0, 1) (0: off), got {self.ema_decay}")
         if self.boundary_weight < 0:

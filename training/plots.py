@@ -16,16 +16,18 @@ def cooccurrence_png(counts: Sequence[Sequence[int]], labels: Sequence[str],
     off-diagonal blocks. Bytes, not a file: the caller writes them with its
     other outputs, all or none (``intentvcs.core.atomic.write_files``).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A figure of its own on the Agg canvas, not pyplot's: matplotlib.use("Agg") switched the whole process's
+    # backend, and a caller's own figures (a notebook's inline ones) stopped showing.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     counts = np.asarray(counts, dtype=float)
     diag = np.diag(counts)
     conditional = np.divide(counts, diag[:, None], out=np.zeros_like(counts), where=diag[:, None] > 0)
     size = max(6.0, 0.28 * len(labels) + 2)
-    fig, ax = plt.subplots(figsize=(size, size))
+    fig = Figure(figsize=(size, size))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     image = ax.imshow(conditional, cmap="viridis", vmin=0, vmax=1)
     ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
@@ -34,5 +36,4 @@ def cooccurrence_png(counts: Sequence[Sequence[int]], labels: Sequence[str],
     fig.tight_layout()
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=120)
-    plt.close(fig)
     return png.getvalue()
