@@ -211,6 +211,29 @@ def test_a_part_that_only_names_entities_asks_nothing():
     assert [LABELS[j] for p in segmented.parts[0] for j in p.accepted] == ["lights", "weather"]
 
 
+@pytest.mark.parametrize("text", ["turn off the lights in boston and the washington dc",
+                                  "turn off the lights in boston and washington dc please"])
+def test_a_part_of_names_framed_by_an_article_or_please_asks_nothing(text):
+    """"the washington dc", "the living room": a name and the words that frame it continue the request before
+    them; read as a request of its own (three words), the part was answered as weather, or out of scope."""
+    accepted, parts, _, _, _ = answer(text)
+    assert accepted == {"lights"} and parts == [(text, ["lights"], False)]
+
+
+@pytest.mark.parametrize("text, parts", [
+    ("play the mandalorian on disney plus and turn off the lights",
+     ["play the mandalorian on disney plus", "turn off the lights"]),
+    ("turn off the lights and play the mandalorian on disney plus",
+     ["turn off the lights", "play the mandalorian on disney plus"]),
+    ("watch espn plus, then turn off the lights", ["watch espn plus", "turn off the lights"]),
+    ("play some jazz plus turn off the lights", ["play some jazz", "turn off the lights"]),
+    ("play some jazz, plus turn off the lights", ["play some jazz", "turn off the lights"]),
+])
+def test_plus_joins_requests_only_where_a_request_follows_it(text, parts):
+    """Before another connector or at the end of the text "plus" ends a name: it was cut off the part."""
+    assert [text[a:b] for a, b in cut(text)] == parts
+
+
 def test_entities_joined_by_a_connector_ask_nothing():
     """"washington dc and boston" names two cities ("and" did not cut: "boston" alone is too short); the "and"
     made it a request of its own, read as weather."""

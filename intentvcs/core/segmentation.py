@@ -72,8 +72,13 @@ _WORD = re.compile(rf"{_NOT_BLANK}+")
 # semicolons, all of it taken out of both parts ("jazz, and, turn off", "jazz and and turn off", "jazz,,, turn").
 # Not the comma of a number ("the top 1,000 songs", "1,5 hours"), which cut "play the top 1" | "000 songs".
 # The words of "after that" may have any blanks between them ("after  that" was no connector).
+# "plus" joins only where a request follows it: it ends names ("disney plus", "apple tv plus"), and one before
+# another connector or at the end of the text is that word ("play the mandalorian on disney plus and turn off
+# the lights" was answered for "play the mandalorian on disney").
+_PLUS = (rf"plus(?={_BLANK}*[^\s{_INVISIBLE},;])"
+         rf"(?!{_BLANK}*(?:and|then|also|after{_BLANK}+that|plus)(?![^\s{_INVISIBLE},;]))")
 _JOINER = (rf"(?:;|(?<!\d),|,(?!\d)|(?<![^\s{_INVISIBLE},;])"
-           rf"(?:and{_BLANK}+then|and{_BLANK}+also|after{_BLANK}+that|and|then|also|plus)(?![^\s{_INVISIBLE},;]))")
+           rf"(?:and{_BLANK}+then|and{_BLANK}+also|after{_BLANK}+that|and|then|also|{_PLUS})(?![^\s{_INVISIBLE},;]))")
 # Starts where the blanks before it start: a search tried from every blank of a long run of them, each
 # scanning the rest of the run, was quadratic (1,000 spaces: 25 ms a text, 6.6 s for a /predict of 256).
 CONNECTOR = re.compile(rf"(?<!{_BLANK}){_BLANK}*{_JOINER}(?:{_BLANK}*{_JOINER})*{_BLANK}*", re.IGNORECASE)
@@ -113,6 +118,13 @@ MAX_PARTS = 4  # cut points after the third are not used
 # seed 0-1 ATIS and seed-0 SNIPS chains bundles: MixATIS +0.3 / +0.3 (hard +0.8 / +0.9), single-intent ATIS
 # +0.2 / +0.2, SNIPS unchanged (docs/RESULTS.md, multi-intent). A switch only so that it can be measured.
 NAMES_ARE_FRAGMENTS = True
+# Words that frame a name without asking anything: a part made of entities and these names things too ("the
+# living room" after "turn on the lights in the kitchen and", "the beatles please"). Articles, possessive and
+# demonstrative determiners, "please"; not prepositions: "dallas to baltimore" and "rental cars in washington
+# dc" are requests of ATIS's own (docs/RESULTS.md, multi-intent). Without them "the living room" (3 words) was
+# a request of its own, answered as a part out of scope.
+FRAMING_WORDS = frozenset({"a", "an", "the", "my", "your", "our", "his", "her", "their", "its", "this", "that",
+                           "these", "those", "please"})
 # Served, evaluated and reported this way unless turned off (INTENTVCS_SEGMENT=0, --no-segment):
 # benchmarks/mix_bench.py measured what it costs single-intent traffic.
 DEFAULT_SEGMENT = True
@@ -239,14 +251,16 @@ def _words(text: str, start: int, end: int) -> int:
 
 
 def _names_only(part: str, entities: Sequence[Entity]) -> bool:
-    """Whether every word of ``part`` lies inside one of ``entities`` (found in ``part``, offsets into it) or
-    joins them ("apples and grapes", "delta, united": a connector inside a part that did not cut there)."""
+    """Whether every word of ``part`` lies inside one of ``entities`` (found in ``part``, offsets into it),
+    joins them ("apples and grapes", "delta, united": a connector inside a part that did not cut there) or
+    frames them (``FRAMING_WORDS``: "the living room", "washington dc please")."""
     spans = [(e.start, e.end) for e in entities]
     part = _plain(part)
     # A word is read without the marks around it ("boston.", "\"washington dc\""): a full stop is no request.
     cores = [(word.start() + core.start(), word.start() + core.end()) if core else None
              for word in _WORD.finditer(part) if not _JOINER_WORD.match(word.group())
-             for core in [_WORD_CORE.search(word.group())]]
+             for core in [_WORD_CORE.search(word.group())]
+             if not (core and core.group().lower() in FRAMING_WORDS)]
     return bool(spans) and all(core is None or any(a <= core[0] and core[1] <= b for a, b in spans)
                                for core in cores)
 
