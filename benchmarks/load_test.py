@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import random
 import sys
@@ -101,6 +102,14 @@ async def load(url: str, concurrency: int, duration_s: float, texts: Sequence[st
     Throughput and latency count answered requests only (a fast 503 would otherwise raise both); the
     errors are counted beside them.
     """
+    return (await load_run(url, concurrency, duration_s, texts))[0]
+
+
+async def load_run(url: str, concurrency: int, duration_s: float,
+                   texts: Sequence[str] = UTTERANCES) -> tuple[dict, list[float]]:
+    """``load``'s record and the latencies (seconds) of the answered requests it was computed from: a
+    caller pooling several runs takes its percentiles over all their requests, not a median of each
+    run's own."""
     deadline = time.perf_counter() + duration_s
     latencies: list[float] = []
     errors = 0
@@ -129,7 +138,7 @@ async def load(url: str, concurrency: int, duration_s: float, texts: Sequence[st
             "requests": len(latencies) + errors, "errors": errors,
             "utt_per_s": round(len(latencies) / elapsed, 1), **percentiles(latencies),
             "client_cores": round(client_cpu / elapsed, 3),
-            "client_cpu_ms_per_request": round(1000 * client_cpu / (len(latencies) + errors), 3)}
+            "client_cpu_ms_per_request": round(1000 * client_cpu / (len(latencies) + errors), 3)}, latencies
 
 
 def _some_answered(url: str, latencies: list[float], requests: int) -> None:
@@ -139,18 +148,32 @@ def _some_answered(url: str, latencies: list[float], requests: int) -> None:
         raise RuntimeError(f"{url}: none of the {requests} requests was answered (is the server up?)")
 
 
-def engine_throughput(bundle: str, batch_size: int = 32, seconds: float = 10.0, threads: int | None = None) -> dict:
-    """Utterances per second of ``Engine.predict`` on full batches, no HTTP."""
-    from intentvcs.service.engine import Engine
+def cycled_batches(texts: Sequence[str], batch_size: int) -> list[list[str]]:
+    """Full batches of ``texts`` taken in turn, wrapping round, just enough of them that every text
+    appears equally often: the mix the load clients send (each draws uniformly from ``texts``)."""
+    count = len(texts) // math.gcd(len(texts), batch_size)
+    return [[texts[(b * batch_size + i) % len(texts)] for i in range(batch_size)] for b in range(count)]
 
+
+def engine_throughput(bundle: str, batch_size: int = 32, seconds: float = 10.0, threads: int | None = None,
+                      texts: Sequence[str] = UTTERANCES) -> dict:
+    """Utterances per second of ``Engine.predict`` on full batches, no HTTP.
+
+    The batches cover ``texts`` (``cycled_batches``) in whole passes, each text as often as the others, as
+    the load clients send them; each call ranks the service's default ``top_k`` intents, as a request that
+    names none is answered."""
+    from intentvcs.service.engine import Engine
+    from intentvcs.service.settings import Limits
+
+    top_k = Limits.from_env().default_top_k
     engine = Engine(bundle, provider="cpu", threads=threads)
-    rng = random.Random(0)
-    batch = [rng.choice(UTTERANCES) for _ in range(batch_size)]
-    engine.predict(batch)  # warm-up
+    plan = cycled_batches(list(texts), batch_size)
+    engine.predict(plan[0], top_k=top_k)  # warm-up
     done, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        engine.predict(batch, top_k=10)
-        done += batch_size
+        for batch in plan:
+            engine.predict(batch, top_k=top_k)
+        done += batch_size * len(plan)
     elapsed = time.perf_counter() - start
     return {"mode": "engine", "batch_size": batch_size, "threads": engine.info["threads"],
             "duration_s": round(elapsed, 1), "utt_per_s": round(done / elapsed, 1)}

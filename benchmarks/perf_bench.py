@@ -161,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"perf_bench: error: {exc}", file=sys.stderr)
         return 2
+    except NotMeasured as exc:
+        print(f"perf_bench: error: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -203,9 +206,18 @@ def with_earlier_gpu(records: list[dict], directory: Path) -> tuple[list[dict], 
     return [r for r in records if r["component"] != "gpu"] + measured, command
 
 
+class NotMeasured(RuntimeError):
+    """What a run was asked to measure could not be measured here: nothing is written."""
+
+
 def merge_gpu(args: argparse.Namespace) -> Path:
     """``--gpu-only``: the GPU records (``gpu_records``) in place of those of the perf.json in
-    ``--results-dir``, its targets re-checked; its other records, settings and machine are kept."""
+    ``--results-dir``, its targets re-checked; its other records, settings and machine are kept.
+
+    Raises ``NotMeasured``, leaving the file as it was, when the GPU part was skipped (no CUDA provider,
+    or an engine that cannot start CUDA): measuring the GPU is all this run is for, and a skip written
+    over them would erase the GPU figures measured before.
+    """
     path = args.results_dir / "perf.json"
     if not path.exists():
         raise FileNotFoundError(f"{path}: --gpu-only adds to an existing perf.json; run the full benchmark first")
@@ -214,6 +226,9 @@ def merge_gpu(args: argparse.Namespace) -> Path:
 
     threads = default_threads() if args.threads is None else args.threads
     records = gpu_records(args.bundle, args.checkpoint, load_texts(args.data, args.snips), args.repeats, threads)
+    skipped = [r["skipped"] for r in records if "skipped" in r]
+    if skipped:
+        raise NotMeasured(f"--gpu-only measured nothing ({'; '.join(skipped)}); {path} is left as it was")
     merged, command = keep_previous("perf", records, lambda r: r["component"] in ("gpu", "target"),
                                     directory=args.results_dir, host=previous["machine"])
     # Every GPU record is measured again, so an earlier --gpu-only command no longer made any of them.
@@ -667,30 +682,37 @@ def paired_rounds(url: str, engine, texts: Sequence[str], clients: int, seconds:
     This machine's speed drifts by tens of percent within minutes, so a
     service figure divided by an engine figure taken minutes earlier says as
     much about the drift as about the HTTP layer. Each round times the
-    engine's answers (``Engine.predict``, what a worker runs per request) and
-    its graph outputs (``Engine.infer``) at batch 32, then loads the service,
-    each for ``seconds``, so that both sides of a ratio sample the machine
-    alike; the ratios are the medians of the per-round ratios.
+    engine's answers (``Engine.predict``, what a worker runs per request, ranking
+    as many intents as the service answers a request that names no ``top_k``)
+    and its graph outputs (``Engine.infer``) at batch 32, then loads the
+    service, each for ``seconds``, so that both sides of a ratio sample the
+    machine alike; the ratios are the medians of the per-round ratios. The
+    latency percentiles are those of every answered request of the rounds.
     """
+    from intentvcs.service.settings import Limits
+
+    top_k = Limits.from_env().default_top_k  # the server started in this environment reads the same
+
+    def answer(batch: list[str]):
+        return engine.predict(batch, top_k=top_k)
+
     plan = batches(texts, 32)
     answers, outputs, served, errors = [], [], [], 0
-    latencies: dict[str, list[float]] = {"p50_ms": [], "p95_ms": [], "p99_ms": []}
+    latencies: list[float] = []
     for _ in range(rounds):
-        for rates, infer in ((answers, engine.predict), (outputs, engine.infer)):
+        for rates, infer in ((answers, answer), (outputs, engine.infer)):
             run = timed_run(infer, plan, min_seconds=seconds)
             rates.append(run.texts / run.seconds)
-        load = asyncio.run(load_test.load(url, clients, seconds, texts=list(texts)))
+        load, answered = asyncio.run(load_test.load_run(url, clients, seconds, texts=list(texts)))
         served.append(load["utt_per_s"])
-        for field, values in latencies.items():
-            values.append(load[field])
+        latencies += answered
         errors += load["errors"]
 
     def ratio(reference: list[float]) -> float:
         return round(statistics.median(s / r for s, r in zip(served, reference)), 3)
 
     return {"mode": "paired", "concurrency": clients, "rounds": rounds, "seconds_per_round": seconds,
-            "utt_per_s": round(statistics.median(served), 1), "errors": errors,
-            **{field: round(statistics.median(values), 2) for field, values in latencies.items()},
+            "utt_per_s": round(statistics.median(served), 1), "errors": errors, **load_test.percentiles(latencies),
             "engine_answers_utt_per_s": round(statistics.median(answers), 1),
             "engine_outputs_utt_per_s": round(statistics.median(outputs), 1),
             "vs_engine_batch32": ratio(answers), "vs_graph_outputs_batch32": ratio(outputs),
