@@ -120,11 +120,11 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
         if unknown:
             raise ValueError(f"{relations_path}: label(s) {unknown[:5]} of the training rows are unknown to the "
                              "relations; give the relations of these labels")
-    if decision.support_noise:  # refused before training, not after it (the fitted Decision would refuse it)
-        try:
-            support.check_activation(METHODS[config.method].activation)
-        except ValueError as exc:
-            raise ValueError(f"support_noise: {exc} (method {config.method!r})") from None
+        verdict = [relation for relation in relations.relations if OOS_LABEL in relation.labels()]
+        if verdict:  # likewise: the fitted Decision refused it after the whole training
+            raise ValueError(f"{relations_path}: {verdict[0].type} {list(verdict[0].labels())} names "
+                             f"{OOS_LABEL!r}, the out-of-scope verdict, which relates to no intent; leave it out")
+    _check_support_noise(config.method, decision)
 
     trained = Trainer(config).fit(splits.train, splits.valid)
     if trained.entities and trained.entities["spans_aligned"] < trained.entities["spans"]:
@@ -209,6 +209,7 @@ def refit_checkpoint(checkpoint: str | os.PathLike, train: Sequence[Example], va
     neither (``write_refitted``), and returns the new figures.
     """
     meta = read_checkpoint_meta(checkpoint)
+    _check_support_noise(meta["method"], decision)  # before the model loads and reads every row
     check_refit_rows(checkpoint, train, decision.oos_rule, train_source, meta)
     given = Splits(train, valid, test)
     splits = given.for_rule(decision.oos_rule)
@@ -282,6 +283,16 @@ def _fitted_settings(meta: dict) -> dict[str, Any]:
         out["threshold_rule"] = (report.get("thresholds") or {}).get("rule", "global")
         out["discover_relations"] = None if "discovered_relations" in report else 0.0
     return out
+
+
+def _check_support_noise(method: str, decision: DecisionConfig) -> None:
+    """Refuse support decoding for a method whose outputs are no softmax, before any work (the fitted
+    Decision refuses it, after the training or, in a refit, after the model has read every row)."""
+    if decision.support_noise:
+        try:
+            support.check_activation(METHODS[method].activation)
+        except ValueError as exc:
+            raise ValueError(f"support_noise: {exc} (method {method!r})") from None
 
 
 def _check_oos_rule_kept(checkpoint: str | os.PathLike, meta: dict, rule: str) -> None:

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from intentvcs.cli.commands.train import add_decision_options, read_splits
+from intentvcs.cli.commands.train import add_decision_options, check_read_settings, read_splits
 from intentvcs.cli.model_options import check_checkpoint
 from intentvcs.core.oos import OOS_LABEL, TrainRule
 from intentvcs.core.team_formats import FORMATS_HELP
@@ -62,7 +62,11 @@ def run(args: argparse.Namespace) -> int:
     meta = check_checkpoint(args.checkpoint)  # before torch loads: a wrong path is refused at once
     from intentvcs.training.pipeline import check_refit_rows, refit_checkpoint, refit_settings
 
-    decision = refit_settings(Path(args.checkpoint), given_settings(args))
+    given = given_settings(args)
+    decision = refit_settings(Path(args.checkpoint), given)
+    # A setting given that the refit's decision does not read (--oos-retention of a checkpoint whose rule is
+    # threshold) was recorded as used and changed nothing; one the checkpoint recorded is carried as it is.
+    check_read_settings(decision, given)
     # Checked as train checks its data (held out, span types, warnings), before the model loads; the training
     # rows first against the checkpoint (another file was blamed on --valid's span types).
     # A checkpoint trained before rows labelled "oos" were read as out of scope, under a rule other than train,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from intentvcs.cli.options import add_option, config_from_args, floor_or_fit, json_object, print_summary, share
@@ -86,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
     # A folder this command did not write, refused before torch loads (train_pipeline checks it again).
     atomic.check_replaceable(args.out, CHECKPOINT_OUTPUT, args.force)
     config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)  # options first
+    # Given: a value other than the default (a default given says nothing the fit would not do anyway).
+    defaults = DecisionConfig()
+    check_read_settings(decision, [f.name for f in dataclasses.fields(DecisionConfig)
+                                   if getattr(decision, f.name) != getattr(defaults, f.name)])
     train, valid, test = read_splits(args.train, args.valid, args.test, decision.oos_rule)
     check_augment_mix(config, train, valid)
     from intentvcs.training.pipeline import train_pipeline  # torch: seconds to import, after the data's checks
@@ -111,6 +116,26 @@ def run(args: argparse.Namespace) -> int:
                     (result["metrics"].get(split) or {}).items() if not isinstance(v, (dict, list))})
     print_summary(summary, args.result)
     return 0
+
+
+def check_read_settings(decision: DecisionConfig, given: Iterable[str]) -> None:
+    """Refuse a decision setting ``given`` (field names) that ``decision`` does not read (``train`` and
+    ``refit``, before any work): a retention of an OOS rule without that cut, a threshold rule under support
+    decoding. Accepted, it was recorded as a setting the decision was fitted with, and changed nothing."""
+    rule = decision.oos_rule
+    unread = {}
+    if rule != "distance":
+        unread["oos_retention"] = f"the OOS rule distance alone reads it (its cut), and oos_rule is {rule}"
+    if rule not in ("distance", "threshold"):
+        unread["oos_part_retention"] = (f"the OOS rules distance and threshold alone read it (their cut for the "
+                                        f"parts of a chained request), and oos_rule is {rule}")
+    if decision.support_noise and decision.threshold_rule != "global":
+        unread["threshold_rule"] = (f"support_noise {decision.support_noise} accepts the most likely support "
+                                    "instead of the labels above their thresholds, so no threshold is read")
+    for name in given:
+        if name in unread:
+            raise ValueError(f"{name} {getattr(decision, name)} would change nothing: {unread[name]}; leave "
+                             f"{name} out, or choose what reads it")
 
 
 def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rule: str,
@@ -150,8 +175,14 @@ def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rul
                          "standardises its two terms on the validation rows, so it needs at least two")
     if test is not None:  # as evaluate refuses them: every test figure would read 0, after the training
         check_known_labels(test_path, test, sorted(learnt))
-    warn_about_data(train, valid, train_path, valid_path, oos_rule)
+    warn_about_data(train, valid, train_path, valid_path, oos_rule, test, test_path)
     return train, valid, test
+
+
+def _repeated(rows: Sequence, of: Sequence) -> int:
+    """How many of ``rows`` are rows of ``of`` (the same text and labels)."""
+    seen = {(ex.text, tuple(ex.labels)) for ex in of}
+    return sum((ex.text, tuple(ex.labels)) in seen for ex in rows)
 
 
 def check_augment_mix(config: TrainConfig, train: Sequence[Example], valid: Sequence[Example]) -> None:
@@ -180,7 +211,8 @@ def check_held_out(train_path: str, valid_path: str, test_path: str | None = Non
                              "model and its decision layer were not fitted on")
 
 
-def warn_about_data(train: Sequence, valid: Sequence, train_path: str, valid_path: str, oos_rule: str) -> None:
+def warn_about_data(train: Sequence, valid: Sequence, train_path: str, valid_path: str, oos_rule: str,
+                    test: Sequence | None = None, test_path: str | None = None) -> None:
     """Warn, before training, about data that trains but not as a team would expect (one line each)."""
     labels = {label for ex in train for label in ex.labels}
     unlabelled = sum(1 for ex in train if ex.is_out_of_scope)
@@ -199,12 +231,24 @@ def warn_about_data(train: Sequence, valid: Sequence, train_path: str, valid_pat
                     "in JSONL or Rasa YAML)", valid_path)
     # Warned of, not refused: a smoke run or a test may validate on training rows on purpose (the same file
     # is refused, check_held_out). Another file of them drove the temperature to its floor without a word.
-    seen = {(ex.text, tuple(ex.labels)) for ex in train}
-    repeated = sum((ex.text, tuple(ex.labels)) in seen for ex in valid)
+    repeated = _repeated(valid, train)
     if repeated:
         log.warning("%s: %s of %d row(s) are also training rows (%s): on those the decision layer (temperature, "
                     "thresholds, out-of-scope cut) is fitted to what the model has memorised; give held-out rows",
                     valid_path, "all" if repeated == len(valid) else repeated, len(valid), train_path)
+    # The test rows likewise (only the same file was refused): a copy of either set scores what was fitted on it.
+    # Out-of-scope rows count where something reads them: the rule train learns them, the rule threshold cuts on
+    # the validation ones.
+    learnt = [ex for ex in train if ex.labels or oos_rule == "train"]
+    fitted_on = [ex for ex in valid if ex.labels or oos_rule in ("train", "threshold")]
+    held = ((learnt, train_path, "the model was trained on"),
+            (fitted_on, valid_path, "the decision layer was fitted on"))
+    for rows, path, fitted in held if test else ():
+        repeated = _repeated(test, rows)
+        if repeated:
+            log.warning("%s: %s of %d row(s) are also rows %s (%s): the test figures count them as unseen; give "
+                        "held-out rows", test_path, "all" if repeated == len(test) else repeated, len(test), fitted,
+                        path)
     unseen = sorted(labels - {label for ex in valid for label in ex.labels})
     if unseen:
         log.warning("%s: %d intent(s) have no validation row (%s%s): their acceptance thresholds and the kept "
