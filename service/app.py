@@ -50,6 +50,7 @@ import bentoml
 from bentoml.exceptions import ServiceUnavailable
 from starlette.responses import JSONResponse
 
+from intentvcs.core.dataio import readable
 from intentvcs.core.oos import OOS_LABEL
 from intentvcs.service import prometheus_metrics, rejections, schemas
 from intentvcs.service.audit import AuditConfig, AuditInputError, AuditStopped, audit_batch
@@ -243,7 +244,7 @@ class IntentService:
         payload = payload_answer(text)
         if payload is not None:
             return ParseResponse(**payload)
-        if not schemas.readable(text):
+        if not readable(text):
             return ParseResponse(**parse_answer(nothing_to_read(text), SETTINGS.fallback_intent))
         served = self.served
         ANSWERED_BY.set(served.header)

@@ -44,16 +44,15 @@ def header_value(info: dict[str, Any]) -> str:
     The name is percent-encoded (UTF-8) outside printable ASCII, and ``%`` itself: ``export --name`` takes
     any string, and a control character in a header made uvicorn drop every API answer unanswered, while a
     character outside Latin-1 failed every audit job (its header goes through Starlette, which writes
-    Latin-1); other non-ASCII bytes reach clients as mojibake (RFC 9110 leaves them opaque). A space at either
-    end of the name is encoded too: clients drop a value's edge whitespace.
+    Latin-1); other non-ASCII bytes reach clients as mojibake (RFC 9110 leaves them opaque). A space that
+    leads the name is encoded too: clients drop a value's edge whitespace.
     """
     name = quote(info["name"], safe=HEADER_SAFE)
-    # A field value's edge whitespace is no part of it (RFC 9110 5.5): clients read " prod@..." as "prod@...",
-    # which /status's ``model`` is not. Only a space can be left at the edges: a tab is encoded already.
-    lead, trail = len(name) - len(name.lstrip(" ")), len(name) - len(name.rstrip(" "))
-    if lead or trail:
-        name = "%20" * lead + name.strip(" ") + "%20" * (trail if name.strip(" ") else 0)
-    return f"{name}@{info['bundle_digest'][:len('sha256:') + 12]}"
+    # A field value's leading whitespace is no part of it (RFC 9110 5.5): clients read " prod@..." as "prod@...",
+    # which /status's ``model`` is not. Only a space can lead (a tab is encoded already); the digest always ends
+    # the value, so a trailing one is inside it.
+    stripped = name.lstrip(" ")
+    return f"{'%20' * (len(name) - len(stripped))}{stripped}@{info['bundle_digest'][:len('sha256:') + 12]}"
 
 
 def status_app() -> Starlette:

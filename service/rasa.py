@@ -78,9 +78,11 @@ def parse_answer(answer: Mapping[str, Any], fallback_intent: str) -> dict[str, A
         ranking = [intent, *ranking]
     else:
         if not ranking:
-            # A ranking cut (top_k 1) to the train rule's oos class alone. In scope, a message decided whole
-            # ranks it first only when it ties the top intent (the rule's verdict is the oos class strictly above
-            # every other), whose confidence it then has: the most confident accepted intent takes its place.
+            # A ranking cut (top_k 1) to the train rule's oos class alone: the most confident accepted intent takes
+            # its place. In scope, a message decided whole ranks it first only when it ties the top intent (the
+            # rule's verdict is the oos class strictly above every other), whose confidence it then has; a chained
+            # one answered part by part may rank it higher (the whole text out of scope, a part in scope), and the
+            # intent is then shown with the oos class's confidence, the one figure such a ranking holds.
             ranking = [{"name": answer["accepted"][0], "confidence": answer["intents"][0]["confidence"]}]
         first = _first_request_intent(answer)
         intent = next((ranked for ranked in ranking if ranked["name"] == first), ranking[0])

@@ -43,6 +43,8 @@ LANG_MAX_CHARS = 35  # a /model/parse lang: a BCP 47 tag, with room to spare
 # fail millions of checks (one per unknown key): all listed, a 10 MB body took 14 s of the event loop, 1.4 GB
 # and a 141 MB answer; a client fixing its request reads the first few.
 MAX_REPORTED_ERRORS = 20
+
+
 def _not_blank(text: str) -> str:
     # Refusing a text with nothing to read is clearer than answering with the model's guess for an empty string.
     if not readable(text):

@@ -11,7 +11,7 @@ from intentvcs.core.evaluation import evaluate
 from intentvcs.core.dataio import Example, Span
 from intentvcs.core.oos import ThresholdRule
 from intentvcs.core.outputs import GraphOutputs, tuple_array
-from intentvcs.core.segmentation import cut, decide_segmented
+from intentvcs.core.segmentation import _names_only, cut, decide_segmented
 
 LABELS = ("play", "lights", "weather")
 # A bare city is read as weather, as a real model forces some intent onto a name on its own.
@@ -232,6 +232,18 @@ def test_a_part_of_names_framed_by_an_article_or_please_asks_nothing(text):
 def test_plus_joins_requests_only_where_a_request_follows_it(text, parts):
     """Before another connector or at the end of the text "plus" ends a name: it was cut off the part."""
     assert [text[a:b] for a, b in cut(text)] == parts
+
+
+def test_names_joined_by_plus_ask_nothing():
+    """"the beatles plus queen" names two bands; read as a word of its own, "plus" made it a request."""
+    text = "turn off the lights and the beatles plus queen"
+    beatles, queen = text.index("beatles"), text.index("queen")
+    found = (Entity("artist", beatles, beatles + 7, 0.9), Entity("artist", queen, queen + 5, 0.9))
+    part = text[text.index("the beatles"):]
+    shift = text.index("the beatles")
+    assert _names_only(part, [Entity(e.label, e.start - shift, e.end - shift, 0.9) for e in found])
+    assert [text[a:b] for a, b in cut(text, [(e.start, e.end) for e in found])] == [
+        "turn off the lights", "the beatles plus queen"]
 
 
 def test_entities_joined_by_a_connector_ask_nothing():

@@ -235,7 +235,8 @@ def test_the_checkpoint_answers_the_whole_words_the_bundle_does(bundle, engine, 
 def test_a_text_of_replacement_characters_is_nothing_to_read_as_the_tokenizer_reads_it(bundle):
     """U+FFFD, a symbol, passed the request check, yet the tokenizer drops it: ``/predict`` answered a text of it
     alone with the model's guess for an empty string, where a blank text is refused (``empty_text``)."""
-    from intentvcs.service.schemas import PredictRequest, readable
+    from intentvcs.core.dataio import readable
+    from intentvcs.service.schemas import PredictRequest
     from intentvcs.service.tokenization import BundleTokenizer
 
     served = BundleTokenizer(bundle / "tokenizer.json", MAX_LENGTH).encode(["\ufffd", "", "a\ufffd"])

@@ -108,7 +108,7 @@ def parse_row(obj: Any, require_labels: bool = True, stored: bool = False) -> Ex
     text = obj.get("text")
     if not isinstance(text, str):
         raise ValueError("'text' must be a string")
-    problem = text_problem(text, "'text'")
+    problem = text_problem(text, "'text'", stored)
     if problem is not None:
         raise ValueError(problem)
     check_unicode("'text'", text)
@@ -206,11 +206,15 @@ def readable(text: str) -> bool:
                for char in text)
 
 
-def text_problem(text: str, name: str) -> str | None:
-    """Why ``text`` (called ``name`` in the message) is no utterance to read: empty (nothing ``readable``: a
-    row of a zero-width space alone was trained on, and audited, as an empty string), or over the limit."""
-    if not readable(text):
+def text_problem(text: str, name: str, stored: bool = False) -> str | None:
+    """Why ``text`` (called ``name`` in the message) is no utterance to read: empty, nothing ``readable`` (a row
+    of a zero-width space alone was trained on, and audited, as an empty string), or over the limit. ``stored``:
+    a row the project wrote itself (``parse_row``), held to the rule it was written under, white space only, so
+    that a bundle whose references hold such a row still opens."""
+    if not text.strip():
         return f"{name} is empty"
+    if not stored and not readable(text):
+        return f"{name} has nothing to read (no letter, digit, punctuation mark or symbol)"
     if len(text) > MAX_TEXT_CHARS:
         return f"{name} has {len(text)} characters; the limit is {MAX_TEXT_CHARS}"
     return None

@@ -77,13 +77,21 @@ _WORD = re.compile(rf"{_NOT_BLANK}+")
 # the lights" was answered for "play the mandalorian on disney").
 _PLUS = (rf"plus(?={_BLANK}*[^\s{_INVISIBLE},;])"
          rf"(?!{_BLANK}*(?:and|then|also|after{_BLANK}+that|plus)(?![^\s{_INVISIBLE},;]))")
-_JOINER = (rf"(?:;|(?<!\d),|,(?!\d)|(?<![^\s{_INVISIBLE},;])"
-           rf"(?:and{_BLANK}+then|and{_BLANK}+also|after{_BLANK}+that|and|then|also|{_PLUS})(?![^\s{_INVISIBLE},;]))")
+
+
+def _joiner(plus: str) -> str:
+    """The pattern of one joiner (above), with ``plus`` the pattern its "plus" takes."""
+    return (rf"(?:;|(?<!\d),|,(?!\d)|(?<![^\s{_INVISIBLE},;])"
+            rf"(?:and{_BLANK}+then|and{_BLANK}+also|after{_BLANK}+that|and|then|also|{plus})(?![^\s{_INVISIBLE},;]))")
+
+
+_JOINER = _joiner(_PLUS)
 # Starts where the blanks before it start: a search tried from every blank of a long run of them, each
 # scanning the rest of the run, was quadratic (1,000 spaces: 25 ms a text, 6.6 s for a /predict of 256).
 CONNECTOR = re.compile(rf"(?<!{_BLANK}){_BLANK}*{_JOINER}(?:{_BLANK}*{_JOINER})*{_BLANK}*", re.IGNORECASE)
-# The words of a connector: a part made of entities and these only names things ("apples and grapes").
-_JOINER_WORD = re.compile(rf"^{_JOINER}+$", re.IGNORECASE)
+# The words of a connector, each read alone: a part made of entities and these only names things ("apples and
+# grapes", "the beatles plus queen": here "plus" joins names whatever follows it).
+_JOINER_WORD = re.compile(rf"^{_joiner('plus')}+$", re.IGNORECASE)
 # Stretches that hold one value, so that no connector inside them cuts (``_held``), protected as the entities
 # the model finds are: the model tags each end of a range as an entity of its own ("between boston and denver",
 # "between 4 and 5 pm": ATIS has some 400 such rows, cut "flights between 4" | "5 pm"), and may not tag a number

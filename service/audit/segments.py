@@ -9,7 +9,9 @@ halves are ordinary single-intent utterances. So: for a capped sample of a
 new intent's rows, every split where the service cuts chained requests
 (``intentvcs.core.segmentation.cut``: at its ``CONNECTOR``s, also in
 full-width letters, never inside a quotation, a range or a number, nor before
-a self-repair, with at least ``MIN_WORDS`` words a part; a narrower set of
+a self-repair, with at least ``MIN_WORDS`` words a part; not, as the service
+also does, inside an entity the model finds, since the rows are cut before the
+model reads them; a narrower set of
 connectors the audit once had, without "after that" and a bare comma, typed
 the same verdicts on every scored scenario) is scored, the parts before the
 cut against those after it; a row's split counts when both halves are

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from intentvcs.core.dataio import Example, Span
+from intentvcs.core.dataio import Example, Span, readable
 
 
 @functools.cache
@@ -321,7 +321,7 @@ def _rebuilt(example: Example, ordered: Sequence[Edit], spans: tuple[Span, ...])
         cursor = edit.end
     pieces.append(example.text[cursor:])
     text = "".join(pieces)
-    if text == example.text or not text.strip():
+    if text == example.text or not readable(text):
         return None
     return Example(text, example.labels, example.id, spans, dict(example.meta))
 
