@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import functools
 import unicodedata
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
@@ -46,6 +46,9 @@ class Entity:
     start: int
     end: int
     confidence: float
+    # Whether the entity ends at the last word the graph read (``decode_batch``): where ``max_length`` cut the text,
+    # ``whole_words`` then checks that the text as sent does not go on inside the same token. Not part of the answer.
+    last_read: bool = field(default=False, compare=False, repr=False)
 
     def to_dict(self, text: str) -> dict[str, Any]:
         """The answer's form: ``{entity, value, start, end, confidence}``, ``value`` cut from ``text``."""
@@ -203,7 +206,7 @@ def decode_batch(tag_logits: np.ndarray, per_text_words: Sequence[Sequence[Word]
     found: list[list[Entity]] = [[] for _ in per_text_words]
     for first, last, row, total in zip(starts.tolist(), ends.tolist(), rows[starts].tolist(), sums):
         found[row].append(Entity(tags[best[first]][2:], flat[first].start, flat[last - 1].end,
-                                 float(total / (last - first))))
+                                 float(total / (last - first)), last_read=bool(last == offsets[row + 1])))
     return [tuple(entities) for entities in found]
 
 
@@ -251,7 +254,11 @@ def whole_words(found: Sequence[Entity], text: str, text_words: Sequence[Word]) 
     tag, read at its first piece, is the whole word's: it covers the word. And an end is carried over the
     combining marks that follow it, which a normaliser that strips accents drops from the offsets: a text
     in decomposed form (NFD, "Jose" + U+0301) would otherwise answer "Jose", the accent cut from its letter.
-    Whitespace at either end, which a SentencePiece word's offsets include, is left out.
+    Whitespace at either end, which a SentencePiece word's offsets include, is left out. An entity that ends
+    at the last word the graph read (``Entity.last_read``) where the text goes on, with no whitespace between, to
+    letters or digits (words of ``text_words`` after it) is not answered: its value would be a
+    fragment of a token as sent, "7:" of "7:30" (a pre-tokenizer splits at punctuation, so the cut can fall
+    between ":" and "30"). Where the cut falls at whitespace nothing tells whether the entity went on.
     """
     if not found:
         return tuple(found)
@@ -267,6 +274,8 @@ def whole_words(found: Sequence[Entity], text: str, text_words: Sequence[Word]) 
             end = text_words[last].end
         while end < len(text) and unicodedata.category(text[end]).startswith("M"):
             end += 1
+        if entity.last_read and _fragment_at_cut(end, text, text_words[bisect.bisect_left(starts, end):]):
+            continue
         # A Metaspace pre-tokenizer (SentencePiece backbones) gives a word's first piece, "▁york", the offsets of
         # the space it stands for: no entity starts or ends in whitespace (one of whitespace only is left as is).
         if text[start:end].strip():
@@ -277,6 +286,19 @@ def whole_words(found: Sequence[Entity], text: str, text_words: Sequence[Word]) 
         widened.append(entity if (start, end) == (entity.start, entity.end)
                        else replace(entity, start=start, end=end))
     return tuple(widened)
+
+
+def _fragment_at_cut(end: int, text: str, following: Sequence[Word]) -> bool:
+    """Whether the ``following`` words glued to an entity ending at ``end`` (no whitespace between; words the
+    graph never read, for one that ends at the last word read) hold a letter or a digit: the entity is then a
+    fragment of a token of ``text`` (only punctuation, "Station" + ",", may end a token)."""
+    for word in following:
+        if any(character.isspace() for character in text[end:word.start]):
+            return False
+        if any(character.isalnum() for character in text[word.start:word.end]):
+            return True
+        end = word.end
+    return False
 
 
 def span_set(items: Iterable[Span | Entity]) -> set[tuple[int, int, str]]:
