@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Sequence
 
+from intentvcs.cli.options import given
 from intentvcs.core.dataio import Example
 from intentvcs.core.predictor import Predictor
 from intentvcs.core.segmentation import DEFAULT_SEGMENT
@@ -27,8 +28,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     The bundle's options default to None ("not given", so that ``check_run`` can tell one given with
     ``--checkpoint``); ``load_predictor`` gives the engine its defaults then, the ones their help names."""
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", help="checkpoint directory (PyTorch path, no export needed)")
-    source.add_argument("--bundle", help="bundle directory (ONNX engine path, what the service runs)")
+    source.add_argument("--checkpoint", type=given, help="checkpoint directory (PyTorch path, no export needed)")
+    source.add_argument("--bundle", type=given, help="bundle directory (ONNX engine path, what the service runs)")
     add_quantized_argument(p, default=None)
     p.add_argument("--provider", choices=PROVIDERS,
                    help=f"bundle: ONNX Runtime execution provider (default {Settings.provider})")

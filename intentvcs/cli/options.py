@@ -134,6 +134,37 @@ def floor_or_fit(text: str) -> float | str:
     return value
 
 
+# What ``--out -`` means for a file output: standard output, as ``--out /dev/stdout`` (``intentvcs.core.atomic``
+# writes it as a stream, and ``summary_stream`` then moves the summary to standard error).
+STDOUT = "/dev/stdout"
+
+
+def given(text: str) -> str:
+    """An argparse ``type`` for a path or a name: refuses an empty or blank value (``--train "$OLD"`` with the
+    variable unset). Read as it was, an empty optional path was no option at all (``--train ""``: the audit ran
+    without the old data), an empty required one the working folder, and an empty ``--checkpoint`` a crash."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty (an unset shell variable?): give a value, or leave the option out")
+    return text
+
+
+def output_file(text: str) -> str:
+    """An argparse ``type`` for a file output (``given``): ``-`` is standard output, ``/dev/stdout``; it wrote a
+    file named ``-`` in the working folder."""
+    text = given(text)
+    return STDOUT if text == "-" else text
+
+
+def output_folder(text: str) -> str:
+    """An argparse ``type`` for an output folder (``given``): ``-``, standard output for a file output
+    (``output_file``), is refused; it made a folder named ``-`` in the working folder."""
+    text = given(text)
+    if text == "-":
+        raise argparse.ArgumentTypeError("- is standard output, which takes a file, not a folder: give the "
+                                         "folder's path (./- for a folder named -)")
+    return text
+
+
 def json_object(text: str) -> dict:
     """An argparse ``type``: a JSON object."""
     try:

@@ -14,7 +14,7 @@ import sys
 
 from intentvcs.cli import exit_codes
 from intentvcs.cli.model_options import add_model_arguments, check_run, load_predictor
-from intentvcs.cli.options import json_object_file
+from intentvcs.cli.options import given, json_object_file, output_file
 from intentvcs.service.audit.config import SEVERITIES, AuditConfig
 
 # A gate fails at a severity or above it: every severity but the lowest, most severe first, or never.
@@ -28,16 +28,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "duplicates, is a subset or superset of, or composes existing intents, with containment "
                     "figures, example utterances, old rows to relabel and a proposed relations fix.")
     add_model_arguments(p)
-    p.add_argument("--batch", required=True, help="upgrade batch: canonical JSONL, a Rasa nlu.yml (.yml/.yaml) "
-                                                  "or a CSV with text and intent columns (.csv)")
-    p.add_argument("--train", help="sample of the old data (same formats as --batch): the preferred source of "
-                                   "existing intents' utterances; default: the model's own sample of its training "
-                                   "rows (references.jsonl), else the batch's rows of them")
-    p.add_argument("--out", required=True, help="report JSON")
-    p.add_argument("--html", help="also write a self-contained HTML page with a co-occurrence heatmap")
-    p.add_argument("--pairs-csv", help="also write the findings as a flat CSV, one row per intent pair "
-                                       "(pandas-ready: intent_a, intent_b, relation, a_in_b, b_in_a, counts)")
-    p.add_argument("--relations-out", help="write the proposed relations.json (known + proposed relations)")
+    p.add_argument("--batch", required=True, type=given,
+                   help="upgrade batch: canonical JSONL, a Rasa nlu.yml (.yml/.yaml) "
+                        "or a CSV with text and intent columns (.csv)")
+    p.add_argument("--train", type=given,
+                   help="sample of the old data (same formats as --batch): the preferred source of "
+                        "existing intents' utterances; default: the model's own sample of its training "
+                        "rows (references.jsonl), else the batch's rows of them")
+    p.add_argument("--out", required=True, type=output_file, help="report JSON (- or /dev/stdout: standard output)")
+    p.add_argument("--html", type=output_file,
+                   help="also write a self-contained HTML page with a co-occurrence heatmap")
+    p.add_argument("--pairs-csv", type=output_file,
+                   help="also write the findings as a flat CSV, one row per intent pair "
+                        "(pandas-ready: intent_a, intent_b, relation, a_in_b, b_in_a, counts)")
+    p.add_argument("--relations-out", type=output_file,
+                   help="write the proposed relations.json (known + proposed relations)")
     p.add_argument("--fail-on", choices=FAIL_LEVELS, default=FAIL_LEVELS[0],
                    help=f"exit 1 when the overall severity reaches this level (default: {FAIL_LEVELS[0]})")
     p.add_argument("--config", action=ConfigFile, metavar="FILE.json",

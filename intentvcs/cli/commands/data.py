@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from intentvcs.cli.options import print_summary
+from intentvcs.cli.options import given, output_file, output_folder, print_summary
 # The loaders and the builder import numpy, not torch: cheap enough to offer their names as choices.
 from intentvcs.training.loaders import DATA_ENV, DEFAULT_DATA_ROOT, FORMATS, data_root
 from intentvcs.training.mix_builder import SIZES as MIX_SIZES
@@ -33,11 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "one split as canonical JSONL.",
     )
     p.add_argument("--format", required=True, choices=FORMATS, help="the source data set's format")
-    p.add_argument("--input", required=True, help="data_*.json for clinc150, else the data set folder")
+    p.add_argument("--input", required=True, type=given, help="data_*.json for clinc150, else the data set folder")
     p.add_argument("--split", required=True,
                    help="train, valid or test (multiwoz/crosswoz: valid or test)")
     p.add_argument("--no-oos", action="store_true", help="clinc150: leave out the out-of-scope rows")
-    p.add_argument("--out", required=True, help="JSONL file to write (atomically)")
+    p.add_argument("--out", required=True, type=output_file,
+                   help="JSONL file to write (atomically; - or /dev/stdout: standard output)")
     p.set_defaults(func=run_convert)
 
     p = sub.add_parser(
@@ -48,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--dataset", required=True, choices=tuple(SPECS))
     add_data_root(p, "snips/, atis/, ...")
-    p.add_argument("--out", required=True, help="benchmark directory to write (an earlier benchmark there, one "
+    p.add_argument("--out", required=True, type=output_folder,
+                   help="benchmark directory to write (an earlier benchmark there, one "
                    "whose info.json names a DialogVCS benchmark and that holds nothing but the files above, is "
                    "replaced; any other non-empty folder only with --force; never, even with --force, a folder the "
                    "build reads or one holding it)")
@@ -74,7 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", required=True, choices=tuple(MIX_SIZES))
     p.add_argument("--variant", default=MIX_VARIANTS[0], choices=MIX_VARIANTS)
     add_data_root(p, "snips/ and atis/")
-    p.add_argument("--out", required=True, help="directory to write (an earlier build there, one whose "
+    p.add_argument("--out", required=True, type=output_folder,
+                   help="directory to write (an earlier build there, one whose "
                    "info.json names MixATIS or MixSNIPS and that holds nothing but the files above, is replaced; "
                    "any other non-empty folder only with --force; never, even with --force, a folder the build reads "
                    "or one holding it)")
@@ -90,7 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_data_root(p: argparse.ArgumentParser, holding: str) -> None:
     """``--data-root``, the folder of the public data sets (``loaders.data_root``)."""
-    p.add_argument("--data-root", default=data_root(),
+    p.add_argument("--data-root", default=data_root(), type=given,
                    help=f"folder holding {holding} (default: ${DATA_ENV} if set, else {DEFAULT_DATA_ROOT} from the "
                         "working folder)")
 

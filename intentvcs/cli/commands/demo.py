@@ -17,7 +17,7 @@ from pathlib import Path
 
 from intentvcs.cli.commands.serve import (DEFAULT_HOST, add_port_argument, check_installed, check_port,
                                           check_settings)
-from intentvcs.cli.options import add_option, config_from_args
+from intentvcs.cli.options import add_option, config_from_args, output_folder
 from intentvcs.core import oos
 from intentvcs.service.settings import DEMO_DIR
 from intentvcs.training.config import DecisionConfig, TrainConfig
@@ -47,8 +47,8 @@ OOS_RULES = tuple(rule for rule in oos.RULES if rule != oos.TrainRule.name)
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="train, export, evaluate and serve the default model",
                        description=__doc__.replace("``", ""), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=DEMO_DIR, help="working directory (checkpoint/, bundle/, *.json; default: "
-                                                   "%(default)s)")
+    p.add_argument("--out", default=DEMO_DIR, type=output_folder,
+                   help="working directory (checkpoint/, bundle/, *.json; default: %(default)s)")
     p.add_argument("--force", action="store_true",
                    help="replace --out's checkpoint/ and bundle/ even if they are not earlier outputs of the demo")
     add_option(p, TrainConfig, "epochs", default=DEFAULTS["epochs"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_run, check_scored_data,
                                          load_predictor, model_source)
-from intentvcs.cli.options import print_summary
+from intentvcs.cli.options import given, output_file, print_summary
 from intentvcs.core.team_formats import FORMATS_HELP
 
 
@@ -21,11 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "answered part by part, as served. A "
                                    "bundle is evaluated through the ONNX engine the service uses.")
     add_model_arguments(p)
-    p.add_argument("--data", required=True, help=f"rows with gold label sets ({FORMATS_HELP}; no label: out of "
-                                                 "scope) and, for slot figures, gold spans (JSONL or Rasa YAML; a "
-                                                 "row without spans has no entities)")
-    p.add_argument("--out", required=True, help="result JSON")
-    p.add_argument("--heatmap", metavar="FILE.png",
+    p.add_argument("--data", required=True, type=given,
+                   help=f"rows with gold label sets ({FORMATS_HELP}; no label: out of "
+                         "scope) and, for slot figures, gold spans (JSONL or Rasa YAML; a "
+                         "row without spans has no entities)")
+    p.add_argument("--out", required=True, type=output_file, help="result JSON (- or /dev/stdout: standard output)")
+    p.add_argument("--heatmap", metavar="FILE.png", type=given,
                    help="write the prediction co-occurrence heatmap here, as a PNG image (a name ending in .png)")
     add_segment_argument(p)
     p.set_defaults(func=run)

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from intentvcs.cli import exit_codes
-from intentvcs.cli.options import print_summary
+from intentvcs.cli.options import given, output_file, output_folder, print_summary
 from intentvcs.core.references import ROWS_PER_INTENT
 from intentvcs.core.team_formats import FORMATS_HELP
 from intentvcs.export.parity import PARITY_ATOL
@@ -30,20 +30,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "write the bundle unless ONNX reproduces PyTorch on held-out utterances and built-in probes "
                     f"(logits, embeddings and entity confidences within {PARITY_ATOL:g}, identical label sets, OOS "
                     "verdicts and entities).")
-    p.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint directory (intentvcs train)")
-    p.add_argument("--out", required=True, metavar="BUNDLE",
+    p.add_argument("--checkpoint", required=True, metavar="DIR", type=given,
+                   help="checkpoint directory (intentvcs train)")
+    p.add_argument("--out", required=True, metavar="BUNDLE", type=output_folder,
                    help="bundle directory to write (atomically); an earlier bundle there is replaced, any other "
                         "non-empty folder only with --force")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier bundle")
-    p.add_argument("--name", help="the model's name in the manifest, /status and the metrics (default: the "
-                                  "checkpoint folder's own name, or the name of the folder holding it when it is "
-                                  "named 'checkpoint': 'default' for runs/default/checkpoint, 'v2' for runs/v2)")
+    p.add_argument("--name", type=given,
+                   help="the model's name in the manifest, /status and the metrics (default: the "
+                        "checkpoint folder's own name, or the name of the folder holding it when it is "
+                        "named 'checkpoint': 'default' for runs/default/checkpoint, 'v2' for runs/v2)")
     p.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=True,
                    help="also write model.int8.onnx (dynamic int8 of the fused graph, or weight-only int8 when the "
                         "dynamic graph fails its accuracy gate and the weight-only one passes; when both fail, the "
                         "dynamic one, not served) with its agreement, speed-up and gate; the service serves it by "
                         "default when the gate passed (default: on)")
-    p.add_argument("--parity-data", metavar="FILE",
+    p.add_argument("--parity-data", metavar="FILE", type=given,
                    help=f"held-out rows ({FORMATS_HELP}) for the parity check and, being labelled, the int8 "
                         "accuracy gate; default: a built-in unlabelled sample (int8 then stays ungated, "
                         "and is served only with INTENTVCS_QUANTIZED=on)")
@@ -53,9 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--no-references for a bundle that must not carry the team's utterances (default: on)")
     p.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default: Optimum's for the backbone; one "
                                                             "the exporter cannot write is refused before any work)")
-    p.add_argument("--result", metavar="FILE.json",
+    p.add_argument("--result", metavar="FILE.json", type=output_file,
                    help="also write the result JSON here, with the bundle (both or neither: a failed parity "
-                        "check writes neither, and its report goes to stdout only); not inside --checkpoint")
+                        "check writes neither, and its report goes to stdout only); not inside --checkpoint; - or "
+                        "/dev/stdout: standard output")
     p.set_defaults(func=run)
 
 

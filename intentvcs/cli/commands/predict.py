@@ -10,7 +10,7 @@ import argparse
 import json
 
 from intentvcs.cli.model_options import add_quantized_argument, add_segment_argument
-from intentvcs.cli.options import summary_stream
+from intentvcs.cli.options import given, output_file, summary_stream
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS, Settings
 
 DESCRIPTION = """\
@@ -43,9 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("predict", help="predict every row of a JSONL/CSV/Parquet file to a JSONL of answers",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bundle", required=True, help="bundle directory (from intentvcs export)")
-    p.add_argument("--data", required=True, help="input rows: .jsonl, .csv or .parquet (see --format)")
-    p.add_argument("--out", required=True, help="output JSONL, one answer per input row")
+    p.add_argument("--bundle", required=True, type=given, help="bundle directory (from intentvcs export)")
+    p.add_argument("--data", required=True, type=given, help="input rows: .jsonl, .csv or .parquet (see --format)")
+    p.add_argument("--out", required=True, type=output_file,
+                   help="output JSONL, one answer per input row (- or /dev/stdout: standard output)")
     p.add_argument("--format", choices=list(FORMATS), help="input format (default: from the --data suffix)")
     p.add_argument("--text-column", default="text", help="CSV/Parquet: the column holding the text (default: text)")
     p.add_argument("--id-column", default="id",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from intentvcs.cli.commands.train import add_decision_options, check_read_settings, read_splits
 from intentvcs.cli.model_options import check_checkpoint
+from intentvcs.cli.options import given
 from intentvcs.core.oos import OOS_LABEL, TrainRule
 from intentvcs.core.team_formats import FORMATS_HELP
 from intentvcs.training.config import DecisionConfig
@@ -29,12 +30,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "rule train is part of the model (an "
                                    "output class) and is neither refitted to nor away from: that needs intentvcs "
                                    "train. Export the checkpoint again to serve the result.")
-    p.add_argument("--checkpoint", required=True, help="checkpoint directory written by intentvcs train")
-    p.add_argument("--train", required=True, help="the training rows the checkpoint was trained on (every one "
-                                                  f"of its labels on some row, none other): {FORMATS_HELP}")
-    p.add_argument("--valid", required=True, help="validation rows, same formats (a row without a label is out "
-                                                  "of scope)")
-    p.add_argument("--test", help="optional test rows, same formats, to evaluate the refitted decision on")
+    p.add_argument("--checkpoint", required=True, type=given, help="checkpoint directory written by intentvcs train")
+    p.add_argument("--train", required=True, type=given,
+                   help=f"the training rows the checkpoint was trained on (every one of its labels on some row, none "
+                        f"other): {FORMATS_HELP}")
+    p.add_argument("--valid", required=True, type=given,
+                   help="validation rows, same formats (a row without a label is out of scope)")
+    p.add_argument("--test", type=given, help="optional test rows, same formats, to evaluate the refitted decision on")
     add_decision_options(p)
     _default_to_the_checkpoint(p)
     p.set_defaults(func=run)

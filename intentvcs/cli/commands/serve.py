@@ -30,6 +30,7 @@ from typing import NoReturn
 
 from intentvcs import BLAS_THREADS
 from intentvcs.cli.model_options import add_segment_argument
+from intentvcs.cli.options import given
 from intentvcs.core.segmentation import DEFAULT_SEGMENT
 from intentvcs.service.settings import (DEFAULT_QUANTIZED, ENV_PREFIX, PROVIDERS, QUANTIZED_MODES, Settings,
                                         env_bundle)
@@ -51,7 +52,7 @@ def register(subparsers) -> None:
         f"This command binds --host (default {DEFAULT_HOST}); `bentoml serve` and the container bind 0.0.0.0, "
         "every interface, unless told otherwise.",
     )
-    parser.add_argument("--bundle", default=env_bundle(),
+    parser.add_argument("--bundle", default=env_bundle(), type=given,
                         help=f"bundle directory (default: ${ENV_PREFIX}BUNDLE or {Settings.bundle})")
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default loopback; 0.0.0.0 for all, "
                         "as `bentoml serve` and the container do by default: set INTENTVCS_API_TOKEN then)")

@@ -8,7 +8,8 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from intentvcs.cli.options import add_option, config_from_args, floor_or_fit, json_object, print_summary, share
+from intentvcs.cli.options import (add_option, config_from_args, floor_or_fit, given, json_object, output_file,
+                                   output_folder, print_summary, share)
 from intentvcs.core.dataio import Example
 from intentvcs.core.team_formats import FORMATS_HELP
 # Torch-free (the settings only): parsing arguments must not import torch.
@@ -25,17 +26,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a PU multi-label intent model and write a checkpoint",
                        description="Fine-tune an encoder on labelled rows (JSONL, Rasa YAML or CSV), calibrate "
                                    "it on validation rows and write a checkpoint directory (atomically).")
-    p.add_argument("--train", required=True, help=f"training rows, one observed label each: {FORMATS_HELP}")
-    p.add_argument("--valid", required=True, help="validation rows, same formats (a row without a label is "
-                                                  "out of scope: labels [] in JSONL, an empty intent in a CSV)")
-    p.add_argument("--test", help="optional test rows (gold label sets), same formats, evaluated after training")
-    p.add_argument("--out", required=True, help="checkpoint directory to write (an earlier checkpoint there is "
-                   "replaced; any other non-empty folder only with --force)")
+    p.add_argument("--train", required=True, type=given,
+                   help=f"training rows, one observed label each: {FORMATS_HELP}")
+    p.add_argument("--valid", required=True, type=given, help="validation rows, same formats (a row without a "
+                   "label is out of scope: labels [] in JSONL, an empty intent in a CSV)")
+    p.add_argument("--test", type=given,
+                   help="optional test rows (gold label sets), same formats, evaluated after training")
+    p.add_argument("--out", required=True, type=output_folder, help="checkpoint directory to write (an earlier "
+                   "checkpoint there is replaced; any other non-empty folder only with --force)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier checkpoint")
     add_train_options(p)
     add_decision_options(p)
-    p.add_argument("--relations", help="relations.json of known label relations, applied at inference")
-    p.add_argument("--result", help="also write the training result JSON here")
+    p.add_argument("--relations", type=given, help="relations.json of known label relations, applied at inference")
+    p.add_argument("--result", type=output_file, help="also write the training result JSON here (- or "
+                   "/dev/stdout: standard output)")
     p.set_defaults(func=run)
 
 
