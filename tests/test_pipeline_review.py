@@ -5,6 +5,8 @@ A refit with --support-noise of a sigmoid checkpoint was refused only after the 
 A retention the OOS rule has no cut for, or a threshold rule under support decoding, was accepted by train and refit,
 recorded as used, and changed nothing.
 Test rows that repeat training or validation rows were scored as unseen without a word (validation rows were warned of).
+--tagger-lr and --entity-floor where no entity head is trained (rows without spans), and refit's --entity-floor of a
+checkpoint without one, were accepted and changed nothing.
 """
 
 from __future__ import annotations
@@ -109,6 +111,15 @@ def test_refit_refuses_a_retention_the_checkpoints_oos_rule_does_not_read(tmp_pa
     assert (ckpt / "checkpoint.json").read_bytes() == before
 
 
+def test_refit_refuses_an_entity_floor_for_a_checkpoint_without_an_entity_head(tmp_path, data, monkeypatch, capsys):
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", labels=("A", "B", "C"))
+    assert not json.loads((ckpt / "checkpoint.json").read_text(encoding="utf-8")).get("entities")
+    no_model_loaded(monkeypatch)
+    assert refit(ckpt, data["train"], data["valid"], "--entity-floor", "0.3") == 2
+    err = capsys.readouterr().err
+    assert "--entity-floor 0.3 would change nothing" in err and "has no entity head" in err, err
+
+
 def test_a_setting_the_decision_reads_is_still_taken():
     from intentvcs.cli.commands.train import check_read_settings
     from intentvcs.training.config import DecisionConfig
@@ -145,3 +156,19 @@ def test_test_rows_that_repeat_training_or_validation_rows_are_warned_of(tmp_pat
     with caplog.at_level(logging.WARNING, logger="intentvcs.cli.commands.train"):
         read_splits(train, valid, held_out, "distance")
     assert "are also rows" not in caplog.text
+
+
+@pytest.mark.parametrize("option", [["--tagger-lr", "1e-2"], ["--entity-floor", "0.3"]])
+def test_an_entity_setting_is_refused_before_the_model_loads_where_no_entity_head_is_trained(option, tmp_path,
+                                                                                             capsys):
+    """Rows without spans train no entity head: --tagger-lr and --entity-floor were recorded as used and changed
+    nothing (refused now, before the backbone loads: the folder named by --backbone does not exist)."""
+    rows = "".join(json.dumps({"text": f"play song {i}", "labels": ["play"]}) + "\n" for i in range(4)) + \
+        "".join(json.dumps({"text": f"stop song {i}", "labels": ["stop"]}) + "\n" for i in range(4))
+    (tmp_path / "t.jsonl").write_text(rows, encoding="utf-8")
+    (tmp_path / "v.jsonl").write_text(rows.replace("song", "track"), encoding="utf-8")
+    code = main(["train", "--train", str(tmp_path / "t.jsonl"), "--valid", str(tmp_path / "v.jsonl"),
+                 "--out", str(tmp_path / "ck"), "--backbone", str(tmp_path / "no-such-backbone"), *option])
+    err = capsys.readouterr().err
+    assert code == 2 and "would change nothing: no entity head is trained (no training row carries an entity span)" \
+        in err, err

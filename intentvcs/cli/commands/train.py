@@ -93,10 +93,11 @@ def run(args: argparse.Namespace) -> int:
     config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)  # options first
     # Given: a value other than the default (a default given says nothing the fit would not do anyway).
     defaults = DecisionConfig()
-    check_read_settings(decision, [f.name for f in dataclasses.fields(DecisionConfig)
-                                   if getattr(decision, f.name) != getattr(defaults, f.name)])
+    given = [f.name for f in dataclasses.fields(DecisionConfig) if getattr(decision, f.name) != getattr(defaults, f.name)]
+    check_read_settings(decision, given)
     train, valid, test = read_splits(args.train, args.valid, args.test, decision.oos_rule)
     check_augment_mix(config, train, valid)
+    check_entity_settings(config, decision, train, given)
     from intentvcs.training.pipeline import train_pipeline  # torch: seconds to import, after the data's checks
 
     result = train_pipeline(
@@ -140,6 +141,22 @@ def check_read_settings(decision: DecisionConfig, given: Iterable[str]) -> None:
         if name in unread:
             raise ValueError(f"{name} {getattr(decision, name)} would change nothing: {unread[name]}; leave "
                              f"{name} out, or choose what reads it")
+
+
+def check_entity_settings(config: TrainConfig, decision: DecisionConfig, train: Sequence[Example],
+                          given: Iterable[str]) -> None:
+    """Refuse, before the model loads, an entity setting no entity head reads: the training rows carry no span
+    (or ``entity_weight`` is 0), so none is trained, yet ``tagger_learning_rate`` or the ``entity_floor`` given
+    (``given``: the decision settings given) was recorded as used and changed nothing."""
+    if config.entity_weight and any(ex.spans for ex in train):
+        return
+    why = "entity_weight is 0" if not config.entity_weight else "no training row carries an entity span"
+    unread = (["tagger_learning_rate"] if config.tagger_learning_rate is not None else []) + \
+        (["entity_floor"] if "entity_floor" in given else [])
+    for name in unread:
+        value = getattr(config, name, None) if name == "tagger_learning_rate" else getattr(decision, name)
+        raise ValueError(f"{name} {value} would change nothing: no entity head is trained ({why}); leave {name} "
+                         "out, or give rows with spans")
 
 
 def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rule: str,
