@@ -18,6 +18,7 @@ duration buckets are kept, an unchanged bundle still loads, and a trailing space
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -32,35 +33,9 @@ def _bounds_around(buckets, target):
     return (max(below) if below else None), (min(above) if above else None)
 
 
-def test_request_duration_buckets_resolve_the_services_latency_targets(monkeypatch):
-    """The buckets BentoML's request metrics are made with, as the service's worker makes them: a p50 of
-    ~2 ms and a p99 of ~10 ms each fall between bounds at most 1.5 times apart, and the alert's 0.5 s is a
-    bound (a threshold between two bounds is judged by interpolation)."""
-    from bentoml._internal.server.http.instruments import RunnerTrafficMetricsMiddleware
-
-    from intentvcs.service import prometheus_metrics
-
-    monkeypatch.setattr(prometheus_metrics, "known_routes", lambda: frozenset({"/predict"}))
-    made = {}
-
-    class Client:
-        def __getattr__(self, kind):
-            def make(**kwargs):
-                made[kwargs["name"]] = kwargs
-                return object()
-            return make
-
-    prometheus_metrics.bound_request_endpoints()
-    RunnerTrafficMetricsMiddleware(app=None, namespace="bentoml_service")._setup(metrics_client=Client())
-    buckets = made["request_duration_seconds"]["buckets"]
-    for target in (0.002, 0.010):
-        low, high = _bounds_around(buckets, target)
-        assert low is not None and high is not None and high / low <= 1.5, (target, buckets)
-    assert 0.5 in buckets and buckets[-1] == float("inf")
-
-
-def test_request_duration_buckets_an_operator_configured_are_kept(monkeypatch):
-    """A guard: BentoML's api_server.metrics.duration, where set, still decides."""
+def _request_duration_buckets(monkeypatch, configured=None) -> tuple:
+    """The buckets BentoML's request metrics are made with, as the service's worker makes them (``configured``:
+    an operator's api_server.metrics.duration, where set)."""
     from bentoml._internal.configuration.containers import BentoMLContainer
     from bentoml._internal.server.http.instruments import RunnerTrafficMetricsMiddleware
 
@@ -77,9 +52,25 @@ def test_request_duration_buckets_an_operator_configured_are_kept(monkeypatch):
             return make
 
     prometheus_metrics.bound_request_endpoints()
-    with BentoMLContainer.duration_buckets.patch((0.1, 1.0, float("inf"))):  # api_server.metrics.duration
+    with BentoMLContainer.duration_buckets.patch(configured) if configured else contextlib.nullcontext():
         RunnerTrafficMetricsMiddleware(app=None, namespace="bentoml_service")._setup(metrics_client=Client())
-    assert made["request_duration_seconds"]["buckets"] == (0.1, 1.0, float("inf"))
+    return made["request_duration_seconds"]["buckets"]
+
+
+def test_request_duration_buckets_resolve_the_services_latency_targets(monkeypatch):
+    """A p50 of ~2 ms and a p99 of ~10 ms each fall between bounds at most 1.5 times apart, and the alert's 0.5 s
+    is a bound (a threshold between two bounds is judged by interpolation)."""
+    buckets = _request_duration_buckets(monkeypatch)
+    for target in (0.002, 0.010):
+        low, high = _bounds_around(buckets, target)
+        assert low is not None and high is not None and high / low <= 1.5, (target, buckets)
+    assert 0.5 in buckets and buckets[-1] == float("inf")
+
+
+def test_request_duration_buckets_an_operator_configured_are_kept(monkeypatch):
+    """A guard: BentoML's api_server.metrics.duration, where set, still decides."""
+    configured = (0.1, 1.0, float("inf"))
+    assert _request_duration_buckets(monkeypatch, configured) == configured
 
 
 # ------------------------------------------------ a bundle changed between check and use
