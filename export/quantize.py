@@ -35,7 +35,8 @@ The export records agreement with the fp32 graph (label sets, OOS verdicts,
 entity sets, gaps) and the speed-up on the parity utterances, and, when those
 rows are labelled (an in-scope row with a label of the model's at least), the
 *accuracy gate*: every task figure the rows support (``GATED_FIGURES``)
-computed for both graphs through the decision layer. The
+computed for both graphs through the decision layer (for a graph with an entity head on rows
+without spans, its entity answers' agreement with fp32's in place of the slot figures). The
 gate passes when no figure loses more than ``MAX_LOSS`` (0.5 points; 0.005 of
 AUROC), or one row's share where a figure rests on fewer rows than that
 resolves (a figure over 150 rows moves in steps of 0.67 points), as long as one
@@ -81,6 +82,9 @@ TIMING_REPEATS = 3
 GATED_FIGURES = {"accuracy": "n_in_scope", "f1": "n_in_scope", "exact_match": "n_in_scope",
                  "in_scope_accuracy": "n_in_scope", "oos_recall": "n_oos", "auroc": None,
                  "slot_f1": "n_in_scope", "overall_accuracy": "n_in_scope"}
+# Gated instead of the slot figures for a graph with an entity head on rows none of whose in-scope rows carries a
+# span: the share of rows whose answered entity set is the fp32 graph's (fp32: 1).
+ENTITY_AGREEMENT = "entity_set_agreement"
 MAX_LOSS = 0.005
 MAX_ROW_SHARE = 0.05  # the largest one-row step the gate allows for; figures over fewer rows allow MAX_LOSS
 
@@ -214,6 +218,11 @@ def accuracy_gate(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, decisi
     Nor does an in-scope row of a label the model lacks count towards the ``MAX_ROW_SHARE`` bound
     (``known_in_scope_rows``: the rows whose labels it all knows): ten rows of its labels among thirty of
     another's earn no one-row allowance.
+
+    For a graph with an entity head on rows whose in-scope ones carry no span (a CSV cannot), no figure scores
+    the entities the service answers; ``ENTITY_AGREEMENT``, the share of rows whose answered entity set is the
+    fp32 graph's, is gated in their place (one row's share allowed as above): without it an int8 graph that
+    lost entities passed on the intents alone and was served by default.
     """
     if not knows_some(examples, decision.labels):
         return None
@@ -229,11 +238,23 @@ def accuracy_gate(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, decisi
             continue
         allowed = MAX_LOSS if rows_key is None else \
             _allowed_loss(fp32[rows_key], judged if rows_key == "n_in_scope" else None)
-        loss = fp32[name] - int8[name]
-        figures[name] = {"fp32": round(fp32[name], 5), "int8": round(int8[name], 5), "loss": round(loss, 5),
-                         "allowed": round(allowed, 5), "passed": bool(loss <= allowed + 1e-12)}
+        figures[name] = _figure(fp32[name], int8[name], allowed)
+    if fp32_outputs.entities is not None and "slot_f1" not in fp32:
+        # No in-scope row carries a span (a CSV cannot), so no figure scores the entities the service answers:
+        # the int8 graph is held to the fp32 graph's own answers instead, row by row.
+        agreement = np.mean([span_set(a) == span_set(b) for a, b in
+                             zip(decision.kept_entities(fp32_outputs.entities),
+                                 decision.kept_entities(int8_outputs.entities))])
+        figures[ENTITY_AGREEMENT] = _figure(1.0, float(agreement), _allowed_loss(len(examples)))
     return {"data": source, "rows": len(examples), "known_in_scope_rows": judged, "figures": figures,
             "passed": bool(figures) and all(figure["passed"] for figure in figures.values())}
+
+
+def _figure(fp32: float, int8: float, allowed: float) -> dict[str, Any]:
+    """One gated figure: both values, the loss, what may be lost, and whether int8 passes."""
+    loss = fp32 - int8
+    return {"fp32": round(fp32, 5), "int8": round(int8, 5), "loss": round(loss, 5), "allowed": round(allowed, 5),
+            "passed": bool(loss <= allowed + 1e-12)}
 
 
 def _allowed_loss(rows: int, judged: int | None = None) -> float:
