@@ -7,12 +7,14 @@ neither the training vocabulary nor an English word list is usually a typo
 (or a name), and the closest training word is usually what was meant, so the
 model reads that instead. Real words are never touched: a typo that makes
 another English word (``book`` -> ``boot``) is left to the model. Nor are
-chat spellings of contractions (``dont``: "don" would lose the negation) or,
+chat spellings of contractions (``dont``: "don" would lose the negation; ``yall``), the stem of a
+negative contraction (``doesn't``: not "does't"), currency codes (``usd``: not "us") or,
 in text that is not all one case, capitalised words after the first (names:
 ``Gare du Nord``, ``my Amex``) and short ALL-CAPS words wherever they stand
 (acronyms: ``AMEX balance``, ``RBC balance please`` were read as "ALEX",
 "BBC"). Nor are the words of URLs, email addresses and identifiers
-(``www.balanse.com``, ``savngs@bank.com``, ``my_balanse_v2``, ``ordr123``): not spelling.
+(``www.balanse.com``, ``bank.de/savngs``, ``savngs@bank.com``, ``#savngs``, ``my_balanse_v2``, ``ordr123``,
+``ordr-123``): not spelling.
 Nor, for a model with an entity head, are
 words it reads as part of an entity (``infer_normalised``): names are the
 non-words a normaliser built from training words gets most wrong. Nor are
@@ -38,6 +40,7 @@ no torch, so the serving engine applies it before tokenising.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import os
@@ -81,14 +84,31 @@ INFORMAL_WORDS = frozenset({
     "hadnt", "wouldnt", "couldnt", "shouldnt", "aint", "im", "ive", "youre", "youve", "youll", "youd",
     "theyre", "theyve", "theyll", "whats", "thats", "theres", "heres", "wheres", "whos", "hows", "lets",
     "hes", "shes", "weve", "gonna", "wanna", "gotta", "pls", "plz", "thx", "thanx", "lol", "btw", "asap",
+    # With the demo bundle's words these were read as another word: "yall" -> "call", "shouldve" -> "should",
+    # "hed" -> "hey", "cuz" -> "cut", "whod" -> "who", "itd" -> "it", "yknow" -> "know", "tbh" -> "th".
+    "yall", "shouldve", "wouldve", "couldve", "mightve", "mustve", "mustnt", "neednt", "mightnt", "shant",
+    "hed", "itd", "itll", "thatd", "thatll", "whod", "wholl", "whatd", "whatll", "whered", "howd", "yknow",
+    "cuz", "coz", "tbh", "idk", "imo", "omg",
 })
+# Currency codes (ISO 4217, the most traded): one edit from an English word and absent from the English list,
+# "convert 100 usd to eur" was read as "100 us".
+CURRENCY_CODES = frozenset({
+    "usd", "eur", "gbp", "jpy", "cny", "rmb", "chf", "cad", "aud", "nzd", "inr", "rub", "brl", "mxn", "krw",
+    "sek", "nok", "dkk", "pln", "hkd", "sgd", "zar", "try", "thb", "idr", "huf", "czk", "ils", "php", "myr",
+    "aed", "sar", "twd", "ars", "clp", "cop", "pen", "ngn", "egp", "pkr", "vnd", "uah", "ron", "bgn", "isk",
+})
+# What follows the stem of a negative contraction ("doesn't", "isn’t"): the stem ("doesn", "isn", "couldn")
+# is no English word and one edit from the positive one, and was "corrected" to it ("does't": the negation).
+_NEGATION = re.compile(r"['\u2019\u02bc][tT](?![^\W\d_])")
 # Non-blank runs that are addresses or code, not words: a URL (a scheme, "www.", a domain of a common top-level
 # domain), an email address or a handle ("@"), an identifier ("_", or letters glued to a digit: an order number,
 # a user name, a flight or product code, "ordr123", "jonh42", whose letters were "corrected" to "order123",
 # "john42"). Tried from the start of a run only: from every character of a long run, each try scanning the rest
-# of it, the search is quadratic (8,000 letters: 0.7 s).
-_CODE = re.compile(r"(?<!\S)\S*?(?:://|@|_|\bwww\.|\w\.(?:com|org|net|edu|gov|io)(?!\w)|[^\W\d_]\d|\d[^\W\d_])\S*",
-                   re.IGNORECASE)
+# of it, the search is quadratic (8,000 letters: 0.7 s). So too a hashtag ("#balanse" was read as "#balance"),
+# letters joined to digits by a separator ("ordr-123", "123-ordr", "ordr#123": "order-123") and a path under a
+# domain of any top-level domain ("bank.de/savngs": "bank.de/savings").
+_CODE = re.compile(r"(?<!\S)\S*?(?:://|@|_|#\w|\bwww\.|\w\.(?:com|org|net|edu|gov|io)(?!\w)|\w\.[^\W\d_]{2,}/"
+                   r"|[^\W\d_][-#./:]?\d|\d[-#./:]?[^\W\d_])\S*", re.IGNORECASE)
 # Only words in Latin letters are corrected: the English list, which tells a real word from a typo, is written
 # in them. A word in another script that the training rows lack may as well be a real word as a typo, and a
 # correction there bent its meaning: with "включи" ("turn on") among the training words, "выключи свет" ("turn
@@ -225,7 +245,7 @@ class Spelling:
         self._index = SymSpell(max_dictionary_edit_distance=MAX_EDIT_DISTANCE, prefix_length=7)
         for word, count in self.counts.items():
             self._index.create_dictionary_entry(word, count)
-        self._known = english_words() | INFORMAL_WORDS | self.counts.keys()
+        self._known = english_words() | INFORMAL_WORDS | CURRENCY_CODES | self.counts.keys()
         self._correct = lru_cache(maxsize=65536)(self._correct_word)
         self.entity_words = (None if entity_words is None else
                              {label: frozenset(words) for label, words in entity_words.items()})
@@ -264,13 +284,13 @@ class Spelling:
         # A short ALL-CAPS word in text that is not all caps is an acronym even where it opens the text, which a
         # capital alone does not mark ("AMEX balance please" was read as "ALEX ...", and answered nothing).
         acronyms_marked = any(not m.group(0).isupper() for m in words)
-        kept_spans = [*protected, *(m.span() for m in _CODE.finditer(text))]
+        overlaps_kept = _overlap_test([*protected, *(m.span() for m in _CODE.finditer(text))])
         pieces, edits, end, length = [], [], 0, 0
         for index, match in enumerate(words):
             word = match.group(0)
             keep = (names_marked and index > 0 and not word.islower()) or (
-                acronyms_marked and 1 < len(word) <= ACRONYM_LENGTH and word.isupper()) or (bool(kept_spans) and any(
-                    start < match.end() and match.start() < end for start, end in kept_spans))
+                acronyms_marked and 1 < len(word) <= ACRONYM_LENGTH and word.isupper()) or (
+                word[-1] in "nN" and _NEGATION.match(text, match.end()) is not None) or overlaps_kept(*match.span())
             # A word kept is kept in its letters, not in a compatibility form the tokenizer reads as [UNK].
             written = _folded(word) if keep else self._correct(word)
             length += match.start() - end
@@ -435,6 +455,23 @@ def _on_original(entity, rewrite: Rewrite):
     """``entity`` (an ``intentvcs.core.entities.Entity`` found in ``rewrite.text``) at its offsets in the original."""
     start, end = rewrite.to_original(entity.start, entity.end)
     return replace(entity, start=start, end=end)
+
+
+def _overlap_test(spans: Sequence[tuple[int, int]]) -> Callable[[int, int], bool]:
+    """Whether ``[start, end)`` overlaps any of ``spans`` (in any order, overlapping or not), in log time: a
+    scan of every span for every word was quadratic in a text of many codes ("x1 x1 ...": 0.4 s at 10,000
+    characters)."""
+    ordered = sorted(spans)
+    starts = [start for start, _ in ordered]
+    reach, furthest = [], -1  # the furthest end among the spans up to each one
+    for _, end in ordered:
+        furthest = max(furthest, end)
+        reach.append(furthest)
+
+    def overlaps(start: int, end: int) -> bool:
+        before = bisect.bisect_left(starts, end)  # the spans starting before ``end``
+        return before > 0 and reach[before - 1] > start
+    return overlaps
 
 
 def _folded(word: str) -> str:
