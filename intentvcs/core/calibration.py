@@ -64,8 +64,11 @@ def probabilities(logits: np.ndarray, activation: str, temperature: float = 1.0)
     if check_activation(activation) == "softmax":
         z = np.exp(z - z.max(axis=1, keepdims=True))
         return z / z.sum(axis=1, keepdims=True)
-    # tanh form: overflow-free for any logit and cheaper than exp + divide.
-    return 0.5 * (1.0 + np.tanh(0.5 * z))
+    # exp of -|z| only (overflow-free for any logit), and e / (1 + e) for a negative logit: the tanh form
+    # (1 + tanh(z / 2)) / 2 cancelled to exactly 0 below z = -37 (and kept few digits below -20), so those labels
+    # tied at 0 and a ranked answer listed them in the order of the labels, not of their logits.
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0.0, 1.0, e) / (1.0 + e)
 
 
 def _check_targets(logits: np.ndarray, targets: np.ndarray, activation: str) -> np.ndarray:

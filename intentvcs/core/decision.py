@@ -14,8 +14,9 @@ The same object runs after PyTorch (evaluation) and after ONNX Runtime
    count as the names of one intent), never the ``"oos"`` class itself; an in-scope
    row with nothing accepted accepts its most confident intent (an answer "in
    scope, no intent" would contradict itself); then closed under ``relations``
-   (``intentvcs.core.relations``; a cover's parent accepted without any of
-   its children also takes the most confident child, one child at a time, the
+   (``intentvcs.core.relations``; a cover's parent accepted without anything
+   that implies one of its children also takes the most confident child (read
+   at its most confident name, its duplicates'), one child at a time, the
    most confident first and closed before the next, until every cover is met:
    the answer never depends on the order the relations are written in); rows
    judged OOS accept nothing, whatever the relations imply;

@@ -364,13 +364,38 @@ class LabelRelations:
     def completion(self, labels: Iterable[str]) -> "Completion | None":
         """The covers over columns ``labels`` as a reusable ``Completion``; None without any.
 
-        A cover whose parent is not a column is skipped; its children that are not columns are left out.
+        A cover whose parent is not a column is skipped; its children that are not columns are left out of
+        the children it may add, not of those that meet it: a cover is met by any accepted column that implies
+        one of its children (a chain through a label missing from ``labels`` counts, as in the closure), so
+        ``s`` (a subset of the child ``a``, no column) meets the cover of ``a``'s parent. A child it may add
+        is as confident as its most confident name (itself or a duplicate: a label it implies and is implied
+        by), since a twin's column is the same intent's.
         """
-        index = {label: i for i, label in enumerate(labels)}
-        covers = [(index[c.parent], np.array([index[x] for x in c.children if x in index], dtype=np.intp))
-                  for c in self.of_type("cover") if c.parent in index]
-        covers = [(parent, children) for parent, children in covers if len(children)]
-        return Completion(covers) if covers else None
+        order = tuple(labels)
+        index = {label: i for i, label in enumerate(order)}
+        if not any(c.parent in index for c in self.of_type("cover")):
+            return None
+        known = {label: i for i, label in enumerate(self.labels)}
+        full = self.implication_matrix()  # over self.labels: chains through labels that are no columns count
+        columns = np.array([j for j, label in enumerate(order) if label in known], dtype=np.intp)
+        rows = np.array([known[order[j]] for j in columns], dtype=np.intp)
+        covers = []
+        for cover in self.of_type("cover"):
+            children = np.array([index[x] for x in cover.children if x in index], dtype=np.intp)
+            if cover.parent not in index or not len(children):
+                continue
+            implies_child = full[np.ix_(rows, [known[x] for x in cover.children])].any(axis=1)
+            covers.append((index[cover.parent], children, columns[implies_child]))
+        if not covers:
+            return None
+        # Each addable child's names: the columns it implies and that imply it (reflexive: itself first).
+        names = {}
+        for child in sorted({int(j) for _, children, _ in covers for j in children}):
+            row = known[order[child]]
+            twins = columns[full[row, rows] & full[rows, row]]
+            if len(twins) > 1:
+                names[child] = twins
+        return Completion(covers, names)
 
     def close(self, accepted: np.ndarray, labels: Iterable[str] | None = None) -> np.ndarray:
         """Accepted labels plus everything they imply: bool ``[N, L]`` -> bool ``[N, L]``.
@@ -473,9 +498,10 @@ class Closure:
 
 
 class Completion:
-    """Completes answers under covers: a row that accepts a cover's parent and none of its
-    children also accepts its most confident child (``confidences`` [N, L]); ``closure`` then
-    brings that child's own implications (its duplicates, its parents).
+    """Completes answers under covers: a row that accepts a cover's parent and nothing that implies
+    one of its children also accepts its most confident child (``confidences`` [N, L], a child read
+    at its most confident name: itself or a duplicate); ``closure`` then brings that child's own
+    implications (its duplicates, its parents).
 
     One child at a time per row, closed before the next: of the covers a row leaves unsatisfied,
     the most confident child of any of them (the first column on a tie) joins, which is that
@@ -488,18 +514,27 @@ class Completion:
     ends within ``len(covers)`` steps.
     """
 
-    def __init__(self, covers: list[tuple[int, np.ndarray]]):
+    def __init__(self, covers: list[tuple[int, np.ndarray, np.ndarray]],
+                 names: Mapping[int, np.ndarray] | None = None):
+        """``covers``: per cover ``(parent, children, met_by)`` columns: the children it may add, and every
+        column that implies one of its children (the children among them); ``names``: child column -> the
+        columns of its duplicates, itself included (only children with any)."""
         self._covers = covers
+        self._names = dict(names or {})
 
     def __call__(self, accepted: np.ndarray, confidences: np.ndarray,
                  closure: "Closure | None" = None) -> np.ndarray:
         """``accepted`` (already closed under ``closure``, as ``Decision.apply`` passes it) completed."""
         completed = np.array(accepted, dtype=bool)
         confidences = np.asarray(confidences, dtype=np.float64)
+        if self._names:  # a child is as confident as its most confident name
+            confidences = confidences.copy()
+            for child, twins in self._names.items():
+                confidences[:, child] = confidences[:, twins].max(axis=1)
         for _ in range(len(self._covers)):
             candidates = np.zeros(completed.shape, dtype=bool)
-            for parent, children in self._covers:
-                rows = np.flatnonzero(completed[:, parent] & ~completed[:, children].any(axis=1))
+            for parent, children, met_by in self._covers:
+                rows = np.flatnonzero(completed[:, parent] & ~completed[:, met_by].any(axis=1))
                 if rows.size:
                     candidates[np.ix_(rows, children)] = True
             rows = np.flatnonzero(candidates.any(axis=1))
