@@ -106,6 +106,20 @@ def percent(share: float) -> str:
     return shown
 
 
+def percent_under(rate: float, threshold: float) -> str:
+    """``rate`` as the rationale's percent (``percent``), but one under ``threshold`` never read at or above it:
+    rounded, 39.6% of B "lay in N (under 40%)" as "40%", and coverage of 29.7% read "cover only 30% (a superset
+    needs 30%)". Such a rate is cut to the whole percent under the threshold's ("<1%" under a threshold of at
+    most 1%); every other rate is written by ``percent``."""
+    if rate < threshold and round(rate * 100) >= threshold * 100 - 1e-9:  # the whole percent ``percent`` rounds to
+        below = math.ceil(threshold * 100 - 1e-9) - 1
+        if below >= 1:
+            return f"{below}%"
+        if rate > 0:
+            return "<1%"
+    return percent(rate)
+
+
 def wilson(k: int, n: int, level: float = 0.95) -> Count:
     """Wilson score interval of a binomial proportion ``k / n`` (``n = 0``: [0, 1])."""
     if n <= 0:

@@ -50,6 +50,18 @@ class Scored:
     ranking: np.ndarray      # float [n, L]
 
 
+def _figure(share: float) -> float:
+    """A share (a confidence, a probability) for the report: to 4 places, except one that is not exactly 0 or 1,
+    which is written as it is where 4 places would make it 0 or 1. Rounded, a confidence of 0.00003 was written
+    0.0 and one of 0.99996 1.0, and the page, which reads the report, wrote "0%" and "100%" for them where
+    ``percent`` writes "<1%" and ">99%" (the demo report's examples: transfer_money at 0.00003 read "0%")."""
+    value = float(share)
+    shown = round(value, 4)
+    if (shown == 0.0 and value > 0.0) or (shown == 1.0 and value < 1.0):
+        return value
+    return shown
+
+
 def _identity(example: Example) -> dict[str, Any]:
     """``{"text", "id"?}``: how the report names an utterance."""
     return {"text": example.text} if example.id is None else {"text": example.text, "id": example.id}
@@ -60,7 +72,7 @@ def _row(example: Example, confidences: np.ndarray, accepted: np.ndarray, rankin
     top = np.argsort(-ranking, kind="stable")[:TOP_INTENTS]  # as the service ranks its answer
     out = _identity(example)
     out["accepted"] = [labels[j] for j in np.flatnonzero(accepted)]
-    out["top"] = [{"intent": labels[j], "confidence": round(float(confidences[j]), 4)} for j in top]
+    out["top"] = [{"intent": labels[j], "confidence": _figure(confidences[j])} for j in top]
     return out
 
 
@@ -121,7 +133,7 @@ def relabel_list(memberships: dict[str, Membership], references: dict[str, Refer
             if odds >= INSIDE_ODDS:
                 pool.append((float(odds), float(closeness), {
                     **_identity(ref.examples[row]), "labels": list(ref.examples[row].labels), "existing": name,
-                    "probability": round(float(probability), 4), "odds": round(float(odds), 4),
+                    "probability": _figure(probability), "odds": round(float(odds), 4),
                     "source": ref.source}))
     pool.sort(key=lambda item: (-item[0], -item[1]))
     return [entry for _, _, entry in pool[:cap]]

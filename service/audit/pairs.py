@@ -1,7 +1,11 @@
 """The audit's findings as one flat table of intent pairs, for pandas and spreadsheets.
 
 One row per (new intent, candidate existing intent) that the audit measured,
-and one per pair of new intents that duplicate each other, in the shape of
+one per existing intent that a verdict names without its being a candidate
+(a composite's part found by splitting utterances at a connector, which the
+whole utterances need not accept: contain(N->E) from the report's
+co-occurrence counts, contain(E->N) not estimated), and one per pair of new
+intents that duplicate each other, in the shape of
 cleanlab's ``find_overlapping_classes`` (two classes and how much they
 overlap), with our relation and both containment directions:
 ``intent_a`` (new), ``intent_b``, ``relation`` (the verdict when ``intent_b``
@@ -28,6 +32,7 @@ def pair_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
     """The table's rows (dicts keyed by ``COLUMNS``), findings first, then the new pairs."""
     rows = []
     for finding in document["findings"]:
+        measured = [pair["existing"] for pair in finding["containment"]]
         for pair in finding["containment"]:
             named = pair["existing"] in finding["existing"]
             backward, pivot = pair["existing_in_new"], pair["entity_pivot"]
@@ -40,6 +45,14 @@ def pair_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
                 "pivot_direction": None if pivot is None else pivot["direction"],
                 "pivot_p_value": None if pivot is None else pivot["p_value"],
                 "severity": finding["severity"] if named else "info", "source": "finding"})
+        for name in finding["existing"]:
+            if name not in measured:  # named by the verdict, measured by no containment estimate
+                k, n = _accepted(document, finding, name)
+                rows.append({
+                    "intent_a": finding["intent"], "intent_b": name, "relation": finding["relation"],
+                    "a_in_b": None if k is None else round(k / n, 4) if n else 0.0, "b_in_a": None,
+                    "rows_a": n, "rows_b": None, "entity_pivot": None, "pivot_direction": None,
+                    "pivot_p_value": None, "severity": finding["severity"], "source": "finding"})
     for pair in document.get("new_pairs", []):
         rows.append({
             "intent_a": pair["first"], "intent_b": pair["second"], "relation": pair["relation"],
@@ -48,6 +61,20 @@ def pair_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
             "entity_pivot": None, "pivot_direction": None, "pivot_p_value": None,
             "severity": pair["severity"], "source": "new_pair"})
     return rows
+
+
+def _accepted(document: dict[str, Any], finding: dict[str, Any], existing: str) -> tuple[int | None, int]:
+    """contain(N->E) as ``(k, n)`` from the report's co-occurrence counts (the numerators of every
+    ``new_in_existing``; an existing intent that is no column there was accepted on none of the new intents' rows),
+    ``k`` None where the document has no co-occurrence for the new intent."""
+    matrix = document.get("cooccurrence") or {}
+    if finding["intent"] not in matrix.get("new", []):
+        return None, finding.get("scored_rows")
+    i = matrix["new"].index(finding["intent"])
+    n = matrix["rows"][i]
+    if existing not in matrix["existing"]:
+        return 0, n
+    return matrix["counts"][i][matrix["existing"].index(existing)], n
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

@@ -4,7 +4,8 @@ The page reads the report *dict* (``AuditReport.to_dict()`` or a saved
 report.json), so a stored report can be re-rendered. No external assets: the
 co-occurrence heatmap is inline SVG drawn here (matplotlib is not a serving
 dependency), styles are inline, and every string from the data is escaped.
-Shares are written as the rationales write them (``containment.percent``).
+Shares are written as the rationales write them (``containment.percent``), and one under a threshold of the
+report's config never reads at or above it (``containment.percent_under``, as the rationales write such a rate).
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from intentvcs.service.audit.config import AuditConfig
-from intentvcs.service.audit.containment import percent
+from intentvcs.service.audit.containment import percent, percent_under
 from intentvcs.service.audit.slots import format_p
 
 CELL = 30          # heatmap cell size, px
 CHAR_W = 7.0       # approximate width of one 12px character, px
 SEVERITY_COLOURS = {"blocking": "#c0392b", "warning": "#d68910", "info": "#2e86c1"}
+# The config's thresholds that the shares on the page (containment, coverage, multi-intent and out-of-scope rows)
+# are compared with by the rules.
+THRESHOLDS = ("high", "back_high", "sub_min", "part_min", "cover_min", "superset_back_min", "union_part_min",
+              "union_cover", "composite_min", "segment_min", "target_oos_max", "superset_oos_max")
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -38,14 +43,28 @@ def _badge(severity: str) -> str:
     return f'<span class="badge" style="background:{SEVERITY_COLOURS[severity]}">{_e(severity)}</span>'
 
 
+def thresholds(config: Mapping[str, Any]) -> tuple[float, ...]:
+    """``THRESHOLDS`` as the report's config sets them (the defaults for those a report written before lacks)."""
+    return tuple(float(config.get(name, getattr(AuditConfig, name))) for name in THRESHOLDS)
+
+
+def _pct(share: float, limits: Sequence[float] = ()) -> str:
+    """``share`` as ``percent`` writes it, but one under a threshold of ``limits`` never at or above it: rounded,
+    99 of 199 rows (49.7%) read "50%" in the containment table beside a rationale that said "only 49% of E lies
+    in N: too specific" (``back_high`` 50%), and an interval bound under a threshold read as reaching it."""
+    above = [limit for limit in limits if limit > share]
+    return percent_under(share, min(above)) if above else percent(share)
+
+
 def _colour(rate: float) -> str:
     """White (0) to dark blue (1), linear in each RGB channel."""
     low, high = (255, 255, 255), (8, 48, 107)
     return "#" + "".join(f"{round(a + (b - a) * rate):02x}" for a, b in zip(low, high))
 
 
-def heatmap_svg(cooccurrence: Mapping[str, Any], max_columns: int) -> str:
-    """Inline SVG of contain(N->E): rows new intents, columns existing intents (at most ``max_columns``)."""
+def heatmap_svg(cooccurrence: Mapping[str, Any], max_columns: int, thresholds: Sequence[float] = ()) -> str:
+    """Inline SVG of contain(N->E): rows new intents, columns existing intents (at most ``max_columns``); a rate
+    under one of ``thresholds`` never reads at or above it."""
     new, existing = cooccurrence["new"], cooccurrence["existing"][:max_columns]
     if not new or not existing:
         return '<p class="muted">No existing intent is accepted on the new intents\' rows.</p>'
@@ -69,21 +88,24 @@ def heatmap_svg(cooccurrence: Mapping[str, Any], max_columns: int) -> str:
         for j, rate in enumerate(rates[i]):
             x = left + CELL * j
             parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{CELL}" height="{CELL}" fill="{_colour(rate)}" '
-                         f'stroke="#fff"><title>{_e(name)} -&gt; {_e(existing[j])}: {_e(percent(rate))}</title></rect>')
+                         f'stroke="#fff"><title>{_e(name)} -&gt; {_e(existing[j])}: '
+                         f'{_e(_pct(rate, thresholds))}</title></rect>')
             if rate >= 0.05:
                 ink = "#fff" if rate > 0.5 else "#222"
                 parts.append(f'<text x="{x + CELL / 2:.1f}" y="{y + CELL / 2 + 4:.1f}" text-anchor="middle" '
-                             f'font-size="10" fill="{ink}">{_e(percent(rate)[:-1])}</text>')
+                             f'font-size="10" fill="{ink}">{_e(_pct(rate, thresholds)[:-1])}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _count(count: Mapping[str, Any] | None) -> str:
+def _count(count: Mapping[str, Any] | None, thresholds: Sequence[float] = ()) -> str:
+    """A count as its share, ``k/n`` and interval; no figure under one of ``thresholds`` reads at or above it (an
+    interval then holds a threshold on the page exactly when the verdict's ``straddles`` says so)."""
     if count is None:
         return '<span class="muted">n/a</span>'
     rate = count["k"] / count["n"] if count["n"] else count["rate"]  # k / n, as the rationale, not rounded twice
-    return (f'{_e(percent(rate))} <span class="muted">({count["k"]}/{count["n"]}, '
-            f'CI {_e(percent(count["ci_low"]))}&ndash;{_e(percent(count["ci_high"]))})</span>')
+    return (f'{_e(_pct(rate, thresholds))} <span class="muted">({count["k"]}/{count["n"]}, '
+            f'CI {_e(_pct(count["ci_low"], thresholds))}&ndash;{_e(_pct(count["ci_high"], thresholds))})</span>')
 
 
 def _top(top: list[Mapping[str, Any]]) -> str:
@@ -141,19 +163,19 @@ def _pivot(pivot: Mapping[str, Any] | None, alpha: float = AuditConfig.same_alph
     return f'<span class="muted">{text}, not below {alpha:g}: does not tell them apart)</span>'
 
 
-def _new_pairs(pairs: list[Mapping[str, Any]]) -> str:
+def _new_pairs(pairs: list[Mapping[str, Any]], limits: Sequence[float] = ()) -> str:
     if not pairs:
         return ""
     return "<h2>New intents that duplicate each other (merge them)</h2>" + _table(
         ["first", "second", "severity", "first in second", "second in first", "same utterances?"],
-        ([_e(p["first"]), _e(p["second"]), _badge(p["severity"]), _count(p["first_in_second"]),
-          _count(p["second_in_first"]), _same(p["same_distribution"])] for p in pairs))
+        ([_e(p["first"]), _e(p["second"]), _badge(p["severity"]), _count(p["first_in_second"], limits),
+          _count(p["second_in_first"], limits), _same(p["same_distribution"])] for p in pairs))
 
 
-def _finding(f: Mapping[str, Any], alpha: float) -> str:
+def _finding(f: Mapping[str, Any], alpha: float, limits: Sequence[float] = ()) -> str:
     pairs = "".join(
-        f'<tr><td>{_e(c["existing"])}</td><td>{_count(c["new_in_existing"])}</td>'
-        f'<td>{_count(c["existing_in_new"])}</td><td>{_pivot(c["entity_pivot"], alpha)}</td>'
+        f'<tr><td>{_e(c["existing"])}</td><td>{_count(c["new_in_existing"], limits)}</td>'
+        f'<td>{_count(c["existing_in_new"], limits)}</td><td>{_pivot(c["entity_pivot"], alpha)}</td>'
         f'<td>{_e(c["reference"] or "-")}</td></tr>'
         for c in f["containment"])
     intent = _e(f["intent"])
@@ -162,8 +184,8 @@ def _finding(f: Mapping[str, Any], alpha: float) -> str:
     borderline = ' <span class="muted">(borderline)</span>' if f["borderline"] else ""
     return (f'<div class="finding" id="f-{intent}"><h3>{intent}: {_e(f["relation"])} '
             f'{_e(", ".join(f["existing"]))} {_badge(f["severity"])}{borderline}</h3>'
-            f'<p>{_e(f["rationale"])}. {_rows(f)}; multi-intent rows {_count(f["multi_intent"])}; '
-            f'answered out of scope by the service {_count(f["out_of_scope"])}.</p>'
+            f'<p>{_e(f["rationale"])}. {_rows(f)}; multi-intent rows {_count(f["multi_intent"], limits)}; '
+            f'answered out of scope by the service {_count(f["out_of_scope"], limits)}.</p>'
             f'{table}{_rows_table(f["examples"], "Examples")}'
             f'{_rows_table(f["counter_examples"], "Counter-examples")}{_relabel_table(f["relabel"])}'
             f'<h4>Proposed fix: {_e(f["fix"]["action"])}</h4>'
@@ -188,6 +210,7 @@ def render_html(report: Mapping[str, Any]) -> str:
     alpha = report["config"].get("same_alpha", AuditConfig.same_alpha)  # what the verdicts were judged at
     # Not a key the schema requires (a report written before it has none): the default then.
     columns = report["config"].get("heatmap_cap", AuditConfig.heatmap_cap)
+    limits = thresholds(report["config"])
     overview = "".join(
         f'<tr><td><a href="#f-{_e(f["intent"])}">{_e(f["intent"])}</a></td><td>{_e(f["relation"])}</td>'
         f'<td>{_e(", ".join(f["existing"]))}</td><td>{_badge(f["severity"])}</td>'
@@ -206,11 +229,11 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"{len(summary['new_intents'])} new intents against {summary['existing_intents']} existing "
         f"({_e(counts)}).</p>{missing}"
         "<h2>Co-occurrence: share of each new intent's rows on which the classifier accepts an existing intent</h2>"
-        f"{heatmap_svg(report['cooccurrence'], columns)}"
+        f"{heatmap_svg(report['cooccurrence'], columns, limits)}"
         "<h2>Findings</h2><table><tr><th>new intent</th><th>relation</th><th>existing</th><th>severity</th>"
         f"<th>rows</th></tr>{overview}</table>"
-        f"{''.join(_finding(f, alpha) for f in report['findings'])}"
-        f"{_new_pairs(report['new_pairs'])}"
+        f"{''.join(_finding(f, alpha, limits) for f in report['findings'])}"
+        f"{_new_pairs(report['new_pairs'], limits)}"
         "<h2>Proposed relations file</h2>"
         # The relations file itself (what --relations-out writes and train --relations reads), not the whole fix.
         f"<details><summary>relations.json</summary>"

@@ -18,7 +18,8 @@ versioned file (``REPORT_FORMAT``, ``intentvcs.core.formats``) that
   ``b = c`` make ``a``, ``b`` and ``c`` one intent), merged into one name:
   the existing intent a member merges into, else the first name of the first
   pair listed; the report's ``label_map`` is then applied once, no name it
-  maps to being mapped itself.
+  maps to being mapped itself. Each pair's own ``fix.label_map`` is the
+  report's for the pair's two names.
 ``fix.relations`` is a complete relations file (``intentvcs.core.relations``): the
 bundle's known relations plus the proposed ones over the bundle's labels and
 the new intents. Written next to a bundle and stored in its manifest, it is
@@ -152,11 +153,17 @@ class NewPair:
     test: TwoSample
     severity: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, label_map: dict[str, str] | None = None) -> dict[str, Any]:
+        """``label_map``: the report's (``AuditReport.to_dict``), of which the pair's fix takes its two names'
+        entries; without it, the pair alone: ``{second: first}``. Alone, the pair's fix contradicted the report's
+        where the pair's family merges elsewhere: two new duplicates of E said "merge the second into the first"
+        while the report merged both into E, and pairs b = c, a = b said ``{b: a}`` of ``{c: b, a: b}``."""
+        merges = {self.second: self.first} if label_map is None else {
+            name: label_map[name] for name in (self.first, self.second) if name in label_map}
         return {"first": self.first, "second": self.second, "relation": self.relation,
                 "severity": self.severity, "first_in_second": self.first_in_second.to_dict(),
                 "second_in_first": self.second_in_first.to_dict(), "same_distribution": self.test.to_dict(),
-                "fix": {"action": "merge", "label_map": {self.second: self.first},
+                "fix": {"action": "merge", "label_map": merges,
                         "relations": [Duplicate(self.first, self.second).to_dict()]}}
 
 
@@ -280,7 +287,7 @@ class AuditReport:
                 "timing_s": {k: round(v, 3) for k, v in self.timing_s.items()},
             },
             "findings": [f.to_dict() for f in self.findings],
-            "new_pairs": [p.to_dict() for p in self.new_pairs],
+            "new_pairs": [p.to_dict(label_map) for p in self.new_pairs],
             "cooccurrence": self.cooccurrence.to_dict(),
             "fix": {"label_map": label_map, "relations": self.fix_relations().to_dict()},
         }

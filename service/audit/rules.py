@@ -39,8 +39,8 @@ fields.
    unseen; see ``batch._Audit.new_pairs``.) When contain(E->N) cannot be
    estimated (no rows of E in the training sample or the batch) the verdict
    is subset, the weaker claim the evidence supports, and the rationale says
-   a duplicate is not excluded (or names the entity or word that excludes it). A candidate with contain(E->N) < ``sub_min``
-   is no target: no utterance of E resembles N's, so the model accepting E
+   a duplicate is not excluded (or names the entity or word that excludes
+   it). A candidate with contain(E->N) < ``sub_min`` is no target: no utterance of E resembles N's, so the model accepting E
    on N's rows is its forced choice on unfamiliar input (a softmax must put
    its mass somewhere), not containment; unless a word pivot explains the
    low estimate (N is the part of E that says the word, and the embedding
@@ -103,13 +103,12 @@ duplicate keeps its severity.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from intentvcs.service.audit.config import SEVERITIES, AuditConfig
-from intentvcs.service.audit.containment import Count, percent, wilson
+from intentvcs.service.audit.containment import Count, percent, percent_under, wilson
 from intentvcs.service.audit.slots import EntityPivot
 from intentvcs.service.audit.words import WordPivot
 
@@ -197,20 +196,6 @@ def _verdict(evidence: Evidence, config: AuditConfig, relation: str, existing: l
         level -= 1
     return Verdict(evidence.intent, relation, tuple(existing), SEVERITIES[level], bool(alternatives),
                    rationale, support, statistic)
-
-
-def _under(rate: float, threshold: float) -> str:
-    """``rate`` as the rationale's percent (``percent``), but one under ``threshold`` never read at or above it:
-    rounded, 39.6% of B "lay in N (under 40%)" as "40%", and coverage of 29.7% read "cover only 30% (a superset
-    needs 30%)". Such a rate is cut to the whole percent under the threshold's ("<1%" under a threshold of at
-    most 1%); every other rate is written by ``percent``."""
-    if rate < threshold and round(rate * 100) >= threshold * 100 - 1e-9:  # the whole percent ``percent`` rounds to
-        below = math.ceil(threshold * 100 - 1e-9) - 1
-        if below >= 1:
-            return f"{below}%"
-        if rate > 0:
-            return "<1%"
-    return percent(rate)
 
 
 def _corank_excess(ev: Evidence, a: int, b: int) -> float:
@@ -344,7 +329,7 @@ def _target_verdict(ev: Evidence, j: int, config: AuditConfig) -> tuple[Verdict,
         tail = f"and {percent(backward.rate)} of {name} lies in {ev.intent}: same meaning"
     else:
         relation = "subset"
-        tail = f"but only {_under(backward.rate, config.back_high)} of {name} lies in {ev.intent}: too specific"
+        tail = f"but only {percent_under(backward.rate, config.back_high)} of {name} lies in {ev.intent}: too specific"
     # Only where contain(E->N) decided: a word or a significant entity pivot makes a subset whichever side of
     # back_high it falls (the entity case marked such subsets borderline, "maybe a duplicate", for nothing).
     if backward is not None and backward.straddles(config.back_high) and word is None and not by_entity:
@@ -474,7 +459,7 @@ def _inside_tail(ev: Evidence, pair: list[int], config: AuditConfig) -> str:
     parts)."""
     known = [j for j in pair if ev.to_new[j] is not None]
     unknown = [ev.candidates[j] for j in pair if ev.to_new[j] is None]
-    figures = " and ".join(f"{_under(ev.to_new[j].rate, config.superset_back_min)} of {ev.candidates[j]}"
+    figures = " and ".join(f"{percent_under(ev.to_new[j].rate, config.superset_back_min)} of {ev.candidates[j]}"
                            for j in known)
     verb = "lies" if len(known) == 1 else "lie"
     inside = [j for j in known if ev.to_new[j].rate >= config.superset_back_min]
@@ -495,7 +480,7 @@ def _inside_tail(ev: Evidence, pair: list[int], config: AuditConfig) -> str:
                                if c is not None and c.rate >= config.superset_back_min], ev.implication)
         _, coverage = _coverage(ev, parts, config)
         why = (f"the rows accepting {', '.join(ev.candidates[j] for j in parts)} cover only "
-               f"{_under(coverage.rate, config.cover_min)} of {ev.intent}'s "
+               f"{percent_under(coverage.rate, config.cover_min)} of {ev.intent}'s "
                f"(a superset needs {percent(config.cover_min)})")
     tail = f"; {figures} {verb} in {ev.intent}"
     if unknown:
@@ -510,7 +495,7 @@ def _novel(ev: Evidence, config: AuditConfig) -> Verdict:
         rationale = (f"closest existing intent {best} is accepted on {percent(ev.to_existing[0].rate)} of "
                      f"{ev.intent}'s rows; no containment rule holds")
         if ev.to_existing[0].rate >= config.high and back is not None and back.rate < config.sub_min:
-            rationale += (f" (only {_under(back.rate, config.sub_min)} of {best} resembles {ev.intent}: the "
+            rationale += (f" (only {percent_under(back.rate, config.sub_min)} of {best} resembles {ev.intent}: the "
                           f"model's forced choice, not containment)")
         elif _refused(ev, config.target_oos_max) and ev.to_existing[0].k:
             # Only where the classifier accepts it: a candidate ranked but accepted on none of N's rows is no
