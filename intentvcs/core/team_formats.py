@@ -12,7 +12,10 @@ RasaYAMLWriter writes for examples with metadata, which is not read): entity
 annotations ``[text](type)``, ``[text](type:value)`` (a synonym: the value is
 Rasa's to map, the span is the text), ``[text]{"entity": "type", ...}`` and
 ``[text][{"entity": "type"}]`` become spans on the plain text; a list of several
-entities on one text is refused, as overlapping spans are. A ``#`` line in an
+entities on one text is refused, as overlapping spans are. An entity's ``role`` or ``group``, which a span
+cannot hold, is dropped with a warning naming the line. An annotation whose text holds a ``[`` (one nested in
+another's brackets) or whose ``(type:value)`` holds a ``(`` (its value cut at the first ``)``, the rest left in
+the text) is refused. A ``#`` line in an
 examples block is a comment Rasa skips: skipped with a warning. Synonym, regex
 and lookup entries carry no training rows and are skipped; any other entry (a
 misspelt ``intnet:``), a key Rasa's schema does not give an entry (a misspelt
@@ -65,6 +68,9 @@ RASA_MAX_NESTING = 64
 # [text](type) or [text](type:value), [text]{"entity": ...}, or Rasa's list form [text][{"entity": ...}, ...]
 # (several entities on one text; a list that does not start with "{" is left as text, "[1][2]")
 ANNOTATION = re.compile(r"\[(?P<text>[^\]]+)\](?:\((?P<short>[^)]+)\)|(?P<json>\{[^}]*\})|\[(?P<list>\s*\{[^\]]*)\])")
+# Attributes of a Rasa entity that change what it is (a "departure" vs a "destination" city, which pizza a
+# topping goes with) and that a span, a type alone, cannot hold: dropped with a warning naming the line.
+RASA_ENTITY_DROPPED = ("role", "group")
 # 'nlu' entries Rasa reads that carry no training rows here; any other entry is refused, not skipped: a
 # misspelt "intnet:" would otherwise drop its rows without a word.
 RASA_SKIPPED = ("synonym", "regex", "lookup")
@@ -474,6 +480,12 @@ def _annotated(path: Path, line: int, marked: str) -> tuple[str, list[dict[str, 
     """Plain text and spans of one Rasa example with ``[text](type)`` annotations."""
     parts, spans, cursor, length = [], [], 0, 0
     for match in ANNOTATION.finditer(marked):
+        if "[" in match["text"]:
+            # Rasa's pattern takes the text from the first '[' on: "[[NYC](city)](place)" read as "[NYC](place)"
+            # with a span over "[NYC", its markup trained as words.
+            raise DataError(path, line, f"entity annotation {match.group(0)!r}: its text holds a '[' (an annotation "
+                                        "nested in another's brackets, or a '[' never closed); annotate the words "
+                                        "once, without brackets inside")
         before = marked[cursor:match.start()]
         parts.append(before)
         length += len(before)
@@ -488,9 +500,22 @@ def _annotated(path: Path, line: int, marked: str) -> tuple[str, list[dict[str, 
 
 def _entity_type(path: Path, line: int, match: re.Match) -> str:
     if match["short"] is not None:
+        if "(" in match["short"]:
+            # "[NYC](city:New York (US))" ends at the value's own ')': the text read "NYC)", as Rasa reads it too.
+            raise DataError(path, line, f"entity annotation {match.group(0)!r}: a '(' inside [text](type:value) "
+                                        "ends it at the first ')', leaving the rest in the text; write "
+                                        '[text]{"entity": "type", "value": "..."}')
         entity = match["short"].split(":", 1)[0].strip()
     else:
-        entity = _entity_object(path, line, match).get("entity")
+        attributes = _entity_object(path, line, match)
+        dropped = {key: attributes[key] for key in RASA_ENTITY_DROPPED if attributes.get(key) is not None}
+        if dropped:
+            # "departure" and "destination" cities both train and score as "city": said at the line, not silently.
+            log.warning("%s:%d: entity annotation [%s] gives %s: this product tags entity types only, so it is "
+                        "dropped and the entity read as its type %r (entities Rasa tells apart by it are one here); "
+                        "to keep the distinction make it part of the type", path, line, match["text"],
+                        " and ".join(f"{key} {value!r}" for key, value in dropped.items()), attributes.get("entity"))
+        entity = attributes.get("entity")
     if not isinstance(entity, str) or not entity.strip():
         raise DataError(path, line, f"entity annotation {match.group(0)!r} names no entity type")
     return entity.strip()
