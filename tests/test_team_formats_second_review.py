@@ -13,21 +13,13 @@ import logging
 
 import pytest
 
-from intentvcs.core.dataio import DataError
 from intentvcs.core.team_formats import read_numbered
+from tests.test_team_formats_review import _refusal
 
 
 def _nlu(*examples: str) -> str:
     return ('version: "3.1"\nnlu:\n- intent: fly\n  examples: |\n    - fly home\n'
             + "".join(f"    - {example}\n" for example in examples))
-
-
-def _refusal(path, body: str) -> DataError:
-    path.write_text(body, encoding="utf-8")
-    with pytest.raises(DataError) as caught:
-        read_numbered(path)
-    assert caught.value.path == str(path)
-    return caught.value
 
 
 # ------------------------------------------------------------------ role and group
