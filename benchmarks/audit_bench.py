@@ -277,8 +277,11 @@ def main(argv: list[str] | None = None) -> int:
                         "inference_s": round(big_report.timing_s["inference"], 2),
                         "utt_per_s": round(len(big) / seconds, 1)})
     # A (scenario, path) this run measured replaces its records; a path it did not take (no --http) keeps them.
-    ran = {(r["scenario"], r.get("path", "cli")) for r in records if r["measure"] != "timing"}
-    records, command = keep_previous("audit", records, lambda r: (r["scenario"], r.get("path", "cli")) in ran or (
+    def scenario_path(record: dict) -> tuple[str, str]:
+        return record["scenario"], record.get("path", "cli")
+
+    ran = {scenario_path(r) for r in records if r["measure"] != "timing"}
+    records, command = keep_previous("audit", records, lambda r: scenario_path(r) in ran or (
         r["measure"] == "timing" and args.timing_rows))
     # The embedded scenario first, as every run measures it: a run of it alone moved it below the kept ones.
     records.sort(key=lambda r: not r["scenario"].startswith("assistant-upgrade"))

@@ -148,11 +148,15 @@ def _some_answered(url: str, latencies: list[float], requests: int) -> None:
         raise RuntimeError(f"{url}: none of the {requests} requests was answered (is the server up?)")
 
 
+def wrapped_batches(texts: Sequence[str], batch_size: int, count: int) -> list[list[str]]:
+    """``count`` full batches of consecutive ``texts``, wrapping round them."""
+    return [[texts[(b * batch_size + i) % len(texts)] for i in range(batch_size)] for b in range(count)]
+
+
 def cycled_batches(texts: Sequence[str], batch_size: int) -> list[list[str]]:
     """Full batches of ``texts`` taken in turn, wrapping round, just enough of them that every text
     appears equally often: the mix the load clients send (each draws uniformly from ``texts``)."""
-    count = len(texts) // math.gcd(len(texts), batch_size)
-    return [[texts[(b * batch_size + i) % len(texts)] for i in range(batch_size)] for b in range(count)]
+    return wrapped_batches(texts, batch_size, len(texts) // math.gcd(len(texts), batch_size))
 
 
 def engine_throughput(bundle: str, batch_size: int = 32, seconds: float = 10.0, threads: int | None = None,

@@ -317,8 +317,7 @@ def batches(texts: Sequence[str], batch_size: int, min_batches: int = MIN_BATCHE
 
     Enough batches to cover the data once, and at least ``min_batches``.
     """
-    count = max(math.ceil(len(texts) / batch_size), min_batches)
-    return [[texts[(b * batch_size + i) % len(texts)] for i in range(batch_size)] for b in range(count)]
+    return load_test.wrapped_batches(texts, batch_size, max(math.ceil(len(texts) / batch_size), min_batches))
 
 
 def timed_run(infer: Callable[[list[str]], object], plan: list[list[str]], min_seconds: float = 0.0) -> Run:

@@ -192,9 +192,7 @@ def answers_differ(first: GraphOutputs, second: GraphOutputs, decision: Decision
     a, b = decision.apply(*first.scores), decision.apply(*second.scores)
     differ = np.any(a.accepted != b.accepted, axis=1) | (a.out_of_scope != b.out_of_scope)
     if first.entities is not None:
-        differ |= np.array([span_set(x) != span_set(y) for x, y in zip(decision.kept_entities(first.entities),
-                                                                       decision.kept_entities(second.entities))],
-                           dtype=bool)
+        differ |= ~_same_entities(first, second, decision)
     if first.starts is not None:
         differ |= np.array([tuple(x) != tuple(y) for x, y in zip(first.starts, second.starts)], dtype=bool)
     return int(differ.sum())
@@ -242,12 +240,17 @@ def accuracy_gate(fp32_outputs: GraphOutputs, int8_outputs: GraphOutputs, decisi
     if fp32_outputs.entities is not None and "slot_f1" not in fp32:
         # No in-scope row carries a span (a CSV cannot), so no figure scores the entities the service answers:
         # the int8 graph is held to the fp32 graph's own answers instead, row by row.
-        agreement = np.mean([span_set(a) == span_set(b) for a, b in
-                             zip(decision.kept_entities(fp32_outputs.entities),
-                                 decision.kept_entities(int8_outputs.entities))])
+        agreement = _same_entities(fp32_outputs, int8_outputs, decision).mean()
         figures[ENTITY_AGREEMENT] = _figure(1.0, float(agreement), _allowed_loss(len(examples)))
     return {"data": source, "rows": len(examples), "known_in_scope_rows": judged, "figures": figures,
             "passed": bool(figures) and all(figure["passed"] for figure in figures.values())}
+
+
+def _same_entities(first: GraphOutputs, second: GraphOutputs, decision: Decision) -> np.ndarray:
+    """bool ``[N]``: each row answers the same entities from both graphs (the decision's entity floor applied)."""
+    return np.array([span_set(x) == span_set(y) for x, y in zip(decision.kept_entities(first.entities),
+                                                                decision.kept_entities(second.entities))],
+                    dtype=bool)
 
 
 def _figure(fp32: float, int8: float, allowed: float) -> dict[str, Any]:

@@ -62,13 +62,14 @@ def _check_finite(config: Any) -> None:
             raise ValueError(f"{spec.name} must be a finite number, got {value}")
 
 
-def _check_integers(config: Any, names: tuple[str, ...]) -> None:
-    """Refuse a fraction or a bool where a count is meant: ``range`` and slicing refuse them only after the
-    backbone has loaded and the rows are encoded (epochs 1.5, batch_size 2.5), and ``True`` would read as 1."""
-    for name in names:
-        value = getattr(config, name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
-            raise ValueError(f"{name} must be an integer, got {value!r}")
+def _check_integers(config: Any) -> None:
+    """Refuse a fraction or a bool in a setting declared an integer: ``range`` and slicing refuse them only after
+    the backbone has loaded and the rows are encoded (epochs 1.5, batch_size 2.5), and ``True`` would read as 1."""
+    for spec in fields(config):
+        value = getattr(config, spec.name)
+        if spec.type in ("int", "int | None") and value is not None \
+                and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+            raise ValueError(f"{spec.name} must be an integer, got {value!r}")
 
 
 # torch's seeds (``torch.manual_seed``, ``torch.Generator.manual_seed``) are unsigned 64-bit integers.
@@ -201,7 +202,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _check_choices(self)
         _check_finite(self)
-        _check_integers(self, ("epochs", "batch_size", "max_length", "seed", "patience", "threads", "extend_vocab"))
+        _check_integers(self)
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")

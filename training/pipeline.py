@@ -24,7 +24,7 @@ from intentvcs.core.evaluation import evaluate, headline
 from intentvcs.core.outputs import GraphOutputs
 from intentvcs.core.references import reference_sample
 from intentvcs.core.segmentation import decide_segmented
-from intentvcs.core.relations import LabelRelations
+from intentvcs.core.relations import LabelRelations, naming_oos
 from intentvcs.core.entities import entity_types
 from intentvcs.core.oos import OOS_LABEL
 from intentvcs.core.spelling import Spelling
@@ -120,9 +120,9 @@ def train_pipeline(train: Sequence[Example], valid: Sequence[Example], test: Seq
         if unknown:
             raise ValueError(f"{relations_path}: label(s) {unknown[:5]} of the training rows are unknown to the "
                              "relations; give the relations of these labels")
-        verdict = [relation for relation in relations.relations if OOS_LABEL in relation.labels()]
-        if verdict:  # likewise: the fitted Decision refused it after the whole training
-            raise ValueError(f"{relations_path}: {verdict[0].type} {list(verdict[0].labels())} names "
+        verdict = naming_oos(relations.relations)
+        if verdict is not None:  # likewise: the fitted Decision refused it after the whole training
+            raise ValueError(f"{relations_path}: {verdict.type} {list(verdict.labels())} names "
                              f"{OOS_LABEL!r}, the out-of-scope verdict, which relates to no intent; leave it out")
     _check_support_noise(config.method, decision)
 

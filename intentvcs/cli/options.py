@@ -137,6 +137,7 @@ def floor_or_fit(text: str) -> float | str:
 # What ``--out -`` means for a file output: standard output, as ``--out /dev/stdout`` (``intentvcs.core.atomic``
 # writes it as a stream, and ``summary_stream`` then moves the summary to standard error).
 STDOUT = "/dev/stdout"
+STDOUT_HELP = "- or /dev/stdout: standard output"  # what a file output's help says of it
 
 
 def given(text: str) -> str:
@@ -206,7 +207,6 @@ def summary_stream(*outputs: str | os.PathLike | None):
     part of it), else standard output."""
     return sys.stderr if any(output is not None and atomic.writes_to(output, sys.stdout) for output in outputs) \
         else sys.stdout
-
 
 
 def print_summary(summary: Any, *outputs: str | os.PathLike | None) -> None:

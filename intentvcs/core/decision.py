@@ -38,7 +38,7 @@ from intentvcs.core.calibration import check_activation, probabilities
 from intentvcs.core.formats import FileFormat, anything, json_list, message_error
 from intentvcs.core.oos import OOS_LABEL, NonFiniteInput, NoRule, OOSRule, TrainRule, rule_from_dict
 from intentvcs.core.outputs import non_finite_problem, tuple_array
-from intentvcs.core.relations import Closure, Completion, LabelRelations
+from intentvcs.core.relations import Closure, Completion, LabelRelations, naming_oos
 from intentvcs.core import support
 from intentvcs.core.thresholds import global_thresholds
 
@@ -169,9 +169,9 @@ class Decision:
             if unknown:
                 raise DecisionError(f"relations: label(s) {unknown[:5]} of the model are unknown to the relations")
             # "oos" is the train rule's verdict, no intent: related to one, it would be accepted beside it.
-            verdict = [r for r in self.relations.relations if OOS_LABEL in r.labels()]
-            if verdict:
-                raise DecisionError(f"relations: {verdict[0].type} {list(verdict[0].labels())} names {OOS_LABEL!r}, "
+            verdict = naming_oos(self.relations.relations)
+            if verdict is not None:
+                raise DecisionError(f"relations: {verdict.type} {list(verdict.labels())} names {OOS_LABEL!r}, "
                                     "the out-of-scope verdict, which relates to no intent")
             # Built once; per request it is a few vectorised gathers.
             closure = self.relations.closure(labels)

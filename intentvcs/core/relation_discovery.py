@@ -41,7 +41,7 @@ from intentvcs.core.calibration import probabilities
 from intentvcs.core.decision import Decision
 from intentvcs.core.oos import OOS_LABEL, NoRule
 from intentvcs.core.relations import (Cover, Duplicate, LabelRelations, Relation, RelationsError, Subset,
-                                      extend_relations)
+                                      extend_relations, naming_oos)
 
 MIN_ROWS = 5  # fewer observed rows say too little about a label's company
 # constant_ratio: the rows that speak of a pair are those where the two hold this much probability together;
@@ -170,7 +170,7 @@ def with_discovered(known: LabelRelations | None, found: Sequence[Relation],
     relation naming it is refused (``RelationsError``): ``discover_relations`` reads none (an "oos" row
     accepting an intent says nothing of the intent), and ``Decision`` refuses relations that relate the
     verdict to an intent, which would only say so after the relations were built."""
-    verdict = next((relation for relation in found if OOS_LABEL in relation.labels()), None)
+    verdict = naming_oos(found)
     if verdict is not None:
         raise RelationsError(f"discovered relations: {verdict.type} {list(verdict.labels())} names {OOS_LABEL!r}, "
                              "the out-of-scope verdict, which relates to no intent")

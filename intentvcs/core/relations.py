@@ -197,6 +197,12 @@ def _check_relation_shape(relation: Relation, where: str) -> None:
         raise RelationsError(f"{where}: a cover needs at least 2 children, got {list(relation.children)}")
 
 
+def naming_oos(relations: Iterable["Relation"]) -> "Relation | None":
+    """The first of ``relations`` that names ``OOS_LABEL``, the out-of-scope verdict, which relates to no intent
+    (``Decision``, training and discovery each refuse one, in their own words)."""
+    return next((relation for relation in relations if OOS_LABEL in relation.labels()), None)
+
+
 @dataclass(frozen=True)
 class LabelRelations:
     """Labels, the typed relations between them, and named intent families.

@@ -14,7 +14,7 @@ import html
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
-from intentvcs.service.audit.config import AuditConfig
+from intentvcs.service.audit.config import RATES, AuditConfig
 from intentvcs.service.audit.containment import percent, percent_under
 from intentvcs.service.audit.slots import format_p
 
@@ -23,8 +23,7 @@ CHAR_W = 7.0       # approximate width of one 12px character, px
 SEVERITY_COLOURS = {"blocking": "#c0392b", "warning": "#d68910", "info": "#2e86c1"}
 # The config's thresholds that the shares on the page (containment, coverage, multi-intent and out-of-scope rows)
 # are compared with by the rules.
-THRESHOLDS = ("high", "back_high", "sub_min", "part_min", "cover_min", "superset_back_min", "union_part_min",
-              "union_cover", "composite_min", "segment_min", "target_oos_max", "superset_oos_max")
+THRESHOLDS = tuple(name for name in RATES if name not in ("corank_min", "part_share", "same_alpha", "entity_gap"))
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -87,13 +86,13 @@ def heatmap_svg(cooccurrence: Mapping[str, Any], max_columns: int, thresholds: S
         parts.append(f'<text x="{left - 6:.1f}" y="{y + CELL / 2 + 4:.1f}" text-anchor="end">{_e(name)}</text>')
         for j, rate in enumerate(rates[i]):
             x = left + CELL * j
+            shown = _pct(rate, thresholds)
             parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{CELL}" height="{CELL}" fill="{_colour(rate)}" '
-                         f'stroke="#fff"><title>{_e(name)} -&gt; {_e(existing[j])}: '
-                         f'{_e(_pct(rate, thresholds))}</title></rect>')
+                         f'stroke="#fff"><title>{_e(name)} -&gt; {_e(existing[j])}: {_e(shown)}</title></rect>')
             if rate >= 0.05:
                 ink = "#fff" if rate > 0.5 else "#222"
                 parts.append(f'<text x="{x + CELL / 2:.1f}" y="{y + CELL / 2 + 4:.1f}" text-anchor="middle" '
-                             f'font-size="10" fill="{ink}">{_e(_pct(rate, thresholds)[:-1])}</text>')
+                             f'font-size="10" fill="{ink}">{_e(shown[:-1])}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

@@ -198,9 +198,11 @@ def _verdict(evidence: Evidence, config: AuditConfig, relation: str, existing: l
                    rationale, support, statistic)
 
 
-def _corank_excess(ev: Evidence, a: int, b: int) -> float:
-    """How much more often ``a`` and ``b`` are ranked first and second on N's rows than on their own (rule 4)."""
-    return float((ev.ranked[:, a] & ev.ranked[:, b]).mean()) - float(ev.pair_baseline[a, b])
+def _corank(ev: Evidence, a: int, b: int) -> tuple[float, int]:
+    """How much more often ``a`` and ``b`` are ranked first and second on N's rows than on their own (rule 4),
+    and on how many of N's rows they are."""
+    together = int((ev.ranked[:, a] & ev.ranked[:, b]).sum())
+    return together / ev.n - float(ev.pair_baseline[a, b]), together
 
 
 def _reaches(excess: float, threshold: float) -> bool:
@@ -388,7 +390,7 @@ def _accepted_union(ev: Evidence, config: AuditConfig) -> Verdict | None:
                              for a, b in itertools.combinations(parts, 2)):
         return None
     for a, b in itertools.combinations(parts, 2):
-        if _reaches(_corank_excess(ev, a, b), config.corank_min):
+        if _reaches(_corank(ev, a, b)[0], config.corank_min):
             return None
     support, coverage = _coverage(ev, parts, config)
     if coverage.rate < config.union_cover:
@@ -433,8 +435,7 @@ def _co_ranked(ev: Evidence, config: AuditConfig) -> Verdict | None:
         accepted = min(ev.to_existing[a].rate, ev.to_existing[b].rate) >= config.part_min
         if related or not accepted:
             continue
-        together = int((ev.ranked[:, a] & ev.ranked[:, b]).sum())
-        excess = _corank_excess(ev, a, b)
+        excess, together = _corank(ev, a, b)
         if best is None or excess > best[0]:
             best = (excess, a, b, together)
     if best is None or not _reaches(best[0], config.corank_min):

@@ -30,9 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from intentvcs.core.segmentation import MAX_PARTS, cut
-
-MAX_SPLITS = MAX_PARTS - 1  # split points tried per utterance (the first ones): 3
+from intentvcs.core.segmentation import cut
 
 
 @dataclass(frozen=True)
@@ -45,7 +43,7 @@ class Split:
 
 
 def splits(texts: Sequence[str]) -> list[Split]:
-    """Every split of each text where the service cuts it (``segmentation.cut``; at most ``MAX_SPLITS`` each).
+    """Every split of each text where the service cuts it (``segmentation.cut``; at most ``segmentation.MAX_PARTS`` - 1 each).
 
     Splitting at every ``CONNECTOR`` match of the raw text, as the audit did, found no connector in
     full-width letters ("ｊａｚｚ ａｎｄ ｓｅｔ", which the service cuts) and cut inside a quotation, a range
@@ -54,7 +52,7 @@ def splits(texts: Sequence[str]) -> list[Split]:
     out = []
     for row, text in enumerate(texts):
         parts = cut(text)
-        for k in range(1, min(len(parts), MAX_SPLITS + 1)):
+        for k in range(1, len(parts)):  # cut gives at most segmentation.MAX_PARTS parts
             out.append(Split(row, text[parts[0][0]:parts[k - 1][1]], text[parts[k][0]:parts[-1][1]]))
     return out
 

@@ -14,7 +14,7 @@ import sys
 
 from intentvcs.cli import exit_codes
 from intentvcs.cli.model_options import add_model_arguments, check_run, load_predictor
-from intentvcs.cli.options import given, json_object_file, output_file
+from intentvcs.cli.options import STDOUT_HELP, given, json_object_file, output_file
 from intentvcs.service.audit.config import SEVERITIES, AuditConfig
 
 # A gate fails at a severity or above it: every severity but the lowest, most severe first, or never.
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="sample of the old data (same formats as --batch): the preferred source of "
                         "existing intents' utterances; default: the model's own sample of its training "
                         "rows (references.jsonl), else the batch's rows of them")
-    p.add_argument("--out", required=True, type=output_file, help="report JSON (- or /dev/stdout: standard output)")
+    p.add_argument("--out", required=True, type=output_file, help=f"report JSON ({STDOUT_HELP})")
     p.add_argument("--html", type=output_file,
                    help="also write a self-contained HTML page with a co-occurrence heatmap")
     p.add_argument("--pairs-csv", type=output_file,

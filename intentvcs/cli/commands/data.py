@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from intentvcs.cli.options import given, output_file, output_folder, print_summary
+from intentvcs.cli.options import STDOUT_HELP, given, output_file, output_folder, print_summary
 # The loaders and the builder import numpy, not torch: cheap enough to offer their names as choices.
 from intentvcs.training.loaders import DATA_ENV, DEFAULT_DATA_ROOT, FORMATS, data_root
 from intentvcs.training.mix_builder import SIZES as MIX_SIZES
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="train, valid or test (multiwoz/crosswoz: valid or test)")
     p.add_argument("--no-oos", action="store_true", help="clinc150: leave out the out-of-scope rows")
     p.add_argument("--out", required=True, type=output_file,
-                   help="JSONL file to write (atomically; - or /dev/stdout: standard output)")
+                   help=f"JSONL file to write (atomically; {STDOUT_HELP})")
     p.set_defaults(func=run_convert)
 
     p = sub.add_parser(

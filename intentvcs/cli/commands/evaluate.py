@@ -7,7 +7,7 @@ from pathlib import Path
 
 from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_run, check_scored_data,
                                          load_predictor, model_source)
-from intentvcs.cli.options import given, output_file, print_summary
+from intentvcs.cli.options import STDOUT_HELP, given, output_file, print_summary
 from intentvcs.core.team_formats import FORMATS_HELP
 
 
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"rows with gold label sets ({FORMATS_HELP}; no label: out of "
                          "scope) and, for slot figures, gold spans (JSONL or Rasa YAML; a "
                          "row without spans has no entities)")
-    p.add_argument("--out", required=True, type=output_file, help="result JSON (- or /dev/stdout: standard output)")
+    p.add_argument("--out", required=True, type=output_file, help=f"result JSON ({STDOUT_HELP})")
     p.add_argument("--heatmap", metavar="FILE.png", type=given,
                    help="write the prediction co-occurrence heatmap here, as a PNG image (a name ending in .png)")
     add_segment_argument(p)

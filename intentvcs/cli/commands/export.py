@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from intentvcs.cli import exit_codes
-from intentvcs.cli.options import given, output_file, output_folder, print_summary
+from intentvcs.cli.options import STDOUT_HELP, given, output_file, output_folder, print_summary
 from intentvcs.core.references import ROWS_PER_INTENT
 from intentvcs.core.team_formats import FORMATS_HELP
 from intentvcs.export.parity import PARITY_ATOL
@@ -57,8 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                             "the exporter cannot write is refused before any work)")
     p.add_argument("--result", metavar="FILE.json", type=output_file,
                    help="also write the result JSON here, with the bundle (both or neither: a failed parity "
-                        "check writes neither, and its report goes to stdout only); not inside --checkpoint; - or "
-                        "/dev/stdout: standard output")
+                        "check writes neither, and its report goes to stdout only); not inside --checkpoint; "
+                        f"{STDOUT_HELP}")
     p.set_defaults(func=run)
 
 
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         # Nothing written: --result comes with a bundle or not at all (an earlier result file stays beside the
         # earlier bundle it describes); the failure's report goes to stdout.
         print_summary({"ok": False, "bundle": None, "checkpoint": args.checkpoint, "error": str(exc),
-                "parity": exc.report}, None)  # --result is not written then
+                       "parity": exc.report})  # standard output: --result is not written then
         print(f"intentvcs export: {exc}; no bundle written"
               + (f", nor {args.result}" if args.result else ""), file=sys.stderr)
         return exit_codes.GATE_FAILED

@@ -10,7 +10,7 @@ import argparse
 import json
 
 from intentvcs.cli.model_options import add_quantized_argument, add_segment_argument
-from intentvcs.cli.options import given, output_file, summary_stream
+from intentvcs.cli.options import STDOUT_HELP, given, output_file, summary_stream
 from intentvcs.service.settings import DEFAULT_MAX_BATCH, PROVIDERS, Settings
 
 DESCRIPTION = """\
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bundle", required=True, type=given, help="bundle directory (from intentvcs export)")
     p.add_argument("--data", required=True, type=given, help="input rows: .jsonl, .csv or .parquet (see --format)")
     p.add_argument("--out", required=True, type=output_file,
-                   help="output JSONL, one answer per input row (- or /dev/stdout: standard output)")
+                   help=f"output JSONL, one answer per input row ({STDOUT_HELP})")
     p.add_argument("--format", choices=list(FORMATS), help="input format (default: from the --data suffix)")
     p.add_argument("--text-column", default="text", help="CSV/Parquet: the column holding the text (default: text)")
     p.add_argument("--id-column", default="id",
@@ -90,10 +90,10 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if args.engine != "ray":
-        given = [f"--{n.replace('_', '-')}" for n in ("ray_address", "workers", "cpus_per_worker")
-                 if getattr(args, n) is not None]
-        if given:
-            raise ValueError(f"{' and '.join(given)} apply to --engine ray only")
+        ray_only = [f"--{n.replace('_', '-')}" for n in ("ray_address", "workers", "cpus_per_worker")
+                    if getattr(args, n) is not None]
+        if ray_only:
+            raise ValueError(f"{' and '.join(ray_only)} apply to --engine ray only")
     elif args.threads is not None:
         raise ValueError("--threads is for --engine local; Ray actors run --cpus-per-worker threads each")
     elif args.ray_address is not None and not args.ray_address.strip():

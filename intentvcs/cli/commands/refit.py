@@ -64,14 +64,14 @@ def run(args: argparse.Namespace) -> int:
     meta = check_checkpoint(args.checkpoint)  # before torch loads: a wrong path is refused at once
     from intentvcs.training.pipeline import check_refit_rows, refit_checkpoint, refit_settings
 
-    given = given_settings(args)
-    decision = refit_settings(Path(args.checkpoint), given)
+    settings_given = given_settings(args)
+    decision = refit_settings(Path(args.checkpoint), settings_given)
     # A setting given that the refit's decision does not read (--oos-retention of a checkpoint whose rule is
     # threshold) was recorded as used and changed nothing; one the checkpoint recorded is carried as it is.
-    check_read_settings(decision, given)
-    if "entity_floor" in given and not meta.get("entities"):
-        raise ValueError(f"entity_floor {given['entity_floor']} would change nothing: {args.checkpoint} has no "
-                         "entity head (trained on rows without spans); leave entity_floor out")
+    check_read_settings(decision, settings_given)
+    if "entity_floor" in settings_given and not meta.get("entities"):
+        raise ValueError(f"entity_floor {settings_given['entity_floor']} would change nothing: {args.checkpoint} "
+                         "has no entity head (trained on rows without spans); leave entity_floor out")
     # Checked as train checks its data (held out, span types, warnings), before the model loads; the training
     # rows first against the checkpoint (another file was blamed on --valid's span types).
     # A checkpoint trained before rows labelled "oos" were read as out of scope, under a rule other than train,

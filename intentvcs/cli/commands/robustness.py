@@ -6,7 +6,7 @@ import argparse
 
 from intentvcs.cli.model_options import (add_model_arguments, add_segment_argument, check_run, check_scored_data,
                                          load_predictor, model_source)
-from intentvcs.cli.options import given, output_file, summary_stream
+from intentvcs.cli.options import STDOUT_HELP, given, output_file, summary_stream
 # Not from intentvcs.core.robustness: that imports the perturbation extra, which serving does not install.
 from intentvcs.core.evaluation import PRIMARY_METRICS, check_known_labels
 from intentvcs.core.team_formats import FORMATS_HELP
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the model's training rows, same formats: unseen_entities then draws only "
                         "entity values no training row has; without it, from the test rows' own values, "
                         "unchecked")
-    p.add_argument("--out", required=True, type=output_file, help="report JSON (- or /dev/stdout: standard output)")
+    p.add_argument("--out", required=True, type=output_file, help=f"report JSON ({STDOUT_HELP})")
     p.add_argument("--md", type=output_file, help="also write the report as a Markdown table here")
     p.add_argument("--operators", nargs="+", metavar="NAME",
                    help="operators or families (nature, laug, raddle) to run; default: all")

@@ -8,8 +8,8 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from intentvcs.cli.options import (add_option, config_from_args, floor_or_fit, given, json_object, output_file,
-                                   output_folder, print_summary, share)
+from intentvcs.cli.options import (STDOUT_HELP, add_option, config_from_args, floor_or_fit, given, json_object,
+                                   output_file, output_folder, print_summary, share)
 from intentvcs.core.dataio import Example
 from intentvcs.core.team_formats import FORMATS_HELP
 # Torch-free (the settings only): parsing arguments must not import torch.
@@ -38,8 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_train_options(p)
     add_decision_options(p)
     p.add_argument("--relations", type=given, help="relations.json of known label relations, applied at inference")
-    p.add_argument("--result", type=output_file, help="also write the training result JSON here (- or "
-                   "/dev/stdout: standard output)")
+    p.add_argument("--result", type=output_file, help=f"also write the training result JSON here ({STDOUT_HELP})")
     p.set_defaults(func=run)
 
 
@@ -93,11 +92,12 @@ def run(args: argparse.Namespace) -> int:
     config, decision = config_from_args(TrainConfig, args), config_from_args(DecisionConfig, args)  # options first
     # Given: a value other than the default (a default given says nothing the fit would not do anyway).
     defaults = DecisionConfig()
-    given = [f.name for f in dataclasses.fields(DecisionConfig) if getattr(decision, f.name) != getattr(defaults, f.name)]
-    check_read_settings(decision, given)
+    settings_given = [f.name for f in dataclasses.fields(DecisionConfig)
+                      if getattr(decision, f.name) != getattr(defaults, f.name)]
+    check_read_settings(decision, settings_given)
     train, valid, test = read_splits(args.train, args.valid, args.test, decision.oos_rule)
     check_augment_mix(config, train, valid)
-    check_entity_settings(config, decision, train, given)
+    check_entity_settings(config, decision, train, settings_given)
     from intentvcs.training.pipeline import train_pipeline  # torch: seconds to import, after the data's checks
 
     result = train_pipeline(
@@ -150,13 +150,15 @@ def check_entity_settings(config: TrainConfig, decision: DecisionConfig, train: 
     (``given``: the decision settings given) was recorded as used and changed nothing."""
     if config.entity_weight and any(ex.spans for ex in train):
         return
+    if config.tagger_learning_rate is not None:
+        name, value = "tagger_learning_rate", config.tagger_learning_rate
+    elif "entity_floor" in given:
+        name, value = "entity_floor", decision.entity_floor
+    else:
+        return
     why = "entity_weight is 0" if not config.entity_weight else "no training row carries an entity span"
-    unread = (["tagger_learning_rate"] if config.tagger_learning_rate is not None else []) + \
-        (["entity_floor"] if "entity_floor" in given else [])
-    for name in unread:
-        value = getattr(config, name, None) if name == "tagger_learning_rate" else getattr(decision, name)
-        raise ValueError(f"{name} {value} would change nothing: no entity head is trained ({why}); leave {name} "
-                         "out, or give rows with spans")
+    raise ValueError(f"{name} {value} would change nothing: no entity head is trained ({why}); leave {name} out, "
+                     "or give rows with spans")
 
 
 def read_splits(train_path: str, valid_path: str, test_path: str | None, oos_rule: str,
